@@ -1,0 +1,178 @@
+// Outbox: the battle node's durable queue of finished-battle results, hashed into shards by
+// room. The OutboxWriter enqueues, one Deliverer per shard reads, acks and dead-letters, and
+// operators list and redrive. Thread-safety: Enqueue, Redrive and Stats may be called from any
+// thread. ReadShard, Ack and DeadLetter for one shard must come from one thread at a time (its
+// deliverer); different shards and Enqueue may proceed concurrently.
+//
+// Durability and crash semantics:
+//  - Enqueue returns OK only after its batch is in the write-ahead log and fsynced: a record
+//    acknowledged by Enqueue survives a process kill or power loss.
+//  - Ack deletes without fsync. A crash shortly after an Ack can bring the record back; it is
+//    then delivered again and the lobby answers `duplicate: true` with the original match_id,
+//    so a resurrected record costs one extra request and never a second settlement.
+//  - DeadLetter, quarantine moves and Redrive are single atomic WriteBatches: after a crash a
+//    record is in exactly one place, never in none.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "verdict/v1/verdict.pb.h"
+
+namespace verdict::storage {
+
+struct OutboxOptions {
+  // Number of shard column families. Used only when the outbox is created: an existing outbox
+  // keeps its count, and opening it with a different count fails (resharding is explicit).
+  // Default: 16.
+  uint32_t shard_count = 16;
+
+  // Largest serialized BattleResult accepted into a shard; larger ones are refused and kept
+  // whole in quarantine with reason "oversize".
+  // Default: 1 MiB.
+  size_t max_record_bytes = size_t{1} << 20;
+
+  // Upper bound on write-ahead-log size across column families before RocksDB forces the
+  // column families holding the oldest log to flush, so the log cannot grow without bound.
+  // Default: 64 MiB.
+  uint64_t max_total_wal_size = uint64_t{64} << 20;
+
+  // Upper bound on memtable memory across all column families (a deep backlog must not grow
+  // the node's memory).
+  // Default: 64 MiB.
+  size_t total_memtable_bytes = size_t{64} << 20;
+
+  // Source of enqueue timestamps (oldest-record age). Not owned; must outlive the outbox.
+  // Default: nullptr, meaning the system clock.
+  const Clock* clock = nullptr;
+
+  // Test-only: writes without the write-ahead log, so Enqueue acknowledges records that exist
+  // only in memory. It exists so the crash test can show that it detects lost records.
+  // Default: false. Never set it outside tests.
+  bool unsafe_disable_wal_for_test = false;
+};
+
+// A record as stored in a shard.
+struct OutboxRecord {
+  uint32_t shard = 0;
+  uint64_t sequence = 0;  // per-node, strictly increasing in enqueue order
+  int64_t enqueued_at_ms = 0;
+  size_t stored_bytes = 0;
+  v1::BattleResult result;
+};
+
+// Where a record that is not (or no longer) in a shard lives.
+enum class SideArea { kQuarantine, kDeadLetter };
+const char* SideAreaName(SideArea area);  // "quarantine" / "dead-letter"
+
+// A record in quarantine or dead letter, with the reason it was moved aside.
+struct SideRecord {
+  SideArea area = SideArea::kQuarantine;
+  uint32_t shard = 0;  // the shard it came from (or would have gone to)
+  uint64_t sequence = 0;
+  int64_t enqueued_at_ms = 0;
+  std::string reason;  // "oversize", "undecodable", or the lobby's error code
+  std::string detail;  // human-readable explanation
+  bool decodable = false;
+  v1::BattleResult result;  // meaningful only if decodable
+  size_t stored_bytes = 0;
+};
+
+// The result of enqueuing one record of a batch.
+struct EnqueueResult {
+  // OK: the record is durable in `shard` at `sequence` (newly, or already before).
+  // RESOURCE_EXHAUSTED: over max_record_bytes; refused, and kept in quarantine as "oversize".
+  // ALREADY_EXISTS: a different record with the same (room_id, ended_at_ms) is stored; refused.
+  // INVALID_ARGUMENT: room_id is 0.
+  Status status;
+  bool already_present = false;  // an identical record was stored before; nothing written
+  uint32_t shard = 0;
+  uint64_t sequence = 0;
+};
+
+struct ShardStats {
+  uint32_t shard = 0;
+  uint64_t records = 0;
+  uint64_t bytes = 0;
+  int64_t oldest_age_ms = 0;  // 0 when the shard is empty
+};
+
+struct OutboxStats {
+  std::vector<ShardStats> shards;
+  uint64_t records = 0;  // sum over shards
+  uint64_t bytes = 0;
+  uint64_t quarantined = 0;
+  uint64_t dead_lettered = 0;
+  uint64_t free_disk_bytes = 0;  // free to unprivileged users on the outbox's file system
+};
+
+struct RedriveReport {
+  uint64_t moved = 0;    // back in their shards, at the tail with new sequences
+  uint64_t skipped = 0;  // left where they are: undecodable or still oversize
+};
+
+// The stable room → shard mapping: SplitMix64's finalizer (Steele, Lea, Flood 2014) of the
+// room id, modulo the shard count. It is part of the on-disk format: never change it.
+//   z = room_id + 0x9E3779B97F4A7C15
+//   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+//   z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+//   hash = z ^ (z >> 31)
+uint64_t RoomHash(uint64_t room_id);
+inline uint32_t RoomShard(uint64_t room_id, uint32_t shard_count) {
+  return static_cast<uint32_t>(RoomHash(room_id) % shard_count);
+}
+
+// The canonical bytes of a result: protobuf's deterministic serialization.
+std::string DeterministicBytes(const v1::BattleResult& result);
+
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+
+  virtual uint32_t shard_count() const = 0;
+
+  // Stores the batch with one synced WriteBatch; returns one EnqueueResult per input, in
+  // order. A top-level error (UNAVAILABLE, RESOURCE_EXHAUSTED for a full disk, INTERNAL) means
+  // nothing of the batch was stored and the same call may be retried. Records refused
+  // individually (see EnqueueResult) do not fail the batch.
+  virtual Result<std::vector<EnqueueResult>> Enqueue(std::span<const v1::BattleResult> batch) = 0;
+
+  // Up to `max_records` records of `shard` with sequence > `after_sequence`, in enqueue order
+  // (after_sequence 0 = from the head). A value that cannot be decoded is moved to quarantine
+  // with reason "undecodable" and skipped.
+  virtual Result<std::vector<OutboxRecord>> ReadShard(uint32_t shard, uint64_t after_sequence,
+                                                      size_t max_records) = 0;
+
+  // Removes a delivered record and its idempotency entry (not synced; see the file comment).
+  // Each record read must be acked or dead-lettered at most once.
+  virtual Status Ack(const OutboxRecord& record) = 0;
+
+  // Moves a record the lobby refused as terminal to dead letter with the lobby's code and
+  // message, atomically.
+  virtual Status DeadLetter(const OutboxRecord& record, const std::string& code,
+                            const std::string& message) = 0;
+
+  // Records in quarantine or dead letter, oldest first; `room_id` filters when set.
+  virtual Result<std::vector<SideRecord>> ListSide(SideArea area,
+                                                   std::optional<uint64_t> room_id) = 0;
+
+  // Moves decodable records from `from` back to the tail of their shards (new sequences), all
+  // of them or those of `room_id`. Records that cannot be redriven stay and are counted.
+  virtual Result<RedriveReport> Redrive(SideArea from, std::optional<uint64_t> room_id) = 0;
+
+  // Counts, bytes and ages per shard, side-area counts, free disk.
+  virtual Result<OutboxStats> Stats() = 0;
+};
+
+// Opens (creating if missing) the outbox in `dir`. FAILED_PRECONDITION if the outbox exists
+// with a different shard count; UNAVAILABLE if another process holds it.
+Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxOptions& options);
+
+}  // namespace verdict::storage

@@ -1,0 +1,717 @@
+// The RocksDB outbox.
+//
+// On-disk layout (one RocksDB instance):
+//   column family "shard-NNN" (N = 000 … count-1)
+//     key   = sequence, 8 bytes big-endian (so iteration order is enqueue order)
+//     value = verdict.v1.Envelope{sequence, enqueued_at_ms, result}
+//   column families "quarantine" and "dead-letter"
+//     key   = sequence, 8 bytes big-endian
+//     value = Envelope{…, reason, detail, shard} (or Envelope{raw} for undecodable bytes)
+//   column family "meta"
+//     "shard_count"      → 4 bytes big-endian, written once at creation
+//     "next_sequence"    → 8 bytes big-endian, rewritten with every batch that allocates one
+//     "i" + room_id (8 BE) + ended_at_ms (8 BE)
+//                        → area (1 byte: 0 shard, 1 quarantine, 2 dead-letter)
+//                          + shard (4 BE) + sequence (8 BE): the idempotency index
+//
+// Sequences come from one counter per node, so every key in every column family is unique and
+// a redriven record gets a key after everything already queued.
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <rocksdb/db.h>
+#include <rocksdb/table.h>
+#include <rocksdb/utilities/table_properties_collectors.h>
+#include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
+
+#include "storage/outbox.h"
+
+namespace verdict::storage {
+namespace {
+
+constexpr char kMetaCf[] = "meta";
+constexpr char kQuarantineCf[] = "quarantine";
+constexpr char kDeadLetterCf[] = "dead-letter";
+constexpr char kShardCountKey[] = "shard_count";
+constexpr char kNextSequenceKey[] = "next_sequence";
+constexpr char kIndexPrefix = 'i';
+
+enum class Area : uint8_t { kShard = 0, kQuarantine = 1, kDeadLetter = 2 };
+
+std::string ShardCfName(uint32_t shard) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "shard-%03u", shard);
+  return name;
+}
+
+void PutBigEndian(std::string* out, uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t GetBigEndian(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+std::string SequenceKey(uint64_t sequence) {
+  std::string key;
+  PutBigEndian(&key, sequence, 8);
+  return key;
+}
+
+// The sequence a column-family key names; 0 (never allocated) for a malformed key.
+uint64_t KeySequence(const rocksdb::Slice& key) {
+  return key.size() == 8 ? GetBigEndian(key.data(), 8) : 0;
+}
+
+std::string IndexKey(uint64_t room_id, int64_t ended_at_ms) {
+  std::string key(1, kIndexPrefix);
+  PutBigEndian(&key, room_id, 8);
+  PutBigEndian(&key, static_cast<uint64_t>(ended_at_ms), 8);
+  return key;
+}
+
+struct IndexEntry {
+  Area area;
+  uint32_t shard;
+  uint64_t sequence;
+};
+
+std::string EncodeIndex(const IndexEntry& e) {
+  std::string v(1, static_cast<char>(e.area));
+  PutBigEndian(&v, e.shard, 4);
+  PutBigEndian(&v, e.sequence, 8);
+  return v;
+}
+
+std::optional<IndexEntry> DecodeIndex(const std::string& v) {
+  if (v.size() != 13 || static_cast<uint8_t>(v[0]) > 2) return std::nullopt;
+  return IndexEntry{static_cast<Area>(v[0]), static_cast<uint32_t>(GetBigEndian(&v[1], 4)),
+                    GetBigEndian(&v[5], 8)};
+}
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  std::string msg = what + ": " + s.ToString();
+  if (s.IsNoSpace()) return ResourceExhaustedError(msg);
+  if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) {
+    return UnavailableError(msg);
+  }
+  if (s.IsCorruption()) return DataLossError(msg);
+  if (s.IsInvalidArgument()) return InvalidArgumentError(msg);
+  return InternalError(msg);
+}
+
+std::string SerializeEnvelope(const v1::Envelope& envelope) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  envelope.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return out;
+}
+
+// A shard value decodes only if it parses, carries a result and names its own key.
+bool DecodeShardValue(const rocksdb::Slice& value, uint64_t sequence, v1::Envelope* out) {
+  return out->ParseFromArray(value.data(), static_cast<int>(value.size())) && out->has_result() &&
+         out->sequence() == sequence;
+}
+
+class OutboxImpl final : public Outbox {
+ public:
+  OutboxImpl(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
+             uint32_t shard_count, std::string dir, const OutboxOptions& options)
+      : db_(std::move(db)),
+        handles_(std::move(handles)),
+        shard_count_(shard_count),
+        dir_(std::move(dir)),
+        options_(options),
+        clock_(options.clock ? options.clock : SystemClock::Default()),
+        shards_(shard_count) {
+    write_options_.sync = !options.unsafe_disable_wal_for_test;
+    write_options_.disableWAL = options.unsafe_disable_wal_for_test;
+    ack_options_.sync = false;
+    ack_options_.disableWAL = options.unsafe_disable_wal_for_test;
+  }
+
+  ~OutboxImpl() override {
+    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    db_->Close().PermitUncheckedError();
+  }
+
+  // Rebuilds the in-memory counters, low-water marks and next sequence from disk.
+  Status Load() {
+    uint64_t max_seen = 0;
+    for (uint32_t s = 0; s < shard_count_; ++s) {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), ShardCf(s)));
+      uint64_t records = 0, bytes = 0;
+      for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        if (records == 0) shards_[s].low_water = KeySequence(it->key());
+        ++records;
+        bytes += it->value().size();
+        max_seen = std::max(max_seen, KeySequence(it->key()));
+      }
+      VERDICT_RETURN_IF_ERROR(FromRocks(it->status(), "scanning " + ShardCfName(s)));
+      shards_[s].records = records;
+      shards_[s].bytes = bytes;
+    }
+    for (auto [cf, count] :
+         {std::pair{QuarantineCf(), &quarantined_}, std::pair{DeadLetterCf(), &dead_lettered_}}) {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf));
+      uint64_t n = 0;
+      for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        ++n;
+        max_seen = std::max(max_seen, KeySequence(it->key()));
+      }
+      VERDICT_RETURN_IF_ERROR(FromRocks(it->status(), "scanning side areas"));
+      *count = n;
+    }
+    std::string stored;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetaCf(), kNextSequenceKey, &stored);
+    if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading next sequence");
+    uint64_t next = s.ok() && stored.size() == 8 ? GetBigEndian(stored.data(), 8) : 1;
+    next_sequence_ = std::max({next, max_seen + 1, uint64_t{1}});
+    return Status::Ok();
+  }
+
+  uint32_t shard_count() const override { return shard_count_; }
+
+  Result<std::vector<EnqueueResult>> Enqueue(std::span<const v1::BattleResult> batch) override {
+    std::lock_guard lock(write_mu_);
+    std::vector<EnqueueResult> results(batch.size());
+    rocksdb::WriteBatch wb;
+    uint64_t next = next_sequence_;
+    const int64_t now = clock_->NowMs();
+    // Index keys written earlier in this batch, so a record repeated within one batch is
+    // stored once.
+    std::unordered_set<std::string> batch_keys;
+    std::vector<std::pair<uint32_t, size_t>> shard_growth;  // (shard, bytes) to count on success
+    uint64_t new_quarantined = 0;
+
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const v1::BattleResult& result = batch[i];
+      EnqueueResult& out = results[i];
+      if (result.room_id() == 0) {
+        out.status = InvalidArgumentError("room_id 0 is not a valid room");
+        continue;
+      }
+      out.shard = RoomShard(result.room_id(), shard_count_);
+      const std::string index_key = IndexKey(result.room_id(), result.ended_at_ms());
+      const std::string canonical = DeterministicBytes(result);
+      if (batch_keys.contains(index_key)) {
+        out = FindEarlierInBatch(batch, i, results, canonical);
+        continue;
+      }
+      auto existing = LookUp(index_key, canonical);
+      if (!existing.ok()) return existing.status();
+      if (existing->has_value()) {
+        out = **existing;
+        continue;
+      }
+      batch_keys.insert(index_key);
+
+      v1::Envelope envelope;
+      envelope.set_sequence(next);
+      envelope.set_enqueued_at_ms(now);
+      *envelope.mutable_result() = result;
+      out.sequence = next++;
+      if (canonical.size() > options_.max_record_bytes) {
+        envelope.set_reason("oversize");
+        envelope.set_detail("serialized result is " + std::to_string(canonical.size()) +
+                            " bytes, over the " + std::to_string(options_.max_record_bytes) +
+                            "-byte limit");
+        envelope.set_shard(out.shard);
+        wb.Put(QuarantineCf(), SequenceKey(out.sequence), SerializeEnvelope(envelope));
+        wb.Put(MetaCf(), index_key, EncodeIndex({Area::kQuarantine, out.shard, out.sequence}));
+        out.status = ResourceExhaustedError("result for room " + std::to_string(result.room_id()) +
+                                            " refused: " + envelope.detail() +
+                                            "; kept whole in quarantine (reason oversize)");
+        ++new_quarantined;
+        continue;
+      }
+      std::string value = SerializeEnvelope(envelope);
+      shard_growth.emplace_back(out.shard, value.size());
+      wb.Put(ShardCf(out.shard), SequenceKey(out.sequence), value);
+      wb.Put(MetaCf(), index_key, EncodeIndex({Area::kShard, out.shard, out.sequence}));
+    }
+    if (wb.Count() == 0) return results;
+
+    std::string next_value;
+    PutBigEndian(&next_value, next, 8);
+    wb.Put(MetaCf(), kNextSequenceKey, next_value);
+    VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "enqueue"));
+    next_sequence_ = next;
+    for (auto [shard, bytes] : shard_growth) {
+      shards_[shard].records += 1;
+      shards_[shard].bytes += bytes;
+    }
+    quarantined_ += new_quarantined;
+    return results;
+  }
+
+  Result<std::vector<OutboxRecord>> ReadShard(uint32_t shard, uint64_t after_sequence,
+                                              size_t max_records) override {
+    if (shard >= shard_count_) return InvalidArgumentError("no shard " + std::to_string(shard));
+    ShardState& state = shards_[shard];
+    const uint64_t low_water = state.low_water.load();
+    const bool from_head = after_sequence < std::max<uint64_t>(low_water, 1);
+    const std::string lower = SequenceKey(std::max(after_sequence + 1, low_water));
+    const rocksdb::Slice lower_slice(lower);
+    const std::string upper = SequenceKey(UINT64_MAX);
+    const rocksdb::Slice upper_slice(upper);
+    rocksdb::ReadOptions ro;
+    ro.iterate_lower_bound = &lower_slice;
+    ro.iterate_upper_bound = &upper_slice;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, ShardCf(shard)));
+
+    std::vector<OutboxRecord> records;
+    for (it->Seek(lower); it->Valid() && records.size() < max_records; it->Next()) {
+      const uint64_t sequence = KeySequence(it->key());
+      if (from_head && records.empty()) {
+        // Nothing live lies below the first key found, and new keys are always larger.
+        AdvanceLowWater(state, low_water, sequence);
+      }
+      v1::Envelope envelope;
+      if (sequence == 0 || !DecodeShardValue(it->value(), sequence, &envelope)) {
+        VERDICT_RETURN_IF_ERROR(QuarantineUndecodable(shard, it->key(), it->value()));
+        continue;
+      }
+      OutboxRecord& r = records.emplace_back();
+      r.shard = shard;
+      r.sequence = sequence;
+      r.enqueued_at_ms = envelope.enqueued_at_ms();
+      r.stored_bytes = it->value().size();
+      r.result = std::move(*envelope.mutable_result());
+    }
+    VERDICT_RETURN_IF_ERROR(FromRocks(it->status(), "reading " + ShardCfName(shard)));
+    return records;
+  }
+
+  Status Ack(const OutboxRecord& record) override {
+    if (record.shard >= shard_count_) return InvalidArgumentError("no such shard");
+    rocksdb::WriteBatch wb;
+    wb.Delete(ShardCf(record.shard), SequenceKey(record.sequence));
+    wb.Delete(MetaCf(), IndexKey(record.result.room_id(), record.result.ended_at_ms()));
+    VERDICT_RETURN_IF_ERROR(FromRocks(db_->Write(ack_options_, &wb), "ack"));
+    Removed(record.shard, record.sequence, record.stored_bytes);
+    return Status::Ok();
+  }
+
+  Status DeadLetter(const OutboxRecord& record, const std::string& code,
+                    const std::string& message) override {
+    if (record.shard >= shard_count_) return InvalidArgumentError("no such shard");
+    v1::Envelope envelope;
+    envelope.set_sequence(record.sequence);
+    envelope.set_enqueued_at_ms(record.enqueued_at_ms);
+    *envelope.mutable_result() = record.result;
+    envelope.set_reason(code);
+    envelope.set_detail(message);
+    envelope.set_shard(record.shard);
+    rocksdb::WriteBatch wb;
+    wb.Put(DeadLetterCf(), SequenceKey(record.sequence), SerializeEnvelope(envelope));
+    wb.Delete(ShardCf(record.shard), SequenceKey(record.sequence));
+    wb.Put(MetaCf(), IndexKey(record.result.room_id(), record.result.ended_at_ms()),
+           EncodeIndex({Area::kDeadLetter, record.shard, record.sequence}));
+    VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "dead-letter"));
+    Removed(record.shard, record.sequence, record.stored_bytes);
+    ++dead_lettered_;
+    return Status::Ok();
+  }
+
+  Result<std::vector<SideRecord>> ListSide(SideArea area,
+                                           std::optional<uint64_t> room_id) override {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), SideCf(area)));
+    std::vector<SideRecord> out;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      SideRecord r = DecodeSide(area, it->key(), it->value());
+      if (room_id && (!r.decodable || r.result.room_id() != *room_id)) continue;
+      out.push_back(std::move(r));
+    }
+    VERDICT_RETURN_IF_ERROR(FromRocks(it->status(), "listing side area"));
+    return out;
+  }
+
+  Result<RedriveReport> Redrive(SideArea from, std::optional<uint64_t> room_id) override {
+    std::lock_guard lock(write_mu_);
+    auto listed = ListSide(from, room_id);
+    if (!listed.ok()) return listed.status();
+    RedriveReport report;
+    for (const SideRecord& r : *listed) {
+      if (!r.decodable || DeterministicBytes(r.result).size() > options_.max_record_bytes) {
+        ++report.skipped;
+        continue;
+      }
+      const uint32_t shard = RoomShard(r.result.room_id(), shard_count_);
+      const uint64_t sequence = next_sequence_;
+      v1::Envelope envelope;
+      envelope.set_sequence(sequence);
+      envelope.set_enqueued_at_ms(clock_->NowMs());
+      *envelope.mutable_result() = r.result;
+      const std::string value = SerializeEnvelope(envelope);
+      std::string next_value;
+      PutBigEndian(&next_value, sequence + 1, 8);
+      rocksdb::WriteBatch wb;
+      wb.Delete(SideCf(from), SequenceKey(r.sequence));
+      wb.Put(ShardCf(shard), SequenceKey(sequence), value);
+      wb.Put(MetaCf(), IndexKey(r.result.room_id(), r.result.ended_at_ms()),
+             EncodeIndex({Area::kShard, shard, sequence}));
+      wb.Put(MetaCf(), kNextSequenceKey, next_value);
+      VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "redrive"));
+      next_sequence_ = sequence + 1;
+      shards_[shard].records += 1;
+      shards_[shard].bytes += value.size();
+      --SideCount(from);
+      ++report.moved;
+    }
+    return report;
+  }
+
+  Result<OutboxStats> Stats() override {
+    OutboxStats stats;
+    const int64_t now = clock_->NowMs();
+    for (uint32_t s = 0; s < shard_count_; ++s) {
+      ShardStats& st = stats.shards.emplace_back();
+      st.shard = s;
+      st.records = shards_[s].records.load();
+      st.bytes = shards_[s].bytes.load();
+      if (st.records > 0) {
+        auto oldest = OldestEnqueuedAt(s);
+        if (!oldest.ok()) return oldest.status();
+        if (*oldest > 0) st.oldest_age_ms = std::max<int64_t>(0, now - *oldest);
+      }
+      stats.records += st.records;
+      stats.bytes += st.bytes;
+    }
+    stats.quarantined = quarantined_.load();
+    stats.dead_lettered = dead_lettered_.load();
+    struct statvfs vfs;
+    if (statvfs(dir_.c_str(), &vfs) == 0) {
+      stats.free_disk_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    }
+    return stats;
+  }
+
+ private:
+  struct ShardState {
+    // Every live key of the shard is >= low_water; reads start here so they never walk the
+    // tombstones of records already acked.
+    std::atomic<uint64_t> low_water{0};
+    std::atomic<uint64_t> records{0};
+    std::atomic<uint64_t> bytes{0};
+  };
+
+  // Column family handles: shards first, then quarantine, dead-letter, meta.
+  rocksdb::ColumnFamilyHandle* ShardCf(uint32_t s) const { return handles_[s]; }
+  rocksdb::ColumnFamilyHandle* QuarantineCf() const { return handles_[shard_count_]; }
+  rocksdb::ColumnFamilyHandle* DeadLetterCf() const { return handles_[shard_count_ + 1]; }
+  rocksdb::ColumnFamilyHandle* MetaCf() const { return handles_[shard_count_ + 2]; }
+  rocksdb::ColumnFamilyHandle* SideCf(SideArea a) const {
+    return a == SideArea::kQuarantine ? QuarantineCf() : DeadLetterCf();
+  }
+  std::atomic<uint64_t>& SideCount(SideArea a) {
+    return a == SideArea::kQuarantine ? quarantined_ : dead_lettered_;
+  }
+
+  // A synced write. After a failed write RocksDB may refuse all writes until resumed (for
+  // example after the disk was full), so a failure asks it to resume before the next write.
+  Status WriteRecovering(rocksdb::WriteBatch* wb, const char* what) {
+    if (needs_resume_.exchange(false)) {
+      rocksdb::Status r = db_->Resume();
+      if (!r.ok()) spdlog::warn("outbox: resume after write failure: {}", r.ToString());
+    }
+    Status s = FromRocks(db_->Write(write_options_, wb), what);
+    if (!s.ok()) needs_resume_ = true;
+    return s;
+  }
+
+  // The stored copy of a record with this index key, if any. The stored record must be
+  // byte-identical (`canonical`); a different one is ALREADY_EXISTS.
+  Result<std::optional<EnqueueResult>> LookUp(const std::string& index_key,
+                                              const std::string& canonical) {
+    std::string raw;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetaCf(), index_key, &raw);
+    if (s.IsNotFound()) return std::optional<EnqueueResult>();
+    if (!s.ok()) return FromRocks(s, "reading idempotency index");
+    std::optional<IndexEntry> entry = DecodeIndex(raw);
+    if (!entry) return std::optional<EnqueueResult>();  // unreadable entry: rewrite it
+    rocksdb::ColumnFamilyHandle* cf = entry->area == Area::kShard        ? ShardCf(entry->shard)
+                                      : entry->area == Area::kQuarantine ? QuarantineCf()
+                                                                         : DeadLetterCf();
+    if (entry->area == Area::kShard && entry->shard >= shard_count_) {
+      return std::optional<EnqueueResult>();
+    }
+    std::string value;
+    s = db_->Get(rocksdb::ReadOptions(), cf, SequenceKey(entry->sequence), &value);
+    if (s.IsNotFound()) return std::optional<EnqueueResult>();  // stale entry
+    if (!s.ok()) return FromRocks(s, "reading indexed record");
+    v1::Envelope envelope;
+    if (!envelope.ParseFromString(value) || !envelope.has_result()) {
+      return std::optional<EnqueueResult>();
+    }
+    EnqueueResult out;
+    out.shard = entry->shard;
+    out.sequence = entry->sequence;
+    if (DeterministicBytes(envelope.result()) != canonical) {
+      out.status = AlreadyExistsError(
+          "a different result for room " + std::to_string(envelope.result().room_id()) +
+          " with ended_at_ms " + std::to_string(envelope.result().ended_at_ms()) +
+          " is already stored");
+      return std::optional<EnqueueResult>(out);
+    }
+    out.already_present = true;
+    if (entry->area == Area::kQuarantine) {
+      out.status =
+          ResourceExhaustedError("result for room " + std::to_string(envelope.result().room_id()) +
+                                 " is already in quarantine: " + envelope.detail());
+    }
+    return std::optional<EnqueueResult>(out);
+  }
+
+  // The outcome of a record whose index key appeared earlier in the same batch.
+  static EnqueueResult FindEarlierInBatch(std::span<const v1::BattleResult> batch, size_t i,
+                                          const std::vector<EnqueueResult>& results,
+                                          const std::string& canonical) {
+    for (size_t j = 0; j < i; ++j) {
+      if (batch[j].room_id() != batch[i].room_id() ||
+          batch[j].ended_at_ms() != batch[i].ended_at_ms()) {
+        continue;
+      }
+      EnqueueResult out = results[j];
+      if (DeterministicBytes(batch[j]) != canonical) {
+        out.status =
+            AlreadyExistsError("a different result for room " + std::to_string(batch[i].room_id()) +
+                               " with the same ended_at_ms is earlier in this batch");
+        out.already_present = false;
+      } else {
+        out.already_present = true;
+      }
+      return out;
+    }
+    return EnqueueResult{InternalError("batch bookkeeping lost a record"), false, 0, 0};
+  }
+
+  Status QuarantineUndecodable(uint32_t shard, const rocksdb::Slice& key,
+                               const rocksdb::Slice& value) {
+    const uint64_t sequence = KeySequence(key);
+    v1::Envelope envelope;
+    envelope.set_sequence(sequence);
+    envelope.set_reason("undecodable");
+    envelope.set_detail("value of " + std::to_string(value.size()) + " bytes in " +
+                        ShardCfName(shard) + " is not a valid envelope");
+    envelope.set_shard(shard);
+    envelope.set_raw(value.data(), value.size());
+    rocksdb::WriteBatch wb;
+    wb.Put(QuarantineCf(), key, SerializeEnvelope(envelope));
+    wb.Delete(ShardCf(shard), key);
+    VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "quarantine"));
+    spdlog::warn("outbox shard={} sequence={}: {}; moved to quarantine", shard, sequence,
+                 envelope.detail());
+    Removed(shard, sequence, value.size());
+    ++quarantined_;
+    return Status::Ok();
+  }
+
+  SideRecord DecodeSide(SideArea area, const rocksdb::Slice& key, const rocksdb::Slice& value) {
+    SideRecord r;
+    r.area = area;
+    r.sequence = KeySequence(key);
+    r.stored_bytes = value.size();
+    v1::Envelope envelope;
+    if (!envelope.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      r.reason = "undecodable";
+      r.detail = "side record itself is unreadable";
+      return r;
+    }
+    r.shard = envelope.shard();
+    r.enqueued_at_ms = envelope.enqueued_at_ms();
+    r.reason = envelope.reason();
+    r.detail = envelope.detail();
+    r.decodable = envelope.has_result();
+    if (r.decodable) r.result = std::move(*envelope.mutable_result());
+    return r;
+  }
+
+  // The enqueue time of the shard's first decodable record (0 if none). Only peeks: unlike
+  // ReadShard it never moves anything, so any thread may call it.
+  Result<int64_t> OldestEnqueuedAt(uint32_t shard) {
+    const std::string lower = SequenceKey(shards_[shard].low_water.load());
+    const rocksdb::Slice lower_slice(lower);
+    rocksdb::ReadOptions ro;
+    ro.iterate_lower_bound = &lower_slice;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, ShardCf(shard)));
+    for (it->Seek(lower); it->Valid(); it->Next()) {
+      v1::Envelope envelope;
+      if (DecodeShardValue(it->value(), KeySequence(it->key()), &envelope)) {
+        return envelope.enqueued_at_ms();
+      }
+    }
+    VERDICT_RETURN_IF_ERROR(FromRocks(it->status(), "reading " + ShardCfName(shard)));
+    return int64_t{0};
+  }
+
+  static void AdvanceLowWater(ShardState& state, uint64_t seen, uint64_t to) {
+    uint64_t expected = seen;
+    while (expected < to && !state.low_water.compare_exchange_weak(expected, to)) {
+    }
+  }
+
+  void Removed(uint32_t shard, uint64_t sequence, size_t bytes) {
+    ShardState& state = shards_[shard];
+    AdvanceLowWater(state, sequence, sequence + 1);
+    state.records -= 1;
+    state.bytes -= std::min<uint64_t>(bytes, state.bytes.load());
+  }
+
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  const uint32_t shard_count_;
+  const std::string dir_;
+  const OutboxOptions options_;
+  const Clock* clock_;
+  rocksdb::WriteOptions write_options_;
+  rocksdb::WriteOptions ack_options_;
+
+  std::mutex write_mu_;  // serializes sequence allocation and the writes that use it
+  uint64_t next_sequence_ = 1;
+  std::vector<ShardState> shards_;
+  std::atomic<uint64_t> quarantined_{0};
+  std::atomic<uint64_t> dead_lettered_{0};
+  std::atomic<bool> needs_resume_{false};
+};
+
+// The shard count an existing outbox was created with, or nullopt for a new directory.
+Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir) {
+  std::vector<std::string> names;
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir, &names);
+  if (!s.ok()) return std::optional<uint32_t>();  // no database here yet
+  if (std::find(names.begin(), names.end(), kMetaCf) == names.end()) {
+    return FailedPreconditionError(dir + " is a RocksDB database but not a verdict outbox");
+  }
+  // Read the recorded count through a read-only open, so a mismatch is refused before
+  // anything is created or changed.
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), dir, descriptors, &handles, &raw);
+  if (!s.ok()) return FromRocks(s, "opening outbox " + dir + " to read its shard count");
+  std::unique_ptr<rocksdb::DB> db(raw);
+  const size_t meta = std::find(names.begin(), names.end(), kMetaCf) - names.begin();
+  std::string value;
+  s = db->Get(rocksdb::ReadOptions(), handles[meta], kShardCountKey, &value);
+  for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  if (!s.ok() || value.size() != 4) {
+    return DataLossError("outbox " + dir +
+                         " has no readable shard count in its meta column family");
+  }
+  return std::optional<uint32_t>(static_cast<uint32_t>(GetBigEndian(value.data(), 4)));
+}
+
+}  // namespace
+
+const char* SideAreaName(SideArea area) {
+  return area == SideArea::kQuarantine ? "quarantine" : "dead-letter";
+}
+
+uint64_t RoomHash(uint64_t room_id) {
+  uint64_t z = room_id + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+std::string DeterministicBytes(const v1::BattleResult& result) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  result.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return out;
+}
+
+Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxOptions& options) {
+  if (options.shard_count == 0 || options.shard_count > 1000) {
+    return InvalidArgumentError("shard count must be between 1 and 1000, got " +
+                                std::to_string(options.shard_count));
+  }
+  auto existing = ExistingShardCount(dir);
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value() && **existing != options.shard_count) {
+    return FailedPreconditionError("outbox " + dir + " was created with " +
+                                   std::to_string(**existing) + " shards but was opened with " +
+                                   std::to_string(options.shard_count) + "; open it with " +
+                                   std::to_string(**existing) + " shards or reshard it explicitly");
+  }
+
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.max_total_wal_size = options.max_total_wal_size;
+  db_options.db_write_buffer_size = options.total_memtable_bytes;
+  db_options.keep_log_file_num = 4;
+  db_options.max_background_jobs = 2;
+
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(16 << 20);
+  rocksdb::ColumnFamilyOptions base;
+  base.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  base.write_buffer_size = 8 << 20;
+
+  rocksdb::ColumnFamilyOptions shard_options = base;
+  // A queue deletes everything it writes: compact files dense with tombstones early so reads
+  // never wade through them.
+  shard_options.table_properties_collector_factories.emplace_back(
+      rocksdb::NewCompactOnDeletionCollectorFactory(8192, 4096, 0.5));
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (uint32_t s = 0; s < options.shard_count; ++s) {
+    descriptors.emplace_back(ShardCfName(s), shard_options);
+  }
+  descriptors.emplace_back(kQuarantineCf, base);
+  descriptors.emplace_back(kDeadLetterCf, base);
+  descriptors.emplace_back(kMetaCf, base);
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, base);
+
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, dir, descriptors, &handles, &raw);
+  if (!s.ok()) {
+    if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+      return UnavailableError("outbox " + dir + " is in use by another process: " + s.ToString());
+    }
+    return FromRocks(s, "opening outbox " + dir);
+  }
+  std::unique_ptr<rocksdb::DB> db(raw);
+  db->DestroyColumnFamilyHandle(handles.back()).PermitUncheckedError();  // default: unused
+  handles.pop_back();
+
+  if (!existing->has_value()) {
+    std::string count;
+    PutBigEndian(&count, options.shard_count, 4);
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    s = db->Put(sync, handles.back(), kShardCountKey, count);
+    if (!s.ok()) {
+      for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+      return FromRocks(s, "recording shard count");
+    }
+  }
+  auto outbox = std::make_unique<OutboxImpl>(std::move(db), std::move(handles), options.shard_count,
+                                             dir, options);
+  VERDICT_RETURN_IF_ERROR(outbox->Load());
+  return std::unique_ptr<Outbox>(std::move(outbox));
+}
+
+}  // namespace verdict::storage
