@@ -1,0 +1,33 @@
+// Builders for test BattleResults. Header-only; no state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "verdict/v1/verdict.pb.h"
+
+namespace verdict::testing {
+
+// A settled ten-player result for `room_id`: players room_id*10+1 … +10, teams 1 and 2,
+// team 1 wins.
+inline v1::BattleResult MakeResult(uint64_t room_id, int64_t ended_at_ms = 1'700'000'000'000,
+                                   const std::string& node_id = "node-a") {
+  v1::BattleResult r;
+  r.set_room_id(room_id);
+  r.set_outcome(v1::SETTLED);
+  r.set_winner_team(1);
+  r.set_ended_at_ms(ended_at_ms);
+  r.set_node_id(node_id);
+  r.set_replay_path("replays/" + std::to_string(room_id) + ".bin");
+  for (uint32_t i = 1; i <= 10; ++i) {
+    v1::PlayerResult* p = r.add_players();
+    p->set_player_id(room_id * 10 + i);
+    p->set_team(i <= 5 ? 1 : 2);
+    p->set_kills(i);
+    p->set_deaths(10 - i);
+    p->set_score(100 * i);
+  }
+  return r;
+}
+
+}  // namespace verdict::testing
