@@ -1,0 +1,36 @@
+# Sourced by scripts/test and scripts/demo: makes sure the Debian packages verdict builds and
+# runs with are installed. As root it installs what is missing (after one apt-get update);
+# otherwise it prints the exact command to run and fails.
+
+VERDICT_PACKAGES=(
+  cmake g++ make pkg-config
+  librocksdb-dev libboost-dev libpqxx-dev libprotobuf-dev protobuf-compiler
+  libspdlog-dev libgtest-dev
+  postgresql postgresql-common
+)
+
+ensure_packages() {
+  local missing=() pkg
+  for pkg in "${VERDICT_PACKAGES[@]}" "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "verdict needs these Debian packages, which are not installed:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+    return 1
+  fi
+  echo "installing missing packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# Configures (once) and builds into build/, reusing it between runs.
+build_verdict() {
+  if [ ! -f build/CMakeCache.txt ]; then
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  fi
+  cmake --build build -j2
+}
