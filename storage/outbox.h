@@ -129,9 +129,6 @@ inline uint32_t RoomShard(uint64_t room_id, uint32_t shard_count) {
   return static_cast<uint32_t>(RoomHash(room_id) % shard_count);
 }
 
-// The canonical bytes of a result: protobuf's deterministic serialization.
-std::string DeterministicBytes(const v1::BattleResult& result);
-
 class Outbox {
  public:
   virtual ~Outbox() = default;

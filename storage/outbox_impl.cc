@@ -25,14 +25,13 @@
 #include <mutex>
 #include <unordered_set>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <rocksdb/db.h>
 #include <rocksdb/table.h>
 #include <rocksdb/utilities/table_properties_collectors.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
+#include "proto/wire.h"
 #include "storage/outbox.h"
 
 namespace verdict::storage {
@@ -113,13 +112,7 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
 }
 
 std::string SerializeEnvelope(const v1::Envelope& envelope) {
-  std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  envelope.SerializeToCodedStream(&coded);
-  coded.Trim();
-  return out;
+  return wire::DeterministicBytes(envelope);
 }
 
 // A shard value decodes only if it parses, carries a result and names its own key.
@@ -208,7 +201,7 @@ class OutboxImpl final : public Outbox {
       }
       out.shard = RoomShard(result.room_id(), shard_count_);
       const std::string index_key = IndexKey(result.room_id(), result.ended_at_ms());
-      const std::string canonical = DeterministicBytes(result);
+      const std::string canonical = wire::DeterministicBytes(result);
       if (batch_keys.contains(index_key)) {
         out = FindEarlierInBatch(batch, i, results, canonical);
         continue;
@@ -348,7 +341,7 @@ class OutboxImpl final : public Outbox {
     if (!listed.ok()) return listed.status();
     RedriveReport report;
     for (const SideRecord& r : *listed) {
-      if (!r.decodable || DeterministicBytes(r.result).size() > options_.max_record_bytes) {
+      if (!r.decodable || wire::DeterministicBytes(r.result).size() > options_.max_record_bytes) {
         ++report.skipped;
         continue;
       }
@@ -462,7 +455,7 @@ class OutboxImpl final : public Outbox {
     EnqueueResult out;
     out.shard = entry->shard;
     out.sequence = entry->sequence;
-    if (DeterministicBytes(envelope.result()) != canonical) {
+    if (wire::DeterministicBytes(envelope.result()) != canonical) {
       out.status = AlreadyExistsError(
           "a different result for room " + std::to_string(envelope.result().room_id()) +
           " with ended_at_ms " + std::to_string(envelope.result().ended_at_ms()) +
@@ -488,7 +481,7 @@ class OutboxImpl final : public Outbox {
         continue;
       }
       EnqueueResult out = results[j];
-      if (DeterministicBytes(batch[j]) != canonical) {
+      if (wire::DeterministicBytes(batch[j]) != canonical) {
         out.status =
             AlreadyExistsError("a different result for room " + std::to_string(batch[i].room_id()) +
                                " with the same ended_at_ms is earlier in this batch");
@@ -629,16 +622,6 @@ uint64_t RoomHash(uint64_t room_id) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
-}
-
-std::string DeterministicBytes(const v1::BattleResult& result) {
-  std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  result.SerializeToCodedStream(&coded);
-  coded.Trim();
-  return out;
 }
 
 Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxOptions& options) {

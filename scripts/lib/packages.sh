@@ -5,7 +5,7 @@
 VERDICT_PACKAGES=(
   cmake g++ make pkg-config
   librocksdb-dev libboost-dev libpqxx-dev libprotobuf-dev protobuf-compiler
-  libspdlog-dev libgtest-dev
+  libspdlog-dev libgtest-dev libssl-dev libcli11-dev
   postgresql postgresql-common
 )
 

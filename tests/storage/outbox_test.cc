@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "proto/wire.h"
 #include "storage/outbox.h"
 #include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
@@ -219,7 +220,7 @@ TEST(OutboxTest, OversizeIsRefusedAndQuarantinedWhole) {
   EXPECT_EQ(q.reason, "oversize");
   ASSERT_TRUE(q.decodable);
   EXPECT_EQ(q.result.replay_path().size(), size_t{1} << 20) << "never truncated";
-  EXPECT_EQ(DeterministicBytes(q.result), DeterministicBytes(big));
+  EXPECT_EQ(wire::DeterministicBytes(q.result), wire::DeterministicBytes(big));
 
   // Offering it again neither stores a second copy nor pretends it was accepted.
   EnqueueResult again = MustEnqueueOne(*outbox, big);
@@ -357,7 +358,7 @@ TEST(OutboxTest, StatsCountBytesAndOldestAge) {
   ASSERT_TRUE(stats.ok());
   ASSERT_EQ(stats->shards.size(), 16u);
   EXPECT_EQ(stats->shards[0].records, 2u);
-  EXPECT_GT(stats->shards[0].bytes, 2 * DeterministicBytes(MakeResult(rooms[0])).size() - 1);
+  EXPECT_GT(stats->shards[0].bytes, 2 * wire::DeterministicBytes(MakeResult(rooms[0])).size() - 1);
   EXPECT_EQ(stats->shards[0].oldest_age_ms, 7'000);
   EXPECT_EQ(stats->shards[1].records, 0u);
   EXPECT_EQ(stats->shards[1].oldest_age_ms, 0);

@@ -1,0 +1,413 @@
+#include "lobby/http_server.h"
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <deque>
+#include <thread>
+#include <unordered_set>
+
+#include <spdlog/spdlog.h>
+
+#include "lobby/problem.h"
+
+namespace verdict::lobby {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = net::ip::tcp;
+
+constexpr std::chrono::seconds kLingerTimeout{2};
+constexpr size_t kMaxQueuedEvents = 10'000;
+
+std::string PathOf(const std::string& target) { return target.substr(0, target.find('?')); }
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  Impl(ServerOptions options, SettlementService& service, EventHub& hub,
+       metrics::Registry& registry)
+      : options_(std::move(options)),
+        service_(service),
+        hub_(hub),
+        registry_(registry),
+        requests_(registry.AddLabeledCounter("verdict_lobby_http_requests_total",
+                                             "HTTP responses by status code.", "status")),
+        ioc_(options_.io_threads),
+        acceptor_(ioc_),
+        db_pool_(options_.db_threads) {
+    registry.AddGauge("verdict_lobby_open_connections", "Open HTTP and WebSocket connections.",
+                      [this] { return static_cast<double>(live_.load()); });
+    registry.AddGauge("verdict_lobby_queued_requests",
+                      "Requests waiting for or running on a DB worker.",
+                      [this] { return static_cast<double>(queued_.load()); });
+    registry.AddGauge("verdict_lobby_event_subscribers", "Open /v1/events subscriptions.",
+                      [this] { return static_cast<double>(hub_.subscriber_count()); });
+  }
+
+  Result<uint16_t> Start() {
+    beast::error_code ec;
+    const net::ip::address address = net::ip::make_address(options_.host, ec);
+    if (ec)
+      return InvalidArgumentError("cannot listen on '" + options_.host + "': " + ec.message());
+    const tcp::endpoint endpoint(address, options_.port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return UnavailableError("cannot listen on " + options_.host + ":" +
+                              std::to_string(options_.port) + ": " + ec.message());
+    }
+    const uint16_t port = acceptor_.local_endpoint().port();
+    DoAccept();
+    for (int i = 0; i < options_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    return port;
+  }
+
+  void Stop() {
+    if (stopped_.exchange(true)) return;
+    net::post(ioc_, [this] {
+      beast::error_code ignored;
+      acceptor_.close(ignored);
+    });
+    ioc_.stop();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    db_pool_.join();
+  }
+
+  void CountReply(int status) { requests_.Add(std::to_string(status)); }
+
+  const ServerOptions options_;
+  SettlementService& service_;
+  EventHub& hub_;
+  metrics::Registry& registry_;
+  metrics::LabeledCounter& requests_;
+  std::atomic<size_t> live_{0};
+  std::atomic<size_t> queued_{0};
+  std::atomic<bool> stopped_{false};
+  // Declared after everything sessions touch, so pending sessions die first.
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;
+  net::thread_pool db_pool_;
+  std::vector<std::thread> threads_;
+
+ private:
+  void DoAccept();
+  void OnAccept(beast::error_code ec, tcp::socket socket);
+};
+
+// One /v1/events subscriber: sends missed events (id > after) from the database, then live
+// ones from the hub, each once, in a queue drained by one write at a time on its strand.
+class EventsSession final : public EventSubscriber,
+                            public std::enable_shared_from_this<EventsSession> {
+ public:
+  EventsSession(tcp::socket&& socket, HttpServer::Impl& server, int64_t after)
+      : ws_(std::move(socket)), server_(server), after_(after) {
+    ++server_.live_;
+  }
+  ~EventsSession() override { --server_.live_; }
+
+  void Run(http::request<http::string_body> request) {
+    request_ = std::move(request);
+    net::dispatch(ws_.get_executor(), [self = shared_from_this()] { self->DoAccept(); });
+  }
+
+  void Deliver(const SettlementEvent& event) override {
+    net::post(ws_.get_executor(), [self = shared_from_this(), event] {
+      if (self->catching_up_) {
+        self->buffered_.push_back(event);
+      } else {
+        self->Send(event);
+      }
+    });
+  }
+
+ private:
+  void DoAccept() {
+    beast::get_lowest_layer(ws_).expires_never();
+    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_.async_accept(request_, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;
+      self->server_.hub_.Subscribe(self->weak_from_this());
+      self->DoRead();
+      self->StartCatchUp();
+    });
+  }
+
+  void StartCatchUp() {
+    net::post(server_.db_pool_, [self = shared_from_this()] {
+      std::vector<SettlementEvent> missed;
+      int64_t cursor = self->after_;
+      for (;;) {
+        auto page = self->server_.service_.store().EventsAfter(cursor, 1000);
+        if (!page.ok()) {
+          spdlog::warn("events: catch-up failed: {}", page.status().ToString());
+          net::post(self->ws_.get_executor(), [self] { self->CloseWith("catch-up failed"); });
+          return;
+        }
+        missed.insert(missed.end(), page->begin(), page->end());
+        if (page->size() < 1000) break;
+        cursor = page->back().event_id;
+      }
+      net::post(self->ws_.get_executor(), [self, missed = std::move(missed)] {
+        std::unordered_set<int64_t> sent;
+        for (const auto& e : missed) {
+          sent.insert(e.event_id);
+          self->Send(e);
+        }
+        for (const auto& e : self->buffered_) {
+          if (!sent.contains(e.event_id)) self->Send(e);
+        }
+        self->buffered_.clear();
+        self->catching_up_ = false;
+      });
+    });
+  }
+
+  void Send(const SettlementEvent& event) {
+    if (event.event_id <= after_ || closing_) return;
+    queue_.push_back("{\"event_id\":\"" + std::to_string(event.event_id) +
+                     "\",\"event\":" + event.payload_json + "}");
+    if (queue_.size() > kMaxQueuedEvents) return CloseWith("subscriber too slow");
+    if (queue_.size() == 1) DoWrite();
+  }
+
+  void DoWrite() {
+    ws_.text(true);
+    ws_.async_write(net::buffer(queue_.front()),
+                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                      if (ec) {
+                        self->closing_ = true;
+                        return;
+                      }
+                      self->queue_.pop_front();
+                      if (!self->queue_.empty()) self->DoWrite();
+                    });
+  }
+
+  void DoRead() {
+    ws_.async_read(read_buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) {
+        self->closing_ = true;
+        return;
+      }
+      self->read_buffer_.consume(self->read_buffer_.size());  // subscribers send nothing we need
+      self->DoRead();
+    });
+  }
+
+  void CloseWith(const std::string& reason) {
+    if (closing_) return;
+    closing_ = true;
+    queue_.clear();
+    ws_.async_close(websocket::close_reason(websocket::close_code::try_again_later, reason),
+                    [self = shared_from_this()](beast::error_code) {});
+  }
+
+  websocket::stream<beast::tcp_stream> ws_;
+  HttpServer::Impl& server_;
+  const int64_t after_;
+  http::request<http::string_body> request_;
+  bool catching_up_ = true;
+  bool closing_ = false;
+  std::vector<SettlementEvent> buffered_;
+  std::deque<std::string> queue_;
+  beast::flat_buffer read_buffer_;
+};
+
+// One HTTP/1.1 connection: reads a request under a deadline, answers it (on a DB worker when it
+// needs the database), and repeats while the client keeps the connection alive.
+class HttpSession final : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(tcp::socket&& socket, HttpServer::Impl& server)
+      : stream_(std::move(socket)), server_(server) {
+    ++server_.live_;
+  }
+  ~HttpSession() { --server_.live_; }
+
+  void Run() {
+    net::dispatch(stream_.get_executor(),
+                  beast::bind_front_handler(&HttpSession::DoRead, shared_from_this()));
+  }
+
+  // Answers once with `reply` and closes: used when over the connection cap.
+  void Refuse(HttpReply reply) {
+    net::dispatch(stream_.get_executor(),
+                  [self = shared_from_this(), reply = std::move(reply)]() mutable {
+                    self->WriteReply(std::move(reply), /*keep_alive=*/false);
+                  });
+  }
+
+ private:
+  void DoRead() {
+    parser_.emplace();
+    parser_->body_limit(server_.options_.max_body_bytes);
+    parser_->header_limit(server_.options_.max_header_bytes);
+    stream_.expires_after(server_.options_.read_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     beast::bind_front_handler(&HttpSession::OnRead, shared_from_this()));
+  }
+
+  void OnRead(beast::error_code ec, std::size_t) {
+    if (ec == http::error::body_limit) {
+      return WriteReply(ProblemReply(ErrorCode::kPayloadTooLarge,
+                                     "request bodies are limited to " +
+                                         std::to_string(server_.options_.max_body_bytes) + " bytes",
+                                     ""),
+                        false);
+    }
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::eof ||
+        ec == net::error::connection_reset) {
+      return Close();
+    }
+    if (ec && ec.category() == http::make_error_code(http::error::bad_target).category()) {
+      return WriteReply(
+          ProblemReply(ErrorCode::kInvalidArgument, "malformed HTTP request: " + ec.message(), ""),
+          false);
+    }
+    if (ec) return Close();
+
+    http::request<http::string_body> req = parser_->release();
+    version_ = req.version();
+    const bool keep_alive = req.keep_alive();
+    const std::string target(req.target());
+    const std::string path = PathOf(target);
+
+    if (path == "/v1/events") return Subscribe(std::move(req), target);
+    if (path == "/metrics") {
+      return WriteReply({200, "text/plain; version=0.0.4", server_.registry_.RenderText(), {}},
+                        keep_alive);
+    }
+
+    HttpRequest request{std::string(req.method_string()),
+                        target,
+                        std::string(req[http::field::content_type]),
+                        std::string(req[http::field::accept]),
+                        std::string(req[http::field::authorization]),
+                        std::move(req.body())};
+    if (SettlementService::IsCheap(request)) {
+      return WriteReply(server_.service_.Handle(request), keep_alive);
+    }
+    if (server_.queued_.load() >= server_.options_.max_queued_requests) {
+      return WriteReply(ProblemReply(ErrorCode::kUnavailable, "lobby is overloaded", path),
+                        keep_alive);
+    }
+    ++server_.queued_;
+    net::post(server_.db_pool_,
+              [self = shared_from_this(), request = std::move(request), keep_alive]() mutable {
+                HttpReply reply = self->server_.service_.Handle(request);
+                --self->server_.queued_;
+                net::post(self->stream_.get_executor(),
+                          [self, reply = std::move(reply), keep_alive]() mutable {
+                            self->WriteReply(std::move(reply), keep_alive);
+                          });
+              });
+  }
+
+  void Subscribe(http::request<http::string_body> req, const std::string& target) {
+    if (!websocket::is_upgrade(req)) {
+      return WriteReply(
+          ProblemReply(ErrorCode::kInvalidArgument,
+                       "/v1/events is a WebSocket: connect with an upgrade", "/v1/events"),
+          false);
+    }
+    if (!server_.service_.Authenticate(std::string(req[http::field::authorization]))) {
+      return WriteReply(ProblemReply(ErrorCode::kUnauthenticated,
+                                     "a valid bearer token is required", "/v1/events"),
+                        false);
+    }
+    auto after = SettlementService::ParseEventsAfter(target);
+    if (!after.ok()) {
+      return WriteReply(
+          ProblemReply(ErrorCode::kInvalidArgument, after.status().message(), "/v1/events"), false);
+    }
+    std::make_shared<EventsSession>(stream_.release_socket(), server_, *after)->Run(std::move(req));
+  }
+
+  void WriteReply(HttpReply reply, bool keep_alive) {
+    server_.CountReply(reply.status);
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(reply.status), version_ ? version_ : 11);
+    res->set(http::field::server, "verdict-lobby");
+    res->set(http::field::content_type, reply.content_type);
+    for (const auto& [name, value] : reply.headers) res->set(name, value);
+    res->keep_alive(keep_alive);
+    res->body() = std::move(reply.body);
+    res->prepare_payload();
+    stream_.expires_after(server_.options_.read_timeout);
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+                        if (ec) return;
+                        if (res->need_eof()) return self->LingeringClose();
+                        self->DoRead();
+                      });
+  }
+
+  // Half-closes, then reads and discards until the client closes (or a short deadline), so a
+  // client still sending an oversized body receives our answer instead of a reset.
+  void LingeringClose() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(kLingerTimeout);
+    DrainLoop();
+  }
+
+  void DrainLoop() {
+    stream_.async_read_some(net::buffer(drain_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (!ec) self->DrainLoop();
+                            });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+  beast::tcp_stream stream_;
+  HttpServer::Impl& server_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  unsigned version_ = 11;
+  std::array<char, 16 * 1024> drain_;
+};
+
+void HttpServer::Impl::DoAccept() {
+  acceptor_.async_accept(net::make_strand(ioc_),
+                         beast::bind_front_handler(&HttpServer::Impl::OnAccept, this));
+}
+
+void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
+  if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+  if (ec) {
+    spdlog::warn("accept failed: {}", ec.message());
+  } else {
+    auto session = std::make_shared<HttpSession>(std::move(socket), *this);
+    if (live_.load() > options_.max_connections) {
+      session->Refuse(ProblemReply(ErrorCode::kUnavailable, "too many open connections", ""));
+    } else {
+      session->Run();
+    }
+  }
+  DoAccept();
+}
+
+HttpServer::HttpServer(ServerOptions options, SettlementService& service, EventHub& hub,
+                       metrics::Registry& registry)
+    : impl_(std::make_unique<Impl>(std::move(options), service, hub, registry)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Result<uint16_t> HttpServer::Start() { return impl_->Start(); }
+
+void HttpServer::Stop() { impl_->Stop(); }
+
+}  // namespace verdict::lobby

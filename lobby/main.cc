@@ -1,0 +1,236 @@
+// verdict-lobby: the settlement service. Subcommands: migrate, serve, reconcile.
+// Flags are parsed here only; everything else takes plain option structs.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "lobby/event_hub.h"
+#include "lobby/http_server.h"
+#include "lobby/problem.h"
+#include "lobby/settlement_service.h"
+#include "lobby/settlement_store.h"
+
+namespace {
+
+using namespace verdict;
+using namespace verdict::lobby;
+
+struct Flags {
+  std::string db;
+  std::string log_level = "info";
+  std::string listen = "127.0.0.1:8080";
+  std::vector<std::string> node_tokens;
+  std::string node_tokens_file;
+  std::string admin_token;
+  int db_pool = 8;
+  int threads = 2;
+  int k_factor = 32;
+  bool unsafe_skip_settle_guard = false;
+  bool unsafe_release_before_commit = false;
+  int64_t older_than_s = 0;
+  bool json = false;
+};
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "verdict-lobby: %s\n", message.c_str());
+  return 1;
+}
+
+// "HOST:PORT" → (host, port).
+bool ParseListen(const std::string& listen, std::string* host, uint16_t* port) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  *host = listen.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  const std::string p = listen.substr(colon + 1);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  const unsigned long value = std::stoul(p);
+  if (value > 65535) return false;
+  *port = static_cast<uint16_t>(value);
+  return true;
+}
+
+// Adds "NODE_ID=TOKEN" entries and the "node_id token" lines of a file.
+Status CollectTokens(const Flags& flags, std::map<std::string, std::string>* tokens) {
+  for (const auto& entry : flags.node_tokens) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
+      return InvalidArgumentError("--node-token wants NODE_ID=TOKEN, got '" + entry + "'");
+    }
+    (*tokens)[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  if (!flags.node_tokens_file.empty()) {
+    std::ifstream in(flags.node_tokens_file);
+    if (!in) return InvalidArgumentError("cannot read " + flags.node_tokens_file);
+    std::string line;
+    int number = 0;
+    while (std::getline(in, line)) {
+      ++number;
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream fields(line);
+      std::string node, token, extra;
+      if (!(fields >> node >> token) || (fields >> extra)) {
+        return InvalidArgumentError(flags.node_tokens_file + ":" + std::to_string(number) +
+                                    ": expected 'node_id token'");
+      }
+      (*tokens)[node] = token;
+    }
+  }
+  return Status::Ok();
+}
+
+int RunMigrate(const Flags& flags) {
+  auto applied = Migrate(flags.db);
+  if (!applied.ok()) return Fail(applied.status().ToString());
+  std::printf("schema at version %d (%d migration%s applied)\n", ExpectedSchemaVersion(), *applied,
+              *applied == 1 ? "" : "s");
+  return 0;
+}
+
+int RunReconcile(const Flags& flags) {
+  StoreOptions store_options;
+  store_options.conninfo = flags.db;
+  store_options.pool_size = 1;
+  auto store = OpenSettlementStore(store_options);
+  if (!store.ok()) return Fail(store.status().ToString());
+  auto rooms = (*store)->RoomsWithoutReceipt(flags.older_than_s);
+  if (!rooms.ok()) return Fail(rooms.status().ToString());
+  if (flags.json) {
+    std::string out = "{\"older_than_s\":" + std::to_string(flags.older_than_s) + ",\"pending\":[";
+    for (size_t i = 0; i < rooms->size(); ++i) {
+      const PendingRoom& r = (*rooms)[i];
+      out += std::string(i ? "," : "") + "{\"room_id\":\"" + std::to_string(r.room_id) +
+             "\",\"node_id\":\"" + JsonEscape(r.node_id) +
+             "\",\"allocated_at_ms\":" + std::to_string(r.allocated_at_ms) +
+             ",\"age_s\":" + std::to_string(r.age_s) + "}";
+    }
+    std::printf("%s]}\n", out.c_str());
+    return 0;
+  }
+  std::printf("%-20s %-24s %10s\n", "ROOM_ID", "NODE_ID", "AGE_S");
+  for (const PendingRoom& r : *rooms) {
+    std::printf("%-20llu %-24s %10lld\n", static_cast<unsigned long long>(r.room_id),
+                r.node_id.c_str(), static_cast<long long>(r.age_s));
+  }
+  std::printf("%zu room%s allocated more than %lld s ago without a receipt\n", rooms->size(),
+              rooms->size() == 1 ? "" : "s", static_cast<long long>(flags.older_than_s));
+  return 0;
+}
+
+int RunServe(const Flags& flags) {
+  ServerOptions server_options;
+  if (!ParseListen(flags.listen, &server_options.host, &server_options.port)) {
+    return Fail("--listen wants HOST:PORT, got '" + flags.listen + "'");
+  }
+  ServiceOptions service_options;
+  if (Status s = CollectTokens(flags, &service_options.node_tokens); !s.ok()) {
+    return Fail(s.message());
+  }
+  service_options.admin_token = flags.admin_token;
+  if (service_options.node_tokens.empty()) {
+    spdlog::warn("no node tokens configured: every settlement will be refused with 401");
+  }
+  if (flags.unsafe_skip_settle_guard || flags.unsafe_release_before_commit) {
+    spdlog::error("UNSAFE test switches are on: this lobby can settle twice or release early");
+  }
+
+  StoreOptions store_options;
+  store_options.conninfo = flags.db;
+  store_options.pool_size = flags.db_pool;
+  store_options.k_factor = flags.k_factor;
+  store_options.unsafe_skip_settle_guard = flags.unsafe_skip_settle_guard;
+  store_options.unsafe_release_before_commit = flags.unsafe_release_before_commit;
+  auto store = OpenSettlementStore(store_options);
+  if (!store.ok()) return Fail(store.status().ToString());
+  if (Status ready = (*store)->CheckReady(); !ready.ok()) {
+    spdlog::warn("not ready yet: {} (/readyz will say so until it is)", ready.ToString());
+  }
+
+  // Signals are taken by sigwait below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  metrics::Registry registry;
+  EventHub hub(**store, flags.db);
+  SettlementService service(**store, &hub, service_options, registry);
+  server_options.io_threads = flags.threads;
+  server_options.db_threads = flags.db_pool;
+  HttpServer server(server_options, service, hub, registry);
+  hub.Start();
+  auto port = server.Start();
+  if (!port.ok()) return Fail(port.status().ToString());
+  std::printf("listening on %s:%u\n", server_options.host.c_str(), *port);
+  std::fflush(stdout);
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  spdlog::info("{}: shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  server.Stop();
+  hub.Stop();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("lobby"));
+  Flags flags;
+  CLI::App app{
+      "verdict-lobby: settles battle results exactly once on PostgreSQL.\n"
+      "The database comes from --db or libpq's PG* environment variables."};
+  app.require_subcommand(1);
+  app.add_option("--db", flags.db, "libpq connection string (default: PG* environment)");
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
+      ->capture_default_str();
+
+  CLI::App* migrate = app.add_subcommand("migrate", "apply the schema migrations this binary has");
+
+  CLI::App* serve = app.add_subcommand("serve", "run the HTTP settlement service");
+  serve->add_option("--listen", flags.listen, "HOST:PORT to listen on; port 0 picks a free one")
+      ->capture_default_str();
+  serve->add_option("--node-token", flags.node_tokens,
+                    "NODE_ID=TOKEN a node authenticates with (repeatable)");
+  serve->add_option("--node-tokens-file", flags.node_tokens_file, "file of 'node_id token' lines");
+  serve->add_option("--admin-token", flags.admin_token,
+                    "bearer token that POST /v1/rooms requires");
+  serve->add_option("--db-pool", flags.db_pool, "database connections and DB workers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 512));
+  serve->add_option("--threads", flags.threads, "I/O threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  serve->add_option("--k-factor", flags.k_factor, "Elo K factor")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  serve->add_flag("--unsafe-skip-settle-guard", flags.unsafe_skip_settle_guard)->group("");
+  serve->add_flag("--unsafe-release-before-commit", flags.unsafe_release_before_commit)->group("");
+
+  CLI::App* reconcile = app.add_subcommand(
+      "reconcile", "list rooms allocated longer ago than a threshold that have no receipt");
+  reconcile->add_option("--older-than", flags.older_than_s, "threshold in seconds")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  reconcile->add_flag("--json", flags.json, "print JSON instead of a table");
+
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+
+  if (migrate->parsed()) return RunMigrate(flags);
+  if (serve->parsed()) return RunServe(flags);
+  if (reconcile->parsed()) return RunReconcile(flags);
+  return 2;
+}

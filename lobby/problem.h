@@ -1,0 +1,44 @@
+// The lobby's error contract (DESIGN §3): each error code with its HTTP status and whether a
+// client may retry, rendered as application/problem+json (RFC 9457) with `code` and
+// `retryable` members. Stateless; thread-safe.
+#pragma once
+
+#include <string>
+
+#include "lobby/http_types.h"
+
+namespace verdict::lobby {
+
+enum class ErrorCode {
+  kInvalidArgument,       // 400
+  kUnauthenticated,       // 401
+  kRoomUnknown,           // 404, same answer for "absent" and "not yours"
+  kNotFound,              // 404, no such endpoint or player
+  kMethodNotAllowed,      // 405
+  kOutcomeConflict,       // 409
+  kPlayerBusy,            // 409
+  kRoomExists,            // 409, allocation of a room id already used differently
+  kPayloadTooLarge,       // 413
+  kUnsupportedMediaType,  // 415
+  kIdempotencyMismatch,   // 422
+  kRosterMismatch,        // 422
+  kUnavailable,           // 503 + Retry-After, the only retryable one
+};
+
+struct ErrorInfo {
+  const char* code;  // e.g. "ROOM_UNKNOWN"
+  int http_status;
+  bool retryable;
+  const char* title;
+};
+
+const ErrorInfo& InfoOf(ErrorCode code);
+
+// The problem reply. `detail` must not reveal more than the caller may know.
+HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::string& instance,
+                       int retry_after_s = 1);
+
+// Escapes `s` for use inside a JSON string literal.
+std::string JsonEscape(const std::string& s);
+
+}  // namespace verdict::lobby

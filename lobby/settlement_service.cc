@@ -1,0 +1,443 @@
+#include "lobby/settlement_service.h"
+
+#include <openssl/evp.h>
+
+#include <charconv>
+#include <condition_variable>
+#include <limits>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "lobby/problem.h"
+#include "proto/wire.h"
+
+namespace verdict::lobby {
+namespace {
+
+constexpr size_t kMaxSeats = 100;
+constexpr size_t kMaxStringBytes = 4096;
+constexpr uint32_t kMaxStat = std::numeric_limits<int32_t>::max();
+
+std::string_view PathOf(const std::string& target) {
+  return std::string_view(target).substr(0, target.find('?'));
+}
+
+// Parses a positive decimal uint64 that is the whole of `s`.
+std::optional<uint64_t> ParseId(std::string_view s) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v == 0) return std::nullopt;
+  return v;
+}
+
+// "/v1/settlements/123" with prefix "/v1/settlements/" → 123.
+std::optional<uint64_t> IdAfter(std::string_view path, std::string_view prefix) {
+  if (!path.starts_with(prefix)) return std::nullopt;
+  return ParseId(path.substr(prefix.size()));
+}
+
+bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
+
+Status CheckString(const std::string& s, const char* field) {
+  if (s.size() > kMaxStringBytes) {
+    return InvalidArgumentError(std::string(field) + " is longer than 4096 bytes");
+  }
+  if (HasNul(s)) return InvalidArgumentError(std::string(field) + " contains a NUL byte");
+  return Status::Ok();
+}
+
+}  // namespace
+
+struct SettlementService::Flight {
+  std::mutex mu;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::optional<Result<SettleOutcome>> result;
+  int followers = 0;
+};
+
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? a[i] : 0;
+    const unsigned char y = i < b.size() ? b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+std::string Fingerprint(const v1::BattleResult& result) {
+  const std::string bytes = wire::DeterministicBytes(result);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  return std::string(reinterpret_cast<const char*>(digest), length);
+}
+
+Status ValidateAllocation(const v1::RoomAllocation& a) {
+  if (a.room_id() == 0) return InvalidArgumentError("room_id must be a positive integer");
+  if (a.node_id().empty()) return InvalidArgumentError("node_id is required");
+  VERDICT_RETURN_IF_ERROR(CheckString(a.node_id(), "node_id"));
+  if (a.seats_size() < 2 || static_cast<size_t>(a.seats_size()) > kMaxSeats) {
+    return InvalidArgumentError("a room needs between 2 and 100 seats");
+  }
+  std::set<uint64_t> players;
+  int per_team[3] = {0, 0, 0};
+  for (const auto& seat : a.seats()) {
+    if (seat.player_id() == 0) return InvalidArgumentError("player_id must be positive");
+    if (seat.player_id() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return InvalidArgumentError("player_id is out of range");
+    }
+    if (seat.team() != 1 && seat.team() != 2) {
+      return InvalidArgumentError("team must be 1 or 2, got " + std::to_string(seat.team()));
+    }
+    if (!players.insert(seat.player_id()).second) {
+      return InvalidArgumentError("player " + std::to_string(seat.player_id()) + " has two seats");
+    }
+    ++per_team[seat.team()];
+  }
+  if (per_team[1] != per_team[2]) {
+    return InvalidArgumentError("teams must be the same size, got " + std::to_string(per_team[1]) +
+                                " and " + std::to_string(per_team[2]));
+  }
+  return Status::Ok();
+}
+
+Status ValidateResult(const v1::BattleResult& r) {
+  if (r.room_id() == 0) return InvalidArgumentError("room_id must be a positive integer");
+  if (r.room_id() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return InvalidArgumentError("room_id is out of range");
+  }
+  if (r.outcome() != v1::SETTLED && r.outcome() != v1::ABORTED) {
+    return InvalidArgumentError("outcome must be SETTLED or ABORTED");
+  }
+  if (r.winner_team() > 2) return InvalidArgumentError("winner_team must be 0, 1 or 2");
+  if (r.outcome() == v1::ABORTED && r.winner_team() != 0) {
+    return InvalidArgumentError("an ABORTED result has winner_team 0");
+  }
+  if (r.ended_at_ms() < 0) return InvalidArgumentError("ended_at_ms must not be negative");
+  VERDICT_RETURN_IF_ERROR(CheckString(r.node_id(), "node_id"));
+  VERDICT_RETURN_IF_ERROR(CheckString(r.replay_path(), "replay_path"));
+  VERDICT_RETURN_IF_ERROR(CheckString(r.abort_reason(), "abort_reason"));
+  if (r.players_size() < 2 || static_cast<size_t>(r.players_size()) > kMaxSeats) {
+    return InvalidArgumentError("a result needs between 2 and 100 players");
+  }
+  std::set<uint64_t> seen;
+  bool teams[3] = {false, false, false};
+  for (const auto& p : r.players()) {
+    if (p.player_id() == 0 ||
+        p.player_id() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return InvalidArgumentError("player_id must be a positive 63-bit integer");
+    }
+    if (!seen.insert(p.player_id()).second) {
+      return InvalidArgumentError("player " + std::to_string(p.player_id()) + " appears twice");
+    }
+    if (p.team() != 1 && p.team() != 2) {
+      return InvalidArgumentError("team must be 1 or 2, got " + std::to_string(p.team()));
+    }
+    if (p.kills() > kMaxStat || p.deaths() > kMaxStat || p.assists() > kMaxStat) {
+      return InvalidArgumentError("player statistics are out of range");
+    }
+    teams[p.team()] = true;
+  }
+  if (!teams[1] || !teams[2]) return InvalidArgumentError("both teams need players");
+  return Status::Ok();
+}
+
+SettlementService::SettlementService(SettlementStore& store, EventHub* hub, ServiceOptions options,
+                                     metrics::Registry& registry)
+    : store_(store),
+      hub_(hub),
+      options_(std::move(options)),
+      settlements_(registry.AddLabeledCounter(
+          "verdict_lobby_settlements_total",
+          "Settlement requests by outcome: OK, DUPLICATE or the error code.", "code")),
+      allocations_(registry.AddLabeledCounter("verdict_lobby_allocations_total",
+                                              "Room allocations by outcome.", "code")),
+      settle_latency_(registry.AddHistogram("verdict_lobby_settle_seconds",
+                                            "Time to answer a settlement request.")),
+      coalesced_(registry.AddCounter(
+          "verdict_lobby_settlements_coalesced_total",
+          "Settlement requests answered by another identical request's transaction.")) {}
+
+bool SettlementService::IsCheap(const HttpRequest& request) {
+  const std::string_view path = PathOf(request.target);
+  return path == "/healthz" || path == "/metrics";
+}
+
+std::optional<Caller> SettlementService::Authenticate(const std::string& authorization) const {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!std::string_view(authorization).starts_with(kBearer)) return std::nullopt;
+  const std::string token = authorization.substr(kBearer.size());
+  if (token.empty()) return std::nullopt;
+  std::optional<Caller> found;
+  // Compare against every token, so the time taken does not say which one nearly matched.
+  if (!options_.admin_token.empty() && ConstantTimeEquals(token, options_.admin_token)) {
+    found = Caller{true, ""};
+  }
+  for (const auto& [node, node_token] : options_.node_tokens) {
+    if (ConstantTimeEquals(token, node_token) && !found) found = Caller{false, node};
+  }
+  return found;
+}
+
+Result<int64_t> SettlementService::ParseEventsAfter(const std::string& target) {
+  const size_t q = target.find('?');
+  if (q == std::string::npos) return int64_t{0};
+  std::string_view query = std::string_view(target).substr(q + 1);
+  while (!query.empty()) {
+    const std::string_view pair = query.substr(0, query.find('&'));
+    query.remove_prefix(std::min(query.size(), pair.size() + 1));
+    if (!pair.starts_with("after=")) continue;
+    const std::string_view value = pair.substr(6);
+    int64_t after = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), after);
+    if (ec != std::errc() || end != value.data() + value.size() || after < 0) {
+      return InvalidArgumentError("after must be a non-negative event id");
+    }
+    return after;
+  }
+  return int64_t{0};
+}
+
+HttpReply SettlementService::Handle(const HttpRequest& request) {
+  const std::string path(PathOf(request.target));
+  const bool get = request.method == "GET";
+  const bool post = request.method == "POST";
+  if (path == "/healthz") return {200, "text/plain", "ok\n", {}};
+  if (path == "/readyz") {
+    if (!get) return ProblemReply(ErrorCode::kMethodNotAllowed, "use GET", path);
+    Status ready = store_.CheckReady();
+    if (!ready.ok()) return Unavailable(ready, path);
+    return {200, "text/plain", "ready\n", {}};
+  }
+
+  const bool known = path == "/v1/rooms" || path == "/v1/settlements" ||
+                     path.starts_with("/v1/settlements/") || path.starts_with("/v1/players/");
+  if (!known) return ProblemReply(ErrorCode::kNotFound, "no such endpoint", path);
+
+  std::optional<Caller> caller = Authenticate(request.authorization);
+  if (!caller) {
+    return ProblemReply(ErrorCode::kUnauthenticated,
+                        "a valid bearer token is required (Authorization: Bearer TOKEN)", path);
+  }
+  if (path == "/v1/rooms") {
+    if (!post) return ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path);
+    return PostRoom(request, *caller);
+  }
+  if (path == "/v1/settlements") {
+    if (!post) return ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path);
+    return PostSettlement(request, *caller);
+  }
+  if (!get) return ProblemReply(ErrorCode::kMethodNotAllowed, "use GET", path);
+  if (auto room = IdAfter(path, "/v1/settlements/")) return GetSettlement(request, *caller, *room);
+  if (auto player = IdAfter(path, "/v1/players/")) return GetPlayer(request, *player);
+  return ProblemReply(ErrorCode::kInvalidArgument, "the id in the path must be a positive integer",
+                      path);
+}
+
+HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& caller) {
+  const std::string path = "/v1/rooms";
+  if (!caller.admin) {
+    allocations_.Add("UNAUTHENTICATED");
+    return ProblemReply(ErrorCode::kUnauthenticated, "allocating rooms needs the admin token",
+                        path);
+  }
+  const auto format = wire::FormatOfContentType(request.content_type);
+  if (!format) {
+    return ProblemReply(ErrorCode::kUnsupportedMediaType,
+                        "send application/x-protobuf or application/json", path);
+  }
+  v1::RoomAllocation allocation;
+  std::string error;
+  if (!wire::DecodeBody(request.body, *format, &allocation, &error)) {
+    allocations_.Add("INVALID_ARGUMENT");
+    return ProblemReply(ErrorCode::kInvalidArgument, error, path);
+  }
+  if (Status valid = ValidateAllocation(allocation); !valid.ok()) {
+    allocations_.Add("INVALID_ARGUMENT");
+    return ProblemReply(ErrorCode::kInvalidArgument, valid.message(), path);
+  }
+  if (!options_.node_tokens.contains(allocation.node_id())) {
+    allocations_.Add("INVALID_ARGUMENT");
+    return ProblemReply(ErrorCode::kInvalidArgument,
+                        "node " + allocation.node_id() + " has no token on this lobby", path);
+  }
+  auto outcome = store_.AllocateRoom(allocation);
+  if (!outcome.ok()) {
+    allocations_.Add("UNAVAILABLE");
+    return Unavailable(outcome.status(), path);
+  }
+  switch (outcome->status) {
+    case AllocateStatus::kAllocated:
+      allocations_.Add("OK");
+      return MessageReply(201, allocation, request);
+    case AllocateStatus::kDuplicate:
+      allocations_.Add("DUPLICATE");
+      return MessageReply(200, allocation, request);
+    case AllocateStatus::kPlayerBusy:
+      allocations_.Add("PLAYER_BUSY");
+      return ProblemReply(
+          ErrorCode::kPlayerBusy,
+          "player " + std::to_string(outcome->busy_player) + " is already in another battle", path);
+    case AllocateStatus::kRoomExists:
+      break;
+  }
+  allocations_.Add("ROOM_EXISTS");
+  return ProblemReply(ErrorCode::kRoomExists,
+                      "room " + std::to_string(allocation.room_id()) +
+                          " was already allocated differently or settled; room ids are never "
+                          "reused",
+                      path);
+}
+
+HttpReply SettlementService::PostSettlement(const HttpRequest& request, const Caller& caller) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::string path = "/v1/settlements";
+  auto reply = [&](const char* code, HttpReply r) {
+    settlements_.Add(code);
+    settle_latency_.Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    return r;
+  };
+  if (caller.node_id.empty()) {
+    return reply("UNAUTHENTICATED",
+                 ProblemReply(ErrorCode::kUnauthenticated, "settling needs a node token", path));
+  }
+  const auto format = wire::FormatOfContentType(request.content_type);
+  if (!format) {
+    return reply("UNSUPPORTED_MEDIA_TYPE",
+                 ProblemReply(ErrorCode::kUnsupportedMediaType,
+                              "send application/x-protobuf or application/json", path));
+  }
+  v1::BattleResult result;
+  std::string error;
+  if (!wire::DecodeBody(request.body, *format, &result, &error)) {
+    return reply("INVALID_ARGUMENT", ProblemReply(ErrorCode::kInvalidArgument, error, path));
+  }
+  Status valid = ValidateResult(result);
+  if (valid.ok() && !result.node_id().empty() && result.node_id() != caller.node_id) {
+    valid = InvalidArgumentError("node_id in the body is not the node the token belongs to");
+  }
+  if (!valid.ok()) {
+    return reply("INVALID_ARGUMENT",
+                 ProblemReply(ErrorCode::kInvalidArgument, valid.message(), path));
+  }
+
+  auto outcome = SettleCoalesced(result, caller.node_id, Fingerprint(result));
+  if (!outcome.ok()) {
+    spdlog::warn("room={} node={}: settlement unavailable: {}", result.room_id(), caller.node_id,
+                 outcome.status().ToString());
+    return reply("UNAVAILABLE", Unavailable(outcome.status(), path));
+  }
+  v1::SettlementReceipt receipt = outcome->receipt;
+  receipt.set_room_id(result.room_id());
+  switch (outcome->status) {
+    case SettleStatus::kSettled:
+      return reply("OK", MessageReply(200, receipt, request));
+    case SettleStatus::kDuplicate:
+      return reply("DUPLICATE", MessageReply(200, receipt, request));
+    case SettleStatus::kRoomUnknown:
+      return reply("ROOM_UNKNOWN", ProblemReply(ErrorCode::kRoomUnknown,
+                                                "the room is not allocated to this node", path));
+    case SettleStatus::kOutcomeConflict:
+      return reply("OUTCOME_CONFLICT",
+                   ProblemReply(ErrorCode::kOutcomeConflict,
+                                "the room was already settled with outcome " +
+                                    v1::Outcome_Name(outcome->receipt.outcome()),
+                                path));
+    case SettleStatus::kIdempotencyMismatch:
+      return reply("IDEMPOTENCY_MISMATCH",
+                   ProblemReply(ErrorCode::kIdempotencyMismatch,
+                                "the room was already settled with a different payload", path));
+    case SettleStatus::kRosterMismatch:
+      break;
+  }
+  return reply("ROSTER_MISMATCH",
+               ProblemReply(ErrorCode::kRosterMismatch,
+                            "the players and teams differ from the room's allocated roster", path));
+}
+
+Result<SettleOutcome> SettlementService::SettleCoalesced(const v1::BattleResult& result,
+                                                         const std::string& node_id,
+                                                         const std::string& fingerprint) {
+  const std::string key = std::to_string(result.room_id()) + '/' + node_id + '/' + fingerprint;
+  std::shared_ptr<Flight> flight;
+  bool leader = false;
+  {
+    std::lock_guard lock(flights_mu_);
+    auto [it, inserted] = flights_.try_emplace(key);
+    if (inserted) it->second = std::make_shared<Flight>();
+    flight = it->second;
+    leader = inserted;
+  }
+  if (!leader) {
+    coalesced_.Add();
+    std::unique_lock lock(flight->mu);
+    flight->done_cv.wait(lock, [&] { return flight->done; });
+    Result<SettleOutcome> shared = *flight->result;
+    // The leader's transaction settled it; for everyone else this is a duplicate delivery.
+    if (shared.ok() && shared->status == SettleStatus::kSettled) {
+      shared->status = SettleStatus::kDuplicate;
+      shared->receipt.set_duplicate(true);
+    }
+    return shared;
+  }
+
+  Result<SettleOutcome> outcome = store_.SettleBattle(result, node_id, fingerprint);
+  if (outcome.ok() && outcome->status == SettleStatus::kSettled) {
+    // Committed: only now may subscribers hear of it.
+    if (hub_) hub_->Committed(outcome->event_id);
+    spdlog::info("room={} node={}: settled as match {}", result.room_id(), node_id,
+                 outcome->receipt.match_id());
+  }
+  {
+    std::lock_guard lock(flights_mu_);
+    flights_.erase(key);
+  }
+  {
+    std::lock_guard lock(flight->mu);
+    flight->result = outcome;
+    flight->done = true;
+  }
+  flight->done_cv.notify_all();
+  return outcome;
+}
+
+HttpReply SettlementService::GetSettlement(const HttpRequest& request, const Caller& caller,
+                                           uint64_t room_id) {
+  auto receipt = store_.GetReceipt(
+      room_id, caller.admin ? std::nullopt : std::optional<std::string>(caller.node_id));
+  if (!receipt.ok()) return Unavailable(receipt.status(), "/v1/settlements");
+  if (!receipt->has_value()) {
+    return ProblemReply(ErrorCode::kRoomUnknown, "no settlement of this room is visible to you",
+                        "/v1/settlements");
+  }
+  v1::SettlementReceipt r = **receipt;
+  r.set_duplicate(true);  // a read of an existing settlement
+  return MessageReply(200, r, request);
+}
+
+HttpReply SettlementService::GetPlayer(const HttpRequest& request, uint64_t player_id) {
+  auto player = store_.GetPlayer(player_id);
+  if (!player.ok()) return Unavailable(player.status(), "/v1/players");
+  if (!player->has_value()) {
+    return ProblemReply(ErrorCode::kNotFound, "no such player", "/v1/players");
+  }
+  return MessageReply(200, **player, request);
+}
+
+HttpReply SettlementService::Unavailable(const Status& status, const std::string& instance) {
+  return ProblemReply(ErrorCode::kUnavailable, status.message(), instance, options_.retry_after_s);
+}
+
+HttpReply SettlementService::MessageReply(int status, const google::protobuf::Message& message,
+                                          const HttpRequest& request) {
+  const wire::BodyFormat format = wire::ReplyFormat(
+      request.accept, wire::FormatOfContentType(request.content_type), wire::BodyFormat::kJson);
+  return {status, std::string(wire::ContentTypeOf(format)), wire::EncodeBody(message, format), {}};
+}
+
+}  // namespace verdict::lobby

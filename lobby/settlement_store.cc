@@ -1,0 +1,446 @@
+#include "lobby/settlement_store.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "common/failpoint.h"
+#include "sql/migrations.h"
+
+namespace verdict::lobby {
+namespace {
+
+// Every statement the lobby runs, prepared on each connection. Nothing is ever built by
+// string concatenation of input: arrays travel as array-literal parameters.
+constexpr std::pair<const char*, const char*> kStatements[] = {
+    {"allocate",
+     "SELECT status, busy_player FROM verdict_allocate($1, $2, $3::bigint[], "
+     "$4::smallint[])"},
+    {"settle",
+     "SELECT status, match_id, outcome, settled_at_ms, event_id FROM verdict_settle("
+     "$1, $2, $3, $4::smallint, $5, $6, $7, $8, decode($9, 'hex'), $10::bigint[], "
+     "$11::smallint[], $12::integer[], $13::integer[], $14::integer[], $15::bigint[], "
+     "$16::boolean[], $17, $18)"},
+    {"receipt_of_node",
+     "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
+     "encode(fingerprint, 'hex') FROM settlement_receipts WHERE room_id = $1 AND node_id = $2"},
+    {"receipt_any",
+     "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
+     "encode(fingerprint, 'hex') FROM settlement_receipts WHERE room_id = $1"},
+    {"player",
+     "SELECT player_id, elo, games, wins, losses, draws, in_battle_room FROM players "
+     "WHERE player_id = $1"},
+    {"events_after",
+     "SELECT event_id, payload::text FROM settlement_events WHERE event_id > $1 "
+     "ORDER BY event_id LIMIT $2"},
+    {"events_by_ids",
+     "SELECT event_id, payload::text FROM settlement_events WHERE event_id = ANY ($1::bigint[]) "
+     "ORDER BY event_id"},
+    {"pending_rooms",
+     "SELECT room_id, node_id, (extract(epoch FROM allocated_at) * 1000)::bigint, "
+     "extract(epoch FROM now() - allocated_at)::bigint FROM battle_rooms "
+     "WHERE allocated_at < now() - make_interval(secs => $1) ORDER BY allocated_at, room_id"},
+    {"schema_version", "SELECT coalesce(max(version), 0) FROM verdict_schema_migrations"},
+    {"unsafe_release_early", "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = $1"},
+};
+
+constexpr long kMigrationLockKey = 0x7665726469637400;  // "verdict\0"
+
+template <typename T, typename F>
+std::string ArrayLiteral(const google::protobuf::RepeatedPtrField<v1::PlayerResult>& players,
+                         F field) {
+  std::ostringstream out;
+  out << '{';
+  bool first = true;
+  for (const auto& p : players) {
+    if (!first) out << ',';
+    first = false;
+    if constexpr (std::is_same_v<T, bool>) {
+      out << (field(p) ? 't' : 'f');
+    } else {
+      out << static_cast<T>(field(p));
+    }
+  }
+  out << '}';
+  return out.str();
+}
+
+const char* OutcomeName(v1::Outcome o) { return o == v1::ABORTED ? "ABORTED" : "SETTLED"; }
+v1::Outcome OutcomeFromName(const std::string& s) {
+  return s == "ABORTED" ? v1::ABORTED : v1::SETTLED;
+}
+
+// A fixed set of connections handed out one per call. A connection found broken is dropped
+// and re-opened by the next caller.
+class ConnectionPool {
+ public:
+  ConnectionPool(std::string conninfo, int size, std::chrono::milliseconds timeout)
+      : conninfo_(std::move(conninfo)), free_slots_(size), timeout_(timeout) {}
+
+  class Lease {
+   public:
+    Lease(ConnectionPool* pool, std::unique_ptr<pqxx::connection> conn)
+        : pool_(pool), conn_(std::move(conn)) {}
+    Lease(Lease&& other) noexcept : pool_(other.pool_), conn_(std::move(other.conn_)) {
+      other.pool_ = nullptr;
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() {
+      if (pool_) pool_->Return(std::move(conn_));
+    }
+    pqxx::connection& conn() { return *conn_; }
+    // The connection is suspect (lost, or its state unknown): close it instead of reusing it.
+    void Discard() { conn_.reset(); }
+
+   private:
+    ConnectionPool* pool_;
+    std::unique_ptr<pqxx::connection> conn_;
+  };
+
+  Result<Lease> Acquire() {
+    std::unique_ptr<pqxx::connection> conn;
+    {
+      std::unique_lock lock(mu_);
+      if (!cv_.wait_for(lock, timeout_, [&] { return free_slots_ > 0; })) {
+        return UnavailableError("database pool exhausted: no connection free within " +
+                                std::to_string(timeout_.count()) + " ms");
+      }
+      --free_slots_;
+      if (!idle_.empty()) {
+        conn = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    if (!conn || !conn->is_open()) {
+      try {
+        conn = std::make_unique<pqxx::connection>(conninfo_);
+        for (const auto& [name, text] : kStatements) conn->prepare(name, text);
+      } catch (const std::exception& e) {
+        Return(nullptr);
+        return UnavailableError(std::string("cannot connect to the database: ") + e.what());
+      }
+    }
+    return Lease(this, std::move(conn));
+  }
+
+  const std::string& conninfo() const { return conninfo_; }
+
+ private:
+  void Return(std::unique_ptr<pqxx::connection> conn) {
+    {
+      std::lock_guard lock(mu_);
+      if (conn) idle_.push_back(std::move(conn));
+      ++free_slots_;
+    }
+    cv_.notify_one();
+  }
+
+  const std::string conninfo_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<pqxx::connection>> idle_;
+  int free_slots_;
+  const std::chrono::milliseconds timeout_;
+};
+
+// Runs `body(lease)` translating libpqxx failures: a lost connection or any SQL error is
+// UNAVAILABLE (the same call may succeed later), and the connection is not reused.
+template <typename T, typename F>
+Result<T> RunDb(ConnectionPool& pool, const char* what, F body) {
+  auto lease = pool.Acquire();
+  if (!lease.ok()) return lease.status();
+  try {
+    return body(*lease);
+  } catch (const pqxx::broken_connection& e) {
+    lease->Discard();
+    spdlog::warn("{}: database connection lost: {}", what, e.what());
+    return UnavailableError(std::string(what) + ": database connection lost");
+  } catch (const pqxx::sql_error& e) {
+    lease->Discard();
+    spdlog::warn("{}: SQL error {}: {}", what, e.sqlstate(), e.what());
+    return UnavailableError(std::string(what) + ": database error " + e.sqlstate());
+  } catch (const std::exception& e) {
+    lease->Discard();
+    spdlog::error("{}: {}", what, e.what());
+    return UnavailableError(std::string(what) + ": " + e.what());
+  }
+}
+
+v1::SettlementReceipt ReceiptFromRow(const pqxx::row& row) {
+  v1::SettlementReceipt r;
+  r.set_room_id(row[0].as<uint64_t>());
+  r.set_match_id(row[1].as<uint64_t>());
+  r.set_outcome(OutcomeFromName(row[2].as<std::string>()));
+  r.set_settled_at_ms(row[3].as<int64_t>());
+  return r;
+}
+
+std::string Hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
+class PgSettlementStore final : public SettlementStore {
+ public:
+  explicit PgSettlementStore(const StoreOptions& options)
+      : options_(options), pool_(options.conninfo, options.pool_size, options.acquire_timeout) {}
+
+  Result<AllocateOutcome> AllocateRoom(const v1::RoomAllocation& a) override {
+    std::ostringstream ids, teams;
+    ids << '{';
+    teams << '{';
+    for (int i = 0; i < a.seats_size(); ++i) {
+      ids << (i ? "," : "") << a.seats(i).player_id();
+      teams << (i ? "," : "") << a.seats(i).team();
+    }
+    ids << '}';
+    teams << '}';
+    return RunDb<AllocateOutcome>(pool_, "allocate", [&](ConnectionPool::Lease& lease) {
+      pqxx::work tx(lease.conn());
+      pqxx::row row =
+          tx.exec_prepared1("allocate", a.room_id(), a.node_id(), ids.str(), teams.str());
+      tx.commit();
+      AllocateOutcome out;
+      const std::string status = row[0].as<std::string>();
+      out.busy_player = row[1].as<uint64_t>();
+      out.status = status == "allocated"     ? AllocateStatus::kAllocated
+                   : status == "duplicate"   ? AllocateStatus::kDuplicate
+                   : status == "player_busy" ? AllocateStatus::kPlayerBusy
+                                             : AllocateStatus::kRoomExists;
+      return out;
+    });
+  }
+
+  Result<SettleOutcome> SettleBattle(const v1::BattleResult& r, const std::string& node_id,
+                                     const std::string& fingerprint) override {
+    const std::string fingerprint_hex = Hex(fingerprint);
+    const auto& ps = r.players();
+    const std::string ids = ArrayLiteral<uint64_t>(ps, [](auto& p) { return p.player_id(); });
+    const std::string teams = ArrayLiteral<uint32_t>(ps, [](auto& p) { return p.team(); });
+    const std::string kills = ArrayLiteral<uint32_t>(ps, [](auto& p) { return p.kills(); });
+    const std::string deaths = ArrayLiteral<uint32_t>(ps, [](auto& p) { return p.deaths(); });
+    const std::string assists = ArrayLiteral<uint32_t>(ps, [](auto& p) { return p.assists(); });
+    const std::string scores = ArrayLiteral<int64_t>(ps, [](auto& p) { return p.score(); });
+    const std::string disconnected =
+        ArrayLiteral<bool>(ps, [](auto& p) { return p.disconnected(); });
+
+    bool commit_unknown = false;
+    uint64_t our_match_id = 0;
+    auto settled = RunDb<SettleOutcome>(pool_, "settle", [&](ConnectionPool::Lease& lease) {
+      if (options_.unsafe_release_before_commit) {
+        pqxx::nontransaction early(lease.conn());
+        early.exec_prepared("unsafe_release_early", r.room_id());
+      }
+      pqxx::work tx(lease.conn());
+      pqxx::row row = tx.exec_prepared1("settle", r.room_id(), node_id, OutcomeName(r.outcome()),
+                                        r.winner_team(), r.suspect(), r.ended_at_ms(),
+                                        r.replay_path(), r.abort_reason(), fingerprint_hex, ids,
+                                        teams, kills, deaths, assists, scores, disconnected,
+                                        options_.k_factor, options_.unsafe_skip_settle_guard);
+      SettleOutcome out = FromSettleRow(row);
+      if (out.status != SettleStatus::kSettled) {
+        tx.commit();  // read-only so far; nothing to keep, but end cleanly
+        return out;
+      }
+      our_match_id = out.receipt.match_id();
+      if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
+        // The database goes away before COMMIT: this backend dies and takes the transaction.
+        tx.exec("SELECT pg_terminate_backend(pg_backend_pid())");
+      }
+      try {
+        tx.commit();
+      } catch (const pqxx::in_doubt_error& e) {
+        spdlog::warn("room={}: commit outcome unknown: {}", r.room_id(), e.what());
+        lease.Discard();
+        commit_unknown = true;
+        return out;
+      }
+      if (CheckFailpoint("settle.commit_unknown") == FailAction::kError) {
+        // As if the connection dropped right after COMMIT was sent: the reply is lost.
+        lease.Discard();
+        commit_unknown = true;
+      }
+      return out;
+    });
+    if (!commit_unknown) return settled;
+    return ResolveUnknownCommit(r.room_id(), node_id, fingerprint_hex, our_match_id);
+  }
+
+  Result<std::optional<v1::SettlementReceipt>> GetReceipt(
+      uint64_t room_id, const std::optional<std::string>& node_id) override {
+    return RunDb<std::optional<v1::SettlementReceipt>>(
+        pool_, "get receipt", [&](ConnectionPool::Lease& lease) {
+          pqxx::nontransaction tx(lease.conn());
+          pqxx::result rows = node_id ? tx.exec_prepared("receipt_of_node", room_id, *node_id)
+                                      : tx.exec_prepared("receipt_any", room_id);
+          if (rows.empty()) return std::optional<v1::SettlementReceipt>();
+          return std::optional<v1::SettlementReceipt>(ReceiptFromRow(rows[0]));
+        });
+  }
+
+  Result<std::optional<v1::Player>> GetPlayer(uint64_t player_id) override {
+    return RunDb<std::optional<v1::Player>>(pool_, "get player", [&](ConnectionPool::Lease& lease) {
+      pqxx::nontransaction tx(lease.conn());
+      pqxx::result rows = tx.exec_prepared("player", player_id);
+      if (rows.empty()) return std::optional<v1::Player>();
+      v1::Player p;
+      p.set_player_id(rows[0][0].as<uint64_t>());
+      p.set_elo(rows[0][1].as<int32_t>());
+      p.set_games(rows[0][2].as<uint32_t>());
+      p.set_wins(rows[0][3].as<uint32_t>());
+      p.set_losses(rows[0][4].as<uint32_t>());
+      p.set_draws(rows[0][5].as<uint32_t>());
+      p.set_in_battle_room(rows[0][6].as<uint64_t>());
+      return std::optional<v1::Player>(p);
+    });
+  }
+
+  Result<std::vector<SettlementEvent>> EventsAfter(int64_t after, size_t limit) override {
+    return RunDb<std::vector<SettlementEvent>>(pool_, "events", [&](ConnectionPool::Lease& l) {
+      pqxx::nontransaction tx(l.conn());
+      return EventsFromRows(tx.exec_prepared("events_after", after, limit));
+    });
+  }
+
+  Result<std::vector<SettlementEvent>> EventsByIds(const std::vector<int64_t>& ids) override {
+    std::ostringstream literal;
+    literal << '{';
+    for (size_t i = 0; i < ids.size(); ++i) literal << (i ? "," : "") << ids[i];
+    literal << '}';
+    return RunDb<std::vector<SettlementEvent>>(pool_, "events", [&](ConnectionPool::Lease& l) {
+      pqxx::nontransaction tx(l.conn());
+      return EventsFromRows(tx.exec_prepared("events_by_ids", literal.str()));
+    });
+  }
+
+  Result<std::vector<PendingRoom>> RoomsWithoutReceipt(int64_t older_than_s) override {
+    return RunDb<std::vector<PendingRoom>>(pool_, "reconcile", [&](ConnectionPool::Lease& l) {
+      pqxx::nontransaction tx(l.conn());
+      std::vector<PendingRoom> rooms;
+      for (const auto& row : tx.exec_prepared("pending_rooms", older_than_s)) {
+        rooms.push_back({row[0].as<uint64_t>(), row[1].as<std::string>(), row[2].as<int64_t>(),
+                         row[3].as<int64_t>()});
+      }
+      return rooms;
+    });
+  }
+
+  Status CheckReady() override {
+    auto version = RunDb<int>(pool_, "readiness", [&](ConnectionPool::Lease& l) {
+      pqxx::nontransaction tx(l.conn());
+      return tx.exec_prepared1("schema_version")[0].as<int>();
+    });
+    if (!version.ok()) return version.status();
+    if (*version != ExpectedSchemaVersion()) {
+      return FailedPreconditionError(
+          "database schema is version " + std::to_string(*version) + ", this lobby needs " +
+          std::to_string(ExpectedSchemaVersion()) + "; run `verdict-lobby migrate`");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static SettleOutcome FromSettleRow(const pqxx::row& row) {
+    SettleOutcome out;
+    const std::string status = row[0].as<std::string>();
+    out.status = status == "settled"                ? SettleStatus::kSettled
+                 : status == "duplicate"            ? SettleStatus::kDuplicate
+                 : status == "outcome_conflict"     ? SettleStatus::kOutcomeConflict
+                 : status == "idempotency_mismatch" ? SettleStatus::kIdempotencyMismatch
+                 : status == "roster_mismatch"      ? SettleStatus::kRosterMismatch
+                                                    : SettleStatus::kRoomUnknown;
+    out.receipt.set_match_id(row[1].as<uint64_t>());
+    out.receipt.set_outcome(OutcomeFromName(row[2].as<std::string>()));
+    out.receipt.set_settled_at_ms(row[3].as<int64_t>());
+    out.receipt.set_duplicate(out.status == SettleStatus::kDuplicate);
+    out.event_id = row[4].as<int64_t>();
+    return out;
+  }
+
+  static std::vector<SettlementEvent> EventsFromRows(const pqxx::result& rows) {
+    std::vector<SettlementEvent> events;
+    for (const auto& row : rows) events.push_back({row[0].as<int64_t>(), row[1].as<std::string>()});
+    return events;
+  }
+
+  // The COMMIT's fate is unknown: ask the database on a fresh connection. The receipt is the
+  // truth: present with our fingerprint means settled; absent means the transaction is gone
+  // and the caller must retry (UNAVAILABLE), never a 2xx.
+  Result<SettleOutcome> ResolveUnknownCommit(uint64_t room_id, const std::string& node_id,
+                                             const std::string& fingerprint_hex,
+                                             uint64_t our_match_id) {
+    return RunDb<SettleOutcome>(
+        pool_, "resolve commit", [&](ConnectionPool::Lease& lease) -> Result<SettleOutcome> {
+          pqxx::nontransaction tx(lease.conn());
+          pqxx::result rows = tx.exec_prepared("receipt_of_node", room_id, node_id);
+          if (rows.empty() || rows[0][4].as<std::string>() != fingerprint_hex) {
+            spdlog::warn("room={}: unknown commit did not land; asking for a retry", room_id);
+            return UnavailableError("settlement commit outcome unknown and no receipt found");
+          }
+          SettleOutcome out;
+          out.receipt = ReceiptFromRow(rows[0]);
+          out.status = out.receipt.match_id() == our_match_id ? SettleStatus::kSettled
+                                                              : SettleStatus::kDuplicate;
+          out.receipt.set_duplicate(out.status == SettleStatus::kDuplicate);
+          spdlog::info("room={}: unknown commit resolved from the receipt (match {})", room_id,
+                       out.receipt.match_id());
+          return out;
+        });
+  }
+
+  const StoreOptions options_;
+  ConnectionPool pool_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions& options) {
+  if (options.pool_size < 1) return InvalidArgumentError("the database pool needs a connection");
+  return std::unique_ptr<SettlementStore>(std::make_unique<PgSettlementStore>(options));
+}
+
+int ExpectedSchemaVersion() { return sql::Migrations().back().version; }
+
+Result<int> Migrate(const std::string& conninfo) {
+  try {
+    pqxx::connection conn(conninfo);
+    pqxx::work tx(conn);
+    tx.exec("SELECT pg_advisory_xact_lock(" + std::to_string(kMigrationLockKey) + ")");
+    tx.exec(
+        "CREATE TABLE IF NOT EXISTS verdict_schema_migrations ("
+        " version integer PRIMARY KEY, name text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now())");
+    const int current =
+        tx.exec1("SELECT coalesce(max(version), 0) FROM verdict_schema_migrations")[0].as<int>();
+    if (current > ExpectedSchemaVersion()) {
+      return FailedPreconditionError("database schema is version " + std::to_string(current) +
+                                     ", newer than the " + std::to_string(ExpectedSchemaVersion()) +
+                                     " this binary knows; refusing to touch it");
+    }
+    int applied = 0;
+    for (const auto& m : sql::Migrations()) {
+      if (m.version <= current) continue;
+      tx.exec(m.text);
+      tx.exec_params("INSERT INTO verdict_schema_migrations (version, name) VALUES ($1, $2)",
+                     m.version, m.name);
+      ++applied;
+    }
+    tx.commit();
+    return applied;
+  } catch (const pqxx::broken_connection& e) {
+    return UnavailableError(std::string("cannot connect to the database: ") + e.what());
+  } catch (const std::exception& e) {
+    return InternalError(std::string("migration failed: ") + e.what());
+  }
+}
+
+}  // namespace verdict::lobby

@@ -1,0 +1,115 @@
+// SettlementStore: the lobby's PostgreSQL adapter. It owns a pool of connections (one per DB
+// worker), runs allocation and settlement as the one-statement functions of sql/, and
+// translates libpqxx errors into Status (UNAVAILABLE for anything a retry may fix). Every call
+// blocks: call it from DB worker threads, never from I/O threads. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "verdict/v1/verdict.pb.h"
+
+namespace verdict::lobby {
+
+struct StoreOptions {
+  // libpq connection string; empty means libpq's PG* environment variables.
+  // Default: "".
+  std::string conninfo;
+  // Connections in the pool (one per DB worker).
+  // Default: 8.
+  int pool_size = 8;
+  // How long a call waits for a free connection before answering UNAVAILABLE.
+  // Default: 2 s.
+  std::chrono::milliseconds acquire_timeout{2000};
+  // Elo K factor.
+  // Default: 32.
+  int k_factor = 32;
+
+  // Test-only negative controls; never set in production.
+  // Skip the advisory lock, receipt check and room lock (P2 off).
+  bool unsafe_skip_settle_guard = false;
+  // Release players' in_battle in its own transaction before settling (P5 off).
+  bool unsafe_release_before_commit = false;
+};
+
+enum class AllocateStatus { kAllocated, kDuplicate, kRoomExists, kPlayerBusy };
+struct AllocateOutcome {
+  AllocateStatus status = AllocateStatus::kAllocated;
+  uint64_t busy_player = 0;  // for kPlayerBusy
+};
+
+enum class SettleStatus {
+  kSettled,              // this call's transaction committed the settlement
+  kDuplicate,            // already settled with the same outcome and fingerprint
+  kRoomUnknown,          // never allocated, or allocated to another node
+  kOutcomeConflict,      // settled before with the other outcome
+  kIdempotencyMismatch,  // settled before with the same outcome, different payload
+  kRosterMismatch,       // players differ from the allocated roster
+};
+
+struct SettleOutcome {
+  SettleStatus status = SettleStatus::kSettled;
+  v1::SettlementReceipt receipt;  // for kSettled, kDuplicate and the two conflicts
+  int64_t event_id = 0;           // the new settlement event, for kSettled
+};
+
+struct SettlementEvent {
+  int64_t event_id = 0;
+  std::string payload_json;  // the battle.settled object
+};
+
+struct PendingRoom {
+  uint64_t room_id = 0;
+  std::string node_id;
+  int64_t allocated_at_ms = 0;
+  int64_t age_s = 0;
+};
+
+class SettlementStore {
+ public:
+  virtual ~SettlementStore() = default;
+
+  // Allocates a validated room (see RoomAllocation rules in the service).
+  virtual Result<AllocateOutcome> AllocateRoom(const v1::RoomAllocation& allocation) = 0;
+
+  // Settles a validated result for `node_id` in one transaction. `fingerprint` is the sha256 of
+  // the deterministic serialization. OK with kSettled only after the commit is known; a commit
+  // whose outcome is unknown is resolved by reading the receipt, else UNAVAILABLE.
+  virtual Result<SettleOutcome> SettleBattle(const v1::BattleResult& result,
+                                             const std::string& node_id,
+                                             const std::string& fingerprint) = 0;
+
+  // The receipt of `room_id`; with a node_id, only if the room belongs to that node.
+  virtual Result<std::optional<v1::SettlementReceipt>> GetReceipt(
+      uint64_t room_id, const std::optional<std::string>& node_id) = 0;
+
+  virtual Result<std::optional<v1::Player>> GetPlayer(uint64_t player_id) = 0;
+
+  // Events with id > after_event_id, in id order, at most `limit`.
+  virtual Result<std::vector<SettlementEvent>> EventsAfter(int64_t after_event_id,
+                                                           size_t limit) = 0;
+  virtual Result<std::vector<SettlementEvent>> EventsByIds(const std::vector<int64_t>& ids) = 0;
+
+  // Rooms allocated more than `older_than_s` seconds ago that have no receipt.
+  virtual Result<std::vector<PendingRoom>> RoomsWithoutReceipt(int64_t older_than_s) = 0;
+
+  // OK if a connection can run a query and the schema is the one this binary knows.
+  virtual Status CheckReady() = 0;
+};
+
+Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions& options);
+
+// Applies the embedded migrations that `conninfo`'s database lacks, under an advisory lock so
+// concurrent runs are safe. FAILED_PRECONDITION if the database has a newer schema.
+// Returns the number of migrations applied.
+Result<int> Migrate(const std::string& conninfo);
+
+// The schema version this binary expects (the highest embedded migration).
+int ExpectedSchemaVersion();
+
+}  // namespace verdict::lobby

@@ -1,0 +1,17 @@
+# Writes OUTPUT, a C++ file defining verdict::sql::Migrations() from the sql/NNN_*.sql files
+# in SOURCE_DIR. Run by the build whenever one of them changes.
+file(GLOB files RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/[0-9][0-9][0-9]_*.sql")
+list(SORT files)
+set(out "// Generated from sql/*.sql by embed_migrations.cmake. Do not edit.\n")
+string(APPEND out "#include \"sql/migrations.h\"\n\nnamespace verdict::sql {\nnamespace {\n")
+string(APPEND out "constexpr Migration kMigrations[] = {\n")
+foreach(f IN LISTS files)
+  file(READ "${SOURCE_DIR}/${f}" text)
+  string(SUBSTRING "${f}" 0 3 version)
+  math(EXPR version "${version}")
+  string(APPEND out "    {${version}, \"${f}\", R\"verdict_sql(${text})verdict_sql\"},\n")
+endforeach()
+string(APPEND out "};\n}  // namespace\n\n")
+string(APPEND out "std::span<const Migration> Migrations() { return kMigrations; }\n\n")
+string(APPEND out "}  // namespace verdict::sql\n")
+file(WRITE "${OUTPUT}" "${out}")
