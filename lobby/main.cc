@@ -31,6 +31,8 @@ struct Flags {
   int db_pool = 8;
   int threads = 2;
   int k_factor = 32;
+  int read_timeout_ms = 10'000;
+  size_t max_connections = 1024;
   bool unsafe_skip_settle_guard = false;
   bool unsafe_release_before_commit = false;
   int64_t older_than_s = 0;
@@ -167,6 +169,8 @@ int RunServe(const Flags& flags) {
   EventHub hub(**store, flags.db);
   SettlementService service(**store, &hub, service_options, registry);
   server_options.io_threads = flags.threads;
+  server_options.read_timeout = std::chrono::milliseconds(flags.read_timeout_ms);
+  server_options.max_connections = flags.max_connections;
   server_options.db_threads = flags.db_pool;
   HttpServer server(server_options, service, hub, registry);
   hub.Start();
@@ -216,6 +220,16 @@ int main(int argc, char** argv) {
   serve->add_option("--k-factor", flags.k_factor, "Elo K factor")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  serve
+      ->add_option("--read-timeout-ms", flags.read_timeout_ms,
+                   "time a client has to send a whole request; also the keep-alive idle limit")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 3'600'000));
+  serve
+      ->add_option("--max-connections", flags.max_connections,
+                   "open connections beyond which new ones get 503")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}));
   serve->add_flag("--unsafe-skip-settle-guard", flags.unsafe_skip_settle_guard)->group("");
   serve->add_flag("--unsafe-release-before-commit", flags.unsafe_release_before_commit)->group("");
 

@@ -34,3 +34,12 @@ build_verdict() {
   fi
   cmake --build build -j2
 }
+
+# A run killed mid-way can leave pg_virtualenv's cluster behind, which blocks the next one.
+clear_stale_test_cluster() {
+  local version
+  for version in $(pg_lsclusters -h 2>/dev/null | awk '$2 == "regress" {print $1}'); do
+    echo "removing stale test cluster $version/regress"
+    pg_dropcluster --stop "$version" regress || true
+  done
+}

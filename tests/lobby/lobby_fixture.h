@@ -1,0 +1,111 @@
+// LobbyFixture: a fresh migrated database and helpers to start verdict-lobby processes on it,
+// allocate rooms, post settlements and look at the tables. Used by the lobby's integration
+// tests, which run against a real PostgreSQL.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proto/wire.h"
+#include "tests/support/http_client.h"
+#include "tests/support/process.h"
+#include "tests/support/results.h"
+#include "tests/support/test_database.h"
+#include "verdict/v1/verdict.pb.h"
+
+namespace verdict::testing {
+
+// Counts that any rejected request must leave exactly as they were.
+struct DbSnapshot {
+  std::string matches, match_players, receipts, events, replays, rooms, seats, elo_sum, games_sum,
+      in_battle;
+  bool operator==(const DbSnapshot&) const = default;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const DbSnapshot& s) {
+  return os << "{matches=" << s.matches << " receipts=" << s.receipts << " events=" << s.events
+            << " rooms=" << s.rooms << " elo_sum=" << s.elo_sum << " games=" << s.games_sum
+            << " in_battle=" << s.in_battle << "}";
+}
+
+class LobbyFixture : public ::testing::Test {
+ public:
+  void SetUp() override {
+    if (!TestDatabase::Configured()) {
+      if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "no PostgreSQL configured (PGHOST)";
+      GTEST_SKIP() << "no PostgreSQL configured; run through ./scripts/test";
+    }
+    db_ = std::make_unique<TestDatabase>();
+    const CommandResult migrated = RunCommand({LobbyBinary(), "--db", db_->conninfo(), "migrate"});
+    ASSERT_EQ(migrated.exit_code, 0) << migrated.out;
+  }
+
+  std::unique_ptr<LobbyProcess> StartLobby(const std::vector<std::string>& args = {},
+                                           const std::map<std::string, std::string>& env = {}) {
+    auto lobby = LobbyProcess::Start(db_->conninfo(), args, env);
+    EXPECT_NE(lobby, nullptr);
+    return lobby;
+  }
+
+  static std::map<std::string, std::string> JsonHeaders(const std::string& token) {
+    return {{"Content-Type", "application/json"}, {"Authorization", "Bearer " + token}};
+  }
+
+  // Allocates `room_id` to `node` with the ten players of MakeResult(room_id).
+  HttpResponse Allocate(uint16_t port, uint64_t room_id, const std::string& node = "node-a") {
+    const v1::BattleResult r = MakeResult(room_id, 1'700'000'000'000, node);
+    v1::RoomAllocation a;
+    a.set_room_id(room_id);
+    a.set_node_id(node);
+    for (const auto& p : r.players()) {
+      v1::Seat* seat = a.add_seats();
+      seat->set_player_id(p.player_id());
+      seat->set_team(p.team());
+    }
+    return HttpCall(port, "POST", "/v1/rooms", JsonHeaders("admin-token"),
+                    wire::EncodeBody(a, wire::BodyFormat::kJson));
+  }
+
+  void MustAllocate(uint16_t port, uint64_t room_id, const std::string& node = "node-a") {
+    const HttpResponse r = Allocate(port, room_id, node);
+    ASSERT_EQ(r.status, 201) << r.body << r.error;
+  }
+
+  HttpResponse Settle(uint16_t port, const v1::BattleResult& result,
+                      const std::string& token = "token-a") {
+    return HttpCall(port, "POST", "/v1/settlements", JsonHeaders(token),
+                    wire::EncodeBody(result, wire::BodyFormat::kJson));
+  }
+
+  static v1::SettlementReceipt Receipt(const HttpResponse& r) {
+    v1::SettlementReceipt receipt;
+    std::string error;
+    EXPECT_TRUE(wire::DecodeBody(r.body, wire::BodyFormat::kJson, &receipt, &error))
+        << error << " in " << r.body;
+    return receipt;
+  }
+
+  std::string Q(const std::string& sql) const { return db_->Scalar(sql); }
+
+  DbSnapshot Snapshot() const {
+    return {Q("SELECT count(*) FROM matches"),
+            Q("SELECT count(*) FROM match_players"),
+            Q("SELECT count(*) FROM settlement_receipts"),
+            Q("SELECT count(*) FROM settlement_events"),
+            Q("SELECT count(*) FROM replays"),
+            Q("SELECT count(*) FROM battle_rooms"),
+            Q("SELECT count(*) FROM battle_room_seats"),
+            Q("SELECT coalesce(sum(elo), 0) FROM players"),
+            Q("SELECT coalesce(sum(games), 0) FROM players"),
+            Q("SELECT count(*) FROM players WHERE in_battle_room <> 0")};
+  }
+
+  std::unique_ptr<TestDatabase> db_;
+};
+
+}  // namespace verdict::testing

@@ -1,0 +1,634 @@
+// The lobby against a real PostgreSQL: exactly-once settlement (P2), the error contract,
+// early-release protection (P5), commit-unknown handling, events, allocation and
+// reconciliation. Each test gets its own database and lobby processes.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <fstream>
+#include <latch>
+#include <set>
+#include <thread>
+
+#include "tests/lobby/lobby_fixture.h"
+#include "tests/support/temp_dir.h"
+
+namespace verdict::testing {
+namespace {
+
+using LobbyTest = LobbyFixture;
+
+// The room_id of a /v1/events message ({"event_id": "N", "event": {…, "room_id": "R"}}).
+std::string EventRoom(const std::string& message) {
+  google::protobuf::Struct parsed;
+  if (!google::protobuf::util::JsonStringToMessage(message, &parsed).ok()) return "unparsable";
+  const auto& event = parsed.fields().at("event").struct_value();
+  if (!event.fields().contains("room_id") ||
+      event.fields().at("type").string_value() != "battle.settled") {
+    return "malformed";
+  }
+  return event.fields().at("room_id").string_value();
+}
+
+// A plain TCP connection to the lobby, for clients that misbehave below HTTP.
+int ConnectRaw(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST_F(LobbyTest, FirstSettlementThenReplayIsDuplicateAndEloMovesOnce) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 1);
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room = 1"), "10");
+
+  const HttpResponse first = Settle(lobby->port(), MakeResult(1));
+  ASSERT_EQ(first.status, 200) << first.body;
+  const v1::SettlementReceipt r1 = Receipt(first);
+  EXPECT_FALSE(r1.duplicate());
+  EXPECT_GT(r1.match_id(), 0u);
+  EXPECT_EQ(r1.outcome(), v1::SETTLED);
+  EXPECT_NE(first.body.find("\"duplicate\":false"), std::string::npos) << first.body;
+
+  const HttpResponse again = Settle(lobby->port(), MakeResult(1));
+  ASSERT_EQ(again.status, 200) << again.body;
+  const v1::SettlementReceipt r2 = Receipt(again);
+  EXPECT_TRUE(r2.duplicate());
+  EXPECT_EQ(r2.match_id(), r1.match_id());
+
+  // Team 1 (players 11..15) won at equal ratings: +16 each; team 2: -16 each; once.
+  EXPECT_EQ(Q("SELECT string_agg(elo::text, ',' ORDER BY player_id) FROM players"),
+            "1516,1516,1516,1516,1516,1484,1484,1484,1484,1484");
+  EXPECT_EQ(Q("SELECT sum(games) FROM players"), "10");
+  EXPECT_EQ(Q("SELECT sum(wins) || '/' || sum(losses) FROM players"), "5/5");
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), "1");
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "1");
+  EXPECT_EQ(Q("SELECT count(*) FROM replays"), "1");
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+}
+
+TEST_F(LobbyTest, EloFormulaMatchesHandComputedValues) {
+  // E = 1/(1+10^((Rb-Ra)/400)); change = round(32 (S - E)).
+  // 1600 vs 1400: E = 0.7597; win +7.69 → 8, loss -24.31 → -24, draw -8.31 → -8.
+  EXPECT_EQ(Q("SELECT verdict_elo_delta(1500, 1500, 1, 32)"), "16");
+  EXPECT_EQ(Q("SELECT verdict_elo_delta(1500, 1500, 0.5, 32)"), "0");
+  EXPECT_EQ(Q("SELECT verdict_elo_delta(1600, 1400, 1, 32)"), "8");
+  EXPECT_EQ(Q("SELECT verdict_elo_delta(1600, 1400, 0, 32)"), "-24");
+  EXPECT_EQ(Q("SELECT verdict_elo_delta(1400, 1600, 1, 32)"), "24");
+  EXPECT_EQ(Q("SELECT verdict_elo_delta(1600, 1400, 0.5, 32)"), "-8");
+  EXPECT_EQ(Q("SELECT verdict_elo_delta(1400, 1600, 0.5, 32)"), "8");
+  EXPECT_EQ(Q("SELECT verdict_elo_delta(2000, 1200, 1, 16)"), "0");  // E = 0.990: 16*0.0099
+}
+
+TEST_F(LobbyTest, SettlementUsesTeamAverageRatings) {
+  auto lobby = StartLobby({"--k-factor", "32"});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 2);
+  // Team 1 averages 1600 (1500..1700), team 2 averages 1400.
+  db_->Exec(
+      "UPDATE players SET elo = CASE player_id WHEN 21 THEN 1500 WHEN 22 THEN 1550 "
+      "WHEN 23 THEN 1600 WHEN 24 THEN 1650 WHEN 25 THEN 1700 ELSE 1400 END");
+  auto draw = MakeResult(2);
+  draw.set_winner_team(0);
+  ASSERT_EQ(Settle(lobby->port(), draw).status, 200);
+  EXPECT_EQ(Q("SELECT string_agg(elo::text, ',' ORDER BY player_id) FROM players"),
+            "1492,1542,1592,1642,1692,1408,1408,1408,1408,1408");
+  EXPECT_EQ(Q("SELECT sum(draws) FROM players"), "10");
+}
+
+TEST_F(LobbyTest, AbortedReleasesPlayersWithoutTouchingRatings) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 3);
+  auto aborted = MakeResult(3);
+  aborted.set_outcome(v1::ABORTED);
+  aborted.set_winner_team(0);
+  aborted.set_abort_reason("no_consensus");
+  const HttpResponse r = Settle(lobby->port(), aborted);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Receipt(r).outcome(), v1::ABORTED);
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT count(DISTINCT elo) || ':' || min(elo) FROM players"), "1:1500");
+  EXPECT_EQ(Q("SELECT sum(games) FROM players"), "0");
+  EXPECT_EQ(Q("SELECT abort_reason FROM matches"), "no_consensus");
+}
+
+struct ConcurrencyReport {
+  int ok = 0;
+  int first_settlements = 0;  // 200 with duplicate: false
+  std::set<uint64_t> match_ids;
+  std::vector<int> statuses;
+};
+
+// Fires `n` identical settlements at once, alternating between two lobbies.
+ConcurrencyReport FireTogether(uint16_t port_a, uint16_t port_b, const v1::BattleResult& result,
+                               int n) {
+  ConcurrencyReport report;
+  std::vector<HttpResponse> responses(n);
+  std::latch start(n);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      responses[i] = HttpCall(i % 2 ? port_b : port_a, "POST", "/v1/settlements",
+                              LobbyFixture::JsonHeaders("token-a"),
+                              wire::EncodeBody(result, wire::BodyFormat::kJson));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : responses) {
+    report.statuses.push_back(r.status);
+    if (r.status != 200) continue;
+    ++report.ok;
+    v1::SettlementReceipt receipt;
+    std::string error;
+    if (!wire::DecodeBody(r.body, wire::BodyFormat::kJson, &receipt, &error)) continue;
+    report.match_ids.insert(receipt.match_id());
+    if (!receipt.duplicate()) ++report.first_settlements;
+  }
+  return report;
+}
+
+TEST_F(LobbyTest, ConcurrentIdenticalSettlementsOnTwoLobbiesSettleOnce) {
+  auto a = StartLobby();
+  auto b = StartLobby();
+  ASSERT_TRUE(a && b);
+  MustAllocate(a->port(), 4);
+  const ConcurrencyReport report = FireTogether(a->port(), b->port(), MakeResult(4), 32);
+  EXPECT_EQ(report.ok, 32) << ::testing::PrintToString(report.statuses);
+  EXPECT_EQ(report.match_ids.size(), 1u);
+  EXPECT_EQ(report.first_settlements, 1);
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), "1");
+  EXPECT_EQ(Q("SELECT count(*) FROM match_players"), "10");
+  EXPECT_EQ(Q("SELECT max(games) FROM players"), "1");
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo::text, ',') FROM players"), "1484,1516");
+}
+
+// Negative control: with the advisory lock, receipt check and room lock skipped, the same
+// test no longer sees 32 clean answers. The schema's unique constraints still refuse the
+// second match, so ratings stay single: the defence in depth holds.
+TEST_F(LobbyTest, NegativeControlWithoutSettleGuardIsCaughtAndConstraintsStillHold) {
+  auto a = StartLobby({"--unsafe-skip-settle-guard"});
+  auto b = StartLobby({"--unsafe-skip-settle-guard"});
+  ASSERT_TRUE(a && b);
+  MustAllocate(a->port(), 5);
+  const ConcurrencyReport report = FireTogether(a->port(), b->port(), MakeResult(5), 32);
+  const bool clean =
+      report.ok == 32 && report.match_ids.size() == 1 && report.first_settlements == 1;
+  EXPECT_FALSE(clean) << "the concurrency checks did not notice the missing guard";
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), "1");
+  EXPECT_EQ(Q("SELECT max(games) FROM players"), "1");
+}
+
+// Negative control, second layer: guard off and the unique constraints dropped. Now the
+// damage P2 forbids happens, and the test's Elo checks see it.
+TEST_F(LobbyTest, NegativeControlWithoutGuardOrConstraintsSeesDoubleElo) {
+  db_->Exec(
+      "ALTER TABLE settlement_receipts DROP CONSTRAINT settlement_receipts_pkey;"
+      "ALTER TABLE matches DROP CONSTRAINT matches_room_id_key;"
+      "ALTER TABLE settlement_events DROP CONSTRAINT settlement_events_room_id_key;"
+      "ALTER TABLE replays DROP CONSTRAINT replays_room_id_key;");
+  auto a = StartLobby({"--unsafe-skip-settle-guard"});
+  auto b = StartLobby({"--unsafe-skip-settle-guard"});
+  ASSERT_TRUE(a && b);
+  MustAllocate(a->port(), 6);
+  FireTogether(a->port(), b->port(), MakeResult(6), 32);
+  EXPECT_GT(std::stoi(Q("SELECT count(*) FROM matches")), 1);
+  EXPECT_GT(std::stoi(Q("SELECT max(games) FROM players")), 1) << "double Elo not visible";
+}
+
+TEST_F(LobbyTest, ConflictsAndMismatchesAreRefusedWithoutChangingAnything) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 7);
+  MustAllocate(lobby->port(), 8);
+  ASSERT_EQ(Settle(lobby->port(), MakeResult(7)).status, 200);
+  const DbSnapshot before = Snapshot();
+
+  auto aborted = MakeResult(7);
+  aborted.set_outcome(v1::ABORTED);
+  aborted.set_winner_team(0);
+  HttpResponse r = Settle(lobby->port(), aborted);
+  EXPECT_EQ(r.status, 409);
+  EXPECT_NE(r.body.find("\"code\":\"OUTCOME_CONFLICT\""), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("\"retryable\":false"), std::string::npos);
+  EXPECT_EQ(r.headers["content-type"], "application/problem+json");
+
+  auto changed = MakeResult(7);
+  changed.mutable_players(0)->set_kills(99);
+  r = Settle(lobby->port(), changed);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_NE(r.body.find("IDEMPOTENCY_MISMATCH"), std::string::npos) << r.body;
+
+  auto wrong_roster = MakeResult(8);
+  wrong_roster.mutable_players(0)->set_player_id(999);
+  r = Settle(lobby->port(), wrong_roster);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_NE(r.body.find("ROSTER_MISMATCH"), std::string::npos) << r.body;
+  auto swapped_team = MakeResult(8);
+  swapped_team.mutable_players(0)->set_team(2);
+  swapped_team.mutable_players(9)->set_team(1);
+  r = Settle(lobby->port(), swapped_team);
+  EXPECT_EQ(r.status, 422) << r.body;
+
+  EXPECT_EQ(Snapshot(), before);
+}
+
+TEST_F(LobbyTest, UnknownRoomAndAnotherNodesRoomGetIdenticalAnswers) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 9, "node-a");
+  const DbSnapshot before = Snapshot();
+  // node-b asks about node-a's room 9, and about room 10 that nobody allocated.
+  const HttpResponse foreign =
+      Settle(lobby->port(), MakeResult(9, 1'700'000'000'000, "node-b"), "token-b");
+  auto never = MakeResult(9, 1'700'000'000'000, "node-b");
+  never.set_room_id(10);
+  const HttpResponse unknown = Settle(lobby->port(), never, "token-b");
+  EXPECT_EQ(foreign.status, 404);
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(foreign.body, unknown.body);
+  EXPECT_NE(foreign.body.find("ROOM_UNKNOWN"), std::string::npos);
+  EXPECT_EQ(Snapshot(), before);
+
+  // After node-a settles it, node-b still cannot see it, and reads agree.
+  ASSERT_EQ(Settle(lobby->port(), MakeResult(9)).status, 200);
+  const HttpResponse after =
+      Settle(lobby->port(), MakeResult(9, 1'700'000'000'000, "node-b"), "token-b");
+  EXPECT_EQ(after.status, 404);
+  EXPECT_EQ(after.body, unknown.body);
+  const auto read_b =
+      HttpCall(lobby->port(), "GET", "/v1/settlements/9", {{"Authorization", "Bearer token-b"}});
+  const auto read_none =
+      HttpCall(lobby->port(), "GET", "/v1/settlements/10", {{"Authorization", "Bearer token-b"}});
+  EXPECT_EQ(read_b.status, 404);
+  EXPECT_EQ(read_b.body, read_none.body);
+  const auto read_a =
+      HttpCall(lobby->port(), "GET", "/v1/settlements/9", {{"Authorization", "Bearer token-a"}});
+  EXPECT_EQ(read_a.status, 200) << read_a.body;
+}
+
+TEST_F(LobbyTest, MissingOrWrongTokenIs401) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 11);
+  const DbSnapshot before = Snapshot();
+  const std::string body = wire::EncodeBody(MakeResult(11), wire::BodyFormat::kJson);
+  for (const char* auth : {"", "Bearer wrong", "Bearer token-a-but-longer", "Basic x", "Bearer ",
+                           "Bearer admin-token"}) {
+    std::map<std::string, std::string> headers = {{"Content-Type", "application/json"}};
+    if (*auth) headers["Authorization"] = auth;
+    const auto r = HttpCall(lobby->port(), "POST", "/v1/settlements", headers, body);
+    EXPECT_EQ(r.status, 401) << "Authorization: " << auth << " → " << r.body;
+    EXPECT_NE(r.body.find("UNAUTHENTICATED"), std::string::npos);
+  }
+  // A node token cannot allocate rooms.
+  const auto r = HttpCall(lobby->port(), "POST", "/v1/rooms", JsonHeaders("token-a"), "{}");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(Snapshot(), before);
+}
+
+TEST_F(LobbyTest, NodeTokensFileIsRead) {
+  TempDir dir;
+  const std::string file = dir.Sub("tokens");
+  std::ofstream(file) << "# node_id token\nnode-c token-c\n\nnode-d token-d\n";
+  auto lobby = StartLobby({"--node-tokens-file", file});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 18, "node-d");
+  EXPECT_EQ(Settle(lobby->port(), MakeResult(18, 1'700'000'000'000, "node-d"), "token-d").status,
+            200);
+  std::ofstream(file) << "node-e\n";
+  const auto refused = RunCommand({LobbyBinary(), "--db", db_->conninfo(), "serve",
+                                   "--node-tokens-file", file, "--listen", "127.0.0.1:0"});
+  EXPECT_EQ(refused.exit_code, 1) << "a malformed tokens file must stop the lobby";
+}
+
+TEST_F(LobbyTest, MalformedBodiesGetTheirStatusAndChangeNothing) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 12);
+  const DbSnapshot before = Snapshot();
+  const auto post = [&](const std::string& type, const std::string& body) {
+    return HttpCall(lobby->port(), "POST", "/v1/settlements",
+                    {{"Content-Type", type}, {"Authorization", "Bearer token-a"}}, body);
+  };
+  EXPECT_EQ(post("application/x-protobuf", "\xff\xff\xff\xff garbage").status, 400);
+  EXPECT_EQ(post("application/json", "{\"room_id\": \"12\", ").status, 400);
+  EXPECT_EQ(post("application/json", "{\"room_id\": \"12\", \"no_such_field\": 1}").status, 400);
+  EXPECT_EQ(post("application/json", "[1,2,3]").status, 400);
+  EXPECT_EQ(post("application/json", "{\"room_id\": \"-4\"}").status, 400);
+  EXPECT_EQ(post("text/plain", "hello").status, 415);
+  EXPECT_EQ(post("", "").status, 415);
+  const HttpResponse big = post("application/x-protobuf", std::string(2 << 20, 'x'));
+  EXPECT_EQ(big.status, 413) << big.error;
+  EXPECT_NE(big.body.find("PAYLOAD_TOO_LARGE"), std::string::npos);
+
+  // Valid encodings of invalid results.
+  auto no_players = MakeResult(12);
+  no_players.clear_players();
+  EXPECT_EQ(Settle(lobby->port(), no_players).status, 400);
+  auto bad_team = MakeResult(12);
+  bad_team.mutable_players(0)->set_team(7);
+  EXPECT_EQ(Settle(lobby->port(), bad_team).status, 400);
+  auto twice = MakeResult(12);
+  twice.mutable_players(1)->set_player_id(twice.players(0).player_id());
+  EXPECT_EQ(Settle(lobby->port(), twice).status, 400);
+  auto wrong_node = MakeResult(12, 1'700'000'000'000, "node-b");
+  EXPECT_EQ(Settle(lobby->port(), wrong_node).status, 400);
+  auto nul = MakeResult(12);
+  nul.set_replay_path(std::string("a\0b", 3));
+  EXPECT_EQ(Settle(lobby->port(), nul).status, 400);
+  auto unspecified = MakeResult(12);
+  unspecified.set_outcome(v1::OUTCOME_UNSPECIFIED);
+  EXPECT_EQ(Settle(lobby->port(), unspecified).status, 400);
+
+  EXPECT_EQ(Snapshot(), before);
+  // The lobby is still serving, and the room still settles.
+  EXPECT_EQ(Settle(lobby->port(), MakeResult(12)).status, 200);
+}
+
+TEST_F(LobbyTest, ProtobufBodiesWorkAndFingerprintIgnoresEncoding) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 13);
+  const auto r =
+      HttpCall(lobby->port(), "POST", "/v1/settlements",
+               {{"Content-Type", "application/x-protobuf"}, {"Authorization", "Bearer token-a"}},
+               wire::EncodeBody(MakeResult(13), wire::BodyFormat::kProtobuf));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers.at("content-type"), "application/x-protobuf");
+  v1::SettlementReceipt receipt;
+  ASSERT_TRUE(receipt.ParseFromString(r.body));
+  EXPECT_FALSE(receipt.duplicate());
+  // The same result as JSON is the same payload: a duplicate, not a mismatch.
+  const HttpResponse json = Settle(lobby->port(), MakeResult(13));
+  ASSERT_EQ(json.status, 200) << json.body;
+  EXPECT_TRUE(Receipt(json).duplicate());
+}
+
+// Runs one settlement with the database failing before COMMIT and reports what it left.
+struct FailureProbe {
+  int status = 0;
+  std::string retry_after;
+  std::string rooms, seats, in_battle, receipts;
+};
+
+FailureProbe SettleWithFailureBeforeCommit(LobbyFixture& f, LobbyProcess& lobby, uint64_t room) {
+  FailureProbe probe;
+  const HttpResponse r = f.Settle(lobby.port(), MakeResult(room));
+  probe.status = r.status;
+  auto it = r.headers.find("retry-after");
+  if (it != r.headers.end()) probe.retry_after = it->second;
+  probe.rooms = f.Q("SELECT count(*) FROM battle_rooms WHERE room_id = " + std::to_string(room));
+  probe.seats =
+      f.Q("SELECT count(*) FROM battle_room_seats WHERE room_id = " + std::to_string(room));
+  probe.in_battle =
+      f.Q("SELECT count(*) FROM players WHERE in_battle_room = " + std::to_string(room));
+  probe.receipts = f.Q("SELECT count(*) FROM settlement_receipts");
+  return probe;
+}
+
+TEST_F(LobbyTest, DatabaseFailingBeforeCommitIs503AndLeavesTheRoomIntact) {
+  auto lobby = StartLobby({}, {{"VERDICT_FAILPOINTS", "settle.before_commit=error*1"}});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 14);
+  const FailureProbe probe = SettleWithFailureBeforeCommit(*this, *lobby, 14);
+  EXPECT_EQ(probe.status, 503);
+  EXPECT_EQ(probe.retry_after, "1");
+  EXPECT_EQ(probe.rooms, "1");
+  EXPECT_EQ(probe.seats, "10");
+  EXPECT_EQ(probe.in_battle, "10") << "players released before the settlement committed";
+  EXPECT_EQ(probe.receipts, "0");
+
+  const HttpResponse retry = Settle(lobby->port(), MakeResult(14));
+  ASSERT_EQ(retry.status, 200) << retry.body;
+  EXPECT_FALSE(Receipt(retry).duplicate());
+  EXPECT_EQ(Q("SELECT max(games) || ':' || count(*) FROM players"), "1:10");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+}
+
+// Negative control: releasing in_battle in its own transaction before the settlement commits
+// is exactly the early release P5 forbids; the same probe must see it.
+TEST_F(LobbyTest, NegativeControlReleasingBeforeCommitIsCaught) {
+  auto lobby = StartLobby({"--unsafe-release-before-commit"},
+                          {{"VERDICT_FAILPOINTS", "settle.before_commit=error*1"}});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 15);
+  const FailureProbe probe = SettleWithFailureBeforeCommit(*this, *lobby, 15);
+  EXPECT_EQ(probe.status, 503);
+  EXPECT_EQ(probe.receipts, "0");
+  EXPECT_NE(probe.in_battle, "10") << "the probe did not notice players released early";
+}
+
+TEST_F(LobbyTest, CommitOutcomeUnknownIsAnsweredFromTheReceipt) {
+  auto lobby = StartLobby({}, {{"VERDICT_FAILPOINTS", "settle.commit_unknown=error*1"}});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 16);
+  const HttpResponse first = Settle(lobby->port(), MakeResult(16));
+  ASSERT_EQ(first.status, 200) << first.body;
+  const v1::SettlementReceipt r1 = Receipt(first);
+  EXPECT_FALSE(r1.duplicate());
+  const HttpResponse retry = Settle(lobby->port(), MakeResult(16));
+  ASSERT_EQ(retry.status, 200);
+  EXPECT_TRUE(Receipt(retry).duplicate());
+  EXPECT_EQ(Receipt(retry).match_id(), r1.match_id());
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), "1");
+}
+
+TEST_F(LobbyTest, DatabaseDownIs503WithRetryAfterAndReadyzSaysSo) {
+  // A lobby pointed at a database that does not exist behaves like one whose database is down.
+  auto lobby = LobbyProcess::Start("dbname=verdict_no_such_database");
+  ASSERT_NE(lobby, nullptr);
+  const HttpResponse r = Settle(lobby->port(), MakeResult(17));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.headers.count("retry-after") ? r.headers.at("retry-after") : "", "1");
+  EXPECT_NE(r.body.find("\"retryable\":true"), std::string::npos);
+  EXPECT_EQ(HttpCall(lobby->port(), "GET", "/readyz").status, 503);
+  EXPECT_EQ(HttpCall(lobby->port(), "GET", "/healthz").status, 200);
+}
+
+TEST_F(LobbyTest, SubscriberGetsEachEventOnceAndResumesWithAfter) {
+  auto a = StartLobby();
+  auto b = StartLobby();
+  ASSERT_TRUE(a && b);
+  WsClient live;
+  ASSERT_TRUE(live.Connect(b->port(), "/v1/events", "token-a")) << live.error();
+  for (uint64_t room : {21, 22, 23}) {
+    MustAllocate(a->port(), room);
+    ASSERT_EQ(Settle(a->port(), MakeResult(room)).status, 200);
+  }
+  // Settled at lobby a, heard at lobby b through NOTIFY.
+  std::vector<std::string> got;
+  for (int i = 0; i < 3; ++i) {
+    auto message = live.Read(std::chrono::seconds(10));
+    ASSERT_TRUE(message.has_value()) << "event " << i << " did not arrive";
+    got.push_back(*message);
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(EventRoom(got[i]), std::to_string(21 + i)) << got[i];
+  // A duplicate delivery makes no new event.
+  ASSERT_EQ(Settle(a->port(), MakeResult(21)).status, 200);
+  EXPECT_FALSE(live.Read(std::chrono::milliseconds(1500)).has_value());
+
+  // Reconnecting after the first event replays the two it missed, then goes live.
+  const std::string first_id = Q("SELECT min(event_id) FROM settlement_events");
+  WsClient resumed;
+  ASSERT_TRUE(resumed.Connect(a->port(), "/v1/events?after=" + first_id, "token-b"));
+  auto m1 = resumed.Read(std::chrono::seconds(10));
+  auto m2 = resumed.Read(std::chrono::seconds(10));
+  ASSERT_TRUE(m1 && m2);
+  EXPECT_EQ(EventRoom(*m1), "22") << *m1;
+  EXPECT_EQ(EventRoom(*m2), "23") << *m2;
+  MustAllocate(a->port(), 24);
+  ASSERT_EQ(Settle(a->port(), MakeResult(24)).status, 200);
+  auto m3 = resumed.Read(std::chrono::seconds(10));
+  ASSERT_TRUE(m3);
+  EXPECT_EQ(EventRoom(*m3), "24") << *m3;
+  EXPECT_FALSE(resumed.Read(std::chrono::milliseconds(1000)).has_value());
+
+  WsClient unauthenticated;
+  EXPECT_FALSE(unauthenticated.Connect(a->port(), "/v1/events", "nope"));
+}
+
+TEST_F(LobbyTest, AllocationRulesAndReads) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 31);
+  EXPECT_EQ(Allocate(lobby->port(), 31).status, 200) << "same allocation again is idempotent";
+  EXPECT_EQ(Allocate(lobby->port(), 31, "node-b").status, 409);
+  // Room 32 would seat the same ten players: they are busy in room 31.
+  v1::RoomAllocation busy;
+  busy.set_room_id(32);
+  busy.set_node_id("node-a");
+  for (uint64_t p = 311; p <= 320; ++p) {
+    auto* seat = busy.add_seats();
+    seat->set_player_id(p);
+    seat->set_team(p <= 315 ? 1 : 2);
+  }
+  auto r = HttpCall(lobby->port(), "POST", "/v1/rooms", JsonHeaders("admin-token"),
+                    wire::EncodeBody(busy, wire::BodyFormat::kJson));
+  EXPECT_EQ(r.status, 409);
+  EXPECT_NE(r.body.find("PLAYER_BUSY"), std::string::npos) << r.body;
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "1");
+  // Uneven teams and unknown nodes are refused.
+  busy.mutable_seats(9)->set_team(1);
+  r = HttpCall(lobby->port(), "POST", "/v1/rooms", JsonHeaders("admin-token"),
+               wire::EncodeBody(busy, wire::BodyFormat::kJson));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Allocate(lobby->port(), 33, "node-z").status, 400);
+
+  ASSERT_EQ(Settle(lobby->port(), MakeResult(31)).status, 200);
+  EXPECT_EQ(Allocate(lobby->port(), 31).status, 409) << "room ids are never reused";
+  r = HttpCall(lobby->port(), "GET", "/v1/players/311", {{"Authorization", "Bearer token-a"}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("\"games\":1"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("\"in_battle_room\":\"0\""), std::string::npos) << r.body;
+  EXPECT_EQ(
+      HttpCall(lobby->port(), "GET", "/v1/players/999999", {{"Authorization", "Bearer token-a"}})
+          .status,
+      404);
+  EXPECT_EQ(HttpCall(lobby->port(), "GET", "/v1/players/abc", {{"Authorization", "Bearer token-a"}})
+                .status,
+            400);
+  EXPECT_EQ(HttpCall(lobby->port(), "GET", "/nowhere").status, 404);
+  EXPECT_EQ(HttpCall(lobby->port(), "GET", "/v1/settlements", {{"Authorization", "Bearer token-a"}})
+                .status,
+            405);
+  const auto metrics = HttpCall(lobby->port(), "GET", "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("verdict_lobby_settlements_total{code=\"OK\"} 1"), std::string::npos)
+      << metrics.body;
+  EXPECT_EQ(HttpCall(lobby->port(), "GET", "/readyz").status, 200);
+}
+
+TEST_F(LobbyTest, ReconcileListsAllocatedRoomsWithoutReceipt) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 41);
+  MustAllocate(lobby->port(), 42, "node-b");
+  ASSERT_EQ(Settle(lobby->port(), MakeResult(41)).status, 200);
+  const auto json = RunCommand(
+      {LobbyBinary(), "--db", db_->conninfo(), "reconcile", "--older-than", "0", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  EXPECT_NE(json.out.find("\"room_id\":\"42\",\"node_id\":\"node-b\""), std::string::npos)
+      << json.out;
+  EXPECT_EQ(json.out.find("\"room_id\":\"41\""), std::string::npos);
+  const auto table =
+      RunCommand({LobbyBinary(), "--db", db_->conninfo(), "reconcile", "--older-than", "3600"});
+  ASSERT_EQ(table.exit_code, 0);
+  EXPECT_NE(table.out.find("0 rooms allocated more than 3600 s ago"), std::string::npos)
+      << table.out;
+  EXPECT_NE(RunCommand({LobbyBinary(), "reconcile"}).exit_code, 0) << "--older-than is required";
+}
+
+TEST_F(LobbyTest, ConcurrentMigrationsBothSucceedAndNewerSchemaIsRefused) {
+  TestDatabase fresh;
+  std::vector<std::thread> runs;
+  std::vector<CommandResult> results(2);
+  for (int i = 0; i < 2; ++i) {
+    runs.emplace_back([&, i] {
+      results[i] = RunCommand({LobbyBinary(), "--db", fresh.conninfo(), "migrate"});
+    });
+  }
+  for (auto& t : runs) t.join();
+  EXPECT_EQ(results[0].exit_code, 0) << results[0].out;
+  EXPECT_EQ(results[1].exit_code, 0) << results[1].out;
+  EXPECT_EQ(fresh.Scalar("SELECT count(*) FROM verdict_schema_migrations"),
+            fresh.Scalar("SELECT max(version) FROM verdict_schema_migrations"));
+  fresh.Exec("INSERT INTO verdict_schema_migrations (version, name) VALUES (999, 'future')");
+  const auto refused = RunCommand({LobbyBinary(), "--db", fresh.conninfo(), "migrate"});
+  EXPECT_NE(refused.exit_code, 0);
+}
+
+TEST_F(LobbyTest, SlowClientIsDisconnectedAndOthersAreServed) {
+  auto lobby = StartLobby({"--read-timeout-ms", "500"});
+  ASSERT_NE(lobby, nullptr);
+  const int fd = ConnectRaw(lobby->port());
+  ASSERT_GE(fd, 0);
+  const std::string partial = "POST /v1/settlements HTTP/1.1\r\nHost: x\r\nContent-Le";
+  ASSERT_EQ(::write(fd, partial.data(), partial.size()), static_cast<ssize_t>(partial.size()));
+  EXPECT_EQ(HttpCall(lobby->port(), "GET", "/healthz").status, 200);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[64];
+  EXPECT_EQ(::read(fd, buf, sizeof(buf)), 0) << "the lobby should close a stalled request";
+  ::close(fd);
+}
+
+TEST_F(LobbyTest, ConnectionsOverTheCapAreRefused) {
+  auto lobby = StartLobby({"--max-connections", "2"});
+  ASSERT_NE(lobby, nullptr);
+  std::vector<int> held;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = ConnectRaw(lobby->port());
+    ASSERT_GE(fd, 0);
+    held.push_back(fd);
+  }
+  const HttpResponse refused = HttpCall(lobby->port(), "GET", "/healthz");
+  EXPECT_EQ(refused.status, 503) << refused.error;
+  for (int fd : held) ::close(fd);
+}
+
+TEST_F(LobbyTest, SigtermStopsCleanly) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  const int status = lobby->Stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+}  // namespace
+}  // namespace verdict::testing

@@ -1,0 +1,139 @@
+// Lobby logic that needs no database: validation, tokens, the error table, body formats,
+// fingerprints and query parsing.
+#include <gtest/gtest.h>
+
+#include "lobby/problem.h"
+#include "lobby/settlement_service.h"
+#include "proto/wire.h"
+#include "tests/support/results.h"
+
+namespace verdict::lobby {
+namespace {
+
+using testing::MakeResult;
+
+TEST(ValidateResultTest, AcceptsAWellFormedResult) {
+  EXPECT_TRUE(ValidateResult(MakeResult(1)).ok());
+  auto aborted = MakeResult(1);
+  aborted.set_outcome(v1::ABORTED);
+  aborted.set_winner_team(0);
+  EXPECT_TRUE(ValidateResult(aborted).ok());
+}
+
+TEST(ValidateResultTest, RefusesEachKindOfInconsistency) {
+  const auto refuses = [](auto mutate, const std::string& needle) {
+    auto r = MakeResult(1);
+    mutate(r);
+    const Status s = ValidateResult(r);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+  };
+  refuses([](v1::BattleResult& r) { r.set_room_id(0); }, "room_id");
+  refuses([](v1::BattleResult& r) { r.set_outcome(v1::OUTCOME_UNSPECIFIED); }, "outcome");
+  refuses([](v1::BattleResult& r) { r.set_winner_team(3); }, "winner_team");
+  refuses([](v1::BattleResult& r) { r.set_outcome(v1::ABORTED); }, "ABORTED");
+  refuses([](v1::BattleResult& r) { r.clear_players(); }, "players");
+  refuses([](v1::BattleResult& r) { r.mutable_players(0)->set_team(0); }, "team");
+  refuses([](v1::BattleResult& r) { r.mutable_players(0)->set_player_id(0); }, "player_id");
+  refuses([](v1::BattleResult& r) { r.mutable_players(1)->set_player_id(11); }, "twice");
+  refuses(
+      [](v1::BattleResult& r) {
+        for (auto& p : *r.mutable_players()) p.set_team(1);
+      },
+      "both teams");
+  refuses([](v1::BattleResult& r) { r.mutable_players(0)->set_kills(1u << 31); }, "range");
+  refuses([](v1::BattleResult& r) { r.set_abort_reason(std::string("x\0y", 3)); }, "NUL");
+  refuses([](v1::BattleResult& r) { r.set_replay_path(std::string(5000, 'p')); }, "4096");
+  refuses([](v1::BattleResult& r) { r.set_ended_at_ms(-1); }, "ended_at_ms");
+}
+
+TEST(ValidateAllocationTest, RequiresTwoEqualTeamsOfDistinctPlayers) {
+  v1::RoomAllocation a;
+  a.set_room_id(5);
+  a.set_node_id("node-a");
+  for (uint64_t p = 1; p <= 4; ++p) {
+    auto* seat = a.add_seats();
+    seat->set_player_id(p);
+    seat->set_team(p <= 2 ? 1 : 2);
+  }
+  EXPECT_TRUE(ValidateAllocation(a).ok());
+  auto uneven = a;
+  uneven.mutable_seats(3)->set_team(1);
+  EXPECT_FALSE(ValidateAllocation(uneven).ok());
+  auto twice = a;
+  twice.mutable_seats(1)->set_player_id(1);
+  EXPECT_FALSE(ValidateAllocation(twice).ok());
+  auto no_node = a;
+  no_node.clear_node_id();
+  EXPECT_FALSE(ValidateAllocation(no_node).ok());
+  auto one_seat = a;
+  one_seat.mutable_seats()->DeleteSubrange(1, 3);
+  EXPECT_FALSE(ValidateAllocation(one_seat).ok());
+}
+
+TEST(ConstantTimeEqualsTest, ComparesWholeTokens) {
+  EXPECT_TRUE(ConstantTimeEquals("secret", "secret"));
+  EXPECT_FALSE(ConstantTimeEquals("secret", "secreT"));
+  EXPECT_FALSE(ConstantTimeEquals("secret", "secret2"));
+  EXPECT_FALSE(ConstantTimeEquals("secret", "secre"));
+  EXPECT_FALSE(ConstantTimeEquals("", "x"));
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+}
+
+TEST(ProblemTest, EveryCodeHasItsStatusAndOnlyUnavailableIsRetryable) {
+  const std::pair<ErrorCode, int> expected[] = {
+      {ErrorCode::kInvalidArgument, 400},     {ErrorCode::kUnauthenticated, 401},
+      {ErrorCode::kRoomUnknown, 404},         {ErrorCode::kOutcomeConflict, 409},
+      {ErrorCode::kPayloadTooLarge, 413},     {ErrorCode::kUnsupportedMediaType, 415},
+      {ErrorCode::kIdempotencyMismatch, 422}, {ErrorCode::kRosterMismatch, 422},
+      {ErrorCode::kPlayerBusy, 409},          {ErrorCode::kUnavailable, 503}};
+  for (auto [code, status] : expected) {
+    EXPECT_EQ(InfoOf(code).http_status, status) << InfoOf(code).code;
+    EXPECT_EQ(InfoOf(code).retryable, code == ErrorCode::kUnavailable) << InfoOf(code).code;
+  }
+  const HttpReply reply = ProblemReply(ErrorCode::kUnavailable, "db \"down\"\n", "/x", 3);
+  EXPECT_EQ(reply.status, 503);
+  EXPECT_EQ(reply.content_type, "application/problem+json");
+  ASSERT_EQ(reply.headers.size(), 1u);
+  EXPECT_EQ(reply.headers[0], (std::pair<std::string, std::string>{"Retry-After", "3"}));
+  EXPECT_NE(reply.body.find(R"("detail":"db \"down\"\n")"), std::string::npos) << reply.body;
+  EXPECT_NE(reply.body.find(R"("code":"UNAVAILABLE","retryable":true)"), std::string::npos);
+}
+
+TEST(WireTest, ContentTypesAndReplyFormats) {
+  using wire::BodyFormat;
+  EXPECT_EQ(wire::FormatOfContentType("application/json; charset=utf-8"), BodyFormat::kJson);
+  EXPECT_EQ(wire::FormatOfContentType("Application/X-Protobuf"), BodyFormat::kProtobuf);
+  EXPECT_EQ(wire::FormatOfContentType("text/plain"), std::nullopt);
+  EXPECT_EQ(wire::FormatOfContentType(""), std::nullopt);
+  EXPECT_EQ(wire::ReplyFormat("", BodyFormat::kProtobuf, BodyFormat::kJson), BodyFormat::kProtobuf);
+  EXPECT_EQ(wire::ReplyFormat("application/json", BodyFormat::kProtobuf, BodyFormat::kJson),
+            BodyFormat::kJson);
+  EXPECT_EQ(wire::ReplyFormat("*/*", std::nullopt, BodyFormat::kJson), BodyFormat::kJson);
+}
+
+TEST(WireTest, JsonUsesProtoFieldNamesAndEnumNames) {
+  const std::string json = wire::EncodeBody(MakeResult(3), wire::BodyFormat::kJson);
+  EXPECT_NE(json.find("\"room_id\":\"3\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"winner_team\":1"), std::string::npos);
+  EXPECT_NE(json.find("\"outcome\":\"SETTLED\""), std::string::npos);
+  v1::BattleResult back;
+  std::string error;
+  ASSERT_TRUE(wire::DecodeBody(json, wire::BodyFormat::kJson, &back, &error)) << error;
+  EXPECT_EQ(Fingerprint(back), Fingerprint(MakeResult(3)));
+  EXPECT_EQ(Fingerprint(back).size(), 32u);
+  auto other = MakeResult(3);
+  other.mutable_players(2)->set_assists(1);
+  EXPECT_NE(Fingerprint(other), Fingerprint(back));
+}
+
+TEST(ParseEventsAfterTest, ReadsTheQuery) {
+  EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events"), 0);
+  EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?after=42"), 42);
+  EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?x=1&after=7"), 7);
+  EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=-1").ok());
+  EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=1x").ok());
+}
+
+}  // namespace
+}  // namespace verdict::lobby

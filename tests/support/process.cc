@@ -1,0 +1,111 @@
+#include "tests/support/process.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace verdict::testing {
+namespace {
+
+// fork + exec with stdout to a pipe; returns the child's pid and the read end.
+pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+            int* out_fd) {
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::perror("exec");
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  *out_fd = fds[0];
+  return pid;
+}
+
+}  // namespace
+
+std::string LobbyBinary() { return VERDICT_LOBBY_BINARY; }
+
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env) {
+  CommandResult result;
+  int fd = -1;
+  const pid_t pid = Spawn(argv, env, &fd);
+  if (pid < 0) return result;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) result.out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  return result;
+}
+
+std::unique_ptr<LobbyProcess> LobbyProcess::Start(const std::string& conninfo,
+                                                  const std::vector<std::string>& extra_args,
+                                                  const std::map<std::string, std::string>& env) {
+  std::vector<std::string> argv = {
+      LobbyBinary(),   "--db",           conninfo,       "--log-level",
+      "warn",          "serve",          "--listen",     "127.0.0.1:0",
+      "--node-token",  "node-a=token-a", "--node-token", "node-b=token-b",
+      "--admin-token", "admin-token",    "--db-pool",    "4"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  int fd = -1;
+  std::unique_ptr<LobbyProcess> lobby(new LobbyProcess());
+  lobby->pid_ = Spawn(argv, env, &fd);
+  if (lobby->pid_ < 0) return nullptr;
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (out.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[256];
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  const std::string prefix = "listening on 127.0.0.1:";
+  if (out.rfind(prefix, 0) != 0) {
+    std::fprintf(stderr, "lobby did not start; it printed: %s\n", out.c_str());
+    lobby->Kill();
+    return nullptr;
+  }
+  lobby->port_ = static_cast<uint16_t>(std::atoi(out.c_str() + prefix.size()));
+  return lobby;
+}
+
+LobbyProcess::~LobbyProcess() {
+  if (pid_ > 0) Stop();
+}
+
+int LobbyProcess::Stop() {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+void LobbyProcess::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+}  // namespace verdict::testing
