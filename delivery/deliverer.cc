@@ -1,0 +1,588 @@
+// The deliverer's shard loops, written as Boost.Asio C++20 coroutines so each reads top to
+// bottom: pick the next deliverable record, attempt it, act on the answer, sleep when there is
+// nothing to do. Each loop runs on its own strand, which also serializes its outbox calls (the
+// outbox allows one reader per shard).
+#include "delivery/deliverer.h"
+
+#include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
+
+#include <boost/asio.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
+
+#include "common/failpoint.h"
+#include "proto/wire.h"
+
+namespace verdict::delivery {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using net::awaitable;
+using net::use_awaitable;
+
+constexpr char kSettlementsPath[] = "/v1/settlements";
+constexpr int64_t kForever = std::numeric_limits<int64_t>::max();
+
+// What one attempt came to.
+struct Attempt {
+  enum class Kind {
+    kDelivered,         // 2xx: ack
+    kTerminal,          // problem with retryable: false: dead-letter
+    kRetryRoom,         // anything else the lobby (or a timeout) said: back the room off
+    kConnectionFailed,  // could not talk to the lobby at all: back the shard off
+    kStopped,           // the deliverer is stopping
+  };
+  Kind kind = Kind::kRetryRoom;
+  std::string cause;  // short label for metrics and logs: "http_503", "timeout", "connect", …
+  std::string code;   // the lobby's error code (terminal)
+  std::string message;
+  int64_t retry_after_ms = 0;
+  bool duplicate = false;
+};
+
+std::string Header(const http::response<http::string_body>& res, http::field field) {
+  const auto value = res[field];
+  return std::string(value.data(), value.size());
+}
+
+// Reads the lobby's answer: 2xx, a terminal problem, or something to retry.
+Attempt Classify(const http::response<http::string_body>& res) {
+  Attempt a;
+  const int status = res.result_int();
+  if (status >= 200 && status < 300) {
+    a.kind = Attempt::Kind::kDelivered;
+    v1::SettlementReceipt receipt;
+    std::string error;
+    const auto format = wire::FormatOfContentType(Header(res, http::field::content_type));
+    if (format && wire::DecodeBody(res.body(), *format, &receipt, &error)) {
+      a.duplicate = receipt.duplicate();
+    }
+    return a;
+  }
+  a.kind = Attempt::Kind::kRetryRoom;
+  a.cause = "http_" + std::to_string(status);
+  a.message = std::string(res.reason());
+  const std::string retry_after = Header(res, http::field::retry_after);
+  if (!retry_after.empty() && retry_after.find_first_not_of("0123456789") == std::string::npos &&
+      retry_after.size() < 7) {
+    a.retry_after_ms = std::stoll(retry_after) * 1000;
+  }
+  // Only a problem body that says so makes a refusal final; a proxy's bare 404 is retried.
+  const std::string type = Header(res, http::field::content_type);
+  if (type.substr(0, type.find(';')) != "application/problem+json") return a;
+  google::protobuf::Struct problem;
+  if (!google::protobuf::util::JsonStringToMessage(res.body(), &problem).ok()) return a;
+  const auto& fields = problem.fields();
+  auto detail = fields.find("detail");
+  if (detail != fields.end() && !detail->second.string_value().empty()) {
+    a.message = detail->second.string_value();
+  }
+  auto retryable = fields.find("retryable");
+  if (retryable == fields.end() ||
+      retryable->second.kind_case() != google::protobuf::Value::kBoolValue ||
+      retryable->second.bool_value()) {
+    return a;
+  }
+  a.kind = Attempt::Kind::kTerminal;
+  auto code = fields.find("code");
+  a.code = code != fields.end() ? code->second.string_value() : a.cause;
+  if (a.code.empty()) a.code = a.cause;
+  return a;
+}
+
+}  // namespace
+
+class ShardLoop;
+
+class Deliverer::Impl {
+ public:
+  Impl(storage::Outbox& outbox, DelivererOptions options, metrics::Registry* registry);
+
+  Status Start();
+  void Stop();
+  void Wake();
+  size_t RoomsInBackoff() const;
+
+  storage::Outbox& outbox_;
+  const DelivererOptions options_;
+  const Clock* clock_;
+  std::vector<std::pair<std::string, std::string>> endpoints_;  // host, port
+
+  // Metrics (no-ops without a registry).
+  metrics::Registry fallback_registry_;
+  metrics::LabeledCounter& delivered_;
+  metrics::LabeledCounter& retried_;
+  metrics::LabeledCounter& dead_lettered_;
+  metrics::Histogram& attempt_seconds_;
+  std::atomic<int> in_flight_{0};
+
+ private:
+  net::io_context ioc_;
+  std::vector<std::unique_ptr<ShardLoop>> loops_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable loops_done_;
+  int running_ = 0;
+  bool started_ = false;
+};
+
+class ShardLoop {
+ public:
+  ShardLoop(Deliverer::Impl& owner, uint32_t shard, net::any_io_executor executor)
+      : owner_(owner),
+        shard_(shard),
+        strand_(net::make_strand(executor)),
+        timer_(strand_),
+        rng_(std::random_device{}() ^ shard) {}
+
+  net::strand<net::any_io_executor>& strand() { return strand_; }
+  size_t rooms_in_backoff() const { return rooms_in_backoff_.load(); }
+
+  void Wake() {
+    net::post(strand_, [this] {
+      woken_ = true;
+      maybe_more_ = true;
+      timer_.cancel();
+    });
+  }
+
+  void Stop() {
+    net::post(strand_, [this] {
+      stopping_ = true;
+      timer_.cancel();
+      CloseConnection();
+    });
+  }
+
+  awaitable<void> Run() {
+    while (!stopping_) {
+      const int64_t now = owner_.clock_->NowMs();
+      if (now < shard_until_ms_) {
+        co_await SleepUntil(shard_until_ms_);
+        continue;
+      }
+      std::optional<size_t> next = PickNext(now);
+      bool read_failed = false;
+      while (!next && maybe_more_ && window_.size() < owner_.options_.max_window) {
+        const auto read = Refill();
+        if (!read.ok()) {
+          read_failed = true;
+          break;
+        }
+        if (*read == 0) break;
+        next = PickNext(now);
+      }
+      if (read_failed) continue;  // the shard backs off (see Refill)
+      if (!next) {
+        co_await SleepUntil(EarliestRoomRetry());
+        continue;
+      }
+      const storage::OutboxRecord record = window_[*next];
+      const Attempt attempt = co_await Deliver(record);
+      Apply(record, attempt);
+    }
+    CloseConnection();
+  }
+
+ private:
+  struct Backoff {
+    int64_t until_ms = 0;
+    int failures = 0;
+  };
+
+  // The first record in shard order whose room is not waiting out a backoff. Because every
+  // record of a waiting room is skipped, a room's later records never overtake its earlier ones.
+  std::optional<size_t> PickNext(int64_t now) const {
+    for (size_t i = 0; i < window_.size(); ++i) {
+      auto it = backoff_.find(window_[i].result.room_id());
+      if (it == backoff_.end() || it->second.until_ms <= now) return i;
+    }
+    return std::nullopt;
+  }
+
+  // Reads the next records after what the window holds; returns how many. On a storage error
+  // the shard backs off for a second.
+  Result<size_t> Refill() {
+    const size_t want =
+        std::min(owner_.options_.read_batch, owner_.options_.max_window - window_.size());
+    auto page = owner_.outbox_.ReadShard(shard_, read_through_, want);
+    if (!page.ok()) {
+      spdlog::warn("shard={}: cannot read the outbox: {}", shard_, page.status().ToString());
+      shard_until_ms_ = owner_.clock_->NowMs() + 1000;
+      return page.status();
+    }
+    if (page->size() < want) maybe_more_ = false;
+    for (auto& r : *page) {
+      read_through_ = r.sequence;
+      window_.push_back(std::move(r));
+    }
+    return page->size();
+  }
+
+  int64_t EarliestRoomRetry() const {
+    int64_t earliest = kForever;
+    for (const auto& r : window_) {
+      auto it = backoff_.find(r.result.room_id());
+      if (it != backoff_.end()) earliest = std::min(earliest, it->second.until_ms);
+    }
+    return earliest;
+  }
+
+  // Sleeps until `until_ms` on the injected clock, or until woken.
+  awaitable<void> SleepUntil(int64_t until_ms) {
+    if (woken_ || stopping_) {
+      woken_ = false;
+      co_return;
+    }
+    if (until_ms == kForever) {
+      timer_.expires_at(net::steady_timer::time_point::max());
+    } else {
+      timer_.expires_after(
+          std::chrono::milliseconds(std::max<int64_t>(0, until_ms - owner_.clock_->NowMs())));
+    }
+    beast::error_code ec;
+    co_await timer_.async_wait(net::redirect_error(use_awaitable, ec));
+    woken_ = false;
+  }
+
+  awaitable<beast::error_code> Connect() {
+    CloseConnection();
+    const auto& [host, port] = owner_.endpoints_[endpoint_];
+    stream_.emplace(strand_);
+    buffer_.clear();
+    beast::error_code ec;
+    tcp::resolver resolver(strand_);
+    auto results =
+        co_await resolver.async_resolve(host, port, net::redirect_error(use_awaitable, ec));
+    if (ec) co_return ec;
+    stream_->expires_after(owner_.options_.attempt_timeout);
+    co_await stream_->async_connect(results, net::redirect_error(use_awaitable, ec));
+    if (!ec) connected_ = true;
+    co_return ec;
+  }
+
+  void CloseConnection() {
+    if (stream_) {
+      beast::error_code ignored;
+      stream_->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      stream_->close();
+    }
+    connected_ = false;
+  }
+
+  awaitable<Attempt> Deliver(const storage::OutboxRecord& record) {
+    if (owner_.options_.unsafe_ack_before_send_for_test) {
+      owner_.outbox_.Ack(record).IgnoreError();
+    }
+    const auto started = std::chrono::steady_clock::now();
+    ++owner_.in_flight_;
+    Attempt a = co_await Exchange(record);
+    --owner_.in_flight_;
+    owner_.attempt_seconds_.Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    if (stopping_) a.kind = Attempt::Kind::kStopped;
+    co_return a;
+  }
+
+  // One POST, retried once on a fresh connection if a reused keep-alive connection turns out
+  // to be stale.
+  awaitable<Attempt> Exchange(const storage::OutboxRecord& record) {
+    const auto& [host, port] = owner_.endpoints_[endpoint_];
+    http::request<http::string_body> req{http::verb::post, kSettlementsPath, 11};
+    req.set(http::field::host, host + ":" + port);
+    req.set(http::field::authorization, "Bearer " + owner_.options_.token);
+    req.set(http::field::content_type, std::string(wire::kProtobufType));
+    req.set(http::field::accept, std::string(wire::kProtobufType));
+    req.set(http::field::user_agent, "verdict-node");
+    req.keep_alive(true);
+    req.body() = wire::DeterministicBytes(record.result);
+    req.prepare_payload();
+
+    for (int tries = 0; tries < 2; ++tries) {
+      bool fresh = false;
+      if (!connected_) {
+        const beast::error_code ec = co_await Connect();
+        if (ec) co_return Attempt{Attempt::Kind::kConnectionFailed, "connect", "", ec.message()};
+        fresh = true;
+      }
+      beast::error_code ec;
+      stream_->expires_after(owner_.options_.attempt_timeout);
+      co_await http::async_write(*stream_, req, net::redirect_error(use_awaitable, ec));
+      if (ec) {
+        CloseConnection();
+        if (!fresh && !stopping_) continue;
+        co_return Attempt{Attempt::Kind::kConnectionFailed, "write", "", ec.message()};
+      }
+      CheckFailpoint("deliver.mid_send");
+      http::response<http::string_body> res;
+      stream_->expires_after(owner_.options_.attempt_timeout);
+      co_await http::async_read(*stream_, buffer_, res, net::redirect_error(use_awaitable, ec));
+      if (ec) {
+        CloseConnection();
+        if (ec == beast::error::timeout) {
+          co_return Attempt{Attempt::Kind::kRetryRoom, "timeout", "", "no answer in time"};
+        }
+        if (!fresh && !stopping_) continue;
+        co_return Attempt{Attempt::Kind::kConnectionFailed, "read", "", ec.message()};
+      }
+      if (!res.keep_alive()) CloseConnection();
+      co_return Classify(res);
+    }
+    co_return Attempt{Attempt::Kind::kConnectionFailed, "stale", "", "connection lost twice"};
+  }
+
+  void Apply(const storage::OutboxRecord& record, const Attempt& a) {
+    const uint64_t room = record.result.room_id();
+    switch (a.kind) {
+      case Attempt::Kind::kStopped:
+        return;
+      case Attempt::Kind::kDelivered: {
+        connection_failures_ = 0;
+        CheckFailpoint("deliver.after_2xx_before_ack");
+        if (!owner_.options_.unsafe_ack_before_send_for_test) {
+          if (Status s = owner_.outbox_.Ack(record); !s.ok()) {
+            // Kept in the window: delivered again later, and answered as a duplicate.
+            spdlog::warn("room={} shard={}: ack failed: {}", room, shard_, s.ToString());
+            BackOffRoom(room, 0);
+            return;
+          }
+        }
+        owner_.delivered_.Add(a.duplicate ? "duplicate" : "settled");
+        Forget(record);
+        return;
+      }
+      case Attempt::Kind::kTerminal: {
+        connection_failures_ = 0;
+        if (Status s = owner_.outbox_.DeadLetter(record, a.code, a.message); !s.ok()) {
+          spdlog::warn("room={} shard={}: dead-letter failed: {}", room, shard_, s.ToString());
+          BackOffRoom(room, 0);
+          return;
+        }
+        owner_.dead_lettered_.Add(a.code);
+        spdlog::error(
+            "room={} shard={} sequence={}: lobby refused the result as final ({}: {}); "
+            "moved to dead letter",
+            room, shard_, record.sequence, a.code, a.message);
+        Forget(record);
+        return;
+      }
+      case Attempt::Kind::kRetryRoom: {
+        connection_failures_ = 0;
+        owner_.retried_.Add(a.cause);
+        const int64_t delay = BackOffRoom(room, a.retry_after_ms);
+        spdlog::warn("room={} shard={}: {} ({}); retrying in {} ms", room, shard_, a.cause,
+                     a.message, delay);
+        return;
+      }
+      case Attempt::Kind::kConnectionFailed: {
+        owner_.retried_.Add(a.cause);
+        ++connection_failures_;
+        endpoint_ = (endpoint_ + 1) % owner_.endpoints_.size();
+        // Every lobby URL failed in a row: back the whole shard off instead of hammering.
+        if (connection_failures_ % owner_.endpoints_.size() == 0) {
+          const int rounds = static_cast<int>(connection_failures_ / owner_.endpoints_.size());
+          const int64_t delay = BackoffDelay(rounds);
+          shard_until_ms_ = owner_.clock_->NowMs() + delay;
+          spdlog::warn("shard={}: lobby unreachable ({}: {}); shard waits {} ms", shard_, a.cause,
+                       a.message, delay);
+        }
+        return;
+      }
+    }
+  }
+
+  int64_t BackoffDelay(int failures) {
+    const auto& o = owner_.options_;
+    int64_t delay = o.initial_backoff.count();
+    for (int i = 1; i < failures && delay < o.max_backoff.count(); ++i) delay *= 2;
+    delay = std::min<int64_t>(delay, o.max_backoff.count());
+    if (o.jitter > 0) {
+      std::uniform_real_distribution<double> factor(1 - o.jitter, 1 + o.jitter);
+      delay = static_cast<int64_t>(delay * factor(rng_));
+    }
+    return delay;
+  }
+
+  int64_t BackOffRoom(uint64_t room, int64_t retry_after_ms) {
+    Backoff& b = backoff_[room];
+    ++b.failures;
+    const int64_t delay = std::max(BackoffDelay(b.failures), retry_after_ms);
+    b.until_ms = owner_.clock_->NowMs() + delay;
+    rooms_in_backoff_ = backoff_.size();
+    return delay;
+  }
+
+  // The record is settled one way or the other: drop it from the window, and its room's
+  // backoff (the room's next record goes out at once).
+  void Forget(const storage::OutboxRecord& record) {
+    std::erase_if(window_, [&](const auto& r) { return r.sequence == record.sequence; });
+    backoff_.erase(record.result.room_id());
+    rooms_in_backoff_ = backoff_.size();
+  }
+
+  Deliverer::Impl& owner_;
+  const uint32_t shard_;
+  net::strand<net::any_io_executor> strand_;
+  net::steady_timer timer_;
+  std::mt19937_64 rng_;
+
+  std::optional<beast::tcp_stream> stream_;
+  beast::flat_buffer buffer_;
+  bool connected_ = false;
+  size_t endpoint_ = 0;
+  size_t connection_failures_ = 0;
+
+  std::vector<storage::OutboxRecord> window_;  // unresolved records in shard order
+  uint64_t read_through_ = 0;                  // highest sequence read into the window
+  bool maybe_more_ = true;                     // the shard may hold records after it
+  std::map<uint64_t, Backoff> backoff_;
+  std::atomic<size_t> rooms_in_backoff_{0};
+  int64_t shard_until_ms_ = 0;
+  bool woken_ = false;
+  bool stopping_ = false;
+};
+
+bool ParseLobbyUrl(const std::string& url, std::string* host, uint16_t* port) {
+  constexpr std::string_view kScheme = "http://";
+  if (!std::string_view(url).starts_with(kScheme)) return false;
+  std::string rest = url.substr(kScheme.size());
+  if (const size_t slash = rest.find('/'); slash != std::string::npos) {
+    if (rest.substr(slash) != "/") return false;
+    rest.resize(slash);
+  }
+  if (rest.empty()) return false;
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos) {
+    *host = rest;
+    *port = 80;
+    return true;
+  }
+  const std::string p = rest.substr(colon + 1);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(p) > 65535 || colon == 0) {
+    return false;
+  }
+  *host = rest.substr(0, colon);
+  *port = static_cast<uint16_t>(std::stoul(p));
+  return true;
+}
+
+Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
+                      metrics::Registry* registry)
+    : outbox_(outbox),
+      options_(std::move(options)),
+      clock_(options_.clock ? options_.clock : SystemClock::Default()),
+      delivered_((registry ? *registry : fallback_registry_)
+                     .AddLabeledCounter("verdict_node_delivered_total",
+                                        "Results the lobby accepted, by whether it had them "
+                                        "already.",
+                                        "result")),
+      retried_((registry ? *registry : fallback_registry_)
+                   .AddLabeledCounter("verdict_node_delivery_retries_total",
+                                      "Attempts that will be retried, by cause.", "cause")),
+      dead_lettered_((registry ? *registry : fallback_registry_)
+                         .AddLabeledCounter("verdict_node_dead_lettered_total",
+                                            "Results the lobby refused as final, by code.",
+                                            "code")),
+      attempt_seconds_((registry ? *registry : fallback_registry_)
+                           .AddHistogram("verdict_node_delivery_attempt_seconds",
+                                         "Duration of one delivery attempt.")),
+      ioc_(options_.io_threads) {
+  metrics::Registry& r = registry ? *registry : fallback_registry_;
+  r.AddGauge("verdict_node_delivery_attempts_in_flight", "Delivery attempts in progress.",
+             [this] { return static_cast<double>(in_flight_.load()); });
+  r.AddLabeledGauge(
+      "verdict_node_rooms_in_backoff", "Rooms waiting out a retry backoff.", "shard", [this] {
+        std::vector<std::pair<std::string, double>> out;
+        for (size_t s = 0; s < loops_.size(); ++s) {
+          out.emplace_back(std::to_string(s), static_cast<double>(loops_[s]->rooms_in_backoff()));
+        }
+        return out;
+      });
+}
+
+Status Deliverer::Impl::Start() {
+  if (started_) return FailedPreconditionError("deliverer already started");
+  if (options_.lobby_urls.empty()) return InvalidArgumentError("no lobby URL given");
+  for (const auto& url : options_.lobby_urls) {
+    std::string host;
+    uint16_t port = 0;
+    if (!ParseLobbyUrl(url, &host, &port)) {
+      return InvalidArgumentError("lobby URL must look like http://host:port, got '" + url + "'");
+    }
+    endpoints_.emplace_back(host, std::to_string(port));
+  }
+  started_ = true;
+  for (uint32_t s = 0; s < outbox_.shard_count(); ++s) {
+    loops_.push_back(std::make_unique<ShardLoop>(*this, s, ioc_.get_executor()));
+  }
+  running_ = static_cast<int>(loops_.size());
+  for (auto& loop : loops_) {
+    net::co_spawn(loop->strand(), loop->Run(), [this](std::exception_ptr e) {
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          spdlog::error("delivery loop failed: {}", ex.what());
+        }
+      }
+      std::lock_guard lock(mu_);
+      --running_;
+      loops_done_.notify_all();
+    });
+  }
+  for (int i = 0; i < options_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  return Status::Ok();
+}
+
+void Deliverer::Impl::Stop() {
+  if (!started_) return;
+  started_ = false;
+  for (auto& loop : loops_) loop->Stop();
+  {
+    std::unique_lock lock(mu_);
+    loops_done_.wait_for(lock, std::chrono::seconds(2), [&] { return running_ == 0; });
+  }
+  ioc_.stop();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void Deliverer::Impl::Wake() {
+  for (auto& loop : loops_) loop->Wake();
+}
+
+size_t Deliverer::Impl::RoomsInBackoff() const {
+  size_t n = 0;
+  for (const auto& loop : loops_) n += loop->rooms_in_backoff();
+  return n;
+}
+
+Deliverer::Deliverer(storage::Outbox& outbox, DelivererOptions options, metrics::Registry* registry)
+    : impl_(std::make_unique<Impl>(outbox, std::move(options), registry)) {}
+
+Deliverer::~Deliverer() { Stop(); }
+
+Status Deliverer::Start() { return impl_->Start(); }
+void Deliverer::Stop() { impl_->Stop(); }
+void Deliverer::Wake() { impl_->Wake(); }
+size_t Deliverer::RoomsInBackoff() const { return impl_->RoomsInBackoff(); }
+
+}  // namespace verdict::delivery

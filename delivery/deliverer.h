@@ -1,0 +1,81 @@
+// Deliverer: moves results from the outbox to the lobby. One asynchronous loop per outbox
+// shard runs on a small pool of I/O threads, each loop with its own keep-alive HTTP connection,
+// so shards deliver in parallel while each shard keeps per-room order (P3). A record is acked
+// only after a 2xx; a problem body with `retryable: false` dead-letters it (P4); anything else
+// keeps it and retries with backoff. Knows the outbox interface and HTTP, nothing of rooms.
+// Thread-safety: Start/Stop from one thread; Wake from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "common/status.h"
+#include "storage/outbox.h"
+
+namespace verdict::delivery {
+
+struct DelivererOptions {
+  // Lobby base URLs ("http://host:port"), tried in order; a shard whose lobby cannot be
+  // reached moves on to the next one.
+  std::vector<std::string> lobby_urls;
+  // The node's bearer token.
+  std::string token;
+  // I/O threads shared by all shard loops. Default: 2.
+  int io_threads = 2;
+  // Limit for each of connect, write and read of one attempt. Default: 5 s.
+  std::chrono::milliseconds attempt_timeout{5000};
+  // Backoff of a room whose attempt failed: initial, doubling up to max, each multiplied by a
+  // random factor in [1 - jitter, 1 + jitter]; the lobby's Retry-After wins when longer.
+  // Defaults: 1 s, 30 s, 0.2.
+  std::chrono::milliseconds initial_backoff{1000};
+  std::chrono::milliseconds max_backoff{30000};
+  double jitter = 0.2;
+  // Records a shard loop reads from its shard at a time, and the most it keeps in memory while
+  // rooms at its head wait out their backoff. Defaults: 128 and 4096.
+  size_t read_batch = 128;
+  size_t max_window = 4096;
+  // Time source for backoff decisions. Not owned. Default: nullptr (system clock).
+  const Clock* clock = nullptr;
+  // Test-only negative control: acks a record before sending it, so a crash in between loses
+  // it. Default: false. Never set it outside tests.
+  bool unsafe_ack_before_send_for_test = false;
+};
+
+class Deliverer {
+ public:
+  // `outbox` must outlive the deliverer; `registry` may be null (no metrics).
+  Deliverer(storage::Outbox& outbox, DelivererOptions options, metrics::Registry* registry);
+  ~Deliverer();  // stops
+  Deliverer(const Deliverer&) = delete;
+  Deliverer& operator=(const Deliverer&) = delete;
+
+  // Starts one loop per shard; each first rescans its shard, so a restart needs no other
+  // state. INVALID_ARGUMENT for a malformed lobby URL.
+  Status Start();
+
+  // Stops every loop: attempts in flight are abandoned (their records stay in the outbox and
+  // are delivered again later), then the threads are joined. Idempotent.
+  void Stop();
+
+  // New records may be in the outbox (after an Enqueue or a Redrive), or time moved on:
+  // every sleeping loop looks again at once.
+  void Wake();
+
+  // Rooms currently waiting out a backoff, over all shards.
+  size_t RoomsInBackoff() const;
+
+  class Impl;  // defined in deliverer.cc
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Parses "http://host:port[/]" into host and port (default 80). False if it is not such a URL.
+bool ParseLobbyUrl(const std::string& url, std::string* host, uint16_t* port);
+
+}  // namespace verdict::delivery

@@ -1,0 +1,338 @@
+// The deliverer against a scripted in-process fake lobby: what is acked, dead-lettered or
+// retried, backoff on a simulated clock, per-room order, parallelism across shards, idle
+// behaviour, failover and stop.
+#include "delivery/deliverer.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <map>
+#include <thread>
+
+#include "tests/support/fake_lobby.h"
+#include "tests/support/results.h"
+#include "tests/support/temp_dir.h"
+
+namespace verdict::delivery {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeLobby;
+using testing::FakeReply;
+using testing::FakeRequest;
+using testing::MakeResult;
+using testing::TempDir;
+
+// Polls `done` until it holds or `timeout` passes: waiting for the deliverer's own threads.
+template <typename F>
+bool WaitUntil(F done, std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+// An address where nothing listens.
+std::string DeadUrl() {
+  FakeLobby gone;
+  return gone.url();  // the port is free again once `gone` is destroyed
+}
+
+class DelivererTest : public ::testing::Test {
+ protected:
+  void OpenOutbox(uint32_t shards = 16) {
+    auto opened = storage::OpenOutbox(dir_.path(), {.shard_count = shards});
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    outbox_ = std::move(opened).value();
+  }
+
+  void StartDeliverer(std::vector<std::string> urls = {}) {
+    DelivererOptions options;
+    options.lobby_urls = urls.empty() ? std::vector<std::string>{lobby_.url()} : urls;
+    options.token = "token-a";
+    options.clock = &clock_;
+    options.jitter = 0;
+    options.attempt_timeout = attempt_timeout_;
+    deliverer_ = std::make_unique<Deliverer>(*outbox_, options, &registry_);
+    ASSERT_TRUE(deliverer_->Start().ok());
+  }
+
+  void Enqueue(const std::vector<v1::BattleResult>& results) {
+    auto out = outbox_->Enqueue(results);
+    ASSERT_TRUE(out.ok());
+    for (const auto& r : *out) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    if (deliverer_) deliverer_->Wake();
+  }
+
+  uint64_t Pending() { return outbox_->Stats()->records; }
+  uint64_t DeadLettered() { return outbox_->Stats()->dead_lettered; }
+
+  // Moves simulated time on and tells the deliverer to look again.
+  void Advance(std::chrono::milliseconds by) {
+    clock_.AdvanceMs(by.count());
+    deliverer_->Wake();
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  FakeLobby lobby_;
+  metrics::Registry registry_;
+  std::chrono::milliseconds attempt_timeout_ = 5s;
+  std::unique_ptr<storage::Outbox> outbox_;
+  std::unique_ptr<Deliverer> deliverer_;
+};
+
+TEST_F(DelivererTest, UnavailableThenOkKeepsTheRecordThenDeletesIt) {
+  lobby_.SetHandler([](const FakeRequest& r) {
+    return r.attempt == 1 ? testing::ProblemReply(503, "UNAVAILABLE", true) : FakeReply{};
+  });
+  OpenOutbox();
+  StartDeliverer();
+  Enqueue({MakeResult(1)});
+  ASSERT_TRUE(WaitUntil([&] { return deliverer_->RoomsInBackoff() == 1; }));
+  EXPECT_EQ(Pending(), 1u) << "a 503 must not remove the record";
+  Advance(1500ms);
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+  EXPECT_EQ(lobby_.requests().size(), 2u);
+  EXPECT_EQ(lobby_.requests()[0].authorization, "Bearer token-a");
+  EXPECT_EQ(DeadLettered(), 0u);
+}
+
+TEST_F(DelivererTest, RecordKeptAfterUnavailableIsDeliveredByTheNextProcess) {
+  lobby_.SetHandler([](const FakeRequest& r) {
+    return r.attempt == 1 ? testing::ProblemReply(503, "UNAVAILABLE", true) : FakeReply{};
+  });
+  OpenOutbox();
+  StartDeliverer();
+  Enqueue({MakeResult(2)});
+  ASSERT_TRUE(WaitUntil([&] { return deliverer_->RoomsInBackoff() == 1; }));
+  // Restart: the deliverer and the outbox go away and come back; nothing else is kept.
+  deliverer_.reset();
+  outbox_.reset();
+  OpenOutbox();
+  EXPECT_EQ(Pending(), 1u);
+  StartDeliverer();
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+  EXPECT_EQ(lobby_.accepted().size(), 1u);
+}
+
+TEST_F(DelivererTest, RetryAfterLongerThanTheBackoffIsRespected) {
+  lobby_.SetHandler([](const FakeRequest& r) {
+    FakeReply reply = testing::ProblemReply(503, "UNAVAILABLE", true);
+    reply.headers.emplace_back("Retry-After", "7");
+    return r.attempt == 1 ? reply : FakeReply{};
+  });
+  OpenOutbox();
+  StartDeliverer();
+  Enqueue({MakeResult(3)});
+  ASSERT_TRUE(WaitUntil([&] { return deliverer_->RoomsInBackoff() == 1; }));
+  Advance(5s);  // past the 1 s backoff, short of Retry-After
+  EXPECT_FALSE(lobby_.WaitForRequests(2, 300ms)) << "retried before Retry-After";
+  Advance(2500ms);
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+  EXPECT_EQ(lobby_.requests().size(), 2u);
+}
+
+TEST_F(DelivererTest, TimeoutKeepsTheRecord) {
+  attempt_timeout_ = 200ms;
+  lobby_.SetHandler([](const FakeRequest& r) {
+    FakeReply reply;
+    if (r.attempt == 1) reply.delay = 1000ms;  // answers long after the client gave up
+    return reply;
+  });
+  OpenOutbox();
+  StartDeliverer();
+  Enqueue({MakeResult(4)});
+  ASSERT_TRUE(WaitUntil([&] { return deliverer_->RoomsInBackoff() == 1; }));
+  EXPECT_EQ(Pending(), 1u);
+  Advance(1500ms);
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+  EXPECT_NE(registry_.RenderText().find("verdict_node_delivery_retries_total{cause=\"timeout\"} 1"),
+            std::string::npos)
+      << registry_.RenderText();
+}
+
+TEST_F(DelivererTest, TerminalProblemIsDeadLetteredWithItsCode) {
+  lobby_.SetHandler(
+      [](const FakeRequest&) { return testing::ProblemReply(409, "OUTCOME_CONFLICT", false); });
+  OpenOutbox();
+  StartDeliverer();
+  Enqueue({MakeResult(5)});
+  ASSERT_TRUE(WaitUntil([&] { return DeadLettered() == 1; }));
+  EXPECT_EQ(Pending(), 0u);
+  auto letters = outbox_->ListSide(storage::SideArea::kDeadLetter, 5);
+  ASSERT_TRUE(letters.ok());
+  ASSERT_EQ(letters->size(), 1u);
+  EXPECT_EQ(letters->front().reason, "OUTCOME_CONFLICT");
+  EXPECT_EQ(letters->front().detail, "scripted OUTCOME_CONFLICT");
+  EXPECT_EQ(lobby_.requests().size(), 1u) << "a terminal answer is not retried";
+  EXPECT_NE(
+      registry_.RenderText().find("verdict_node_dead_lettered_total{code=\"OUTCOME_CONFLICT\"} 1"),
+      std::string::npos);
+}
+
+TEST_F(DelivererTest, AnswersWithoutATerminalProblemAreRetried) {
+  // A proxy's bare 404, a 429 and a 502, and a problem that says it is retryable.
+  std::vector<FakeReply> replies(4);
+  replies[0].status = 404;
+  replies[0].content_type = "text/html";
+  replies[0].body = "<html>not found</html>";
+  replies[1].status = 429;
+  replies[1].content_type = "text/plain";
+  replies[2].status = 502;
+  replies[3] = testing::ProblemReply(409, "SOMETHING", true);
+  std::map<uint64_t, FakeReply> by_room;
+  for (uint64_t i = 0; i < 4; ++i) by_room[10 + i] = replies[i];
+  lobby_.SetHandler([&](const FakeRequest& r) { return by_room.at(r.result.room_id()); });
+  OpenOutbox();
+  StartDeliverer();
+  Enqueue({MakeResult(10), MakeResult(11), MakeResult(12), MakeResult(13)});
+  ASSERT_TRUE(WaitUntil([&] { return deliverer_->RoomsInBackoff() == 4; }));
+  EXPECT_EQ(Pending(), 4u);
+  EXPECT_EQ(DeadLettered(), 0u);
+}
+
+TEST_F(DelivererTest, PerRoomOrderHoldsWhileAnotherRoomFlows) {
+  // Room 7's first record fails twice; room 8 shares the shard and goes out meanwhile.
+  lobby_.SetHandler([](const FakeRequest& r) {
+    if (r.result.room_id() == 7 && r.result.ended_at_ms() == 1 && r.attempt <= 2) {
+      return testing::ProblemReply(503, "UNAVAILABLE", true);
+    }
+    return FakeReply{};
+  });
+  OpenOutbox(/*shards=*/1);
+  StartDeliverer();
+  Enqueue({MakeResult(7, 1), MakeResult(7, 2), MakeResult(7, 3), MakeResult(8, 1)});
+  ASSERT_TRUE(lobby_.WaitForAccepted(1, 10s));
+  EXPECT_EQ(lobby_.accepted()[0].room_id(), 8u) << "the other room waited behind room 7";
+  ASSERT_TRUE(WaitUntil([&] { return deliverer_->RoomsInBackoff() == 1; }));
+  Advance(1100ms);  // second failure: backoff doubles to 2 s
+  const std::string twice = "verdict_node_delivery_retries_total{cause=\"http_503\"} 2\n";
+  ASSERT_TRUE(WaitUntil([&] { return registry_.RenderText().find(twice) != std::string::npos; }));
+  Advance(2100ms);
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+
+  std::vector<int64_t> room7;
+  for (const auto& r : lobby_.accepted()) {
+    if (r.room_id() == 7) room7.push_back(r.ended_at_ms());
+  }
+  EXPECT_EQ(room7, (std::vector<int64_t>{1, 2, 3}));
+  // Nothing of room 7 was even attempted before its first record got through.
+  for (const auto& req : lobby_.requests()) {
+    if (req.result.room_id() == 7 && req.result.ended_at_ms() != 1) {
+      EXPECT_EQ(req.attempt, 1) << "record " << req.result.ended_at_ms() << " was retried";
+    }
+  }
+  for (const auto& req : lobby_.requests()) {
+    if (req.result.room_id() != 7) continue;
+    if (req.result.ended_at_ms() == 1 && req.attempt == 3) break;  // its first success
+    EXPECT_EQ(req.result.ended_at_ms(), 1) << "a later record overtook the first";
+  }
+}
+
+TEST_F(DelivererTest, SixteenShardsDeliverInParallel) {
+  lobby_.SetHandler([](const FakeRequest&) {
+    FakeReply reply;
+    reply.delay = 50ms;
+    return reply;
+  });
+  OpenOutbox(16);
+  // Three rooms for every shard.
+  std::vector<v1::BattleResult> results;
+  std::map<uint32_t, int> per_shard;
+  for (uint64_t room = 1; results.size() < 48; ++room) {
+    if (per_shard[storage::RoomShard(room, 16)]++ < 3) results.push_back(MakeResult(room));
+  }
+  Enqueue(results);
+  StartDeliverer();
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }, 30s));
+  EXPECT_GE(lobby_.max_in_flight(), 12);
+  EXPECT_EQ(lobby_.accepted().size(), 48u);
+}
+
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+TEST_F(DelivererTest, IdleDelivererUsesNoCpuAndWakesOnEnqueue) {
+  OpenOutbox();
+  StartDeliverer();
+  const double before = CpuSeconds();
+  std::this_thread::sleep_for(2s);
+  const double used = CpuSeconds() - before;
+  EXPECT_LT(used, 0.05) << "an idle deliverer burned " << used << " s of CPU in 2 s";
+  Enqueue({MakeResult(9)});
+  EXPECT_TRUE(lobby_.WaitForAccepted(1, 2s)) << "an enqueue did not wake the deliverer";
+}
+
+TEST_F(DelivererTest, UnreachableLobbyBacksOffTheShardAndFailsOver) {
+  OpenOutbox();
+  StartDeliverer({DeadUrl()});
+  Enqueue({MakeResult(20)});
+  const std::string once = "verdict_node_delivery_retries_total{cause=\"connect\"} 1\n";
+  ASSERT_TRUE(WaitUntil([&] { return registry_.RenderText().find(once) != std::string::npos; }));
+  // The whole shard now waits: no second connection attempt until time moves on.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_NE(registry_.RenderText().find(once), std::string::npos) << "hammered a dead lobby";
+  EXPECT_EQ(Pending(), 1u);
+
+  deliverer_.reset();
+  StartDeliverer({DeadUrl(), lobby_.url()});  // the second URL answers
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+}
+
+TEST_F(DelivererTest, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
+  // The fake drops every connection after answering, without saying so.
+  lobby_.SetHandler([](const FakeRequest&) {
+    FakeReply reply;
+    reply.close_after_reply = true;
+    return reply;
+  });
+  OpenOutbox(1);
+  StartDeliverer();
+  Enqueue({MakeResult(30)});
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+  std::this_thread::sleep_for(100ms);  // let the dropped connection's FIN arrive
+  Enqueue({MakeResult(31)});
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+  EXPECT_EQ(deliverer_->RoomsInBackoff(), 0u);
+  EXPECT_EQ(registry_.RenderText().find("verdict_node_delivery_retries_total{"), std::string::npos)
+      << "a stale connection should cost a reconnect, not a retry: " << registry_.RenderText();
+}
+
+TEST_F(DelivererTest, StopAbandonsAnAttemptInFlightWithoutLosingTheRecord) {
+  lobby_.SetHandler([](const FakeRequest&) {
+    FakeReply reply;
+    reply.delay = 3s;
+    return reply;
+  });
+  OpenOutbox();
+  StartDeliverer();
+  Enqueue({MakeResult(40)});
+  ASSERT_TRUE(lobby_.WaitForRequests(1, 5s));
+  deliverer_->Stop();
+  EXPECT_EQ(Pending(), 1u);
+}
+
+TEST(ParseLobbyUrlTest, AcceptsHostAndPortOnly) {
+  std::string host;
+  uint16_t port = 0;
+  EXPECT_TRUE(ParseLobbyUrl("http://127.0.0.1:8080", &host, &port));
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 8080);
+  EXPECT_TRUE(ParseLobbyUrl("http://lobby.internal/", &host, &port));
+  EXPECT_EQ(port, 80);
+  EXPECT_FALSE(ParseLobbyUrl("https://lobby:443", &host, &port));
+  EXPECT_FALSE(ParseLobbyUrl("http://lobby:99999", &host, &port));
+  EXPECT_FALSE(ParseLobbyUrl("http://lobby:80/v1", &host, &port));
+  EXPECT_FALSE(ParseLobbyUrl("lobby:80", &host, &port));
+  EXPECT_FALSE(ParseLobbyUrl("http://", &host, &port));
+}
+
+}  // namespace
+}  // namespace verdict::delivery

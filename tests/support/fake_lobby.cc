@@ -1,0 +1,163 @@
+#include "tests/support/fake_lobby.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <map>
+
+namespace verdict::testing {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+}  // namespace
+
+FakeReply ProblemReply(int status, const std::string& code, bool retryable) {
+  FakeReply reply;
+  reply.status = status;
+  reply.content_type = "application/problem+json";
+  reply.body = "{\"type\":\"urn:verdict:problem:" + code +
+               "\",\"status\":" + std::to_string(status) + ",\"detail\":\"scripted " + code +
+               "\",\"code\":\"" + code + "\",\"retryable\":" + (retryable ? "true" : "false") + "}";
+  return reply;
+}
+
+FakeLobby::FakeLobby() {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::listen(listen_fd_, 128);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+}
+
+FakeLobby::~FakeLobby() {
+  stopping_ = true;
+  ::shutdown(listen_fd_, SHUT_RDWR);
+  accept_thread_.join();
+  ::close(listen_fd_);
+  {
+    std::lock_guard lock(mu_);
+    for (int fd : connection_fds_) ::shutdown(fd, SHUT_RDWR);
+  }
+  for (auto& t : threads_) t.join();
+}
+
+void FakeLobby::SetHandler(Handler handler) {
+  std::lock_guard lock(mu_);
+  handler_ = std::move(handler);
+}
+
+std::vector<FakeRequest> FakeLobby::requests() const {
+  std::lock_guard lock(mu_);
+  return requests_;
+}
+
+std::vector<v1::BattleResult> FakeLobby::accepted() const {
+  std::lock_guard lock(mu_);
+  return accepted_;
+}
+
+bool FakeLobby::WaitForRequests(size_t n, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  return changed_.wait_for(lock, timeout, [&] { return requests_.size() >= n; });
+}
+
+bool FakeLobby::WaitForAccepted(size_t n, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  return changed_.wait_for(lock, timeout, [&] { return accepted_.size() >= n; });
+}
+
+void FakeLobby::AcceptLoop() {
+  while (!stopping_) {
+    const int fd = ::accept(listen_fd_, nullptr, nullptr);
+    if (fd < 0) return;
+    std::lock_guard lock(mu_);
+    if (stopping_) {
+      ::close(fd);
+      return;
+    }
+    connection_fds_.push_back(fd);
+    threads_.emplace_back([this, fd] { Serve(fd); });
+  }
+}
+
+void FakeLobby::Serve(int fd) {
+  net::io_context ioc;
+  tcp::socket socket(ioc, tcp::v4(), fd);
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request<http::string_body> req;
+    beast::error_code ec;
+    http::read(socket, buffer, req, ec);
+    if (ec) break;
+    const int now_in_flight = ++in_flight_;
+    int seen = max_in_flight_.load();
+    while (now_in_flight > seen && !max_in_flight_.compare_exchange_weak(seen, now_in_flight)) {
+    }
+
+    FakeRequest request;
+    request.decoded = request.result.ParseFromString(req.body());
+    request.authorization = std::string(req[http::field::authorization]);
+    Handler handler;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& earlier : requests_) {
+        if (earlier.result.room_id() == request.result.room_id() &&
+            earlier.result.ended_at_ms() == request.result.ended_at_ms()) {
+          ++request.attempt;
+        }
+      }
+      ++request.attempt;
+      requests_.push_back(request);
+      handler = handler_;
+    }
+    changed_.notify_all();
+    FakeReply reply = handler ? handler(request) : FakeReply{};
+    if (reply.delay.count() > 0) std::this_thread::sleep_for(reply.delay);
+    if (reply.status >= 200 && reply.status < 300 && reply.body.empty()) {
+      v1::SettlementReceipt receipt;
+      receipt.set_room_id(request.result.room_id());
+      receipt.set_match_id(request.result.room_id());
+      receipt.set_outcome(request.result.outcome());
+      receipt.set_duplicate(request.attempt > 1);
+      reply.body = receipt.SerializeAsString();
+    }
+    http::response<http::string_body> res(static_cast<http::status>(reply.status), 11);
+    res.set(http::field::content_type, reply.content_type);
+    for (const auto& [name, value] : reply.headers) res.set(name, value);
+    res.keep_alive(req.keep_alive());
+    res.body() = reply.body;
+    res.prepare_payload();
+    --in_flight_;
+    if (reply.status >= 200 && reply.status < 300) {
+      std::lock_guard lock(mu_);
+      accepted_.push_back(request.result);
+    }
+    http::write(socket, res, ec);
+    changed_.notify_all();
+    if (ec || reply.close_after_reply || !req.keep_alive()) break;
+  }
+  // Forget the descriptor before closing it, so the destructor never shuts down a number the
+  // process has since reused for another socket.
+  std::lock_guard lock(mu_);
+  std::erase(connection_fds_, fd);
+  beast::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_both, ignored);
+  socket.close(ignored);
+}
+
+}  // namespace verdict::testing
