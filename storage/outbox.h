@@ -53,6 +53,12 @@ struct OutboxOptions {
   // Default: nullptr, meaning the system clock.
   const Clock* clock = nullptr;
 
+  // Opens an existing outbox for reading only, without taking its lock, so an operator can
+  // inspect it while a node runs (a consistent view as of the open). shard_count is then taken
+  // from the outbox; every method that writes returns FAILED_PRECONDITION.
+  // Default: false.
+  bool read_only = false;
+
   // Test-only: writes without the write-ahead log, so Enqueue acknowledges records that exist
   // only in memory. It exists so the crash test can show that it detects lost records.
   // Default: false. Never set it outside tests.
@@ -169,7 +175,8 @@ class Outbox {
 };
 
 // Opens (creating if missing) the outbox in `dir`. FAILED_PRECONDITION if the outbox exists
-// with a different shard count; UNAVAILABLE if another process holds it.
+// with a different shard count; UNAVAILABLE if another process holds it. With
+// options.read_only: NOT_FOUND if there is no outbox in `dir`.
 Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxOptions& options);
 
 }  // namespace verdict::storage

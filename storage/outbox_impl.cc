@@ -181,6 +181,7 @@ class OutboxImpl final : public Outbox {
   uint32_t shard_count() const override { return shard_count_; }
 
   Result<std::vector<EnqueueResult>> Enqueue(std::span<const v1::BattleResult> batch) override {
+    VERDICT_RETURN_IF_ERROR(CheckWritable());
     std::lock_guard lock(write_mu_);
     std::vector<EnqueueResult> results(batch.size());
     rocksdb::WriteBatch wb;
@@ -277,7 +278,9 @@ class OutboxImpl final : public Outbox {
       }
       v1::Envelope envelope;
       if (sequence == 0 || !DecodeShardValue(it->value(), sequence, &envelope)) {
-        VERDICT_RETURN_IF_ERROR(QuarantineUndecodable(shard, it->key(), it->value()));
+        if (!options_.read_only) {
+          VERDICT_RETURN_IF_ERROR(QuarantineUndecodable(shard, it->key(), it->value()));
+        }
         continue;
       }
       OutboxRecord& r = records.emplace_back();
@@ -292,6 +295,7 @@ class OutboxImpl final : public Outbox {
   }
 
   Status Ack(const OutboxRecord& record) override {
+    VERDICT_RETURN_IF_ERROR(CheckWritable());
     if (record.shard >= shard_count_) return InvalidArgumentError("no such shard");
     rocksdb::WriteBatch wb;
     wb.Delete(ShardCf(record.shard), SequenceKey(record.sequence));
@@ -303,6 +307,7 @@ class OutboxImpl final : public Outbox {
 
   Status DeadLetter(const OutboxRecord& record, const std::string& code,
                     const std::string& message) override {
+    VERDICT_RETURN_IF_ERROR(CheckWritable());
     if (record.shard >= shard_count_) return InvalidArgumentError("no such shard");
     v1::Envelope envelope;
     envelope.set_sequence(record.sequence);
@@ -336,6 +341,7 @@ class OutboxImpl final : public Outbox {
   }
 
   Result<RedriveReport> Redrive(SideArea from, std::optional<uint64_t> room_id) override {
+    VERDICT_RETURN_IF_ERROR(CheckWritable());
     std::lock_guard lock(write_mu_);
     auto listed = ListSide(from, room_id);
     if (!listed.ok()) return listed.status();
@@ -414,6 +420,12 @@ class OutboxImpl final : public Outbox {
   }
   std::atomic<uint64_t>& SideCount(SideArea a) {
     return a == SideArea::kQuarantine ? quarantined_ : dead_lettered_;
+  }
+
+  Status CheckWritable() const {
+    if (!options_.read_only) return Status::Ok();
+    return FailedPreconditionError("the outbox " + dir_ +
+                                   " is open read-only; stop the node that holds it to change it");
   }
 
   // A synced write. After a failed write RocksDB may refuse all writes until resumed (for
@@ -611,6 +623,36 @@ Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir) {
   return std::optional<uint32_t>(static_cast<uint32_t>(GetBigEndian(value.data(), 4)));
 }
 
+// The column family descriptors of an outbox with `shard_count` shards, in handle order.
+std::vector<rocksdb::ColumnFamilyDescriptor> Descriptors(
+    uint32_t shard_count, const rocksdb::ColumnFamilyOptions& base,
+    const rocksdb::ColumnFamilyOptions& shard) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (uint32_t s = 0; s < shard_count; ++s) descriptors.emplace_back(ShardCfName(s), shard);
+  descriptors.emplace_back(kQuarantineCf, base);
+  descriptors.emplace_back(kDeadLetterCf, base);
+  descriptors.emplace_back(kMetaCf, base);
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, base);
+  return descriptors;
+}
+
+Result<std::unique_ptr<Outbox>> OpenOutboxReadOnly(const std::string& dir,
+                                                   const OutboxOptions& options) {
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::ColumnFamilyOptions cf;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(
+      rocksdb::DBOptions(), dir, Descriptors(options.shard_count, cf, cf), &handles, &raw);
+  if (!s.ok()) return FromRocks(s, "opening outbox " + dir + " read-only");
+  std::unique_ptr<rocksdb::DB> db(raw);
+  db->DestroyColumnFamilyHandle(handles.back()).PermitUncheckedError();
+  handles.pop_back();
+  auto outbox = std::make_unique<OutboxImpl>(std::move(db), std::move(handles), options.shard_count,
+                                             dir, options);
+  VERDICT_RETURN_IF_ERROR(outbox->Load());
+  return std::unique_ptr<Outbox>(std::move(outbox));
+}
+
 }  // namespace
 
 const char* SideAreaName(SideArea area) {
@@ -631,6 +673,12 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
   }
   auto existing = ExistingShardCount(dir);
   if (!existing.ok()) return existing.status();
+  if (options.read_only) {
+    if (!existing->has_value()) return NotFoundError("no outbox in " + dir);
+    OutboxOptions adopted = options;
+    adopted.shard_count = **existing;
+    return OpenOutboxReadOnly(dir, adopted);
+  }
   if (existing->has_value() && **existing != options.shard_count) {
     return FailedPreconditionError("outbox " + dir + " was created with " +
                                    std::to_string(**existing) + " shards but was opened with " +
@@ -658,14 +706,7 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
   shard_options.table_properties_collector_factories.emplace_back(
       rocksdb::NewCompactOnDeletionCollectorFactory(8192, 4096, 0.5));
 
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (uint32_t s = 0; s < options.shard_count; ++s) {
-    descriptors.emplace_back(ShardCfName(s), shard_options);
-  }
-  descriptors.emplace_back(kQuarantineCf, base);
-  descriptors.emplace_back(kDeadLetterCf, base);
-  descriptors.emplace_back(kMetaCf, base);
-  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, base);
+  const auto descriptors = Descriptors(options.shard_count, base, shard_options);
 
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;

@@ -196,6 +196,25 @@ TEST(OutboxTest, SecondOpenWhileHeldIsUnavailable) {
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable) << second.status().ToString();
 }
 
+TEST(OutboxTest, ReadOnlyOpenWorksWhileHeldAndRefusesWrites) {
+  TempDir dir;
+  EXPECT_EQ(OpenOutbox(dir.path(), {.read_only = true}).status().code(), StatusCode::kNotFound);
+  auto held = MustOpen(dir.path(), {.shard_count = 4});
+  ASSERT_TRUE(MustEnqueueOne(*held, MakeResult(5)).status.ok());
+  auto viewer = OpenOutbox(dir.path(), {.read_only = true});
+  ASSERT_TRUE(viewer.ok()) << viewer.status().ToString();
+  EXPECT_EQ((*viewer)->shard_count(), 4u) << "the stored count is adopted";
+  EXPECT_EQ((*viewer)->Stats()->records, 1u);
+  const auto result = MakeResult(6);
+  EXPECT_EQ((*viewer)->Enqueue(std::span(&result, 1)).status().code(),
+            StatusCode::kFailedPrecondition);
+  auto records = (*viewer)->ReadShard(RoomShard(5, 4), 0, 10);
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 1u);
+  EXPECT_EQ((*viewer)->Ack(records->front()).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(held->Stats()->records, 1u);
+}
+
 TEST(OutboxTest, OversizeIsRefusedAndQuarantinedWhole) {
   TempDir dir;
   auto outbox = MustOpen(dir.path());
