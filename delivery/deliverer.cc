@@ -132,6 +132,7 @@ class Deliverer::Impl {
   metrics::LabeledCounter& dead_lettered_;
   metrics::Histogram& attempt_seconds_;
   std::atomic<int> in_flight_{0};
+  std::atomic<uint64_t> resolved_{0};
 
  private:
   net::io_context ioc_;
@@ -205,6 +206,7 @@ class ShardLoop {
   struct Backoff {
     int64_t until_ms = 0;
     int failures = 0;
+    uint64_t sequence = 0;  // the record whose attempt failed
   };
 
   // The first record in shard order whose room is not waiting out a backoff. Because every
@@ -213,6 +215,10 @@ class ShardLoop {
     for (size_t i = 0; i < window_.size(); ++i) {
       auto it = backoff_.find(window_[i].result.room_id());
       if (it == backoff_.end() || it->second.until_ms <= now) return i;
+      if (owner_.options_.unsafe_ignore_room_order_for_test &&
+          it->second.sequence != window_[i].sequence) {
+        return i;
+      }
     }
     return std::nullopt;
   }
@@ -360,7 +366,7 @@ class ShardLoop {
           if (Status s = owner_.outbox_.Ack(record); !s.ok()) {
             // Kept in the window: delivered again later, and answered as a duplicate.
             spdlog::warn("room={} shard={}: ack failed: {}", room, shard_, s.ToString());
-            BackOffRoom(room, 0);
+            BackOffRoom(record, 0);
             return;
           }
         }
@@ -372,7 +378,7 @@ class ShardLoop {
         connection_failures_ = 0;
         if (Status s = owner_.outbox_.DeadLetter(record, a.code, a.message); !s.ok()) {
           spdlog::warn("room={} shard={}: dead-letter failed: {}", room, shard_, s.ToString());
-          BackOffRoom(room, 0);
+          BackOffRoom(record, 0);
           return;
         }
         owner_.dead_lettered_.Add(a.code);
@@ -386,7 +392,7 @@ class ShardLoop {
       case Attempt::Kind::kRetryRoom: {
         connection_failures_ = 0;
         owner_.retried_.Add(a.cause);
-        const int64_t delay = BackOffRoom(room, a.retry_after_ms);
+        const int64_t delay = BackOffRoom(record, a.retry_after_ms);
         spdlog::warn("room={} shard={}: {} ({}); retrying in {} ms", room, shard_, a.cause,
                      a.message, delay);
         return;
@@ -420,9 +426,10 @@ class ShardLoop {
     return delay;
   }
 
-  int64_t BackOffRoom(uint64_t room, int64_t retry_after_ms) {
-    Backoff& b = backoff_[room];
+  int64_t BackOffRoom(const storage::OutboxRecord& record, int64_t retry_after_ms) {
+    Backoff& b = backoff_[record.result.room_id()];
     ++b.failures;
+    b.sequence = record.sequence;
     const int64_t delay = std::max(BackoffDelay(b.failures), retry_after_ms);
     b.until_ms = owner_.clock_->NowMs() + delay;
     rooms_in_backoff_ = backoff_.size();
@@ -432,8 +439,13 @@ class ShardLoop {
   // The record is settled one way or the other: drop it from the window, and its room's
   // backoff (the room's next record goes out at once).
   void Forget(const storage::OutboxRecord& record) {
+    ++owner_.resolved_;
     std::erase_if(window_, [&](const auto& r) { return r.sequence == record.sequence; });
-    backoff_.erase(record.result.room_id());
+    auto it = backoff_.find(record.result.room_id());
+    if (it != backoff_.end() && (it->second.sequence == record.sequence ||
+                                 !owner_.options_.unsafe_ignore_room_order_for_test)) {
+      backoff_.erase(it);
+    }
     rooms_in_backoff_ = backoff_.size();
   }
 
@@ -584,5 +596,6 @@ Status Deliverer::Start() { return impl_->Start(); }
 void Deliverer::Stop() { impl_->Stop(); }
 void Deliverer::Wake() { impl_->Wake(); }
 size_t Deliverer::RoomsInBackoff() const { return impl_->RoomsInBackoff(); }
+uint64_t Deliverer::resolved() const { return impl_->resolved_.load(); }
 
 }  // namespace verdict::delivery

@@ -44,6 +44,9 @@ struct DelivererOptions {
   // Test-only negative control: acks a record before sending it, so a crash in between loses
   // it. Default: false. Never set it outside tests.
   bool unsafe_ack_before_send_for_test = false;
+  // Test-only negative control: holds back only the failed record, not its room, so a room's
+  // later records may overtake it (P3 off). Default: false. Never set it outside tests.
+  bool unsafe_ignore_room_order_for_test = false;
 };
 
 class Deliverer {
@@ -68,6 +71,8 @@ class Deliverer {
 
   // Rooms currently waiting out a backoff, over all shards.
   size_t RoomsInBackoff() const;
+  // Records resolved so far (acked after a 2xx, or dead-lettered): the delivery rate's counter.
+  uint64_t resolved() const;
 
   class Impl;  // defined in deliverer.cc
 

@@ -1,0 +1,207 @@
+#include "node/battle_node.h"
+
+#include <cmath>
+#include <limits>
+
+#include <spdlog/spdlog.h>
+
+namespace verdict::node {
+namespace {
+
+constexpr double kRateWindowS = 10;
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+BattleNode::BattleNode(NodeOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock ? options_.clock : SystemClock::Default()),
+      channel_(options_.channel_capacity),
+      rooms_(clock_) {}
+
+Result<std::unique_ptr<BattleNode>> BattleNode::Start(NodeOptions options) {
+  if (options.node_id.empty()) return InvalidArgumentError("a node needs a node id");
+  std::unique_ptr<BattleNode> node(new BattleNode(std::move(options)));
+  NodeOptions& o = node->options_;
+
+  storage::OutboxOptions outbox_options;
+  outbox_options.shard_count = o.shards;
+  outbox_options.clock = node->clock_;
+  auto outbox = storage::OpenOutbox(o.outbox_dir, outbox_options);
+  if (!outbox.ok()) return outbox.status();
+  node->outbox_ =
+      o.wrap_outbox ? o.wrap_outbox(std::move(outbox).value()) : std::move(outbox).value();
+
+  delivery::DelivererOptions delivery = o.delivery;
+  delivery.lobby_urls = o.lobby_urls;
+  delivery.token = o.token;
+  delivery.clock = node->clock_;
+  node->deliverer_ =
+      std::make_unique<delivery::Deliverer>(*node->outbox_, delivery, &node->registry_);
+  VERDICT_RETURN_IF_ERROR(node->deliverer_->Start());
+
+  BattleNode* raw = node.get();
+  node->writer_ = std::make_unique<OutboxWriter>(
+      node->channel_, *node->outbox_, o.writer, [raw] { raw->deliverer_->Wake(); },
+      &node->registry_);
+  node->writer_->Start();
+
+  node->ExportMetrics();
+  if (!o.metrics_listen.empty()) {
+    node->metrics_server_ =
+        std::make_unique<MetricsServer>(node->registry_, [raw] { return raw->Health(); });
+    auto port = node->metrics_server_->Start(o.metrics_listen);
+    if (!port.ok()) return port.status();
+    node->metrics_port_ = *port;
+  }
+  node->Maintain();  // first stats before anyone scrapes
+  node->maintenance_ = std::thread([raw] {
+    std::unique_lock lock(raw->mu_);
+    while (
+        !raw->stop_cv_.wait_for(lock, std::chrono::seconds(1), [raw] { return raw->stopping_; })) {
+      lock.unlock();
+      raw->Maintain();
+      lock.lock();
+    }
+  });
+  return node;
+}
+
+BattleNode::~BattleNode() { Shutdown(); }
+
+RoomContext BattleNode::room_context(BattleEndNotifier* notifier, ReplayStore* replays) {
+  return RoomContext{options_.node_id, clock_, notifier, replays, &channel_};
+}
+
+void BattleNode::Maintain() {
+  rooms_.TickAll();
+  rooms_.ReleaseDue();
+  auto stats = outbox_->Stats();
+  const double now = SteadySeconds();
+  std::lock_guard lock(mu_);
+  if (stats.ok()) last_stats_ = *stats;
+  samples_.emplace_back(now, stored(), resolved());
+  while (samples_.size() > 2 && now - std::get<0>(samples_.front()) > kRateWindowS) {
+    samples_.pop_front();
+  }
+  const auto& [t0, stored0, resolved0] = samples_.front();
+  const auto& [t1, stored1, resolved1] = samples_.back();
+  const double span = t1 - t0;
+  NodeRates r;
+  if (span > 0) {
+    r.ingest_per_s = (stored1 - stored0) / span;
+    r.delivery_per_s = (resolved1 - resolved0) / span;
+  }
+  const double backlog = static_cast<double>(last_stats_.records);
+  const double record_bytes =
+      last_stats_.records > 0 ? static_cast<double>(last_stats_.bytes) / backlog : 2048.0;
+  r.disk_full_eta_s = r.ingest_per_s > 0
+                          ? last_stats_.free_disk_bytes / (record_bytes * r.ingest_per_s)
+                          : kInfinity;
+  r.backlog_drain_eta_s = backlog == 0 ? 0
+                          : r.delivery_per_s > r.ingest_per_s
+                              ? backlog / (r.delivery_per_s - r.ingest_per_s)
+                              : kInfinity;
+  rates_ = r;
+}
+
+NodeRates BattleNode::rates() const {
+  std::lock_guard lock(mu_);
+  return rates_;
+}
+
+bool BattleNode::Drained() {
+  if (channel_.size() > 0 || writer_->stalled()) return false;
+  auto stats = outbox_->Stats();
+  return stats.ok() && stats->records == 0 && channel_.size() == 0;
+}
+
+Status BattleNode::Health() const {
+  if (writer_ && writer_->stalled()) {
+    return UnavailableError("outbox writes are failing; rooms finishing are held back");
+  }
+  return Status::Ok();
+}
+
+size_t BattleNode::Shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return 0;
+    shut_down_ = true;
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (maintenance_.joinable()) maintenance_.join();
+  // Store what is queued first (the deliverers may still send some of it), then stop sending.
+  const size_t lost = writer_ ? writer_->Stop() : 0;
+  if (deliverer_) deliverer_->Stop();
+  if (metrics_server_) metrics_server_->Stop();
+  return lost;
+}
+
+void BattleNode::ExportMetrics() {
+  using Series = std::vector<std::pair<std::string, double>>;
+  auto per_shard = [this](auto field) {
+    return [this, field]() {
+      std::lock_guard lock(mu_);
+      Series out;
+      for (const auto& s : last_stats_.shards) out.emplace_back(std::to_string(s.shard), field(s));
+      return out;
+    };
+  };
+  auto stat = [this](auto field) {
+    return [this, field]() {
+      std::lock_guard lock(mu_);
+      return static_cast<double>(field(last_stats_));
+    };
+  };
+  auto rate = [this](auto field) {
+    return [this, field]() {
+      std::lock_guard lock(mu_);
+      return field(rates_);
+    };
+  };
+  registry_.AddLabeledGauge("verdict_node_outbox_records", "Results waiting in each shard.",
+                            "shard", per_shard([](const auto& s) { return double(s.records); }));
+  registry_.AddLabeledGauge("verdict_node_outbox_bytes", "Bytes waiting in each shard.", "shard",
+                            per_shard([](const auto& s) { return double(s.bytes); }));
+  registry_.AddLabeledGauge("verdict_node_outbox_oldest_age_seconds",
+                            "Age of the oldest waiting result in each shard.", "shard",
+                            per_shard([](const auto& s) { return s.oldest_age_ms / 1000.0; }));
+  registry_.AddGauge("verdict_node_outbox_quarantined", "Results in quarantine.",
+                     stat([](const auto& s) { return s.quarantined; }));
+  registry_.AddGauge("verdict_node_outbox_dead_lettered", "Results in dead letter.",
+                     stat([](const auto& s) { return s.dead_lettered; }));
+  registry_.AddGauge("verdict_node_outbox_free_disk_bytes", "Free space on the outbox volume.",
+                     stat([](const auto& s) { return s.free_disk_bytes; }));
+  registry_.AddGauge("verdict_node_result_channel_occupancy", "Results in the result channel.",
+                     [this] { return static_cast<double>(channel_.size()); });
+  registry_.AddGauge("verdict_node_result_channel_capacity", "Capacity of the result channel.",
+                     [this] { return static_cast<double>(channel_.capacity()); });
+  registry_.AddGauge("verdict_node_result_channel_blocked_producers",
+                     "Rooms waiting to hand over their result because the channel is full.",
+                     [this] { return static_cast<double>(channel_.waiting_producers()); });
+  registry_.AddGauge("verdict_node_rooms_playing", "Rooms in battle.",
+                     [this] { return static_cast<double>(rooms_.playing()); });
+  registry_.AddGauge("verdict_node_rooms_finished", "Finished rooms kept for late clients.",
+                     [this] { return static_cast<double>(rooms_.finished()); });
+  registry_.AddGauge("verdict_node_finished_room_oldest_dwell_seconds",
+                     "How long the oldest kept Finished room has been finished.",
+                     [this] { return rooms_.oldest_finished_dwell_ms() / 1000.0; });
+  registry_.AddGauge("verdict_node_ingest_rate", "R: results stored per second (10 s window).",
+                     rate([](const NodeRates& r) { return r.ingest_per_s; }));
+  registry_.AddGauge("verdict_node_delivery_rate", "C: results resolved per second (10 s window).",
+                     rate([](const NodeRates& r) { return r.delivery_per_s; }));
+  registry_.AddGauge("verdict_node_disk_full_eta_seconds",
+                     "T = D / (S x R): seconds until the outbox volume fills at this rate.",
+                     rate([](const NodeRates& r) { return r.disk_full_eta_s; }));
+  registry_.AddGauge("verdict_node_backlog_drain_eta_seconds",
+                     "N / (C - R): seconds until the backlog drains at these rates.",
+                     rate([](const NodeRates& r) { return r.backlog_drain_eta_s; }));
+}
+
+}  // namespace verdict::node

@@ -1,0 +1,119 @@
+// BattleNode: what a battle host embeds. It composes the outbox, the result channel, the
+// outbox writer and the deliverers from one options struct, keeps the host's rooms, and
+// serves /metrics and /healthz. Start it once; Shutdown (or destruction) stores every result
+// still in the channel before returning. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "common/status.h"
+#include "delivery/deliverer.h"
+#include "node/metrics_server.h"
+#include "node/outbox_writer.h"
+#include "node/result_channel.h"
+#include "node/room.h"
+#include "storage/outbox.h"
+
+namespace verdict::node {
+
+struct NodeOptions {
+  // This node's id, as the lobby knows it (and its token is registered for).
+  std::string node_id;
+  // The outbox directory (created if missing).
+  std::string outbox_dir;
+  // Outbox shards, fixed when the outbox is created. Default: 16.
+  uint32_t shards = 16;
+  // Lobby URLs ("http://host:port"), in failover order, and this node's bearer token.
+  std::vector<std::string> lobby_urls;
+  std::string token;
+  // Results that may wait between finishing rooms and the outbox. Default: 256.
+  size_t channel_capacity = 256;
+  OutboxWriterOptions writer;
+  // Delivery tuning; lobby_urls, token and clock are taken from above.
+  delivery::DelivererOptions delivery;
+  // "HOST:PORT" for /metrics and /healthz; empty for none. Default: empty.
+  std::string metrics_listen;
+  // Time source for rooms, outbox ages and backoff. Not owned. Default: system clock.
+  const Clock* clock = nullptr;
+  // Test seam: wraps the opened outbox (for example in one whose writes fail). Default: none.
+  std::function<std::unique_ptr<storage::Outbox>(std::unique_ptr<storage::Outbox>)> wrap_outbox;
+};
+
+// Rates measured over the last ten seconds, and what follows from them (DESIGN §6).
+struct NodeRates {
+  double ingest_per_s = 0;         // R: results stored per second
+  double delivery_per_s = 0;       // C: results resolved (acked or dead-lettered) per second
+  double disk_full_eta_s = 0;      // T = D / (S × R); +inf when nothing comes in
+  double backlog_drain_eta_s = 0;  // N / (C − R); 0 when empty, +inf when it does not drain
+};
+
+class BattleNode {
+ public:
+  // Opens the outbox, starts the writer, the deliverers and (if asked) the metrics endpoint.
+  static Result<std::unique_ptr<BattleNode>> Start(NodeOptions options);
+  ~BattleNode();
+  BattleNode(const BattleNode&) = delete;
+  BattleNode& operator=(const BattleNode&) = delete;
+
+  // A RoomContext for this node's rooms, with the host's notifier and replay store (either
+  // may be null; both must outlive the rooms).
+  RoomContext room_context(BattleEndNotifier* notifier, ReplayStore* replays);
+
+  ResultChannel& results() { return channel_; }
+  RoomTable& rooms() { return rooms_; }
+  storage::Outbox& outbox() { return *outbox_; }
+  metrics::Registry& metrics() { return registry_; }
+  uint16_t metrics_port() const { return metrics_port_; }
+  const std::string& node_id() const { return options_.node_id; }
+
+  uint64_t stored() const { return writer_ ? writer_->stored() : 0; }
+  uint64_t resolved() const { return deliverer_ ? deliverer_->resolved() : 0; }
+  NodeRates rates() const;
+  // Nothing waits anywhere: the channel is empty, the writer idle and every shard empty.
+  bool Drained();
+  // OK, or why the node is unhealthy (outbox writes failing).
+  Status Health() const;
+
+  // Stops taking results, stores what the channel holds, stops delivery and the endpoint.
+  // Returns how many results could not be stored (0 unless the outbox kept failing).
+  size_t Shutdown();
+
+ private:
+  explicit BattleNode(NodeOptions options);
+  void Maintain();  // once a second: room fallbacks and releases, stats, rates
+  void ExportMetrics();
+
+  NodeOptions options_;
+  const Clock* clock_;
+  metrics::Registry registry_;
+  std::unique_ptr<storage::Outbox> outbox_;
+  ResultChannel channel_;
+  RoomTable rooms_;
+  std::unique_ptr<delivery::Deliverer> deliverer_;
+  std::unique_ptr<OutboxWriter> writer_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+  uint16_t metrics_port_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  bool shut_down_ = false;
+  storage::OutboxStats last_stats_;
+  // (steady seconds, stored, resolved) samples of the last ten seconds.
+  std::deque<std::tuple<double, uint64_t, uint64_t>> samples_;
+  NodeRates rates_;
+  std::thread maintenance_;
+};
+
+}  // namespace verdict::node

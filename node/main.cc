@@ -1,0 +1,452 @@
+// verdict-node: the battle node as a program. `run` delivers an outbox to the lobby (and, with
+// --simulate-*, plays simulated battles into it); `enqueue` stores results given as JSON;
+// `outbox` inspects and repairs an outbox. Flags are parsed here only.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "node/battle_node.h"
+#include "node/simulator.h"
+#include "proto/wire.h"
+#include "storage/outbox.h"
+
+namespace {
+
+using namespace verdict;
+using namespace verdict::node;
+
+struct Flags {
+  std::string log_level = "info";
+  std::string node_id, outbox, lobby, token, metrics_listen, admin_token;
+  uint32_t shards = 16;
+  uint64_t simulate_rooms = 0;
+  double simulate_rate = 50;
+  int simulate_battle_ms = 2000;
+  bool exit_when_drained = false;
+  int progress_ms = 2000;
+  std::string input = "-";
+  bool json = false;
+  size_t limit = 1000;
+  uint64_t room_id = 0;
+  std::string from;
+};
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "verdict-node: %s\n", message.c_str());
+  return 1;
+}
+
+std::vector<std::string> SplitComma(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::string ResultJson(const v1::BattleResult& r) {
+  return wire::EncodeBody(r, wire::BodyFormat::kJson);
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string Seconds(double s) {
+  if (std::isinf(s)) return "never";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1fs", s);
+  return buf;
+}
+
+int RunNode(const Flags& flags) {
+  NodeOptions options;
+  options.node_id = flags.node_id;
+  options.outbox_dir = flags.outbox;
+  options.shards = flags.shards;
+  options.lobby_urls = SplitComma(flags.lobby);
+  options.token = flags.token;
+  options.metrics_listen = flags.metrics_listen;
+  const bool simulate = flags.simulate_rooms > 0;
+  if (simulate && flags.admin_token.empty()) {
+    return Fail("--simulate-rooms needs --admin-token to allocate rooms at the lobby");
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto started = BattleNode::Start(options);
+  if (!started.ok()) return Fail(started.status().ToString());
+  BattleNode& node = **started;
+  if (node.metrics_port()) std::printf("metrics on port %u\n", node.metrics_port());
+  const uint64_t initial_backlog = node.outbox().Stats()->records;
+  std::printf("node %s: %llu result(s) waiting in the outbox at start\n", flags.node_id.c_str(),
+              static_cast<unsigned long long>(initial_backlog));
+  std::fflush(stdout);
+
+  std::unique_ptr<Simulator> simulator;
+  if (simulate) {
+    SimulatorOptions sim;
+    sim.rooms = flags.simulate_rooms;
+    sim.rooms_per_s = flags.simulate_rate;
+    sim.battle = std::chrono::milliseconds(flags.simulate_battle_ms);
+    sim.lobby_urls = options.lobby_urls;
+    sim.admin_token = flags.admin_token;
+    simulator = std::make_unique<Simulator>(sim, node);
+    simulator->Start();
+  }
+
+  auto progress = [&] {
+    auto stats = node.outbox().Stats();
+    const NodeRates rates = node.rates();
+    std::string sim;
+    if (simulator) {
+      const SimulatorCounts c = simulator->counts();
+      sim = "rooms " + std::to_string(c.finished) + "/" + std::to_string(flags.simulate_rooms) +
+            " finished, ";
+    }
+    // Drain ETA N / (C - R) with the backlog as it is now.
+    const double backlog = stats.ok() ? static_cast<double>(stats->records) : 0;
+    const double eta = backlog == 0 ? 0
+                       : rates.delivery_per_s > rates.ingest_per_s
+                           ? backlog / (rates.delivery_per_s - rates.ingest_per_s)
+                           : INFINITY;
+    std::printf(
+        "%sstored %llu, delivered %llu, backlog %.0f, dead letter %llu, "
+        "in %.0f/s, out %.0f/s, drain ETA %s\n",
+        sim.c_str(), static_cast<unsigned long long>(node.stored()),
+        static_cast<unsigned long long>(node.resolved()), backlog,
+        static_cast<unsigned long long>(stats.ok() ? stats->dead_lettered : 0), rates.ingest_per_s,
+        rates.delivery_per_s, Seconds(eta).c_str());
+    std::fflush(stdout);
+  };
+
+  const timespec tick{0, 200'000'000};
+  auto last_progress = std::chrono::steady_clock::now();
+  int exit_code = 0;
+  for (;;) {
+    const int signal = sigtimedwait(&signals, nullptr, &tick);
+    if (signal == SIGTERM || signal == SIGINT) {
+      spdlog::info("{}: shutting down; queued results are stored first",
+                   signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      break;
+    }
+    if (std::chrono::steady_clock::now() - last_progress >=
+        std::chrono::milliseconds(flags.progress_ms)) {
+      progress();
+      last_progress = std::chrono::steady_clock::now();
+    }
+    if (flags.exit_when_drained && (!simulator || simulator->done()) && node.Drained()) {
+      std::printf("drained\n");
+      break;
+    }
+  }
+  if (simulator) simulator->Stop();
+  const size_t lost = node.Shutdown();
+  progress();
+  if (simulator) {
+    const SimulatorCounts c = simulator->counts();
+    std::printf(
+        "simulated rooms: %llu finished (%llu aborted, %llu suspect), "
+        "%llu allocation retries\n",
+        static_cast<unsigned long long>(c.finished), static_cast<unsigned long long>(c.aborted),
+        static_cast<unsigned long long>(c.suspect),
+        static_cast<unsigned long long>(c.allocation_failures));
+  }
+  if (lost > 0) {
+    exit_code = Fail(std::to_string(lost) + " result(s) could not be stored before shutdown");
+  }
+  return exit_code;
+}
+
+// Reads BattleResults as JSON: one object, or one object per line. Nothing is returned (and
+// the error names the line) if any of it is malformed.
+Result<std::vector<v1::BattleResult>> ReadResults(std::istream& in) {
+  std::stringstream whole;
+  whole << in.rdbuf();
+  const std::string text = whole.str();
+  std::vector<v1::BattleResult> results;
+  v1::BattleResult single;
+  std::string error;
+  if (wire::DecodeBody(text, wire::BodyFormat::kJson, &single, &error)) {
+    results.push_back(single);
+    return results;
+  }
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    v1::BattleResult r;
+    if (!wire::DecodeBody(line, wire::BodyFormat::kJson, &r, &error)) {
+      return InvalidArgumentError("line " + std::to_string(number) + ": " + error);
+    }
+    results.push_back(std::move(r));
+  }
+  if (results.empty()) return InvalidArgumentError("no results in the input");
+  return results;
+}
+
+int RunEnqueue(const Flags& flags) {
+  std::ifstream file;
+  if (flags.input != "-") {
+    file.open(flags.input);
+    if (!file) return Fail("cannot read " + flags.input);
+  }
+  auto results = ReadResults(flags.input == "-" ? std::cin : file);
+  if (!results.ok()) return Fail(results.status().message() + " (nothing was enqueued)");
+  auto outbox = storage::OpenOutbox(flags.outbox, {.shard_count = flags.shards});
+  if (!outbox.ok()) return Fail(outbox.status().ToString());
+  size_t fresh = 0, present = 0, refused = 0;
+  constexpr size_t kBatch = 1000;
+  for (size_t i = 0; i < results->size(); i += kBatch) {
+    const size_t n = std::min(kBatch, results->size() - i);
+    auto out = (*outbox)->Enqueue(std::span(results->data() + i, n));
+    if (!out.ok()) {
+      return Fail(out.status().ToString() + " (" + std::to_string(fresh) + " stored before)");
+    }
+    for (size_t j = 0; j < n; ++j) {
+      const storage::EnqueueResult& r = (*out)[j];
+      if (!r.status.ok()) {
+        ++refused;
+        std::fprintf(stderr, "room %llu: %s\n",
+                     static_cast<unsigned long long>((*results)[i + j].room_id()),
+                     r.status.ToString().c_str());
+      } else if (r.already_present) {
+        ++present;
+      } else {
+        ++fresh;
+      }
+    }
+  }
+  std::printf("%zu new, %zu already present", fresh, present);
+  if (refused) std::printf(", %zu refused", refused);
+  std::printf("\n");
+  return refused ? 1 : 0;
+}
+
+Result<std::unique_ptr<storage::Outbox>> OpenForReading(const Flags& flags) {
+  return storage::OpenOutbox(flags.outbox, {.read_only = true});
+}
+
+int RunStats(const Flags& flags) {
+  auto outbox = OpenForReading(flags);
+  if (!outbox.ok()) return Fail(outbox.status().ToString());
+  auto stats = (*outbox)->Stats();
+  if (!stats.ok()) return Fail(stats.status().ToString());
+  if (flags.json) {
+    std::string out = "{\"shards\":[";
+    for (size_t i = 0; i < stats->shards.size(); ++i) {
+      const auto& s = stats->shards[i];
+      out += std::string(i ? "," : "") + "{\"shard\":" + std::to_string(s.shard) +
+             ",\"records\":" + std::to_string(s.records) + ",\"bytes\":" + std::to_string(s.bytes) +
+             ",\"oldest_age_ms\":" + std::to_string(s.oldest_age_ms) + "}";
+    }
+    out += "],\"records\":" + std::to_string(stats->records) +
+           ",\"bytes\":" + std::to_string(stats->bytes) +
+           ",\"quarantined\":" + std::to_string(stats->quarantined) +
+           ",\"dead_lettered\":" + std::to_string(stats->dead_lettered) +
+           ",\"free_disk_bytes\":" + std::to_string(stats->free_disk_bytes) + "}";
+    std::printf("%s\n", out.c_str());
+    return 0;
+  }
+  std::printf("%-6s %10s %12s %14s\n", "SHARD", "RECORDS", "BYTES", "OLDEST_AGE_S");
+  for (const auto& s : stats->shards) {
+    std::printf("%-6u %10llu %12llu %14.1f\n", s.shard, static_cast<unsigned long long>(s.records),
+                static_cast<unsigned long long>(s.bytes), s.oldest_age_ms / 1000.0);
+  }
+  std::printf("pending %llu (%llu bytes), quarantine %llu, dead letter %llu, free disk %.1f GiB\n",
+              static_cast<unsigned long long>(stats->records),
+              static_cast<unsigned long long>(stats->bytes),
+              static_cast<unsigned long long>(stats->quarantined),
+              static_cast<unsigned long long>(stats->dead_lettered),
+              stats->free_disk_bytes / double(1 << 30));
+  return 0;
+}
+
+struct Listed {
+  uint64_t room_id;
+  std::string where, reason, detail;
+  uint64_t sequence;
+  v1::BattleResult result;
+  bool decodable;
+};
+
+// Every record of the outbox (pending, quarantined, dead-lettered), at most `limit`, optionally
+// only those of one room.
+Result<std::vector<Listed>> ListAll(storage::Outbox& outbox, size_t limit,
+                                    std::optional<uint64_t> room) {
+  std::vector<Listed> out;
+  for (uint32_t s = 0; s < outbox.shard_count() && out.size() < limit; ++s) {
+    if (room && storage::RoomShard(*room, outbox.shard_count()) != s) continue;
+    auto records = outbox.ReadShard(s, 0, room ? SIZE_MAX : limit - out.size());
+    if (!records.ok()) return records.status();
+    char where[32];
+    std::snprintf(where, sizeof(where), "shard-%03u", s);
+    for (auto& r : *records) {
+      if (room && r.result.room_id() != *room) continue;
+      if (out.size() >= limit) break;
+      out.push_back({r.result.room_id(), where, "pending", "", r.sequence, r.result, true});
+    }
+  }
+  for (auto area : {storage::SideArea::kQuarantine, storage::SideArea::kDeadLetter}) {
+    auto side = outbox.ListSide(area, room);
+    if (!side.ok()) return side.status();
+    for (auto& r : *side) {
+      if (out.size() >= limit) break;
+      out.push_back({r.decodable ? r.result.room_id() : 0, storage::SideAreaName(area), r.reason,
+                     r.detail, r.sequence, r.result, r.decodable});
+    }
+  }
+  return out;
+}
+
+int RunList(const Flags& flags, std::optional<uint64_t> room) {
+  auto outbox = OpenForReading(flags);
+  if (!outbox.ok()) return Fail(outbox.status().ToString());
+  auto listed = ListAll(**outbox, room ? SIZE_MAX : flags.limit, room);
+  if (!listed.ok()) return Fail(listed.status().ToString());
+  if (room && listed->empty()) return Fail("no record of room " + std::to_string(*room));
+  if (flags.json || room) {
+    std::string out = "{\"records\":[";
+    for (size_t i = 0; i < listed->size(); ++i) {
+      const Listed& l = (*listed)[i];
+      out += std::string(i ? "," : "") + "{\"room_id\":\"" + std::to_string(l.room_id) +
+             "\",\"where\":\"" + l.where + "\",\"sequence\":" + std::to_string(l.sequence) +
+             ",\"reason\":\"" + Escape(l.reason) + "\",\"detail\":\"" + Escape(l.detail) + "\"";
+      if (room && l.decodable) out += ",\"result\":" + ResultJson(l.result);
+      out += "}";
+    }
+    std::printf("%s]}\n", out.c_str());
+    return 0;
+  }
+  std::printf("%-20s %-12s %10s  %s\n", "ROOM_ID", "WHERE", "SEQUENCE", "REASON");
+  for (const Listed& l : *listed) {
+    std::printf("%-20llu %-12s %10llu  %s%s%s\n", static_cast<unsigned long long>(l.room_id),
+                l.where.c_str(), static_cast<unsigned long long>(l.sequence), l.reason.c_str(),
+                l.detail.empty() ? "" : ": ", l.detail.c_str());
+  }
+  if (listed->size() >= flags.limit) std::printf("(first %zu shown; use --limit)\n", flags.limit);
+  return 0;
+}
+
+int RunRedrive(const Flags& flags, std::optional<uint64_t> room) {
+  storage::SideArea from;
+  if (flags.from == "quarantine") {
+    from = storage::SideArea::kQuarantine;
+  } else if (flags.from == "dead-letter") {
+    from = storage::SideArea::kDeadLetter;
+  } else {
+    return Fail("--from must be quarantine or dead-letter");
+  }
+  auto outbox = storage::OpenOutbox(flags.outbox, {.read_only = true});
+  if (!outbox.ok()) return Fail(outbox.status().ToString());
+  const uint32_t shards = (*outbox)->shard_count();
+  outbox.value().reset();
+  auto writable = storage::OpenOutbox(flags.outbox, {.shard_count = shards});
+  if (!writable.ok()) return Fail(writable.status().ToString());
+  auto report = (*writable)->Redrive(from, room);
+  if (!report.ok()) return Fail(report.status().ToString());
+  std::printf("%llu moved back to their shards, %llu left (undecodable or oversize)\n",
+              static_cast<unsigned long long>(report->moved),
+              static_cast<unsigned long long>(report->skipped));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("node"));
+  Flags flags;
+  CLI::App app{
+      "verdict-node: keeps battle results durable on this host and delivers them to "
+      "the lobby exactly as often as needed."};
+  app.require_subcommand(1);
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
+      ->capture_default_str();
+
+  CLI::App* run = app.add_subcommand("run", "deliver the outbox to the lobby (and simulate)");
+  run->add_option("--node-id", flags.node_id, "this node's id at the lobby")->required();
+  run->add_option("--outbox", flags.outbox, "outbox directory (created if missing)")->required();
+  run->add_option("--lobby", flags.lobby, "lobby URL(s), comma-separated, in failover order")
+      ->required();
+  run->add_option("--token", flags.token, "this node's bearer token")->required();
+  run->add_option("--shards", flags.shards, "outbox shards (fixed at creation)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  run->add_option("--metrics-listen", flags.metrics_listen, "HOST:PORT for /metrics, /healthz");
+  run->add_option("--simulate-rooms", flags.simulate_rooms, "simulated battles to play");
+  run->add_option("--simulate-rate", flags.simulate_rate, "simulated battles started per second")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 100000.0));
+  run->add_option("--simulate-battle-ms", flags.simulate_battle_ms, "length of a battle")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3'600'000));
+  run->add_option("--admin-token", flags.admin_token, "lobby admin token (room allocation)");
+  run->add_flag("--exit-when-drained", flags.exit_when_drained,
+                "exit 0 once the simulator is done and the outbox is empty");
+  run->add_option("--progress-ms", flags.progress_ms, "interval of progress lines")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 3'600'000));
+
+  CLI::App* enqueue =
+      app.add_subcommand("enqueue", "store BattleResults given as JSON (one, or one per line)");
+  enqueue->add_option("--outbox", flags.outbox, "outbox directory")->required();
+  enqueue->add_option("--shards", flags.shards, "shards if the outbox is new")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  enqueue->add_option("input", flags.input, "file to read, or - for standard input")
+      ->capture_default_str();
+
+  CLI::App* outbox = app.add_subcommand("outbox", "inspect or repair an outbox");
+  outbox->require_subcommand(1);
+  outbox->add_option("--outbox", flags.outbox, "outbox directory")->required();
+  CLI::App* stats = outbox->add_subcommand("stats", "records, bytes and ages per shard");
+  stats->add_flag("--json", flags.json, "print JSON");
+  CLI::App* ls = outbox->add_subcommand("ls", "pending, quarantined and dead-lettered records");
+  ls->add_flag("--json", flags.json, "print JSON");
+  ls->add_option("--limit", flags.limit, "most records to list")->capture_default_str();
+  CLI::App* show = outbox->add_subcommand("show", "every record of one room, as JSON");
+  show->add_option("room_id", flags.room_id, "the room")->required();
+  CLI::App* redrive =
+      outbox->add_subcommand("redrive", "move records back from quarantine or dead letter");
+  redrive->add_option("--from", flags.from, "quarantine or dead-letter")->required();
+  redrive->add_option("room_id", flags.room_id, "only this room");
+
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+
+  if (run->parsed()) return RunNode(flags);
+  if (enqueue->parsed()) return RunEnqueue(flags);
+  if (stats->parsed()) return RunStats(flags);
+  if (ls->parsed()) return RunList(flags, std::nullopt);
+  if (show->parsed()) return RunList(flags, flags.room_id);
+  if (redrive->parsed()) {
+    return RunRedrive(flags, flags.room_id ? std::optional<uint64_t>(flags.room_id) : std::nullopt);
+  }
+  return 2;
+}

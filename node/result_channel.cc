@@ -1,0 +1,59 @@
+#include "node/result_channel.h"
+
+namespace verdict::node {
+
+ResultChannel::ResultChannel(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
+
+Status ResultChannel::Push(v1::BattleResult result) {
+  std::unique_lock lock(mu_);
+  ++waiting_;
+  not_full_.wait(lock, [&] { return closed_ || queue_.size() < capacity_; });
+  --waiting_;
+  if (closed_) {
+    return FailedPreconditionError("the node is shutting down; result for room " +
+                                   std::to_string(result.room_id()) + " was not taken");
+  }
+  queue_.push_back(std::move(result));
+  lock.unlock();
+  not_empty_.notify_one();
+  return Status::Ok();
+}
+
+std::vector<v1::BattleResult> ResultChannel::PopBatch(size_t max, std::chrono::milliseconds wait) {
+  std::vector<v1::BattleResult> batch;
+  std::unique_lock lock(mu_);
+  not_empty_.wait_for(lock, wait, [&] { return closed_ || !queue_.empty(); });
+  while (!queue_.empty() && batch.size() < max) {
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  lock.unlock();
+  if (!batch.empty()) not_full_.notify_all();
+  return batch;
+}
+
+void ResultChannel::Close() {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  not_full_.notify_all();
+  not_empty_.notify_all();
+}
+
+bool ResultChannel::closed() const {
+  std::lock_guard lock(mu_);
+  return closed_;
+}
+
+size_t ResultChannel::size() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+size_t ResultChannel::waiting_producers() const {
+  std::lock_guard lock(mu_);
+  return waiting_;
+}
+
+}  // namespace verdict::node

@@ -1,0 +1,62 @@
+// Simulator: a stand-in battle host for `verdict-node run --simulate-*` and the demo. It
+// allocates ten-player rooms at the lobby at a steady rate, lets each battle run for a while,
+// then plays out the end the way real clients do — disconnects, the odd kick, votes that mostly
+// agree, occasional aborts — and finishes the room through the node. Runs on its own thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "node/battle_node.h"
+#include "node/lobby_admin_client.h"
+
+namespace verdict::node {
+
+struct SimulatorOptions {
+  uint64_t rooms = 0;                      // battles to play in all
+  double rooms_per_s = 50;                 // how fast new battles start
+  std::chrono::milliseconds battle{2000};  // how long a battle lasts (±25 %)
+  std::vector<std::string> lobby_urls;
+  std::string admin_token;
+  // First room id; 0 picks one from the clock (seconds × 1,000,000) so runs never collide.
+  uint64_t first_room_id = 0;
+  uint64_t seed = 0;  // 0: random
+};
+
+struct SimulatorCounts {
+  uint64_t started = 0;   // rooms allocated and playing or done
+  uint64_t finished = 0;  // rooms whose result went to the node
+  uint64_t aborted = 0;
+  uint64_t suspect = 0;
+  uint64_t allocation_failures = 0;  // lobby unreachable or refusing; retried
+};
+
+class Simulator {
+ public:
+  // `node` must outlive the simulator.
+  Simulator(SimulatorOptions options, BattleNode& node);
+  ~Simulator();
+  void Start();
+  void Stop();
+  // All rooms played and finished.
+  bool done() const { return done_.load(); }
+  SimulatorCounts counts() const;
+
+ private:
+  struct Battle;
+  void Run();
+
+  const SimulatorOptions options_;
+  BattleNode& node_;
+  LobbyAdminClient lobby_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> done_{false};
+  std::atomic<uint64_t> started_{0}, finished_{0}, aborted_{0}, suspect_{0}, failures_{0};
+  std::thread thread_;
+};
+
+}  // namespace verdict::node

@@ -1,0 +1,198 @@
+// The node's plumbing: backpressure when the outbox cannot write (P6), shutdown storing what
+// is queued, and a restarted node delivering what the previous one stored.
+#include "node/battle_node.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "tests/support/failing_outbox.h"
+#include "tests/support/fake_lobby.h"
+#include "tests/support/temp_dir.h"
+
+namespace verdict::node {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FailingOutbox;
+
+v1::RoomAllocation Seats(uint64_t room_id) {
+  v1::RoomAllocation a;
+  a.set_room_id(room_id);
+  a.set_node_id("node-a");
+  for (uint64_t p = 1; p <= 2; ++p) {
+    auto* seat = a.add_seats();
+    seat->set_player_id(room_id * 10 + p);
+    seat->set_team(static_cast<uint32_t>(p));
+  }
+  return a;
+}
+
+template <typename F>
+bool WaitUntil(F done, std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+class BattleNodeTest : public ::testing::Test {
+ protected:
+  NodeOptions Options(const std::string& lobby_url) {
+    NodeOptions o;
+    o.node_id = "node-a";
+    o.outbox_dir = dir_.path();
+    o.lobby_urls = {lobby_url};
+    o.token = "token-a";
+    o.channel_capacity = 4;
+    o.writer.retry_interval = 20ms;
+    return o;
+  }
+  // A node whose outbox writes can be switched off; `failing_` points into it.
+  std::unique_ptr<BattleNode> StartWithFailingOutbox(const std::string& lobby_url,
+                                                     bool unsafe_drop = false) {
+    NodeOptions o = Options(lobby_url);
+    o.writer.unsafe_drop_failed_batches_for_test = unsafe_drop;
+    o.wrap_outbox = [this](std::unique_ptr<storage::Outbox> inner) {
+      auto wrapped = std::make_unique<FailingOutbox>(std::move(inner));
+      failing_ = wrapped.get();
+      return std::unique_ptr<storage::Outbox>(std::move(wrapped));
+    };
+    auto node = BattleNode::Start(o);
+    EXPECT_TRUE(node.ok()) << node.status().ToString();
+    return node.ok() ? std::move(node).value() : nullptr;
+  }
+  std::set<uint64_t> StoredRooms(storage::Outbox& outbox) {
+    std::set<uint64_t> rooms;
+    for (uint32_t s = 0; s < outbox.shard_count(); ++s) {
+      for (const auto& r : *outbox.ReadShard(s, 0, 1000)) {
+        EXPECT_TRUE(rooms.insert(r.result.room_id()).second) << "stored twice";
+      }
+    }
+    return rooms;
+  }
+
+  testing::TempDir dir_;
+  testing::FakeLobby lobby_;
+  FailingOutbox* failing_ = nullptr;
+};
+
+// An address where nothing listens, so results stay in the outbox to be counted.
+std::string Nowhere() {
+  testing::FakeLobby gone;
+  return gone.url();
+}
+
+TEST_F(BattleNodeTest, FailingOutboxFillsTheChannelAndFinishWaitsThenNothingIsLost) {
+  auto node = StartWithFailingOutbox(Nowhere());
+  ASSERT_NE(node, nullptr);
+  failing_->set_fail_writes(true);
+  constexpr int kRooms = 12;  // far more than the channel (4) plus one batch in the writer
+  std::atomic<int> finished{0};
+  std::thread host([&] {
+    for (uint64_t room = 1; room <= kRooms; ++room) {
+      Room r(Seats(room), node->room_context(nullptr, nullptr));
+      r.Abort("test");  // pushes the result; waits while the channel is full
+      ++finished;
+    }
+  });
+  ASSERT_TRUE(WaitUntil([&] { return node->results().waiting_producers() == 1; }))
+      << "finish() did not block on a full channel";
+  EXPECT_LT(finished.load(), kRooms);
+  EXPECT_EQ(node->results().size(), node->results().capacity());
+  EXPECT_TRUE(WaitUntil([&] { return failing_->failed_writes() > 2; }))
+      << "the writer should keep retrying";
+  EXPECT_EQ(node->Health().code(), StatusCode::kUnavailable);
+
+  failing_->set_fail_writes(false);
+  host.join();
+  ASSERT_TRUE(WaitUntil([&] { return node->stored() == kRooms; }));
+  EXPECT_TRUE(node->Health().ok());
+  std::set<uint64_t> expected;
+  for (uint64_t room = 1; room <= kRooms; ++room) expected.insert(room);
+  EXPECT_EQ(StoredRooms(node->outbox()), expected);
+}
+
+// Negative control: a writer that drops the batch it could not write loses results, and the
+// same count of stored rooms shows it.
+TEST_F(BattleNodeTest, NegativeControlDroppingFailedBatchesIsCaught) {
+  auto node = StartWithFailingOutbox(Nowhere(), /*unsafe_drop=*/true);
+  ASSERT_NE(node, nullptr);
+  failing_->set_fail_writes(true);
+  for (uint64_t room = 1; room <= 12; ++room) {
+    Room r(Seats(room), node->room_context(nullptr, nullptr));
+    r.Abort("test");
+  }
+  ASSERT_TRUE(WaitUntil([&] { return node->results().size() == 0; }));
+  failing_->set_fail_writes(false);
+  EXPECT_LT(StoredRooms(node->outbox()).size(), 12u) << "lost results went unnoticed";
+}
+
+TEST_F(BattleNodeTest, ShutdownStoresWhatTheChannelHolds) {
+  auto node = StartWithFailingOutbox(Nowhere());
+  ASSERT_NE(node, nullptr);
+  failing_->set_fail_writes(true);
+  for (uint64_t room = 1; room <= 3; ++room) {
+    Room r(Seats(room), node->room_context(nullptr, nullptr));
+    r.Abort("test");
+  }
+  std::thread recover([&] {
+    std::this_thread::sleep_for(200ms);
+    failing_->set_fail_writes(false);
+  });
+  EXPECT_EQ(node->Shutdown(), 0u);
+  recover.join();
+  EXPECT_EQ(node->stored(), 3u);
+  node.reset();
+  auto reopened = storage::OpenOutbox(dir_.path(), {});
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ(StoredRooms(**reopened), (std::set<uint64_t>{1, 2, 3}));
+}
+
+TEST_F(BattleNodeTest, FinishAfterShutdownIsRefusedNotSilentlyDropped) {
+  auto node = BattleNode::Start(Options(Nowhere()));
+  ASSERT_TRUE(node.ok());
+  (*node)->Shutdown();
+  EXPECT_EQ((*node)->results().Push(v1::BattleResult()).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(BattleNodeTest, RestartedNodeDeliversWhatThePreviousOneStored) {
+  {
+    auto node = BattleNode::Start(Options(Nowhere()));
+    ASSERT_TRUE(node.ok());
+    for (uint64_t room = 1; room <= 5; ++room) {
+      Room r(Seats(room), (*node)->room_context(nullptr, nullptr));
+      r.Abort("test");
+    }
+    ASSERT_EQ((*node)->Shutdown(), 0u);
+  }
+  auto node = BattleNode::Start(Options(lobby_.url()));
+  ASSERT_TRUE(node.ok());
+  ASSERT_TRUE(lobby_.WaitForAccepted(5, 10s));
+  ASSERT_TRUE(WaitUntil([&] { return (*node)->Drained(); }));
+  std::set<uint64_t> delivered;
+  for (const auto& r : lobby_.accepted()) delivered.insert(r.room_id());
+  EXPECT_EQ(delivered, (std::set<uint64_t>{1, 2, 3, 4, 5}));
+}
+
+TEST_F(BattleNodeTest, MetricsEndpointServesOutboxAndDerivedGauges) {
+  NodeOptions o = Options(lobby_.url());
+  o.metrics_listen = "127.0.0.1:0";
+  auto node = BattleNode::Start(o);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  ASSERT_GT((*node)->metrics_port(), 0);
+  const std::string text = (*node)->metrics().RenderText();
+  for (const char* name :
+       {"verdict_node_outbox_records{shard=\"15\"}", "verdict_node_outbox_free_disk_bytes",
+        "verdict_node_result_channel_occupancy", "verdict_node_finished_room_oldest_dwell_seconds",
+        "verdict_node_disk_full_eta_seconds", "verdict_node_backlog_drain_eta_seconds",
+        "verdict_node_delivery_attempt_seconds_bucket"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << name;
+  }
+}
+
+}  // namespace
+}  // namespace verdict::node

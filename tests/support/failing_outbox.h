@@ -1,0 +1,54 @@
+// FailingOutbox: wraps a real outbox and, while switched on, fails every Enqueue the way a full
+// disk does (RESOURCE_EXHAUSTED, nothing stored). Everything else goes straight through. The
+// test seam for backpressure (P6). Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "storage/outbox.h"
+
+namespace verdict::testing {
+
+class FailingOutbox final : public storage::Outbox {
+ public:
+  explicit FailingOutbox(std::unique_ptr<storage::Outbox> inner) : inner_(std::move(inner)) {}
+
+  void set_fail_writes(bool fail) { fail_writes_ = fail; }
+  int failed_writes() const { return failed_writes_.load(); }
+
+  uint32_t shard_count() const override { return inner_->shard_count(); }
+  Result<std::vector<storage::EnqueueResult>> Enqueue(
+      std::span<const v1::BattleResult> batch) override {
+    if (fail_writes_) {
+      ++failed_writes_;
+      return ResourceExhaustedError("simulated: no space left on device");
+    }
+    return inner_->Enqueue(batch);
+  }
+  Result<std::vector<storage::OutboxRecord>> ReadShard(uint32_t shard, uint64_t after,
+                                                       size_t max) override {
+    return inner_->ReadShard(shard, after, max);
+  }
+  Status Ack(const storage::OutboxRecord& r) override { return inner_->Ack(r); }
+  Status DeadLetter(const storage::OutboxRecord& r, const std::string& code,
+                    const std::string& message) override {
+    return inner_->DeadLetter(r, code, message);
+  }
+  Result<std::vector<storage::SideRecord>> ListSide(storage::SideArea area,
+                                                    std::optional<uint64_t> room) override {
+    return inner_->ListSide(area, room);
+  }
+  Result<storage::RedriveReport> Redrive(storage::SideArea from,
+                                         std::optional<uint64_t> room) override {
+    return inner_->Redrive(from, room);
+  }
+  Result<storage::OutboxStats> Stats() override { return inner_->Stats(); }
+
+ private:
+  std::unique_ptr<storage::Outbox> inner_;
+  std::atomic<bool> fail_writes_{false};
+  std::atomic<int> failed_writes_{0};
+};
+
+}  // namespace verdict::testing
