@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -64,6 +65,8 @@ void Simulator::Run() {
   const auto interval = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(1.0 / std::max(0.001, options_.rooms_per_s)));
   Clock::time_point next_start = Clock::now();
+  uint64_t next_room_id = first_room + 1;
+  std::optional<v1::RoomAllocation> pending;  // allocation sent but not yet answered
   Clock::time_point paused_until;
   bool outage_logged = false;
 
@@ -75,42 +78,51 @@ void Simulator::Run() {
       free_players.push_back(cooling.front().second);
       cooling.pop_front();
     }
-    // Start the next battle when it is due and the lobby takes allocations.
+    // Start the next battle when it is due and the lobby takes allocations. An allocation
+    // whose answer was lost is sent again unchanged: the lobby treats an identical repeat as
+    // a success, so a room is never left allocated with nobody playing it.
     if (started_ < options_.rooms && now >= next_start && now >= paused_until &&
-        free_players.size() >= 2 * kSeatsPerTeam) {
-      v1::RoomAllocation allocation;
-      allocation.set_room_id(first_room + started_ + 1);
-      allocation.set_node_id(node_.node_id());
-      std::vector<uint64_t> players(free_players.begin(), free_players.begin() + 2 * kSeatsPerTeam);
-      free_players.erase(free_players.begin(), free_players.begin() + 2 * kSeatsPerTeam);
-      for (size_t i = 0; i < players.size(); ++i) {
-        v1::Seat* seat = allocation.add_seats();
-        seat->set_player_id(players[i]);
-        seat->set_team(i < kSeatsPerTeam ? 1 : 2);
+        (pending || free_players.size() >= 2 * kSeatsPerTeam)) {
+      if (!pending) {
+        pending.emplace();
+        pending->set_room_id(next_room_id);
+        pending->set_node_id(node_.node_id());
+        for (int i = 0; i < 2 * kSeatsPerTeam; ++i) {
+          v1::Seat* seat = pending->add_seats();
+          seat->set_player_id(free_players.front());
+          seat->set_team(i < kSeatsPerTeam ? 1 : 2);
+          free_players.pop_front();
+        }
       }
-      const AllocateReply reply = lobby_.Allocate(allocation);
+      std::vector<uint64_t> players;
+      for (const auto& seat : pending->seats()) players.push_back(seat.player_id());
+      const AllocateReply reply = lobby_.Allocate(*pending);
       if (reply.status == 200 || reply.status == 201) {
-        auto added = node_.rooms().Add(std::make_unique<Room>(allocation, context));
+        auto added = node_.rooms().Add(std::make_unique<Room>(*pending, context));
         if (added.ok()) {
           const auto length = std::chrono::duration_cast<Clock::duration>(options_.battle *
                                                                           (0.75 + 0.5 * unit(rng)));
           battles.push_back({*added, now + length, players});
           ++started_;
           next_start += interval;
-          if (outage_logged) spdlog::info("simulator: lobby takes allocations again");
-          outage_logged = false;
         }
-      } else {
-        // Busy players sit out a while; anything else means the lobby is away: pause.
+        ++next_room_id;
+        pending.reset();
+        if (outage_logged) spdlog::info("simulator: lobby takes allocations again");
+        outage_logged = false;
+      } else if (reply.code == "PLAYER_BUSY" || reply.code == "ROOM_EXISTS") {
+        // Nothing was allocated. Busy players sit out a while; a taken id is skipped.
         for (uint64_t p : players) cooling.emplace_back(now + std::chrono::seconds(2), p);
-        if (reply.code != "PLAYER_BUSY") {
-          ++failures_;
-          paused_until = now + std::chrono::milliseconds(500);
-          if (!outage_logged) {
-            spdlog::warn("simulator: cannot allocate rooms ({} {}); battles in play go on",
-                         reply.status, reply.code.empty() ? "unreachable" : reply.code);
-            outage_logged = true;
-          }
+        if (reply.code == "ROOM_EXISTS") ++next_room_id;
+        pending.reset();
+      } else {
+        // The lobby is away (or answered something unexpected): pause, then send it again.
+        ++failures_;
+        paused_until = now + std::chrono::milliseconds(500);
+        if (!outage_logged) {
+          spdlog::warn("simulator: cannot allocate rooms ({} {}); battles in play go on",
+                       reply.status, reply.code.empty() ? "unreachable" : reply.code);
+          outage_logged = true;
         }
       }
     }

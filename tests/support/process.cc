@@ -37,6 +37,7 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, st
 }  // namespace
 
 std::string LobbyBinary() { return VERDICT_LOBBY_BINARY; }
+std::string NodeBinary() { return VERDICT_NODE_BINARY; }
 
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env) {

@@ -49,5 +49,6 @@ class LobbyProcess {
 
 // Paths of the binaries under test (set by CMake).
 std::string LobbyBinary();
+std::string NodeBinary();
 
 }  // namespace verdict::testing

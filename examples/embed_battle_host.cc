@@ -1,0 +1,69 @@
+// How a battle host embeds verdict: start a BattleNode once, create a Room for every battle the
+// lobby allocates to this host, feed it what happens, and let it finish. The node stores each
+// result durably and delivers it to the lobby; the host never talks to the lobby about results.
+// Built with the rest of verdict so it always compiles; it is not run by the tests.
+#include <cstdio>
+#include <memory>
+
+#include "node/battle_node.h"
+
+namespace {
+
+// The host tells the room's connected game clients that the battle is over.
+class GameClients : public verdict::node::BattleEndNotifier {
+ public:
+  void NotifyBattleEnd(const verdict::v1::BattleResult& result) override {
+    std::printf("room %llu over, winner team %u\n",
+                static_cast<unsigned long long>(result.room_id()), result.winner_team());
+  }
+};
+
+// The host keeps replays wherever it likes; verdict only records the path.
+class ReplayFiles : public verdict::node::ReplayStore {
+ public:
+  verdict::Result<std::string> WriteReplay(const verdict::v1::BattleResult& result) override {
+    return "/var/lib/battle-host/replays/" + std::to_string(result.room_id()) + ".rep";
+  }
+};
+
+}  // namespace
+
+int main() {
+  verdict::node::NodeOptions options;
+  options.node_id = "battle-host-7";
+  options.outbox_dir = "/var/lib/battle-host/verdict-outbox";
+  options.lobby_urls = {"http://lobby-a.internal:8080", "http://lobby-b.internal:8080"};
+  options.token = "the token the lobby knows this host by";
+  options.metrics_listen = "0.0.0.0:9464";
+  auto node = verdict::node::BattleNode::Start(options);
+  if (!node.ok()) {
+    std::fprintf(stderr, "verdict: %s\n", node.status().ToString().c_str());
+    return 1;
+  }
+
+  // The lobby allocated room 42 to this host with this roster.
+  verdict::v1::RoomAllocation allocation;
+  allocation.set_room_id(42);
+  allocation.set_node_id(options.node_id);
+  for (uint64_t player = 1; player <= 10; ++player) {
+    verdict::v1::Seat* seat = allocation.add_seats();
+    seat->set_player_id(player);
+    seat->set_team(player <= 5 ? 1 : 2);
+  }
+  GameClients clients;
+  ReplayFiles replays;
+  auto room = (*node)->rooms().Add(
+      std::make_unique<verdict::node::Room>(allocation, (*node)->room_context(&clients, &replays)));
+  if (!room.ok()) return 1;
+
+  // During the battle.
+  (*room)->RecordStats(3, /*kills=*/12, /*deaths=*/4, /*assists=*/7, /*score=*/2400).IgnoreError();
+  (*room)->SetOnline(9, false).IgnoreError();  // a player dropped
+  // At the end every client reports who won; six of nine eligible votes decide it, and the
+  // room finishes itself: the result is on its way to the outbox (durable) and the lobby.
+  for (uint64_t player = 1; player <= 10; ++player) (*room)->Report(player, 1).IgnoreError();
+
+  // On exit: whatever is queued is stored before the node stops; delivery resumes next start.
+  (*node)->Shutdown();
+  return 0;
+}

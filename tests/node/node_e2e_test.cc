@@ -1,0 +1,146 @@
+// verdict-node as operators and the demo use it, against the real lobby and PostgreSQL: the
+// simulator's rooms all settle exactly once; enqueue and the outbox commands; a dead-lettered
+// result redriven after the cause is fixed.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "node/battle_node.h"
+#include "tests/lobby/lobby_fixture.h"
+#include "tests/support/temp_dir.h"
+
+namespace verdict::testing {
+namespace {
+
+using NodeEndToEndTest = LobbyFixture;
+
+std::vector<std::string> RunArgs(const std::string& outbox, uint16_t port) {
+  return {NodeBinary(),
+          "--log-level",
+          "warn",
+          "run",
+          "--node-id",
+          "node-a",
+          "--outbox",
+          outbox,
+          "--lobby",
+          "http://127.0.0.1:" + std::to_string(port),
+          "--token",
+          "token-a",
+          "--exit-when-drained",
+          "--progress-ms",
+          "500"};
+}
+
+TEST_F(NodeEndToEndTest, SimulatedRoomsEachEndWithExactlyOneReceipt) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  TempDir dir;
+  auto args = RunArgs(dir.Sub("outbox"), lobby->port());
+  for (const char* extra : {"--simulate-rooms", "300", "--simulate-rate", "300",
+                            "--simulate-battle-ms", "300", "--admin-token", "admin-token"}) {
+    args.push_back(extra);
+  }
+  const CommandResult run = RunCommand(args);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("rooms 300/300 finished"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("drained"), std::string::npos);
+
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "300");
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0") << "an allocated room has no receipt";
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), "300");
+  // Every settled match moved each of its ten players' game count by one; aborts by none.
+  EXPECT_EQ(Q("SELECT sum(games) FROM players"),
+            Q("SELECT 10 * count(*) FROM matches WHERE outcome = 'SETTLED'"));
+  EXPECT_EQ(Q("SELECT coalesce(sum(elo_after - elo_before), 0) FROM match_players"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+}
+
+TEST_F(NodeEndToEndTest, EnqueueFromJsonAndTheOutboxCommands) {
+  TempDir dir;
+  const std::string outbox = dir.Sub("outbox");
+  const std::string good = dir.Sub("good.jsonl");
+  {
+    std::ofstream out(good);
+    for (uint64_t room : {1, 2, 3}) {
+      out << wire::EncodeBody(MakeResult(room), wire::BodyFormat::kJson) << "\n";
+    }
+  }
+  auto r = RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, good});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "3 new, 0 already present\n");
+  r = RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, good});
+  EXPECT_EQ(r.out, "0 new, 3 already present\n");
+
+  const std::string bad = dir.Sub("bad.jsonl");
+  std::ofstream(bad) << wire::EncodeBody(MakeResult(4), wire::BodyFormat::kJson)
+                     << "\n{\"room_id\": \"5\", \"outcome\": \n";
+  r = RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, bad});
+  EXPECT_EQ(r.exit_code, 1);
+  auto stats = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "stats", "--json"});
+  ASSERT_EQ(stats.exit_code, 0);
+  EXPECT_NE(stats.out.find("\"records\":3,"), std::string::npos)
+      << "a malformed file must enqueue nothing: " << stats.out;
+  EXPECT_NE(stats.out.find("{\"shard\":15,"), std::string::npos) << stats.out;
+
+  const auto ls = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "ls", "--json"});
+  EXPECT_NE(ls.out.find("\"room_id\":\"2\",\"where\":\"shard-"), std::string::npos) << ls.out;
+  const auto show = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "show", "3"});
+  ASSERT_EQ(show.exit_code, 0);
+  EXPECT_NE(show.out.find("\"winner_team\":1"), std::string::npos) << show.out;
+  EXPECT_EQ(RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "show", "99"}).exit_code, 1);
+  EXPECT_NE(RunCommand({NodeBinary(), "outbox", "--outbox", dir.Sub("none"), "stats"}).exit_code,
+            0);
+}
+
+TEST_F(NodeEndToEndTest, StatsWorkWhileARunningNodeHoldsTheOutbox) {
+  TempDir dir;
+  node::NodeOptions options;
+  options.node_id = "node-a";
+  options.outbox_dir = dir.Sub("outbox");
+  options.lobby_urls = {"http://127.0.0.1:1"};
+  options.token = "token-a";
+  auto node = node::BattleNode::Start(options);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  const auto stats =
+      RunCommand({NodeBinary(), "outbox", "--outbox", options.outbox_dir, "stats", "--json"});
+  EXPECT_EQ(stats.exit_code, 0) << stats.out;
+  EXPECT_NE(stats.out.find("\"records\":0,"), std::string::npos) << stats.out;
+  // Changing it needs the node stopped, and says so.
+  const auto redrive = RunCommand(
+      {NodeBinary(), "outbox", "--outbox", options.outbox_dir, "redrive", "--from", "dead-letter"});
+  EXPECT_NE(redrive.exit_code, 0);
+}
+
+TEST_F(NodeEndToEndTest, DeadLetteredResultIsRedrivenOnceTheCauseIsFixed) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  TempDir dir;
+  const std::string outbox = dir.Sub("outbox");
+  const std::string file = dir.Sub("result.json");
+  std::ofstream(file) << wire::EncodeBody(MakeResult(61), wire::BodyFormat::kJson);
+  ASSERT_EQ(RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, file}).exit_code, 0);
+
+  // Room 61 was never allocated: the lobby refuses it as final, the node dead-letters it.
+  auto run = RunCommand(RunArgs(outbox, lobby->port()));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  auto ls = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "ls", "--json"});
+  EXPECT_NE(ls.out.find("\"room_id\":\"61\",\"where\":\"dead-letter\""), std::string::npos)
+      << ls.out;
+  EXPECT_NE(ls.out.find("\"reason\":\"ROOM_UNKNOWN\""), std::string::npos) << ls.out;
+
+  MustAllocate(lobby->port(), 61);
+  const auto redrive = RunCommand(
+      {NodeBinary(), "outbox", "--outbox", outbox, "redrive", "--from", "dead-letter", "61"});
+  ASSERT_EQ(redrive.exit_code, 0) << redrive.out;
+  EXPECT_NE(redrive.out.find("1 moved"), std::string::npos) << redrive.out;
+  run = RunCommand(RunArgs(outbox, lobby->port()));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts WHERE room_id = 61"), "1");
+  const auto stats = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "stats", "--json"});
+  EXPECT_NE(stats.out.find("\"records\":0,"), std::string::npos);
+  EXPECT_NE(stats.out.find("\"dead_lettered\":0,"), std::string::npos) << stats.out;
+}
+
+}  // namespace
+}  // namespace verdict::testing
