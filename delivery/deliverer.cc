@@ -329,6 +329,8 @@ class ShardLoop {
         fresh = true;
       }
       beast::error_code ec;
+      // A crash here leaves the attempt begun and the request not yet sent.
+      CheckFailpoint("deliver.mid_send");
       stream_->expires_after(owner_.options_.attempt_timeout);
       co_await http::async_write(*stream_, req, net::redirect_error(use_awaitable, ec));
       if (ec) {
@@ -336,7 +338,6 @@ class ShardLoop {
         if (!fresh && !stopping_) continue;
         co_return Attempt{Attempt::Kind::kConnectionFailed, "write", "", ec.message()};
       }
-      CheckFailpoint("deliver.mid_send");
       http::response<http::string_body> res;
       stream_->expires_after(owner_.options_.attempt_timeout);
       co_await http::async_read(*stream_, buffer_, res, net::redirect_error(use_awaitable, ec));

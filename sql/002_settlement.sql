@@ -74,7 +74,8 @@ $$;
 -- A room is visible only to the node it was allocated to: another node's room, settled or
 -- not, is 'room_unknown'.
 -- p_unsafe_skip_guard is a test-only negative control: it skips the advisory lock, the
--- receipt check and the room row lock, and sleeps 50 ms to widen the race it opens.
+-- receipt check and the room row lock, and sleeps 500 ms between the checks and the writes to
+-- widen the race it opens.
 CREATE FUNCTION verdict_settle(
   p_room_id bigint, p_node_id text, p_outcome text, p_winner_team smallint,
   p_suspect boolean, p_ended_at_ms bigint, p_replay_path text, p_abort_reason text,
@@ -112,7 +113,6 @@ BEGIN
     PERFORM 1 FROM battle_rooms WHERE room_id = p_room_id AND node_id = p_node_id FOR UPDATE;
   ELSE
     PERFORM 1 FROM battle_rooms WHERE room_id = p_room_id AND node_id = p_node_id;
-    PERFORM pg_sleep(0.05);
   END IF;
   IF NOT FOUND THEN
     RETURN QUERY SELECT 'room_unknown', 0::bigint, ''::text, 0::bigint, 0::bigint;
@@ -128,6 +128,10 @@ BEGIN
        WHERE s.player_id IS NULL) THEN
     RETURN QUERY SELECT 'roster_mismatch', 0::bigint, ''::text, 0::bigint, 0::bigint;
     RETURN;
+  END IF;
+
+  IF p_unsafe_skip_guard THEN
+    PERFORM pg_sleep(0.5);  -- checks done, nothing written yet: the window the guard closes
   END IF;
 
   -- Lock the players in id order (see verdict_allocate), then rate on the locked values.

@@ -207,6 +207,9 @@ TEST_F(LobbyTest, NegativeControlWithoutGuardOrConstraintsSeesDoubleElo) {
   auto b = StartLobby({"--unsafe-skip-settle-guard"});
   ASSERT_TRUE(a && b);
   MustAllocate(a->port(), 6);
+  // Both lobbies hold a database connection already, so both transactions start at once.
+  ASSERT_EQ(HttpCall(a->port(), "GET", "/readyz").status, 200);
+  ASSERT_EQ(HttpCall(b->port(), "GET", "/readyz").status, 200);
   FireTogether(a->port(), b->port(), MakeResult(6), 32);
   EXPECT_GT(std::stoi(Q("SELECT count(*) FROM matches")), 1);
   EXPECT_GT(std::stoi(Q("SELECT max(games) FROM players")), 1) << "double Elo not visible";

@@ -9,6 +9,7 @@
 
 #include "tests/support/failing_outbox.h"
 #include "tests/support/fake_lobby.h"
+#include "tests/support/http_client.h"
 #include "tests/support/temp_dir.h"
 
 namespace verdict::node {
@@ -184,7 +185,11 @@ TEST_F(BattleNodeTest, MetricsEndpointServesOutboxAndDerivedGauges) {
   auto node = BattleNode::Start(o);
   ASSERT_TRUE(node.ok()) << node.status().ToString();
   ASSERT_GT((*node)->metrics_port(), 0);
-  const std::string text = (*node)->metrics().RenderText();
+  const auto scraped = testing::HttpCall((*node)->metrics_port(), "GET", "/metrics");
+  ASSERT_EQ(scraped.status, 200) << scraped.error;
+  EXPECT_EQ(testing::HttpCall((*node)->metrics_port(), "GET", "/healthz").body, "ok\n");
+  EXPECT_EQ(testing::HttpCall((*node)->metrics_port(), "GET", "/nope").status, 404);
+  const std::string& text = scraped.body;
   for (const char* name :
        {"verdict_node_outbox_records{shard=\"15\"}", "verdict_node_outbox_free_disk_bytes",
         "verdict_node_result_channel_occupancy", "verdict_node_finished_room_oldest_dwell_seconds",
