@@ -10,6 +10,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "common/host_port.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
 #include "lobby/problem.h"
@@ -42,24 +43,6 @@ struct Flags {
 int Fail(const std::string& message) {
   std::fprintf(stderr, "verdict-lobby: %s\n", message.c_str());
   return 1;
-}
-
-// "HOST:PORT" → (host, port).
-bool ParseListen(const std::string& listen, std::string* host, uint16_t* port) {
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  *host = listen.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  const std::string p = listen.substr(colon + 1);
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) {
-    return false;
-  }
-  const unsigned long value = std::stoul(p);
-  if (value > 65535) return false;
-  *port = static_cast<uint16_t>(value);
-  return true;
 }
 
 // Adds "NODE_ID=TOKEN" entries and the "node_id token" lines of a file.
@@ -131,7 +114,7 @@ int RunReconcile(const Flags& flags) {
 
 int RunServe(const Flags& flags) {
   ServerOptions server_options;
-  if (!ParseListen(flags.listen, &server_options.host, &server_options.port)) {
+  if (!ParseHostPort(flags.listen, &server_options.host, &server_options.port)) {
     return Fail("--listen wants HOST:PORT, got '" + flags.listen + "'");
   }
   ServiceOptions service_options;

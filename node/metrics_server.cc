@@ -1,5 +1,7 @@
 #include "node/metrics_server.h"
 
+#include "common/host_port.h"
+
 #include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
 
 #include <boost/asio.hpp>
@@ -30,22 +32,6 @@ class Session : public std::enable_shared_from_this<Session> {
 };
 
 }  // namespace
-
-bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port) {
-  const size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  *host = text.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  const std::string p = text.substr(colon + 1);
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoul(p) > 65535) {
-    return false;
-  }
-  *port = static_cast<uint16_t>(std::stoul(p));
-  return true;
-}
 
 class MetricsServer::Impl {
  public:

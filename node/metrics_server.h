@@ -31,7 +31,4 @@ class MetricsServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Splits "HOST:PORT" ("[::1]:80" too). False if malformed.
-bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port);
-
 }  // namespace verdict::node

@@ -12,6 +12,7 @@
 #include "tests/support/fake_lobby.h"
 #include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace verdict::delivery {
 namespace {
@@ -23,22 +24,7 @@ using testing::FakeRequest;
 using testing::MakeResult;
 using testing::TempDir;
 
-// Polls `done` until it holds or `timeout` passes: waiting for the deliverer's own threads.
-template <typename F>
-bool WaitUntil(F done, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
-
-// An address where nothing listens.
-std::string DeadUrl() {
-  FakeLobby gone;
-  return gone.url();  // the port is free again once `gone` is destroyed
-}
+using testing::WaitUntil;
 
 class DelivererTest : public ::testing::Test {
  protected:
@@ -285,7 +271,7 @@ TEST_F(DelivererTest, IdleDelivererUsesNoCpuAndWakesOnEnqueue) {
 
 TEST_F(DelivererTest, UnreachableLobbyBacksOffTheShardAndFailsOver) {
   OpenOutbox();
-  StartDeliverer({DeadUrl()});
+  StartDeliverer({testing::UnreachableUrl()});
   Enqueue({MakeResult(20)});
   const std::string once = "verdict_node_delivery_retries_total{cause=\"connect\"} 1\n";
   ASSERT_TRUE(WaitUntil([&] { return registry_.RenderText().find(once) != std::string::npos; }));
@@ -295,7 +281,7 @@ TEST_F(DelivererTest, UnreachableLobbyBacksOffTheShardAndFailsOver) {
   EXPECT_EQ(Pending(), 1u);
 
   deliverer_.reset();
-  StartDeliverer({DeadUrl(), lobby_.url()});  // the second URL answers
+  StartDeliverer({testing::UnreachableUrl(), lobby_.url()});  // the second URL answers
   ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
 }
 

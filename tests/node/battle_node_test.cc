@@ -11,6 +11,7 @@
 #include "tests/support/fake_lobby.h"
 #include "tests/support/http_client.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace verdict::node {
 namespace {
@@ -30,15 +31,7 @@ v1::RoomAllocation Seats(uint64_t room_id) {
   return a;
 }
 
-template <typename F>
-bool WaitUntil(F done, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
+using testing::WaitUntil;
 
 class BattleNodeTest : public ::testing::Test {
  protected:
@@ -81,14 +74,8 @@ class BattleNodeTest : public ::testing::Test {
   FailingOutbox* failing_ = nullptr;
 };
 
-// An address where nothing listens, so results stay in the outbox to be counted.
-std::string Nowhere() {
-  testing::FakeLobby gone;
-  return gone.url();
-}
-
 TEST_F(BattleNodeTest, FailingOutboxFillsTheChannelAndFinishWaitsThenNothingIsLost) {
-  auto node = StartWithFailingOutbox(Nowhere());
+  auto node = StartWithFailingOutbox(testing::UnreachableUrl());
   ASSERT_NE(node, nullptr);
   failing_->set_fail_writes(true);
   constexpr int kRooms = 12;  // far more than the channel (4) plus one batch in the writer
@@ -120,7 +107,7 @@ TEST_F(BattleNodeTest, FailingOutboxFillsTheChannelAndFinishWaitsThenNothingIsLo
 // Negative control: a writer that drops the batch it could not write loses results, and the
 // same count of stored rooms shows it.
 TEST_F(BattleNodeTest, NegativeControlDroppingFailedBatchesIsCaught) {
-  auto node = StartWithFailingOutbox(Nowhere(), /*unsafe_drop=*/true);
+  auto node = StartWithFailingOutbox(testing::UnreachableUrl(), /*unsafe_drop=*/true);
   ASSERT_NE(node, nullptr);
   failing_->set_fail_writes(true);
   for (uint64_t room = 1; room <= 12; ++room) {
@@ -133,7 +120,7 @@ TEST_F(BattleNodeTest, NegativeControlDroppingFailedBatchesIsCaught) {
 }
 
 TEST_F(BattleNodeTest, ShutdownStoresWhatTheChannelHolds) {
-  auto node = StartWithFailingOutbox(Nowhere());
+  auto node = StartWithFailingOutbox(testing::UnreachableUrl());
   ASSERT_NE(node, nullptr);
   failing_->set_fail_writes(true);
   for (uint64_t room = 1; room <= 3; ++room) {
@@ -154,7 +141,7 @@ TEST_F(BattleNodeTest, ShutdownStoresWhatTheChannelHolds) {
 }
 
 TEST_F(BattleNodeTest, FinishAfterShutdownIsRefusedNotSilentlyDropped) {
-  auto node = BattleNode::Start(Options(Nowhere()));
+  auto node = BattleNode::Start(Options(testing::UnreachableUrl()));
   ASSERT_TRUE(node.ok());
   (*node)->Shutdown();
   EXPECT_EQ((*node)->results().Push(v1::BattleResult()).code(), StatusCode::kFailedPrecondition);
@@ -162,7 +149,7 @@ TEST_F(BattleNodeTest, FinishAfterShutdownIsRefusedNotSilentlyDropped) {
 
 TEST_F(BattleNodeTest, RestartedNodeDeliversWhatThePreviousOneStored) {
   {
-    auto node = BattleNode::Start(Options(Nowhere()));
+    auto node = BattleNode::Start(Options(testing::UnreachableUrl()));
     ASSERT_TRUE(node.ok());
     for (uint64_t room = 1; room <= 5; ++room) {
       Room r(Seats(room), (*node)->room_context(nullptr, nullptr));

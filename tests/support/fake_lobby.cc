@@ -31,6 +31,11 @@ FakeReply ProblemReply(int status, const std::string& code, bool retryable) {
   return reply;
 }
 
+std::string UnreachableUrl() {
+  FakeLobby gone;
+  return gone.url();  // its port is free again once `gone` is destroyed
+}
+
 FakeLobby::FakeLobby() {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

@@ -38,6 +38,9 @@ struct FakeReply {
 // A terminal (retryable: false) or retryable problem reply, as the lobby writes them.
 FakeReply ProblemReply(int status, const std::string& code, bool retryable);
 
+// A lobby URL where nothing listens (a port that was just free).
+std::string UnreachableUrl();
+
 class FakeLobby {
  public:
   using Handler = std::function<FakeReply(const FakeRequest&)>;
