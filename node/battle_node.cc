@@ -46,8 +46,8 @@ Result<std::unique_ptr<BattleNode>> BattleNode::Start(NodeOptions options) {
 
   BattleNode* raw = node.get();
   node->writer_ = std::make_unique<OutboxWriter>(
-      node->channel_, *node->outbox_, o.writer, [raw] { raw->deliverer_->Wake(); },
-      &node->registry_);
+      node->channel_, *node->outbox_, o.writer,
+      [raw](const std::vector<v1::BattleResult>&) { raw->deliverer_->Wake(); }, &node->registry_);
   node->writer_->Start();
 
   node->ExportMetrics();

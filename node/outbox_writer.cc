@@ -7,7 +7,7 @@
 namespace verdict::node {
 
 OutboxWriter::OutboxWriter(ResultChannel& channel, storage::Outbox& outbox,
-                           OutboxWriterOptions options, std::function<void()> on_stored,
+                           OutboxWriterOptions options, StoredCallback on_stored,
                            metrics::Registry* registry)
     : channel_(channel),
       outbox_(outbox),
@@ -78,7 +78,7 @@ bool OutboxWriter::StoreBatch(const std::vector<v1::BattleResult>& batch) {
       stored_ += batch.size();
       stored_counter_.Add(batch.size());
       if (stalled_.exchange(false)) spdlog::info("outbox writes succeed again");
-      if (on_stored_) on_stored_();
+      if (on_stored_) on_stored_(batch);
       return true;
     }
     stalled_ = true;

@@ -31,10 +31,13 @@ struct OutboxWriterOptions {
 
 class OutboxWriter {
  public:
-  // `channel` and `outbox` must outlive the writer. `on_stored` runs after every stored batch
-  // (the node wakes its deliverers there). `registry` may be null.
+  // Called on the writer thread with each batch once it is durable (the node wakes its
+  // deliverers there; the benchmark measures enqueue latency).
+  using StoredCallback = std::function<void(const std::vector<v1::BattleResult>&)>;
+
+  // `channel` and `outbox` must outlive the writer. `registry` may be null.
   OutboxWriter(ResultChannel& channel, storage::Outbox& outbox, OutboxWriterOptions options,
-               std::function<void()> on_stored, metrics::Registry* registry);
+               StoredCallback on_stored, metrics::Registry* registry);
   ~OutboxWriter();
   OutboxWriter(const OutboxWriter&) = delete;
   OutboxWriter& operator=(const OutboxWriter&) = delete;
@@ -56,7 +59,7 @@ class OutboxWriter {
   ResultChannel& channel_;
   storage::Outbox& outbox_;
   const OutboxWriterOptions options_;
-  std::function<void()> on_stored_;
+  StoredCallback on_stored_;
   metrics::Registry fallback_registry_;
   metrics::Counter& stored_counter_;
   metrics::Counter& failures_counter_;

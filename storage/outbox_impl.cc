@@ -26,6 +26,7 @@
 #include <unordered_set>
 
 #include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
 #include <rocksdb/utilities/table_properties_collectors.h>
 #include <rocksdb/write_batch.h>
@@ -115,6 +116,27 @@ std::string SerializeEnvelope(const v1::Envelope& envelope) {
   return wire::DeterministicBytes(envelope);
 }
 
+// The shard value of a record: Envelope{sequence, enqueued_at_ms, result} serialized, built
+// from the result's canonical bytes without copying or serializing the result again. Equal to
+// the Envelope's deterministic serialization: fields 1 and 2, then field 3 (length-delimited).
+std::string ShardValue(uint64_t sequence, int64_t enqueued_at_ms, const std::string& result) {
+  v1::Envelope head;
+  head.set_sequence(sequence);
+  head.set_enqueued_at_ms(enqueued_at_ms);
+  std::string out = SerializeEnvelope(head);
+  out.reserve(out.size() + 6 + result.size());
+  out.push_back(static_cast<char>((3 << 3) | 2));  // field 3, wire type LEN
+  for (uint64_t n = result.size();; n >>= 7) {
+    if (n < 0x80) {
+      out.push_back(static_cast<char>(n));
+      break;
+    }
+    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+  }
+  out += result;
+  return out;
+}
+
 // A shard value decodes only if it parses, carries a result and names its own key.
 bool DecodeShardValue(const rocksdb::Slice& value, uint64_t sequence, v1::Envelope* out) {
   return out->ParseFromArray(value.data(), static_cast<int>(value.size())) && out->has_result() &&
@@ -193,6 +215,18 @@ class OutboxImpl final : public Outbox {
     std::vector<std::pair<uint32_t, size_t>> shard_growth;  // (shard, bytes) to count on success
     uint64_t new_quarantined = 0;
 
+    // The whole batch's idempotency lookups in one MultiGet.
+    std::vector<std::string> index_keys;
+    index_keys.reserve(batch.size());
+    for (const auto& result : batch) {
+      index_keys.push_back(IndexKey(result.room_id(), result.ended_at_ms()));
+    }
+    const std::vector<rocksdb::Slice> key_slices(index_keys.begin(), index_keys.end());
+    std::vector<rocksdb::PinnableSlice> index_values(batch.size());
+    std::vector<rocksdb::Status> index_statuses(batch.size());
+    db_->MultiGet(rocksdb::ReadOptions(), MetaCf(), batch.size(), key_slices.data(),
+                  index_values.data(), index_statuses.data());
+
     for (size_t i = 0; i < batch.size(); ++i) {
       const v1::BattleResult& result = batch[i];
       EnqueueResult& out = results[i];
@@ -201,26 +235,31 @@ class OutboxImpl final : public Outbox {
         continue;
       }
       out.shard = RoomShard(result.room_id(), shard_count_);
-      const std::string index_key = IndexKey(result.room_id(), result.ended_at_ms());
+      const std::string& index_key = index_keys[i];
       const std::string canonical = wire::DeterministicBytes(result);
       if (batch_keys.contains(index_key)) {
         out = FindEarlierInBatch(batch, i, results, canonical);
         continue;
       }
-      auto existing = LookUp(index_key, canonical);
-      if (!existing.ok()) return existing.status();
-      if (existing->has_value()) {
-        out = **existing;
-        continue;
+      if (!index_statuses[i].IsNotFound()) {
+        if (!index_statuses[i].ok()) {
+          return FromRocks(index_statuses[i], "reading idempotency index");
+        }
+        auto existing = ResolveIndexHit(index_values[i].ToString(), canonical);
+        if (!existing.ok()) return existing.status();
+        if (existing->has_value()) {
+          out = **existing;
+          continue;
+        }
       }
       batch_keys.insert(index_key);
 
-      v1::Envelope envelope;
-      envelope.set_sequence(next);
-      envelope.set_enqueued_at_ms(now);
-      *envelope.mutable_result() = result;
       out.sequence = next++;
       if (canonical.size() > options_.max_record_bytes) {
+        v1::Envelope envelope;
+        envelope.set_sequence(out.sequence);
+        envelope.set_enqueued_at_ms(now);
+        *envelope.mutable_result() = result;
         envelope.set_reason("oversize");
         envelope.set_detail("serialized result is " + std::to_string(canonical.size()) +
                             " bytes, over the " + std::to_string(options_.max_record_bytes) +
@@ -234,7 +273,7 @@ class OutboxImpl final : public Outbox {
         ++new_quarantined;
         continue;
       }
-      std::string value = SerializeEnvelope(envelope);
+      std::string value = ShardValue(out.sequence, now, canonical);
       shard_growth.emplace_back(out.shard, value.size());
       wb.Put(ShardCf(out.shard), SequenceKey(out.sequence), value);
       wb.Put(MetaCf(), index_key, EncodeIndex({Area::kShard, out.shard, out.sequence}));
@@ -442,12 +481,8 @@ class OutboxImpl final : public Outbox {
 
   // The stored copy of a record with this index key, if any. The stored record must be
   // byte-identical (`canonical`); a different one is ALREADY_EXISTS.
-  Result<std::optional<EnqueueResult>> LookUp(const std::string& index_key,
-                                              const std::string& canonical) {
-    std::string raw;
-    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetaCf(), index_key, &raw);
-    if (s.IsNotFound()) return std::optional<EnqueueResult>();
-    if (!s.ok()) return FromRocks(s, "reading idempotency index");
+  Result<std::optional<EnqueueResult>> ResolveIndexHit(const std::string& raw,
+                                                       const std::string& canonical) {
     std::optional<IndexEntry> entry = DecodeIndex(raw);
     if (!entry) return std::optional<EnqueueResult>();  // unreadable entry: rewrite it
     rocksdb::ColumnFamilyHandle* cf = entry->area == Area::kShard        ? ShardCf(entry->shard)
@@ -457,7 +492,7 @@ class OutboxImpl final : public Outbox {
       return std::optional<EnqueueResult>();
     }
     std::string value;
-    s = db_->Get(rocksdb::ReadOptions(), cf, SequenceKey(entry->sequence), &value);
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf, SequenceKey(entry->sequence), &value);
     if (s.IsNotFound()) return std::optional<EnqueueResult>();  // stale entry
     if (!s.ok()) return FromRocks(s, "reading indexed record");
     v1::Envelope envelope;
@@ -696,6 +731,8 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
 
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(16 << 20);
+  // Most idempotency lookups miss: a Bloom filter answers them without reading blocks.
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   rocksdb::ColumnFamilyOptions base;
   base.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   base.write_buffer_size = 8 << 20;

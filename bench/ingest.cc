@@ -1,0 +1,281 @@
+// `verdict-bench ingest`: how many results a battle host can make durable per second, side by
+// side in one run:
+//   verdict   P producer threads push through the real path — ResultChannel, OutboxWriter,
+//             one synced RocksDB WriteBatch per batch — and each result's latency is measured
+//             from Push until its batch is durable;
+//   file      the design verdict replaces: one file per result, written to a temporary name,
+//             fsynced, renamed, and the directory fsynced (P threads);
+//   ceiling   raw RocksDB synced WriteBatches, one writer, the best of a few batch sizes.
+#include "bench/ingest.h"
+
+#include <fcntl.h>
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "bench/report.h"
+#include "node/outbox_writer.h"
+#include "node/result_channel.h"
+#include "proto/wire.h"
+#include "storage/outbox.h"
+
+namespace verdict::bench {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+constexpr uint64_t kRoomsPerProducer = 1'000'000'000;
+
+// A ten-player result padded (through replay_path) to about `size` serialized bytes.
+v1::BattleResult Template(size_t size) {
+  v1::BattleResult r;
+  r.set_room_id(1);
+  r.set_outcome(v1::SETTLED);
+  r.set_winner_team(1);
+  r.set_ended_at_ms(1'700'000'000'000);
+  r.set_node_id("bench-node");
+  for (uint32_t i = 1; i <= 10; ++i) {
+    v1::PlayerResult* p = r.add_players();
+    p->set_player_id(1000 + i);
+    p->set_team(i <= 5 ? 1 : 2);
+    p->set_kills(i);
+    p->set_deaths(10 - i);
+    p->set_score(100 * i);
+  }
+  const size_t base = wire::DeterministicBytes(r).size();
+  if (size > base + 3) r.set_replay_path(std::string(size - base - 3, 'r'));
+  return r;
+}
+
+double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Prints "label: 2.0/5 s, N done" once a second until `stop`.
+class Progress {
+ public:
+  Progress(std::string label, double total_s, const std::atomic<uint64_t>& done)
+      : thread_([this, label = std::move(label), total_s, &done] {
+          const auto start = SteadyClock::now();
+          std::unique_lock lock(mu_);
+          while (!cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; })) {
+            std::fprintf(stderr, "  %s: %.0f/%.0f s, %llu done\n", label.c_str(),
+                         Seconds(SteadyClock::now() - start), total_s,
+                         static_cast<unsigned long long>(done.load()));
+          }
+        }) {}
+  ~Progress() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+struct VerdictRun {
+  double per_s = 0;
+  double p99_ms = 0;
+};
+
+VerdictRun RunVerdict(const IngestOptions& o, const std::string& dir) {
+  auto outbox = storage::OpenOutbox(dir, {});
+  if (!outbox.ok()) {
+    std::fprintf(stderr, "outbox: %s\n", outbox.status().ToString().c_str());
+    return {};
+  }
+  node::ResultChannel channel;
+  const v1::BattleResult proto = Template(o.size);
+  // Push times, one preallocated slot per result (producer p's i-th result is room
+  // p * 1e9 + i + 1). A slot is written before its Push, whose lock orders it before the
+  // writer's read, so no further locking is needed.
+  constexpr uint64_t kSlots = 1 << 22;
+  std::vector<std::unique_ptr<SteadyClock::time_point[]>> pushed;
+  for (int p = 0; p < o.producers; ++p) {
+    pushed.push_back(std::make_unique<SteadyClock::time_point[]>(kSlots));
+  }
+  std::vector<double> latencies_ms;
+  std::atomic<uint64_t> stored{0};
+  node::OutboxWriter writer(
+      channel, **outbox, {},
+      [&](const std::vector<v1::BattleResult>& batch) {
+        const auto now = SteadyClock::now();
+        for (const auto& r : batch) {
+          const uint64_t p = (r.room_id() - 1) / kRoomsPerProducer;
+          const uint64_t i = (r.room_id() - 1) % kRoomsPerProducer;
+          latencies_ms.push_back(Seconds(now - pushed[p][i]) * 1000);
+        }
+        stored += batch.size();
+      },
+      nullptr);
+  writer.Start();
+  std::atomic<bool> stop{false};
+  const auto start = SteadyClock::now();
+  {
+    Progress progress("verdict", o.seconds, stored);
+    std::vector<std::thread> producers;
+    for (int p = 0; p < o.producers; ++p) {
+      producers.emplace_back([&, p] {
+        v1::BattleResult r = proto;
+        for (uint64_t i = 0; i < kSlots && !stop.load(std::memory_order_relaxed); ++i) {
+          r.set_room_id(p * kRoomsPerProducer + i + 1);
+          pushed[p][i] = SteadyClock::now();
+          if (!channel.Push(r).ok()) return;
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
+    stop = true;
+    for (auto& t : producers) t.join();
+    writer.Stop();
+  }
+  const double elapsed = Seconds(SteadyClock::now() - start);
+  VerdictRun run;
+  run.per_s = stored.load() / elapsed;
+  if (!latencies_ms.empty()) {
+    std::sort(latencies_ms.begin(), latencies_ms.end());
+    run.p99_ms = latencies_ms[latencies_ms.size() * 99 / 100];
+  }
+  return run;
+}
+
+// One file per result: temp name, write, fsync, rename, fsync the directory.
+double RunFileBaseline(const IngestOptions& o, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  const std::string bytes = wire::DeterministicBytes(Template(o.size));
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  std::atomic<uint64_t> written{0};
+  std::atomic<bool> stop{false};
+  const auto start = SteadyClock::now();
+  {
+    Progress progress("file per result", o.seconds, written);
+    std::vector<std::thread> producers;
+    for (int p = 0; p < o.producers; ++p) {
+      producers.emplace_back([&, p] {
+        for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+          const std::string name = dir + "/" + std::to_string(p) + "-" + std::to_string(i);
+          const std::string tmp = name + ".tmp";
+          const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+          if (fd < 0) return;
+          const bool ok =
+              ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
+              ::fsync(fd) == 0;
+          ::close(fd);
+          if (!ok || ::rename(tmp.c_str(), name.c_str()) != 0 || ::fsync(dir_fd) != 0) return;
+          ++written;
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
+    stop = true;
+    for (auto& t : producers) t.join();
+  }
+  const double elapsed = Seconds(SteadyClock::now() - start);
+  ::close(dir_fd);
+  return written.load() / elapsed;
+}
+
+// Raw RocksDB, one writer, synced WriteBatches of `batch` records; records per second.
+double RunRocksBatch(const std::string& dir, const std::string& value, size_t batch, double seconds,
+                     std::atomic<uint64_t>& written) {
+  std::filesystem::create_directories(dir);
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  rocksdb::DB* raw = nullptr;
+  if (!rocksdb::DB::Open(options, dir, &raw).ok()) return 0;
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  uint64_t key = 0, count = 0;
+  const auto start = SteadyClock::now();
+  const auto deadline = start + std::chrono::duration_cast<SteadyClock::duration>(
+                                    std::chrono::duration<double>(seconds));
+  while (SteadyClock::now() < deadline) {
+    rocksdb::WriteBatch wb;
+    for (size_t i = 0; i < batch; ++i) {
+      char k[8];
+      for (int b = 0; b < 8; ++b) k[b] = static_cast<char>((key >> (56 - 8 * b)) & 0xff);
+      ++key;
+      wb.Put(rocksdb::Slice(k, 8), value);
+    }
+    if (!db->Write(sync, &wb).ok()) break;
+    count += batch;
+    written += batch;
+  }
+  return count / Seconds(SteadyClock::now() - start);
+}
+
+// Records per second of raw RocksDB at each batch size tried.
+std::vector<std::pair<size_t, double>> RunRocksCeiling(const IngestOptions& o,
+                                                       const std::string& dir) {
+  const std::string value = wire::DeterministicBytes(Template(o.size));
+  const size_t sizes[] = {64, 256, 1024};
+  std::atomic<uint64_t> written{0};
+  Progress progress("rocksdb ceiling", o.seconds, written);
+  std::vector<std::pair<size_t, double>> rates;
+  for (size_t batch : sizes) {
+    rates.emplace_back(batch, RunRocksBatch(dir + "/b" + std::to_string(batch), value, batch,
+                                            o.seconds / std::size(sizes), written));
+  }
+  return rates;
+}
+
+}  // namespace
+
+int RunIngest(const IngestOptions& o) {
+  const std::string root = TempRoot();
+  std::fprintf(stderr, "ingest: %d producers, %zu-byte results, %.0f s per design, in %s\n",
+               o.producers, o.size, o.seconds, root.c_str());
+  const VerdictRun verdict = RunVerdict(o, root + "/verdict");
+  const double file = RunFileBaseline(o, root + "/files");
+  const auto ceilings = RunRocksCeiling(o, root + "/rocksdb");
+  double ceiling = 0;
+  size_t best_batch = 0;
+  for (const auto& [batch, rate] : ceilings) {
+    if (rate > ceiling) std::tie(best_batch, ceiling) = std::pair(batch, rate);
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(root, ignored);
+
+  Report report("ingest");
+  report.Field("producers", o.producers);
+  report.Field("size_bytes", static_cast<double>(o.size));
+  report.Field("seconds", o.seconds);
+  report.Field("verdict_per_s", verdict.per_s);
+  report.Field("verdict_p99_ms", verdict.p99_ms);
+  report.Field("file_baseline_per_s", file);
+  report.Field("rocksdb_ceiling_per_s", ceiling);
+  report.Field("rocksdb_ceiling_batch", static_cast<double>(best_batch));
+  report.Row({{"mode", "verdict"}}, {{"per_s", verdict.per_s}, {"p99_ms", verdict.p99_ms}});
+  report.Row({{"mode", "file_per_result"}}, {{"per_s", file}});
+  for (const auto& [batch, rate] : ceilings) {
+    report.Row({{"mode", "rocksdb_ceiling"}}, {{"per_s", rate}, {"batch", double(batch)}});
+  }
+
+  // With --json the table goes to stderr, keeping stdout for the JSON object.
+  FILE* table = o.output.json ? stderr : stdout;
+  std::fprintf(table, "\n%-38s %14s %10s\n", "design", "results/s", "p99 ms");
+  std::fprintf(table, "%-38s %14.0f %10.2f\n", "verdict (channel -> writer -> RocksDB)",
+               verdict.per_s, verdict.p99_ms);
+  std::fprintf(table, "%-38s %14.0f %10s\n", "file per result (fsync + rename)", file, "-");
+  char label[64];
+  std::snprintf(label, sizeof(label), "RocksDB ceiling (batch %zu)", best_batch);
+  std::fprintf(table, "%-38s %14.0f %10s\n", label, ceiling, "-");
+  std::fprintf(table,
+               "\nverdict is %.1fx the file-per-result design and %.2fx the RocksDB ceiling\n",
+               file > 0 ? verdict.per_s / file : 0, ceiling > 0 ? verdict.per_s / ceiling : 0);
+  return report.Emit(o.output);
+}
+
+}  // namespace verdict::bench

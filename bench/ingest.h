@@ -1,0 +1,20 @@
+// The ingest benchmark (see ingest.cc for what it compares).
+#pragma once
+
+#include <cstddef>
+
+#include "bench/report.h"
+
+namespace verdict::bench {
+
+struct IngestOptions {
+  double seconds = 5;  // per design
+  int producers = 8;   // threads pushing results
+  size_t size = 2048;  // serialized result size, bytes
+  OutputOptions output;
+};
+
+// Runs the three designs one after the other and prints the table (and JSON/CSV if asked).
+int RunIngest(const IngestOptions& options);
+
+}  // namespace verdict::bench
