@@ -238,8 +238,9 @@ int RunIngest(const IngestOptions& o) {
   std::fprintf(stderr, "ingest: %d producers, %zu-byte results, %.0f s per design, in %s\n",
                o.producers, o.size, o.seconds, root.c_str());
   const VerdictRun verdict = RunVerdict(o, root + "/verdict");
-  const double file = RunFileBaseline(o, root + "/files");
-  const auto ceilings = RunRocksCeiling(o, root + "/rocksdb");
+  const double file = o.verdict_only ? 0 : RunFileBaseline(o, root + "/files");
+  const auto ceilings = o.verdict_only ? std::vector<std::pair<size_t, double>>{}
+                                       : RunRocksCeiling(o, root + "/rocksdb");
   double ceiling = 0;
   size_t best_batch = 0;
   for (const auto& [batch, rate] : ceilings) {
@@ -260,7 +261,8 @@ int RunIngest(const IngestOptions& o) {
   report.Row({{"mode", "verdict"}}, {{"per_s", verdict.per_s}, {"p99_ms", verdict.p99_ms}});
   report.Row({{"mode", "file_per_result"}}, {{"per_s", file}});
   for (const auto& [batch, rate] : ceilings) {
-    report.Row({{"mode", "rocksdb_ceiling"}}, {{"per_s", rate}, {"batch", double(batch)}});
+    report.Row({{"mode", "rocksdb_ceiling"}},
+               {{"per_s", rate}, {"batch", static_cast<double>(batch)}});
   }
 
   // With --json the table goes to stderr, keeping stdout for the JSON object.

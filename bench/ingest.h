@@ -8,9 +8,10 @@
 namespace verdict::bench {
 
 struct IngestOptions {
-  double seconds = 5;  // per design
-  int producers = 8;   // threads pushing results
-  size_t size = 2048;  // serialized result size, bytes
+  double seconds = 5;         // per design
+  int producers = 8;          // threads pushing results
+  size_t size = 2048;         // serialized result size, bytes
+  bool verdict_only = false;  // skip the comparisons (for profiling verdict's path)
   OutputOptions output;
 };
 

@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(size_t{200}, size_t{1} << 20));
   ingest_cmd->add_flag("--json", ingest.output.json, "print one JSON object on stdout");
+  ingest_cmd->add_flag("--verdict-only", ingest.verdict_only,
+                       "measure only verdict's path (for profiling)");
   ingest_cmd->add_option("--csv", ingest.output.csv_dir, "write the raw rows to DIR/ingest.csv");
   CLI11_PARSE(app, argc, argv);
   if (ingest_cmd->parsed()) return verdict::bench::RunIngest(ingest);
