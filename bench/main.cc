@@ -1,9 +1,13 @@
 // verdict-bench: measures verdict side by side with the design it replaces and with the
-// physical ceiling, in one run, and reports ratios. Modes: ingest.
+// physical ceiling, in one run, and reports ratios. Modes: ingest, drain.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 
 #include <spdlog/spdlog.h>
 
+#include "bench/drain.h"
 #include "bench/ingest.h"
 
 int main(int argc, char** argv) {
@@ -28,7 +32,50 @@ int main(int argc, char** argv) {
   ingest_cmd->add_flag("--verdict-only", ingest.verdict_only,
                        "measure only verdict's path (for profiling)");
   ingest_cmd->add_option("--csv", ingest.output.csv_dir, "write the raw rows to DIR/ingest.csv");
+
+  verdict::bench::DrainOptions drain;
+  CLI::App* drain_cmd = app.add_subcommand(
+      "drain",
+      "backlog drain rate after a lobby outage: verdict by shard count, the serial "
+      "file-per-result design, and pgbench running the settlement SQL");
+  drain_cmd->add_option("--backlog", drain.backlog, "results waiting when the lobby is back")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{100}, uint64_t{5'000'000}));
+  drain_cmd->add_option("--shards", drain.shards, "shard counts to measure, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  drain_cmd
+      ->add_option("--serial-backlog", drain.serial_backlog,
+                   "results the serial baseline drains (its rate does not depend on it)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{100}, uint64_t{5'000'000}));
+  drain_cmd->add_option("--pg-concurrency", drain.pg_concurrency, "pgbench clients")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  drain_cmd->add_option("--lobby-db-pool", drain.lobby_db_pool, "the lobby's DB workers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 512));
+  drain_cmd->add_option("--db", drain.db,
+                        "libpq conninfo; without it (and without PGHOST) the benchmark runs "
+                        "itself inside pg_virtualenv");
+  drain_cmd->add_flag("--json", drain.output.json, "print one JSON object on stdout");
+  drain_cmd->add_option("--csv", drain.output.csv_dir, "write the raw rows to DIR/drain.csv");
+
   CLI11_PARSE(app, argc, argv);
   if (ingest_cmd->parsed()) return verdict::bench::RunIngest(ingest);
+  if (drain_cmd->parsed()) {
+    if (drain.db.empty() && !std::getenv("PGHOST") && !std::getenv("VERDICT_BENCH_PG_STARTED")) {
+      // No database given: run again inside a throwaway cluster.
+      ::setenv("VERDICT_BENCH_PG_STARTED", "1", 1);
+      std::vector<char*> args = {const_cast<char*>("pg_virtualenv")};
+      for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
+      args.push_back(nullptr);
+      ::execvp("pg_virtualenv", args.data());
+      std::perror("pg_virtualenv");
+      return 1;
+    }
+    return verdict::bench::RunDrain(drain);
+  }
   return 2;
 }

@@ -44,6 +44,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "extract(epoch FROM now() - allocated_at)::bigint FROM battle_rooms "
      "WHERE allocated_at < now() - make_interval(secs => $1) ORDER BY allocated_at, room_id"},
     {"schema_version", "SELECT coalesce(max(version), 0) FROM verdict_schema_migrations"},
+    {"notify", "SELECT pg_notify('verdict_settlement_events', $1::text)"},
     {"unsafe_release_early", "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = $1"},
 };
 
@@ -240,35 +241,42 @@ class PgSettlementStore final : public SettlementStore {
         pqxx::nontransaction early(lease.conn());
         early.exec_prepared("unsafe_release_early", r.room_id());
       }
-      pqxx::work tx(lease.conn());
-      pqxx::row row = tx.exec_prepared1("settle", r.room_id(), node_id, OutcomeName(r.outcome()),
-                                        r.winner_team(), r.suspect(), r.ended_at_ms(),
-                                        r.replay_path(), r.abort_reason(), fingerprint_hex, ids,
-                                        teams, kills, deaths, assists, scores, disconnected,
-                                        options_.k_factor, options_.unsafe_skip_settle_guard);
-      SettleOutcome out = FromSettleRow(row);
-      if (out.status != SettleStatus::kSettled) {
-        tx.commit();  // read-only so far; nothing to keep, but end cleanly
-        return out;
-      }
-      our_match_id = out.receipt.match_id();
+      const auto settle = [&](pqxx::transaction_base& tx) {
+        return FromSettleRow(tx.exec_prepared1(
+            "settle", r.room_id(), node_id, OutcomeName(r.outcome()), r.winner_team(), r.suspect(),
+            r.ended_at_ms(), r.replay_path(), r.abort_reason(), fingerprint_hex, ids, teams, kills,
+            deaths, assists, scores, disconnected, options_.k_factor,
+            options_.unsafe_skip_settle_guard));
+      };
       if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
-        // The database goes away before COMMIT: this backend dies and takes the transaction.
+        // Injected fault: the same settlement in an explicit transaction whose backend dies
+        // before COMMIT and takes the transaction with it; the lost connection becomes a 503.
+        pqxx::work tx(lease.conn());
+        settle(tx);
         tx.exec("SELECT pg_terminate_backend(pg_backend_pid())");
       }
+      // One round trip: the function call is its own transaction, committed before it returns.
+      SettleOutcome out;
       try {
-        tx.commit();
-      } catch (const pqxx::in_doubt_error& e) {
-        spdlog::warn("room={}: commit outcome unknown: {}", r.room_id(), e.what());
+        pqxx::nontransaction tx(lease.conn());
+        out = settle(tx);
+      } catch (const pqxx::broken_connection& e) {
+        // Lost while the statement ran: it may or may not have committed.
+        spdlog::warn("room={}: connection lost during settlement, outcome unknown: {}", r.room_id(),
+                     e.what());
         lease.Discard();
         commit_unknown = true;
         return out;
       }
+      if (out.status != SettleStatus::kSettled) return out;
+      our_match_id = out.receipt.match_id();
       if (CheckFailpoint("settle.commit_unknown") == FailAction::kError) {
         // As if the connection dropped right after COMMIT was sent: the reply is lost.
         lease.Discard();
         commit_unknown = true;
+        return out;
       }
+      Notify(lease, out.event_id);
       return out;
     });
     if (!commit_unknown) return settled;
@@ -370,6 +378,19 @@ class PgSettlementStore final : public SettlementStore {
     std::vector<SettlementEvent> events;
     for (const auto& row : rows) events.push_back({row[0].as<int64_t>(), row[1].as<std::string>()});
     return events;
+  }
+
+  // Tells every lobby instance's event hub about a committed event. Best effort: the
+  // settlement is committed whatever happens here, and a hub that misses the notification
+  // still serves the event to subscribers that resume with ?after=.
+  static void Notify(ConnectionPool::Lease& lease, int64_t event_id) {
+    try {
+      pqxx::nontransaction tx(lease.conn());
+      tx.exec_prepared("notify", event_id);
+    } catch (const std::exception& e) {
+      lease.Discard();
+      spdlog::warn("event {}: NOTIFY failed after commit: {}", event_id, e.what());
+    }
   }
 
   // The COMMIT's fate is unknown: ask the database on a fresh connection. The receipt is the

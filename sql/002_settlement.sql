@@ -196,8 +196,9 @@ BEGIN
   VALUES (p_room_id, p_node_id, p_outcome, v_match_id, p_fingerprint, v_now);
 
   DELETE FROM battle_rooms WHERE room_id = p_room_id;
-  -- Delivered to listeners only if and when this transaction commits.
-  PERFORM pg_notify('verdict_settlement_events', v_event_id::text);
+  -- No NOTIFY here: a notifying transaction holds a database-wide lock through its commit,
+  -- which would make every settlement wait for the previous one's WAL flush. The lobby
+  -- notifies after the commit instead (DESIGN §5: commit, then NOTIFY).
 
   RETURN QUERY SELECT 'settled', v_match_id, p_outcome,
                       (extract(epoch FROM v_now) * 1000)::bigint, v_event_id;

@@ -1,0 +1,382 @@
+// `verdict-bench drain`: how fast a backlog empties once the lobby is back, side by side in
+// one run against one PostgreSQL:
+//   verdict   the outbox is filled with N results for allocated rooms while no deliverer
+//             runs (the lobby is unreachable), then the deliverers start and the time until
+//             the outbox is empty gives the drain rate C, for each shard count;
+//   serial    the design verdict replaces: one file per result, one deliverer sending one
+//             request at a time over a keep-alive connection, deleting each file after a 2xx;
+//   ceiling   pgbench running the lobby's own settlement statement (verdict_settle) against
+//             the same database, at a fixed concurrency: what PostgreSQL itself can commit.
+// The lobby runs in this process (verdict::lobby on a free port), like a lobby next to the
+// database.
+#include "bench/drain.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <pqxx/pqxx>
+#include <sstream>
+#include <thread>
+
+#include "delivery/deliverer.h"
+#include "lobby/event_hub.h"
+#include "lobby/http_server.h"
+#include "lobby/settlement_service.h"
+#include "lobby/settlement_store.h"
+#include "proto/wire.h"
+#include "storage/outbox.h"
+
+namespace verdict::bench {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr char kNode[] = "bench-node";
+constexpr char kToken[] = "bench-token";
+constexpr uint64_t kRunSpan = 10'000'000;  // room ids per run: run k uses k * span + 1 …
+
+double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Room `base + slot` seats players slot * 10 + 1 … + 10 (team 1: the first five). Every run
+// reuses the same players: they are free again once the previous run has drained.
+v1::BattleResult ResultFor(uint64_t base, uint64_t slot) {
+  v1::BattleResult r;
+  r.set_room_id(base + slot);
+  r.set_outcome(v1::SETTLED);
+  r.set_winner_team(1);
+  r.set_ended_at_ms(1'700'000'000'000);
+  r.set_node_id(kNode);
+  r.set_replay_path("replays/" + std::to_string(base + slot));
+  for (uint32_t g = 1; g <= 10; ++g) {
+    v1::PlayerResult* p = r.add_players();
+    p->set_player_id(slot * 10 + g);
+    p->set_team(g <= 5 ? 1 : 2);
+    p->set_kills(g);
+    p->set_score(100 * g);
+  }
+  return r;
+}
+
+void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count) {
+  pqxx::connection conn(conninfo);
+  constexpr uint64_t kChunk = 1000;
+  for (uint64_t first = 1; first <= count; first += kChunk) {
+    const uint64_t last = std::min(count, first + kChunk - 1);
+    pqxx::work tx(conn);
+    tx.exec_params(
+        "SELECT count(*) FROM generate_series($1::bigint, $2::bigint) r, LATERAL "
+        "verdict_allocate(r, $3, ARRAY(SELECT (r - $4::bigint) * 10 + g FROM "
+        "generate_series(1, 10) g), '{1,1,1,1,1,2,2,2,2,2}')",
+        base + first, base + last, std::string(kNode), base);
+    tx.commit();
+  }
+}
+
+uint64_t ReceiptsBetween(const std::string& conninfo, uint64_t base, uint64_t count) {
+  pqxx::connection conn(conninfo);
+  pqxx::nontransaction tx(conn);
+  return tx
+      .exec_params1("SELECT count(*) FROM settlement_receipts WHERE room_id BETWEEN $1 AND $2",
+                    base + 1, base + count)[0]
+      .as<uint64_t>();
+}
+
+// The 99th percentile of a rendered Prometheus histogram: the upper bound of the first bucket
+// holding 99 % of the observations (in ms).
+double HistogramP99Ms(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  std::vector<std::pair<double, double>> buckets;  // (le, cumulative)
+  const std::string prefix = name + "_bucket{le=\"";
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const size_t end = line.find('"', prefix.size());
+    const std::string le = line.substr(prefix.size(), end - prefix.size());
+    const double bound = le == "+Inf" ? INFINITY : std::stod(le);
+    buckets.emplace_back(bound, std::stod(line.substr(line.rfind(' ') + 1)));
+  }
+  if (buckets.empty() || buckets.back().second == 0) return 0;
+  for (const auto& [bound, cumulative] : buckets) {
+    if (cumulative >= 0.99 * buckets.back().second) return bound * 1000;
+  }
+  return INFINITY;
+}
+
+// The lobby, in this process, on a free port.
+class InProcessLobby {
+ public:
+  InProcessLobby(const std::string& conninfo, int pool) : hub_(Store(conninfo, pool), conninfo) {
+    lobby::ServiceOptions service_options;
+    service_options.node_tokens[kNode] = kToken;
+    service_ =
+        std::make_unique<lobby::SettlementService>(*store_, nullptr, service_options, registry_);
+    lobby::ServerOptions server_options;
+    server_options.port = 0;
+    server_options.db_threads = pool;
+    server_ = std::make_unique<lobby::HttpServer>(server_options, *service_, hub_, registry_);
+    auto port = server_->Start();
+    port_ = port.ok() ? *port : 0;
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  uint16_t port() const { return port_; }
+
+ private:
+  lobby::SettlementStore& Store(const std::string& conninfo, int pool) {
+    lobby::StoreOptions options;
+    options.conninfo = conninfo;
+    options.pool_size = pool;
+    store_ = std::move(lobby::OpenSettlementStore(options)).value();
+    return *store_;
+  }
+
+  metrics::Registry registry_;
+  std::unique_ptr<lobby::SettlementStore> store_;
+  lobby::EventHub hub_;  // not started: the benchmark has no event subscribers
+  std::unique_ptr<lobby::SettlementService> service_;
+  std::unique_ptr<lobby::HttpServer> server_;
+  uint16_t port_ = 0;
+};
+
+struct Row {
+  std::string mode;
+  uint32_t shards = 0;
+  double per_s = 0;
+  double p99_ms = 0;
+};
+
+// Fills an outbox with `n` results while nothing delivers, then times the deliverers.
+Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t shards, uint64_t base,
+               uint64_t n, const std::string& lobby_url) {
+  std::fprintf(stderr, "  verdict, %u shard%s: allocating and filling %llu results\n", shards,
+               shards == 1 ? "" : "s", static_cast<unsigned long long>(n));
+  AllocateRooms(conninfo, base, n);
+  auto outbox = storage::OpenOutbox(dir, {.shard_count = shards});
+  if (!outbox.ok()) {
+    std::fprintf(stderr, "outbox: %s\n", outbox.status().ToString().c_str());
+    return {"verdict", shards};
+  }
+  for (uint64_t first = 1; first <= n; first += 1000) {
+    std::vector<v1::BattleResult> batch;
+    for (uint64_t slot = first; slot <= std::min(n, first + 999); ++slot) {
+      batch.push_back(ResultFor(base, slot));
+    }
+    if (!(*outbox)->Enqueue(batch).ok()) return {"verdict", shards};
+  }
+  metrics::Registry registry;
+  delivery::DelivererOptions options;
+  options.lobby_urls = {lobby_url};
+  options.token = kToken;
+  delivery::Deliverer deliverer(**outbox, options, &registry);
+  const auto start = SteadyClock::now();
+  if (!deliverer.Start().ok()) return {"verdict", shards};
+  auto last_print = start;
+  for (;;) {
+    const uint64_t left = (*outbox)->Stats()->records;
+    if (left == 0) break;
+    if (SteadyClock::now() - last_print > std::chrono::seconds(2)) {
+      last_print = SteadyClock::now();
+      std::fprintf(stderr, "    %llu left after %.0f s\n", static_cast<unsigned long long>(left),
+                   Seconds(last_print - start));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double elapsed = Seconds(SteadyClock::now() - start);
+  deliverer.Stop();
+  const uint64_t receipts = ReceiptsBetween(conninfo, base, n);
+  if (receipts != n) {
+    std::fprintf(stderr, "    warning: %llu receipts for %llu results\n",
+                 static_cast<unsigned long long>(receipts), static_cast<unsigned long long>(n));
+  }
+  return {"verdict", shards, n / elapsed,
+          HistogramP99Ms(registry.RenderText(), "verdict_node_delivery_attempt_seconds")};
+}
+
+// One file per result, one request at a time: the design verdict replaces.
+Row RunSerial(const std::string& conninfo, const std::string& dir, uint64_t base, uint64_t n,
+              uint16_t port) {
+  std::fprintf(stderr, "  serial file-per-result deliverer: %llu results\n",
+               static_cast<unsigned long long>(n));
+  AllocateRooms(conninfo, base, n);
+  std::filesystem::create_directories(dir);
+  for (uint64_t slot = 1; slot <= n; ++slot) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/%012llu.pb", static_cast<unsigned long long>(slot));
+    std::ofstream(dir + name, std::ios::binary) << wire::DeterministicBytes(ResultFor(base, slot));
+  }
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  beast::flat_buffer buffer;
+  bool connected = false;
+  std::vector<double> latencies;
+  const auto start = SteadyClock::now();
+  for (const auto& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    const std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (;;) {
+      beast::error_code ec;
+      if (!connected) {
+        stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port), ec);
+        connected = !ec;
+      }
+      http::request<http::string_body> req(http::verb::post, "/v1/settlements", 11);
+      req.set(http::field::host, "127.0.0.1");
+      req.set(http::field::authorization, std::string("Bearer ") + kToken);
+      req.set(http::field::content_type, std::string(wire::kProtobufType));
+      req.body() = body;
+      req.prepare_payload();
+      const auto sent = SteadyClock::now();
+      http::response<http::string_body> res;
+      if (connected) http::write(stream, req, ec);
+      if (connected && !ec) http::read(stream, buffer, res, ec);
+      if (!connected || ec) {
+        connected = false;
+        stream.close();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      latencies.push_back(Seconds(SteadyClock::now() - sent) * 1000);
+      if (res.result_int() / 100 == 2) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::filesystem::remove(file);
+    ::fsync(dir_fd);
+  }
+  const double elapsed = Seconds(SteadyClock::now() - start);
+  ::close(dir_fd);
+  std::sort(latencies.begin(), latencies.end());
+  return {"serial", 1, n / elapsed, latencies.empty() ? 0 : latencies[latencies.size() * 99 / 100]};
+}
+
+// pgbench running verdict_settle itself: one statement per transaction, rooms from a sequence.
+Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t base, uint64_t n,
+               uint32_t clients) {
+  std::fprintf(stderr, "  pgbench ceiling: %u clients, %llu settlements\n", clients,
+               static_cast<unsigned long long>(n));
+  AllocateRooms(conninfo, base, n);
+  {
+    pqxx::connection conn(conninfo);
+    pqxx::nontransaction tx(conn);
+    tx.exec("DROP SEQUENCE IF EXISTS verdict_bench_rooms");
+    tx.exec("CREATE SEQUENCE verdict_bench_rooms START " + std::to_string(base + 1));
+  }
+  std::filesystem::create_directories(dir);
+  const std::string script = dir + "/settle.sql";
+  std::ofstream(script)
+      << "SELECT s.status FROM (SELECT nextval('verdict_bench_rooms') AS room) r, LATERAL "
+         "verdict_settle(r.room, '"
+      << kNode
+      << "', 'SETTLED', 1::smallint, false, 1700000000000, 'replays/bench', '', "
+         "decode(repeat('ab', 32), 'hex'), ARRAY(SELECT (r.room - "
+      << base
+      << ") * 10 + g FROM generate_series(1, 10) g), '{1,1,1,1,1,2,2,2,2,2}'::smallint[], "
+         "'{1,2,3,4,5,6,7,8,9,10}'::integer[], '{0,0,0,0,0,0,0,0,0,0}'::integer[], "
+         "'{0,0,0,0,0,0,0,0,0,0}'::integer[], '{100,200,300,400,500,600,700,800,900,1000}'"
+         "::bigint[], '{f,f,f,f,f,f,f,f,f,f}'::boolean[], 32, false) s;\n";
+  const std::string command = "pgbench -n -r -c " + std::to_string(clients) + " -j 2 -t " +
+                              std::to_string(n / clients) + " -f " + script + " '" + conninfo +
+                              "' 2>&1";
+  FILE* out = ::popen(command.c_str(), "r");
+  std::string text;
+  char buf[4096];
+  while (out && std::fgets(buf, sizeof(buf), out)) text += buf;
+  if (out) ::pclose(out);
+  Row row{"pgbench", clients};
+  const size_t tps = text.find("tps = ");
+  if (tps == std::string::npos) {
+    std::fprintf(stderr, "pgbench failed:\n%s\n", text.c_str());
+    return row;
+  }
+  row.per_s = std::stod(text.substr(tps + 6));
+  const size_t latency = text.find("latency average = ");
+  if (latency != std::string::npos) row.p99_ms = 0;  // pgbench reports averages, not p99
+  return row;
+}
+
+}  // namespace
+
+int RunDrain(const DrainOptions& o) {
+  std::string conninfo = o.db;
+  try {
+    pqxx::connection check(conninfo);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cannot reach PostgreSQL (%s): %s\n",
+                 conninfo.empty() ? "PG* environment" : conninfo.c_str(), e.what());
+    return 1;
+  }
+  auto migrated = lobby::Migrate(conninfo);
+  if (!migrated.ok()) {
+    std::fprintf(stderr, "%s\n", migrated.status().ToString().c_str());
+    return 1;
+  }
+  // The lobby as deployed by default (8 DB workers): more concurrent transactions than that
+  // only queue up on a 2-core machine.
+  InProcessLobby lobby(conninfo, o.lobby_db_pool);
+  if (lobby.port() == 0) return 1;
+  const std::string root = TempRoot();
+  std::fprintf(stderr, "drain: backlog %llu, shards", static_cast<unsigned long long>(o.backlog));
+  for (uint32_t s : o.shards) std::fprintf(stderr, " %u", s);
+  std::fprintf(stderr, "; lobby at %s; files in %s\n", lobby.url().c_str(), root.c_str());
+
+  // Each run settles its own range of room ids, so one database serves them all.
+  uint64_t run = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count() %
+                 100'000 * 10;
+  std::vector<Row> rows;
+  for (uint32_t shards : o.shards) {
+    rows.push_back(RunVerdict(conninfo, root + "/verdict-" + std::to_string(shards), shards,
+                              ++run * kRunSpan, o.backlog, lobby.url()));
+  }
+  rows.push_back(
+      RunSerial(conninfo, root + "/serial", ++run * kRunSpan, o.serial_backlog, lobby.port()));
+  const Row pg =
+      RunPgbench(conninfo, root + "/pgbench", ++run * kRunSpan, o.backlog, o.pg_concurrency);
+  rows.push_back(pg);
+  std::error_code ignored;
+  std::filesystem::remove_all(root, ignored);
+
+  FILE* table = o.output.json ? stderr : stdout;
+  std::fprintf(table, "\n%-28s %8s %12s %10s\n", "design", "shards", "results/s", "p99 ms");
+  double serial = 0, at16 = 0;
+  Report report("drain");
+  for (const Row& r : rows) {
+    const char* label = r.mode == "verdict"  ? "verdict deliverers"
+                        : r.mode == "serial" ? "serial, file per result"
+                                             : "pgbench verdict_settle";
+    std::fprintf(table, "%-28s %8u %12.0f %10.1f\n", label, r.shards, r.per_s, r.p99_ms);
+    report.Row({{"mode", r.mode}},
+               {{"shards", double(r.shards)}, {"per_s", r.per_s}, {"p99_ms", r.p99_ms}});
+    if (r.mode == "serial") serial = r.per_s;
+    if (r.mode == "verdict" && r.shards == 16) at16 = r.per_s;
+  }
+  report.Field("backlog", static_cast<double>(o.backlog));
+  report.Field("pg_ceiling_per_s", pg.per_s);
+  if (at16 > 0) {
+    std::fprintf(table,
+                 "\nat 16 shards verdict drains at %.2fx the PostgreSQL ceiling and %.1fx "
+                 "the serial design\n",
+                 pg.per_s > 0 ? at16 / pg.per_s : 0, serial > 0 ? at16 / serial : 0);
+  }
+  return report.Emit(o.output);
+}
+
+}  // namespace verdict::bench

@@ -1,0 +1,24 @@
+// The recovery-drain benchmark (see drain.cc for what it compares).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/report.h"
+
+namespace verdict::bench {
+
+struct DrainOptions {
+  uint64_t backlog = 100'000;                     // results waiting when the lobby comes back
+  std::vector<uint32_t> shards = {1, 4, 16, 64};  // outbox shard counts to measure
+  uint64_t serial_backlog = 5'000;                // the serial baseline drains this many
+  uint32_t pg_concurrency = 16;                   // pgbench clients for the ceiling
+  int lobby_db_pool = 8;                          // the in-process lobby's DB workers
+  std::string db;                                 // libpq conninfo; empty: PG* environment
+  OutputOptions output;
+};
+
+int RunDrain(const DrainOptions& options);
+
+}  // namespace verdict::bench
