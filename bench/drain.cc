@@ -28,6 +28,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/latency_proxy.h"
 #include "delivery/deliverer.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
@@ -131,7 +132,6 @@ class InProcessLobby {
     auto port = server_->Start();
     port_ = port.ok() ? *port : 0;
   }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   uint16_t port() const { return port_; }
 
  private:
@@ -311,6 +311,69 @@ Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t bas
   return row;
 }
 
+// Drain rate against shard count, with the serial design and the PostgreSQL ceiling as
+// horizontal lines; shard counts are spaced evenly (they are usually powers of a base).
+bool WriteSvg(const std::string& path, const std::vector<Row>& rows, double rtt_ms) {
+  std::vector<const Row*> verdict;
+  double serial = 0, ceiling = 0, top = 1;
+  for (const Row& r : rows) {
+    if (r.mode == "verdict") verdict.push_back(&r);
+    if (r.mode == "serial") serial = r.per_s;
+    if (r.mode == "pgbench") ceiling = r.per_s;
+    top = std::max(top, r.per_s);
+  }
+  top *= 1.15;
+  constexpr double kW = 640, kH = 400, kLeft = 70, kRight = 20, kTop = 40, kBottom = 50;
+  const auto x = [&](size_t i) {
+    return verdict.size() < 2 ? kLeft + (kW - kLeft - kRight) / 2
+                              : kLeft + i * (kW - kLeft - kRight) / (verdict.size() - 1);
+  };
+  const auto y = [&](double v) { return kH - kBottom - v / top * (kH - kTop - kBottom); };
+  std::ofstream svg(path);
+  if (!svg) return false;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kW << "\" height=\"" << kH
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      << "<text x=\"" << kW / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">"
+      << "Backlog drain rate by shard count (added round trip " << rtt_ms << " ms)</text>\n"
+      << "<line x1=\"" << kLeft << "\" y1=\"" << y(0) << "\" x2=\"" << kW - kRight << "\" y2=\""
+      << y(0) << "\" stroke=\"black\"/>\n"
+      << "<line x1=\"" << kLeft << "\" y1=\"" << y(0) << "\" x2=\"" << kLeft << "\" y2=\"" << kTop
+      << "\" stroke=\"black\"/>\n"
+      << "<text x=\"" << kW / 2 << "\" y=\"" << kH - 12
+      << "\" text-anchor=\"middle\">outbox shards</text>\n"
+      << "<text x=\"16\" y=\"" << kH / 2 << "\" transform=\"rotate(-90 16 " << kH / 2
+      << ")\" text-anchor=\"middle\">results per second</text>\n";
+  for (int t = 0; t <= 4; ++t) {
+    const double v = top * t / 5;
+    svg << "<text x=\"" << kLeft - 6 << "\" y=\"" << y(v) + 4 << "\" text-anchor=\"end\">"
+        << static_cast<long>(v) << "</text>\n";
+  }
+  const auto hline = [&](double v, const char* color, const std::string& label) {
+    if (v <= 0) return;
+    svg << "<line x1=\"" << kLeft << "\" y1=\"" << y(v) << "\" x2=\"" << kW - kRight << "\" y2=\""
+        << y(v) << "\" stroke=\"" << color << "\" stroke-dasharray=\"6 4\"/>\n"
+        << "<text x=\"" << kW - kRight << "\" y=\"" << y(v) - 5 << "\" text-anchor=\"end\" fill=\""
+        << color << "\">" << label << " " << static_cast<long>(v) << "/s</text>\n";
+  };
+  hline(ceiling, "#b03030", "PostgreSQL ceiling (pgbench)");
+  hline(serial, "#707070", "serial file-per-result");
+  svg << "<polyline fill=\"none\" stroke=\"#2060c0\" stroke-width=\"2\" points=\"";
+  for (size_t i = 0; i < verdict.size(); ++i) svg << x(i) << "," << y(verdict[i]->per_s) << " ";
+  svg << "\"/>\n";
+  for (size_t i = 0; i < verdict.size(); ++i) {
+    svg << "<circle cx=\"" << x(i) << "\" cy=\"" << y(verdict[i]->per_s)
+        << "\" r=\"4\" fill=\"#2060c0\"/>\n"
+        << "<text x=\"" << x(i) << "\" y=\"" << y(0) + 16 << "\" text-anchor=\"middle\">"
+        << verdict[i]->shards << "</text>\n"
+        << "<text x=\"" << x(i) << "\" y=\"" << y(verdict[i]->per_s) - 9
+        << "\" text-anchor=\"middle\" fill=\"#2060c0\">" << static_cast<long>(verdict[i]->per_s)
+        << "</text>\n";
+  }
+  svg << "</svg>\n";
+  return static_cast<bool>(svg);
+}
+
 }  // namespace
 
 int RunDrain(const DrainOptions& o) {
@@ -331,10 +394,21 @@ int RunDrain(const DrainOptions& o) {
   // only queue up on a 2-core machine.
   InProcessLobby lobby(conninfo, o.lobby_db_pool);
   if (lobby.port() == 0) return 1;
+  // Node and serial baseline reach the lobby through the latency proxy when one is asked for.
+  uint16_t port = lobby.port();
+  std::unique_ptr<LatencyProxy> proxy;
+  if (o.rtt_ms > 0) {
+    proxy = std::make_unique<LatencyProxy>(
+        port, std::chrono::microseconds(static_cast<int64_t>(o.rtt_ms * 1000)));
+    port = proxy->Start();
+    if (port == 0) return 1;
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
   const std::string root = TempRoot();
   std::fprintf(stderr, "drain: backlog %llu, shards", static_cast<unsigned long long>(o.backlog));
   for (uint32_t s : o.shards) std::fprintf(stderr, " %u", s);
-  std::fprintf(stderr, "; lobby at %s; files in %s\n", lobby.url().c_str(), root.c_str());
+  std::fprintf(stderr, "; lobby at %s (%.1f ms added round trip); files in %s\n", url.c_str(),
+               o.rtt_ms, root.c_str());
 
   // Each run settles its own range of room ids, so one database serves them all.
   uint64_t run = std::chrono::duration_cast<std::chrono::seconds>(
@@ -344,10 +418,9 @@ int RunDrain(const DrainOptions& o) {
   std::vector<Row> rows;
   for (uint32_t shards : o.shards) {
     rows.push_back(RunVerdict(conninfo, root + "/verdict-" + std::to_string(shards), shards,
-                              ++run * kRunSpan, o.backlog, lobby.url()));
+                              ++run * kRunSpan, o.backlog, url));
   }
-  rows.push_back(
-      RunSerial(conninfo, root + "/serial", ++run * kRunSpan, o.serial_backlog, lobby.port()));
+  rows.push_back(RunSerial(conninfo, root + "/serial", ++run * kRunSpan, o.serial_backlog, port));
   const Row pg =
       RunPgbench(conninfo, root + "/pgbench", ++run * kRunSpan, o.backlog, o.pg_concurrency);
   rows.push_back(pg);
@@ -375,6 +448,13 @@ int RunDrain(const DrainOptions& o) {
                  "\nat 16 shards verdict drains at %.2fx the PostgreSQL ceiling and %.1fx "
                  "the serial design\n",
                  pg.per_s > 0 ? at16 / pg.per_s : 0, serial > 0 ? at16 / serial : 0);
+  }
+  if (!o.svg.empty()) {
+    if (!WriteSvg(o.svg, rows, o.rtt_ms)) {
+      std::fprintf(stderr, "cannot write %s\n", o.svg.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "chart written to %s\n", o.svg.c_str());
   }
   return report.Emit(o.output);
 }

@@ -53,6 +53,12 @@ int main(int argc, char** argv) {
   drain_cmd->add_option("--pg-concurrency", drain.pg_concurrency, "pgbench clients")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  drain_cmd
+      ->add_option("--rtt-ms", drain.rtt_ms,
+                   "round trip a latency proxy adds between node and lobby")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0));
+  drain_cmd->add_option("--svg", drain.svg, "write the chart of drain rate by shard count");
   drain_cmd->add_option("--lobby-db-pool", drain.lobby_db_pool, "the lobby's DB workers")
       ->capture_default_str()
       ->check(CLI::Range(1, 512));
