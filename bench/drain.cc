@@ -16,6 +16,7 @@
 
 #include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -156,25 +157,32 @@ struct Row {
   uint32_t shards = 0;
   double per_s = 0;
   double p99_ms = 0;
+  double empty_after_s = 0;      // time until the outbox was empty
+  double predicted_empty_s = 0;  // N / (C - R), for runs that kept producing
 };
 
-// Fills an outbox with `n` results while nothing delivers, then times the deliverers.
+// Fills an outbox with `n` results while nothing delivers, then times the deliverers until
+// the outbox is empty. With `produce_rate` > 0 new results keep arriving at that rate while
+// it drains (up to n more, pre-allocated), as on a host whose battles go on.
 Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t shards, uint64_t base,
-               uint64_t n, const std::string& lobby_url) {
-  std::fprintf(stderr, "  verdict, %u shard%s: allocating and filling %llu results\n", shards,
-               shards == 1 ? "" : "s", static_cast<unsigned long long>(n));
-  AllocateRooms(conninfo, base, n);
+               uint64_t n, const std::string& lobby_url, double produce_rate = 0) {
+  const char* mode = produce_rate > 0 ? "verdict_producing" : "verdict";
+  std::fprintf(stderr, "  verdict, %u shard%s%s: allocating and filling %llu results\n", shards,
+               shards == 1 ? "" : "s", produce_rate > 0 ? ", producing meanwhile" : "",
+               static_cast<unsigned long long>(n));
+  const uint64_t extra = produce_rate > 0 ? n : 0;
+  AllocateRooms(conninfo, base, n + extra);
   auto outbox = storage::OpenOutbox(dir, {.shard_count = shards});
   if (!outbox.ok()) {
     std::fprintf(stderr, "outbox: %s\n", outbox.status().ToString().c_str());
-    return {"verdict", shards};
+    return {mode, shards};
   }
   for (uint64_t first = 1; first <= n; first += 1000) {
     std::vector<v1::BattleResult> batch;
     for (uint64_t slot = first; slot <= std::min(n, first + 999); ++slot) {
       batch.push_back(ResultFor(base, slot));
     }
-    if (!(*outbox)->Enqueue(batch).ok()) return {"verdict", shards};
+    if (!(*outbox)->Enqueue(batch).ok()) return {mode, shards};
   }
   metrics::Registry registry;
   delivery::DelivererOptions options;
@@ -182,7 +190,19 @@ Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t sha
   options.token = kToken;
   delivery::Deliverer deliverer(**outbox, options, &registry);
   const auto start = SteadyClock::now();
-  if (!deliverer.Start().ok()) return {"verdict", shards};
+  if (!deliverer.Start().ok()) return {mode, shards};
+  std::atomic<bool> drained{false};
+  std::atomic<uint64_t> produced{0};
+  std::thread producer([&] {
+    if (produce_rate <= 0) return;
+    while (!drained && produced < extra) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      const auto due = static_cast<uint64_t>(Seconds(SteadyClock::now() - start) * produce_rate);
+      std::vector<v1::BattleResult> batch;
+      while (produced < std::min(due, extra)) batch.push_back(ResultFor(base, n + ++produced));
+      if (!batch.empty() && (*outbox)->Enqueue(batch).ok()) deliverer.Wake();
+    }
+  });
   auto last_print = start;
   for (;;) {
     const uint64_t left = (*outbox)->Stats()->records;
@@ -195,14 +215,20 @@ Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t sha
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const double elapsed = Seconds(SteadyClock::now() - start);
+  drained = true;
+  producer.join();
   deliverer.Stop();
-  const uint64_t receipts = ReceiptsBetween(conninfo, base, n);
-  if (receipts != n) {
+  const uint64_t settled = n + produced;
+  const uint64_t receipts = ReceiptsBetween(conninfo, base, n + extra);
+  if (receipts < settled) {
     std::fprintf(stderr, "    warning: %llu receipts for %llu results\n",
-                 static_cast<unsigned long long>(receipts), static_cast<unsigned long long>(n));
+                 static_cast<unsigned long long>(receipts),
+                 static_cast<unsigned long long>(settled));
   }
-  return {"verdict", shards, n / elapsed,
+  Row row{mode, shards, settled / elapsed,
           HistogramP99Ms(registry.RenderText(), "verdict_node_delivery_attempt_seconds")};
+  row.empty_after_s = elapsed;
+  return row;
 }
 
 // One file per result, one request at a time: the design verdict replaces.
@@ -306,8 +332,7 @@ Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t bas
     return row;
   }
   row.per_s = std::stod(text.substr(tps + 6));
-  const size_t latency = text.find("latency average = ");
-  if (latency != std::string::npos) row.p99_ms = 0;  // pgbench reports averages, not p99
+  row.p99_ms = NAN;  // pgbench reports an average, not a p99
   return row;
 }
 
@@ -317,7 +342,7 @@ bool WriteSvg(const std::string& path, const std::vector<Row>& rows, double rtt_
   std::vector<const Row*> verdict;
   double serial = 0, ceiling = 0, top = 1;
   for (const Row& r : rows) {
-    if (r.mode == "verdict") verdict.push_back(&r);
+    if (r.mode == "verdict") verdict.push_back(&r);  // the plain drains
     if (r.mode == "serial") serial = r.per_s;
     if (r.mode == "pgbench") ceiling = r.per_s;
     top = std::max(top, r.per_s);
@@ -417,8 +442,18 @@ int RunDrain(const DrainOptions& o) {
                  100'000 * 10;
   std::vector<Row> rows;
   for (uint32_t shards : o.shards) {
-    rows.push_back(RunVerdict(conninfo, root + "/verdict-" + std::to_string(shards), shards,
-                              ++run * kRunSpan, o.backlog, url));
+    const std::string dir = root + "/verdict-" + std::to_string(shards);
+    rows.push_back(RunVerdict(conninfo, dir, shards, ++run * kRunSpan, o.backlog, url));
+    if (o.produce_rate > 0) {
+      // Same shard count while new results keep arriving: the measured time to empty against
+      // the N / (C - R) predicted from the drain rate C just measured.
+      const double c = rows.back().per_s;
+      Row producing = RunVerdict(conninfo, dir + "-producing", shards, ++run * kRunSpan, o.backlog,
+                                 url, o.produce_rate);
+      producing.predicted_empty_s =
+          c > o.produce_rate ? o.backlog / (c - o.produce_rate) : INFINITY;
+      rows.push_back(producing);
+    }
   }
   rows.push_back(RunSerial(conninfo, root + "/serial", ++run * kRunSpan, o.serial_backlog, port));
   const Row pg =
@@ -428,16 +463,34 @@ int RunDrain(const DrainOptions& o) {
   std::filesystem::remove_all(root, ignored);
 
   FILE* table = o.output.json ? stderr : stdout;
-  std::fprintf(table, "\n%-28s %8s %12s %10s\n", "design", "shards", "results/s", "p99 ms");
+  std::fprintf(table, "\n%-28s %8s %12s %10s %12s\n", "design", "shards", "results/s", "p99 ms",
+               "empty after");
   double serial = 0, at16 = 0;
   Report report("drain");
   for (const Row& r : rows) {
-    const char* label = r.mode == "verdict"  ? "verdict deliverers"
-                        : r.mode == "serial" ? "serial, file per result"
-                                             : "pgbench verdict_settle";
-    std::fprintf(table, "%-28s %8u %12.0f %10.1f\n", label, r.shards, r.per_s, r.p99_ms);
-    report.Row({{"mode", r.mode}},
-               {{"shards", double(r.shards)}, {"per_s", r.per_s}, {"p99_ms", r.p99_ms}});
+    const char* label = r.mode == "verdict"             ? "verdict deliverers"
+                        : r.mode == "verdict_producing" ? "  ... while producing"
+                        : r.mode == "serial"            ? "serial, file per result"
+                                                        : "pgbench verdict_settle";
+    std::string empty;
+    if (r.empty_after_s > 0) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.1f s", r.empty_after_s);
+      empty = buf;
+      if (r.mode == "verdict_producing") {
+        std::snprintf(buf, sizeof(buf), " (N/(C-R) %.1f s)", r.predicted_empty_s);
+        empty += buf;
+      }
+    }
+    char p99[32] = "-";
+    if (!std::isnan(r.p99_ms)) std::snprintf(p99, sizeof(p99), "%.1f", r.p99_ms);
+    std::fprintf(table, "%-28s %8u %12.0f %10s %12s\n", label, r.shards, r.per_s, p99,
+                 empty.c_str());
+    std::map<std::string, double> values = {
+        {"shards", double(r.shards)}, {"per_s", r.per_s}, {"p99_ms", r.p99_ms}};
+    if (r.empty_after_s > 0) values["empty_after_s"] = r.empty_after_s;
+    if (r.mode == "verdict_producing") values["predicted_empty_s"] = r.predicted_empty_s;
+    report.Row({{"mode", r.mode}}, values);
     if (r.mode == "serial") serial = r.per_s;
     if (r.mode == "verdict" && r.shards == 16) at16 = r.per_s;
   }

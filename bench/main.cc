@@ -5,12 +5,15 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "bench/drain.h"
 #include "bench/ingest.h"
 
 int main(int argc, char** argv) {
+  // stdout carries the table (or the JSON object); logs go to stderr.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("bench"));
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{
       "verdict-bench: durable ingest measured side by side with the file-per-result "
@@ -58,6 +61,12 @@ int main(int argc, char** argv) {
                    "round trip a latency proxy adds between node and lobby")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1000.0));
+  drain_cmd
+      ->add_option("--produce-rate", drain.produce_rate,
+                   "also drain each shard count while producing this many results/s, and "
+                   "compare the time to empty with N/(C-R)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   drain_cmd->add_option("--svg", drain.svg, "write the chart of drain rate by shard count");
   drain_cmd->add_option("--lobby-db-pool", drain.lobby_db_pool, "the lobby's DB workers")
       ->capture_default_str()
