@@ -1,21 +1,5 @@
-// The RocksDB outbox.
-//
-// On-disk layout (one RocksDB instance):
-//   column family "shard-NNN" (N = 000 … count-1)
-//     key   = sequence, 8 bytes big-endian (so iteration order is enqueue order)
-//     value = verdict.v1.Envelope{sequence, enqueued_at_ms, result}
-//   column families "quarantine" and "dead-letter"
-//     key   = sequence, 8 bytes big-endian
-//     value = Envelope{…, reason, detail, shard} (or Envelope{raw} for undecodable bytes)
-//   column family "meta"
-//     "shard_count"      → 4 bytes big-endian, written once at creation
-//     "next_sequence"    → 8 bytes big-endian, rewritten with every batch that allocates one
-//     "i" + room_id (8 BE) + ended_at_ms (8 BE)
-//                        → area (1 byte: 0 shard, 1 quarantine, 2 dead-letter)
-//                          + shard (4 BE) + sequence (8 BE): the idempotency index
-//
-// Sequences come from one counter per node, so every key in every column family is unique and
-// a redriven record gets a key after everything already queued.
+// The RocksDB outbox: the Outbox interface over one RocksDB instance whose layout
+// storage/outbox_format.h describes.
 #include <sys/statvfs.h>
 
 #include <algorithm>
@@ -34,71 +18,12 @@
 
 #include "proto/wire.h"
 #include "storage/outbox.h"
+#include "storage/outbox_format.h"
 
 namespace verdict::storage {
 namespace {
 
-constexpr char kMetaCf[] = "meta";
-constexpr char kQuarantineCf[] = "quarantine";
-constexpr char kDeadLetterCf[] = "dead-letter";
-constexpr char kShardCountKey[] = "shard_count";
-constexpr char kNextSequenceKey[] = "next_sequence";
-constexpr char kIndexPrefix = 'i';
-
-enum class Area : uint8_t { kShard = 0, kQuarantine = 1, kDeadLetter = 2 };
-
-std::string ShardCfName(uint32_t shard) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "shard-%03u", shard);
-  return name;
-}
-
-void PutBigEndian(std::string* out, uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint64_t GetBigEndian(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
-std::string SequenceKey(uint64_t sequence) {
-  std::string key;
-  PutBigEndian(&key, sequence, 8);
-  return key;
-}
-
-// The sequence a column-family key names; 0 (never allocated) for a malformed key.
-uint64_t KeySequence(const rocksdb::Slice& key) {
-  return key.size() == 8 ? GetBigEndian(key.data(), 8) : 0;
-}
-
-std::string IndexKey(uint64_t room_id, int64_t ended_at_ms) {
-  std::string key(1, kIndexPrefix);
-  PutBigEndian(&key, room_id, 8);
-  PutBigEndian(&key, static_cast<uint64_t>(ended_at_ms), 8);
-  return key;
-}
-
-struct IndexEntry {
-  Area area;
-  uint32_t shard;
-  uint64_t sequence;
-};
-
-std::string EncodeIndex(const IndexEntry& e) {
-  std::string v(1, static_cast<char>(e.area));
-  PutBigEndian(&v, e.shard, 4);
-  PutBigEndian(&v, e.sequence, 8);
-  return v;
-}
-
-std::optional<IndexEntry> DecodeIndex(const std::string& v) {
-  if (v.size() != 13 || static_cast<uint8_t>(v[0]) > 2) return std::nullopt;
-  return IndexEntry{static_cast<Area>(v[0]), static_cast<uint32_t>(GetBigEndian(&v[1], 4)),
-                    GetBigEndian(&v[5], 8)};
-}
+using namespace format;
 
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return Status::Ok();
@@ -110,37 +35,6 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.IsCorruption()) return DataLossError(msg);
   if (s.IsInvalidArgument()) return InvalidArgumentError(msg);
   return InternalError(msg);
-}
-
-std::string SerializeEnvelope(const v1::Envelope& envelope) {
-  return wire::DeterministicBytes(envelope);
-}
-
-// The shard value of a record: Envelope{sequence, enqueued_at_ms, result} serialized, built
-// from the result's canonical bytes without copying or serializing the result again. Equal to
-// the Envelope's deterministic serialization: fields 1 and 2, then field 3 (length-delimited).
-std::string ShardValue(uint64_t sequence, int64_t enqueued_at_ms, const std::string& result) {
-  v1::Envelope head;
-  head.set_sequence(sequence);
-  head.set_enqueued_at_ms(enqueued_at_ms);
-  std::string out = SerializeEnvelope(head);
-  out.reserve(out.size() + 6 + result.size());
-  out.push_back(static_cast<char>((3 << 3) | 2));  // field 3, wire type LEN
-  for (uint64_t n = result.size();; n >>= 7) {
-    if (n < 0x80) {
-      out.push_back(static_cast<char>(n));
-      break;
-    }
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-  }
-  out += result;
-  return out;
-}
-
-// A shard value decodes only if it parses, carries a result and names its own key.
-bool DecodeShardValue(const rocksdb::Slice& value, uint64_t sequence, v1::Envelope* out) {
-  return out->ParseFromArray(value.data(), static_cast<int>(value.size())) && out->has_result() &&
-         out->sequence() == sequence;
 }
 
 class OutboxImpl final : public Outbox {

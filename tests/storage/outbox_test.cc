@@ -11,6 +11,7 @@
 
 #include "proto/wire.h"
 #include "storage/outbox.h"
+#include "storage/outbox_format.h"
 #include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
 
@@ -74,6 +75,21 @@ TEST(RoomShardTest, SpreadsRoomsOverAllShards) {
     EXPECT_GT(n, 800) << "shard " << shard;
     EXPECT_LT(n, 1200) << "shard " << shard;
   }
+}
+
+TEST(OutboxFormatTest, ShardValueIsTheEnvelopesDeterministicSerialization) {
+  const auto result = MakeResult(9);
+  v1::Envelope envelope;
+  envelope.set_sequence(300);  // a multi-byte varint
+  envelope.set_enqueued_at_ms(1'700'000'000'123);
+  *envelope.mutable_result() = result;
+  EXPECT_EQ(format::ShardValue(300, 1'700'000'000'123, wire::DeterministicBytes(result)),
+            wire::DeterministicBytes(envelope));
+  auto big = result;
+  big.set_replay_path(std::string(70'000, 'x'));  // a three-byte length
+  *envelope.mutable_result() = big;
+  EXPECT_EQ(format::ShardValue(300, 1'700'000'000'123, wire::DeterministicBytes(big)),
+            wire::DeterministicBytes(envelope));
 }
 
 TEST(OutboxTest, ReenqueueOfSameResultIsNoop) {
