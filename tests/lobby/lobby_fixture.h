@@ -58,15 +58,7 @@ class LobbyFixture : public ::testing::Test {
 
   // Allocates `room_id` to `node` with the ten players of MakeResult(room_id).
   HttpResponse Allocate(uint16_t port, uint64_t room_id, const std::string& node = "node-a") {
-    const v1::BattleResult r = MakeResult(room_id, 1'700'000'000'000, node);
-    v1::RoomAllocation a;
-    a.set_room_id(room_id);
-    a.set_node_id(node);
-    for (const auto& p : r.players()) {
-      v1::Seat* seat = a.add_seats();
-      seat->set_player_id(p.player_id());
-      seat->set_team(p.team());
-    }
+    const v1::RoomAllocation a = MakeAllocation(room_id, node, room_id * 10 + 1, 10);
     return HttpCall(port, "POST", "/v1/rooms", JsonHeaders("admin-token"),
                     wire::EncodeBody(a, wire::BodyFormat::kJson));
   }

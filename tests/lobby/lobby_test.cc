@@ -514,14 +514,7 @@ TEST_F(LobbyTest, AllocationRulesAndReads) {
   EXPECT_EQ(Allocate(lobby->port(), 31).status, 200) << "same allocation again is idempotent";
   EXPECT_EQ(Allocate(lobby->port(), 31, "node-b").status, 409);
   // Room 32 would seat the same ten players: they are busy in room 31.
-  v1::RoomAllocation busy;
-  busy.set_room_id(32);
-  busy.set_node_id("node-a");
-  for (uint64_t p = 311; p <= 320; ++p) {
-    auto* seat = busy.add_seats();
-    seat->set_player_id(p);
-    seat->set_team(p <= 315 ? 1 : 2);
-  }
+  v1::RoomAllocation busy = MakeAllocation(32, "node-a", 311, 10);
   auto r = HttpCall(lobby->port(), "POST", "/v1/rooms", JsonHeaders("admin-token"),
                     wire::EncodeBody(busy, wire::BodyFormat::kJson));
   EXPECT_EQ(r.status, 409);

@@ -48,14 +48,7 @@ TEST(ValidateResultTest, RefusesEachKindOfInconsistency) {
 }
 
 TEST(ValidateAllocationTest, RequiresTwoEqualTeamsOfDistinctPlayers) {
-  v1::RoomAllocation a;
-  a.set_room_id(5);
-  a.set_node_id("node-a");
-  for (uint64_t p = 1; p <= 4; ++p) {
-    auto* seat = a.add_seats();
-    seat->set_player_id(p);
-    seat->set_team(p <= 2 ? 1 : 2);
-  }
+  const v1::RoomAllocation a = testing::MakeAllocation(5, "node-a", 1, 4);
   EXPECT_TRUE(ValidateAllocation(a).ok());
   auto uneven = a;
   uneven.mutable_seats(3)->set_team(1);

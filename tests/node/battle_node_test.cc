@@ -10,6 +10,7 @@
 #include "tests/support/failing_outbox.h"
 #include "tests/support/fake_lobby.h"
 #include "tests/support/http_client.h"
+#include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
 
@@ -19,16 +20,9 @@ namespace {
 using namespace std::chrono_literals;
 using testing::FailingOutbox;
 
+// A two-seat room whose players nobody else uses.
 v1::RoomAllocation Seats(uint64_t room_id) {
-  v1::RoomAllocation a;
-  a.set_room_id(room_id);
-  a.set_node_id("node-a");
-  for (uint64_t p = 1; p <= 2; ++p) {
-    auto* seat = a.add_seats();
-    seat->set_player_id(room_id * 10 + p);
-    seat->set_team(static_cast<uint32_t>(p));
-  }
-  return a;
+  return testing::MakeAllocation(room_id, "node-a", room_id * 10 + 1, 2);
 }
 
 using testing::WaitUntil;

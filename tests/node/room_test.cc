@@ -3,20 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/results.h"
+
 namespace verdict::node {
 namespace {
 
 // Players 1..10; 1-5 on team 1, 6-10 on team 2.
 v1::RoomAllocation TenSeats(uint64_t room_id = 77) {
-  v1::RoomAllocation a;
-  a.set_room_id(room_id);
-  a.set_node_id("node-a");
-  for (uint64_t p = 1; p <= 10; ++p) {
-    auto* seat = a.add_seats();
-    seat->set_player_id(p);
-    seat->set_team(p <= 5 ? 1 : 2);
-  }
-  return a;
+  return testing::MakeAllocation(room_id, "node-a", 1, 10);
 }
 
 class RecordingNotifier : public BattleEndNotifier {

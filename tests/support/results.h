@@ -30,4 +30,20 @@ inline v1::BattleResult MakeResult(uint64_t room_id, int64_t ended_at_ms = 1'700
   return r;
 }
 
+// Seats players first_player … first_player + count - 1 in `room_id` for `node_id`: the first
+// half on team 1, the rest on team 2. MakeAllocation(r, node, r * 10 + 1, 10) is the roster of
+// MakeResult(r, …, node).
+inline v1::RoomAllocation MakeAllocation(uint64_t room_id, const std::string& node_id,
+                                         uint64_t first_player, uint32_t count) {
+  v1::RoomAllocation a;
+  a.set_room_id(room_id);
+  a.set_node_id(node_id);
+  for (uint32_t i = 0; i < count; ++i) {
+    v1::Seat* seat = a.add_seats();
+    seat->set_player_id(first_player + i);
+    seat->set_team(i < count / 2 ? 1 : 2);
+  }
+  return a;
+}
+
 }  // namespace verdict::testing
