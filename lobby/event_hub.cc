@@ -85,27 +85,44 @@ void EventHub::PublishPending() {
     pending_.insert(pending_.end(), ids.begin(), ids.end());
     return;
   }
+  Publish(*events);
+}
+
+void EventHub::CatchUp() {
+  int64_t newest = 0;
+  {
+    std::lock_guard lock(mu_);
+    newest = published_max_;
+  }
+  auto events = store_.EventsAfter(newest, 10'000);
+  if (events.ok()) Publish(*events);
+}
+
+void EventHub::Publish(const std::vector<SettlementEvent>& events) {
   std::vector<std::shared_ptr<EventSubscriber>> live;
+  std::vector<const SettlementEvent*> fresh;
   {
     std::lock_guard lock(mu_);
     std::erase_if(subscribers_, [](const auto& w) { return w.expired(); });
     for (const auto& w : subscribers_) {
       if (auto s = w.lock()) live.push_back(std::move(s));
     }
-    for (const auto& e : *events) {
-      published_.insert(e.event_id);
+    for (const auto& e : events) {
+      if (!published_.insert(e.event_id).second) continue;
       published_max_ = std::max(published_max_, e.event_id);
+      fresh.push_back(&e);
     }
     while (published_.size() > kRecentIds) published_.erase(published_.begin());
   }
-  for (const auto& e : *events) {
-    for (const auto& s : live) s->Deliver(e);
+  for (const SettlementEvent* e : fresh) {
+    for (const auto& s : live) s->Deliver(*e);
   }
 }
 
 void EventHub::Run() {
   std::unique_ptr<pqxx::connection> conn;
   std::unique_ptr<NotifyReceiver> receiver;
+  auto last_catch_up = std::chrono::steady_clock::now();
   for (;;) {
     {
       std::lock_guard lock(mu_);
@@ -115,19 +132,22 @@ void EventHub::Run() {
       try {
         conn = std::make_unique<pqxx::connection>(conninfo_);
         receiver = std::make_unique<NotifyReceiver>(*conn, this);
-        int64_t since = 0;
+        // Listening now; everything committed before the hub first started is history that
+        // subscribers get through ?after=, not a live event.
+        bool first = false;
         {
           std::lock_guard lock(mu_);
           listening_ = true;
-          since = published_max_;
+          first = published_max_ == 0;
         }
-        // Events committed while we were not listening: fetch them by range.
-        if (since > 0) {
-          auto missed = store_.EventsAfter(since, 10'000);
-          if (missed.ok()) {
-            for (const auto& e : *missed) Enqueue(e.event_id);
-          }
+        if (first) {
+          auto latest = store_.LatestEventId();
+          if (!latest.ok()) throw std::runtime_error(latest.status().ToString());
+          std::lock_guard lock(mu_);
+          published_max_ = std::max(published_max_, *latest);
         }
+        CatchUp();  // events committed while we were not listening
+        last_catch_up = std::chrono::steady_clock::now();
       } catch (const std::exception& e) {
         receiver.reset();
         conn.reset();
@@ -149,6 +169,10 @@ void EventHub::Run() {
       continue;
     }
     PublishPending();
+    if (std::chrono::steady_clock::now() - last_catch_up >= std::chrono::seconds(1)) {
+      CatchUp();
+      last_catch_up = std::chrono::steady_clock::now();
+    }
   }
   receiver.reset();
   conn.reset();

@@ -1,7 +1,9 @@
 // EventHub: fans battle.settled events out to this instance's WebSocket subscribers. It learns
 // of events from this instance's commits (Committed) and from every instance's commits through
 // PostgreSQL LISTEN/NOTIFY on its own connection, fetches each event once by id, and delivers
-// each to every subscriber once. Runs one thread; all methods are thread-safe.
+// each to every subscriber once. Once a second (and after reconnecting) it also fetches any
+// event newer than the newest it has published, so a lost notification delays an event by at
+// most a second instead of losing it. Runs one thread; all methods are thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -49,6 +51,10 @@ class EventHub {
   void Run();
   void Enqueue(int64_t event_id);
   void PublishPending();
+  // Fetches and publishes events newer than the newest published one.
+  void CatchUp();
+  // Delivers `events` not yet published to every live subscriber.
+  void Publish(const std::vector<SettlementEvent>& events);
 
   SettlementStore& store_;
   const std::string conninfo_;

@@ -45,6 +45,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "WHERE allocated_at < now() - make_interval(secs => $1) ORDER BY allocated_at, room_id"},
     {"schema_version", "SELECT coalesce(max(version), 0) FROM verdict_schema_migrations"},
     {"notify", "SELECT pg_notify('verdict_settlement_events', $1::text)"},
+    {"latest_event", "SELECT coalesce(max(event_id), 0) FROM settlement_events"},
     {"unsafe_release_early", "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = $1"},
 };
 
@@ -327,6 +328,13 @@ class PgSettlementStore final : public SettlementStore {
     return RunDb<std::vector<SettlementEvent>>(pool_, "events", [&](ConnectionPool::Lease& l) {
       pqxx::nontransaction tx(l.conn());
       return EventsFromRows(tx.exec_prepared("events_by_ids", literal.str()));
+    });
+  }
+
+  Result<int64_t> LatestEventId() override {
+    return RunDb<int64_t>(pool_, "events", [&](ConnectionPool::Lease& l) {
+      pqxx::nontransaction tx(l.conn());
+      return tx.exec_prepared1("latest_event")[0].as<int64_t>();
     });
   }
 

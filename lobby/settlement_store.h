@@ -94,6 +94,8 @@ class SettlementStore {
   virtual Result<std::vector<SettlementEvent>> EventsAfter(int64_t after_event_id,
                                                            size_t limit) = 0;
   virtual Result<std::vector<SettlementEvent>> EventsByIds(const std::vector<int64_t>& ids) = 0;
+  // The newest event id (0 if there is none).
+  virtual Result<int64_t> LatestEventId() = 0;
 
   // Rooms allocated more than `older_than_s` seconds ago that have no receipt.
   virtual Result<std::vector<PendingRoom>> RoomsWithoutReceipt(int64_t older_than_s) = 0;
