@@ -2,7 +2,6 @@
 // Flags are parsed here only; everything else takes plain option structs.
 #include <signal.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -10,6 +9,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/config_file.h"
 #include "common/host_port.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
@@ -180,6 +180,8 @@ int main(int argc, char** argv) {
       "verdict-lobby: settles battle results exactly once on PostgreSQL.\n"
       "The database comes from --db or libpq's PG* environment variables."};
   app.require_subcommand(1);
+  app.fallthrough();  // program flags may follow the subcommand
+  cli::AddConfigOption(app);
   app.add_option("--db", flags.db, "libpq connection string (default: PG* environment)");
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
       ->capture_default_str();

@@ -3,7 +3,6 @@
 // `outbox` inspects and repairs an outbox. Flags are parsed here only.
 #include <signal.h>
 
-#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +13,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/config_file.h"
 #include "node/battle_node.h"
 #include "node/simulator.h"
 #include "proto/wire.h"
@@ -386,6 +386,8 @@ int main(int argc, char** argv) {
       "verdict-node: keeps battle results durable on this host and delivers them to "
       "the lobby exactly as often as needed."};
   app.require_subcommand(1);
+  app.fallthrough();  // program flags may follow the subcommand
+  cli::AddConfigOption(app);
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
       ->capture_default_str();
 
