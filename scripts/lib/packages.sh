@@ -3,7 +3,7 @@
 # otherwise it prints the exact command to run and fails.
 
 VERDICT_PACKAGES=(
-  cmake g++ make pkg-config
+  cmake g++ make pkg-config dpkg-dev file
   librocksdb-dev libboost-dev libpqxx-dev libprotobuf-dev protobuf-compiler
   libspdlog-dev libgtest-dev libssl-dev libcli11-dev
   postgresql postgresql-common
@@ -30,7 +30,8 @@ ensure_packages() {
 # Configures (once) and builds into build/, reusing it between runs.
 build_verdict() {
   if [ ! -f build/CMakeCache.txt ]; then
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    # Configured for /usr so that the same build also makes the Debian packages.
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
   fi
   cmake --build build -j2
 }

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary DESTDIR (the Debian layout: prefix /usr, /etc/verdict) and
+# builds the embedding example against the installed CMake package, as a battle host would.
+#   install_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1 source=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+DESTDIR="$work/root" cmake --install "$build" >/dev/null
+prefix="$work/root$(cmake -L -N "$build" | sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p')"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+for f in bin/verdict-lobby bin/verdict-node include/verdict/node/battle_node.h \
+         include/verdict/verdict/v1/verdict.pb.h lib/systemd/system/verdict-lobby.service \
+         lib/systemd/system/verdict-node.service; do
+  [ -e "$prefix/$f" ] || fail "missing $f"
+done
+ls "$prefix"/lib/*/cmake/verdict/verdictConfig.cmake >/dev/null || fail "no CMake package config"
+ls "$prefix"/lib/*/libverdict_node.a >/dev/null || fail "no libverdict_node.a"
+for sql in "$source"/sql/[0-9][0-9][0-9]_*.sql; do
+  cmp -s "$sql" "$prefix/share/verdict/sql/$(basename "$sql")" || fail "migration $(basename "$sql")"
+done
+conf_dir="$work/root/etc/verdict"
+[ "$prefix" = "$work/root/usr" ] || conf_dir="$prefix/etc/verdict"
+[ -f "$conf_dir/lobby.conf" ] && [ -f "$conf_dir/node.conf" ] || fail "config files not in $conf_dir"
+
+# The shipped configuration files parse: every key they set is a flag the binary knows.
+"$prefix/bin/verdict-lobby" --config "$conf_dir/lobby.conf" serve --help >/dev/null ||
+  fail "lobby.conf does not parse"
+"$prefix/bin/verdict-node" --config "$conf_dir/node.conf" run --help >/dev/null ||
+  fail "node.conf does not parse"
+
+# A battle host's own project: find_package(verdict), link verdict::node.
+cmake -S "$source/examples" -B "$work/example" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_FIND_PACKAGE_PREFER_CONFIG=ON >"$work/configure.log" 2>&1 ||
+  { cat "$work/configure.log"; fail "example does not configure against the installed package"; }
+grep -q "verdict" "$work/example/CMakeCache.txt"
+verdict_dir=$(sed -n 's/^verdict_DIR:PATH=//p' "$work/example/CMakeCache.txt")
+case "$verdict_dir" in "$prefix"/*) ;; *) fail "found verdict at '$verdict_dir', not in $prefix" ;; esac
+cmake --build "$work/example" -j2 >"$work/build.log" 2>&1 ||
+  { cat "$work/build.log"; fail "example does not build against the installed package"; }
+[ -x "$work/example/embed_battle_host" ] || fail "no example binary"
+echo "installed into $prefix; the embedding example built against it"
