@@ -16,58 +16,88 @@ OutboxWriter::OutboxWriter(ResultChannel& channel, storage::Outbox& outbox,
       stored_counter_((registry ? *registry : fallback_registry_)
                           .AddCounter("verdict_node_results_stored_total",
                                       "Results made durable in the outbox.")),
-      failures_counter_((registry ? *registry : fallback_registry_)
-                            .AddCounter("verdict_node_outbox_write_failures_total",
-                                        "Outbox writes that failed and will be retried.")),
+      failures_counter_(
+          (registry ? *registry : fallback_registry_)
+              .AddCounter("verdict_node_outbox_write_failures_total",
+                          "Outbox writes and syncs that failed and will be retried.")),
       batch_seconds_((registry ? *registry : fallback_registry_)
                          .AddHistogram("verdict_node_outbox_write_seconds",
-                                       "Duration of one synced outbox write (one batch).")) {}
+                                       "Duration of one outbox log sync, which makes every batch "
+                                       "written before it durable.")) {}
 
 OutboxWriter::~OutboxWriter() { Stop(); }
 
 void OutboxWriter::Start() {
-  thread_ = std::thread([this] { Run(); });
+  writer_thread_ = std::thread([this] { RunWriter(); });
+  sync_thread_ = std::thread([this] { RunSyncer(); });
 }
 
 size_t OutboxWriter::Stop() {
-  if (!thread_.joinable()) return abandoned_;
+  if (!writer_thread_.joinable()) return abandoned_;
   stop_deadline_ = std::chrono::steady_clock::now() + options_.shutdown_deadline;
   stopping_ = true;
   channel_.Close();
-  thread_.join();
+  writer_thread_.join();
+  sync_thread_.join();
   return abandoned_;
 }
 
-void OutboxWriter::Run() {
+void OutboxWriter::RunWriter() {
   for (;;) {
-    std::vector<v1::BattleResult> batch =
-        channel_.PopBatch(options_.max_batch, std::chrono::milliseconds(200));
+    Batch batch = channel_.PopBatch(options_.max_batch, std::chrono::milliseconds(200));
     if (batch.empty()) {
-      if (channel_.closed() && channel_.size() == 0) return;
+      if (channel_.closed() && channel_.size() == 0) break;
       continue;
     }
-    if (!StoreBatch(batch)) {
-      abandoned_ += batch.size();
-      // Shutting down past the deadline with a broken outbox: say exactly what is lost.
-      for (const auto& r : batch) {
-        spdlog::error("room={}: result could not be stored before shutdown; it is lost",
-                      r.room_id());
-      }
+    if (!WriteBatch(batch)) {
+      Abandon(batch, "could not be written");
+      continue;
+    }
+    std::unique_lock lock(mu_);
+    // Bounded: a sync that keeps failing stops the writer, and so the channel (P6).
+    synced_cv_.wait(lock, [&] { return unsynced_.size() < options_.max_unsynced_batches; });
+    unsynced_.push_back(std::move(batch));
+    lock.unlock();
+    written_cv_.notify_one();
+  }
+  {
+    std::lock_guard lock(mu_);
+    writer_done_ = true;
+  }
+  written_cv_.notify_one();
+}
+
+void OutboxWriter::RunSyncer() {
+  for (;;) {
+    std::deque<Batch> group;
+    {
+      std::unique_lock lock(mu_);
+      written_cv_.wait(lock, [&] { return !unsynced_.empty() || writer_done_; });
+      if (unsynced_.empty()) return;  // the writer is done and everything is synced
+      // Everything written so far: one fsync makes all of it durable.
+      group.swap(unsynced_);
+    }
+    synced_cv_.notify_one();
+    if (!Sync()) {
+      for (const Batch& batch : group) Abandon(batch, "could not be synced");
+      continue;
+    }
+    CheckFailpoint("writer.after_sync");
+    for (const Batch& batch : group) {
+      stored_ += batch.size();
+      stored_counter_.Add(batch.size());
+      if (on_stored_) on_stored_(batch);
     }
   }
 }
 
-bool OutboxWriter::StoreBatch(const std::vector<v1::BattleResult>& batch) {
-  for (bool logged = false;; logged = true) {
-    const auto started = std::chrono::steady_clock::now();
+bool OutboxWriter::WriteBatch(const Batch& batch) {
+  for (bool logged = false;;) {
     Result<std::vector<storage::EnqueueResult>> out =
         CheckFailpoint("writer.before_sync") == FailAction::kError
             ? Result<std::vector<storage::EnqueueResult>>(UnavailableError("failpoint"))
-            : outbox_.Enqueue(batch);
+            : outbox_.EnqueueBuffered(batch);
     if (out.ok()) {
-      CheckFailpoint("writer.after_sync");
-      batch_seconds_.Observe(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
       for (size_t i = 0; i < batch.size(); ++i) {
         const Status& s = (*out)[i].status;
         if (!s.ok()) {
@@ -75,21 +105,51 @@ bool OutboxWriter::StoreBatch(const std::vector<v1::BattleResult>& batch) {
                         s.ToString());
         }
       }
-      stored_ += batch.size();
-      stored_counter_.Add(batch.size());
       if (stalled_.exchange(false)) spdlog::info("outbox writes succeed again");
-      if (on_stored_) on_stored_(batch);
       return true;
     }
-    stalled_ = true;
-    failures_counter_.Add();
-    if (!logged) {
-      spdlog::warn("outbox write of {} results failed: {}; holding them and retrying every {} ms",
-                   batch.size(), out.status().ToString(), options_.retry_interval.count());
+    if (options_.unsafe_drop_failed_batches_for_test) {
+      failures_counter_.Add();
+      return true;
     }
-    if (options_.unsafe_drop_failed_batches_for_test) return true;
-    if (stopping_ && std::chrono::steady_clock::now() > stop_deadline_) return false;
-    std::this_thread::sleep_for(options_.retry_interval);
+    if (!RetryAfterFailure(out.status(), &logged, "write", batch.size())) return false;
+  }
+}
+
+bool OutboxWriter::Sync() {
+  for (bool logged = false;;) {
+    const auto started = std::chrono::steady_clock::now();
+    Status s = outbox_.SyncEnqueued();
+    if (s.ok()) {
+      batch_seconds_.Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      if (stalled_.exchange(false)) spdlog::info("outbox syncs succeed again");
+      return true;
+    }
+    if (!RetryAfterFailure(s, &logged, "sync", 0)) return false;
+  }
+}
+
+bool OutboxWriter::RetryAfterFailure(const Status& status, bool* logged, const char* what,
+                                     size_t results) {
+  stalled_ = true;
+  failures_counter_.Add();
+  if (!*logged) {
+    spdlog::warn("outbox {}{} failed: {}; holding the results and retrying every {} ms", what,
+                 results ? " of " + std::to_string(results) + " results" : std::string(),
+                 status.ToString(), options_.retry_interval.count());
+    *logged = true;
+  }
+  if (stopping_ && std::chrono::steady_clock::now() > stop_deadline_) return false;
+  std::this_thread::sleep_for(options_.retry_interval);
+  return true;
+}
+
+void OutboxWriter::Abandon(const Batch& batch, const char* why) {
+  abandoned_ += batch.size();
+  // Shutting down past the deadline with a broken outbox: say exactly what is lost.
+  for (const auto& r : batch) {
+    spdlog::error("room={}: result {} before shutdown; it is lost", r.room_id(), why);
   }
 }
 

@@ -1,14 +1,25 @@
-// OutboxWriter: the one thread that moves results from the ResultChannel into the outbox. It
-// takes what the channel holds (up to a batch) and stores it with one synced write — explicit
-// group commit, so a busy host pays one fsync per batch, not per result. When the outbox cannot
-// write (disk full, I/O error) it keeps the batch, retries every retry_interval and stops
-// draining, so the channel fills and rooms finishing wait (P6). Start/Stop from one thread.
+// OutboxWriter: moves results from the ResultChannel into the outbox with explicit group
+// commit, in two stages so the fsync of one batch overlaps the work on the next:
+//   the writer thread takes what the channel holds (up to a batch) and writes it with one
+//   buffered WriteBatch (Outbox::EnqueueBuffered), in channel order, so sequences follow the
+//   order results were pushed;
+//   the sync thread fsyncs the log (Outbox::SyncEnqueued) once for every batch written before
+//   the sync began, and only then reports them stored.
+// A busy host pays one fsync per group of batches, not per result, and the CPU encodes the
+// next batch while the disk syncs the last. When the outbox cannot write or sync (disk full,
+// I/O error) the writer keeps its batch and retries every retry_interval, the sync thread
+// likewise, and neither takes more: the channel fills and rooms finishing wait (P6).
+// Start/Stop from one thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "common/metrics.h"
 #include "node/result_channel.h"
@@ -17,8 +28,11 @@
 namespace verdict::node {
 
 struct OutboxWriterOptions {
-  // Most results stored by one synced write. Default: 256.
+  // Most results written by one WriteBatch. Default: 256.
   size_t max_batch = 256;
+  // Batches written but not yet synced beyond which the writer waits for the sync thread.
+  // Default: 4.
+  size_t max_unsynced_batches = 4;
   // Wait between attempts while the outbox fails. Default: 1 s.
   std::chrono::milliseconds retry_interval{1000};
   // How long Stop keeps retrying a failing outbox before giving up on what is left (logged as
@@ -31,8 +45,8 @@ struct OutboxWriterOptions {
 
 class OutboxWriter {
  public:
-  // Called on the writer thread with each batch once it is durable (the node wakes its
-  // deliverers there; the benchmark measures enqueue latency).
+  // Called on the sync thread with each batch, in write order, once it is durable (the node
+  // wakes its deliverers there; the benchmark measures enqueue latency).
   using StoredCallback = std::function<void(const std::vector<v1::BattleResult>&)>;
 
   // `channel` and `outbox` must outlive the writer. `registry` may be null.
@@ -44,17 +58,26 @@ class OutboxWriter {
 
   void Start();
   // Closes the channel, stores everything still in it, and joins. Returns how many results
-  // could not be stored before the shutdown deadline (0 unless the outbox kept failing).
+  // could not be stored durably before the shutdown deadline (0 unless the outbox kept failing).
   size_t Stop();
 
   uint64_t stored() const { return stored_.load(); }
-  // True while the last write failed and the writer is waiting to retry.
+  // True while the last write or sync failed and the writer is waiting to retry.
   bool stalled() const { return stalled_.load(); }
 
  private:
-  void Run();
-  // Stores one batch, retrying while the outbox fails; false if it gave up (shutdown deadline).
-  bool StoreBatch(const std::vector<v1::BattleResult>& batch);
+  using Batch = std::vector<v1::BattleResult>;
+
+  void RunWriter();
+  void RunSyncer();
+  // Writes one batch, retrying while the outbox fails; false if it gave up (shutdown deadline).
+  bool WriteBatch(const Batch& batch);
+  // Syncs, retrying while the outbox fails; false if it gave up (shutdown deadline).
+  bool Sync();
+  // Logs a failure once per stall and decides: true to retry after retry_interval, false to
+  // give up (past the shutdown deadline).
+  bool RetryAfterFailure(const Status& status, bool* logged, const char* what, size_t results);
+  void Abandon(const Batch& batch, const char* why);
 
   ResultChannel& channel_;
   storage::Outbox& outbox_;
@@ -68,8 +91,17 @@ class OutboxWriter {
   std::atomic<bool> stalled_{false};
   std::atomic<bool> stopping_{false};
   std::chrono::steady_clock::time_point stop_deadline_;
-  size_t abandoned_ = 0;
-  std::thread thread_;
+  std::atomic<size_t> abandoned_{0};
+
+  // Batches written and waiting for the sync thread, in write order.
+  std::mutex mu_;
+  std::condition_variable written_cv_;  // a batch was added, or the writer finished
+  std::condition_variable synced_cv_;   // unsynced_ shrank
+  std::deque<Batch> unsynced_;          // guarded by mu_
+  bool writer_done_ = false;            // guarded by mu_
+
+  std::thread writer_thread_;
+  std::thread sync_thread_;
 };
 
 }  // namespace verdict::node

@@ -141,11 +141,29 @@ class Outbox {
 
   virtual uint32_t shard_count() const = 0;
 
-  // Stores the batch with one synced WriteBatch; returns one EnqueueResult per input, in
-  // order. A top-level error (UNAVAILABLE, RESOURCE_EXHAUSTED for a full disk, INTERNAL) means
-  // nothing of the batch was stored and the same call may be retried. Records refused
-  // individually (see EnqueueResult) do not fail the batch.
-  virtual Result<std::vector<EnqueueResult>> Enqueue(std::span<const v1::BattleResult> batch) = 0;
+  // Stores the batch durably: EnqueueBuffered, then SyncEnqueued. Returns one EnqueueResult per
+  // input, in order. A top-level error (UNAVAILABLE, RESOURCE_EXHAUSTED for a full disk,
+  // INTERNAL) means the batch is not known to be durable and the same call may be retried.
+  // Records refused individually (see EnqueueResult) do not fail the batch.
+  Result<std::vector<EnqueueResult>> Enqueue(std::span<const v1::BattleResult> batch) {
+    auto results = EnqueueBuffered(batch);
+    if (!results.ok()) return results;
+    if (Status synced = SyncEnqueued(); !synced.ok()) return synced;
+    return results;
+  }
+
+  // Group commit in two steps, so one writer can encode and write the next batch while the
+  // previous one is being fsynced. EnqueueBuffered writes the batch as one atomic WriteBatch
+  // (to the log and the memtables, not yet fsynced): its records are visible to ReadShard at
+  // once, but are durable only after the next SyncEnqueued returns OK. Nothing may be reported
+  // stored before that. (A record delivered before its fsync and then lost in a crash was never
+  // reported stored; if the lobby settled it, a redelivery is answered as a duplicate.)
+  // Errors as for Enqueue: after one, nothing of the batch was written.
+  virtual Result<std::vector<EnqueueResult>> EnqueueBuffered(
+      std::span<const v1::BattleResult> batch) = 0;
+  // Makes every record written by EnqueueBuffered before this call durable (fsyncs the
+  // write-ahead log). An error means they are not known to be durable; call it again.
+  virtual Status SyncEnqueued() = 0;
 
   // Up to `max_records` records of `shard` with sequence > `after_sequence`, in enqueue order
   // (after_sequence 0 = from the head). A value that cannot be decoded is moved to quarantine

@@ -50,6 +50,8 @@ class OutboxImpl final : public Outbox {
         shards_(shard_count) {
     write_options_.sync = !options.unsafe_disable_wal_for_test;
     write_options_.disableWAL = options.unsafe_disable_wal_for_test;
+    buffered_options_.sync = false;
+    buffered_options_.disableWAL = options.unsafe_disable_wal_for_test;
     ack_options_.sync = false;
     ack_options_.disableWAL = options.unsafe_disable_wal_for_test;
   }
@@ -96,7 +98,8 @@ class OutboxImpl final : public Outbox {
 
   uint32_t shard_count() const override { return shard_count_; }
 
-  Result<std::vector<EnqueueResult>> Enqueue(std::span<const v1::BattleResult> batch) override {
+  Result<std::vector<EnqueueResult>> EnqueueBuffered(
+      std::span<const v1::BattleResult> batch) override {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
     std::lock_guard lock(write_mu_);
     std::vector<EnqueueResult> results(batch.size());
@@ -177,7 +180,8 @@ class OutboxImpl final : public Outbox {
     std::string next_value;
     PutBigEndian(&next_value, next, 8);
     wb.Put(MetaCf(), kNextSequenceKey, next_value);
-    VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "enqueue"));
+    VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "enqueue", buffered_options_));
+    written_.fetch_add(1);
     next_sequence_ = next;
     for (auto [shard, bytes] : shard_growth) {
       shards_[shard].records += 1;
@@ -185,6 +189,25 @@ class OutboxImpl final : public Outbox {
     }
     quarantined_ += new_quarantined;
     return results;
+  }
+
+  Status SyncEnqueued() override {
+    VERDICT_RETURN_IF_ERROR(CheckWritable());
+    std::lock_guard lock(sync_mu_);
+    // Every write counted here has returned, so the log sync below covers it.
+    const uint64_t target = written_.load();
+    if (synced_ >= target) return Status::Ok();  // an earlier sync already covered it
+    if (needs_resume_.exchange(false)) {
+      rocksdb::Status r = db_->Resume();
+      if (!r.ok()) spdlog::warn("outbox: resume after write failure: {}", r.ToString());
+    }
+    Status s = FromRocks(db_->SyncWAL(), "syncing the outbox log");
+    if (!s.ok()) {
+      needs_resume_ = true;
+      return s;
+    }
+    synced_ = target;
+    return Status::Ok();
   }
 
   Result<std::vector<OutboxRecord>> ReadShard(uint32_t shard, uint64_t after_sequence,
@@ -364,11 +387,15 @@ class OutboxImpl final : public Outbox {
   // A synced write. After a failed write RocksDB may refuse all writes until resumed (for
   // example after the disk was full), so a failure asks it to resume before the next write.
   Status WriteRecovering(rocksdb::WriteBatch* wb, const char* what) {
+    return WriteRecovering(wb, what, write_options_);
+  }
+  Status WriteRecovering(rocksdb::WriteBatch* wb, const char* what,
+                         const rocksdb::WriteOptions& write_options) {
     if (needs_resume_.exchange(false)) {
       rocksdb::Status r = db_->Resume();
       if (!r.ok()) spdlog::warn("outbox: resume after write failure: {}", r.ToString());
     }
-    Status s = FromRocks(db_->Write(write_options_, wb), what);
+    Status s = FromRocks(db_->Write(write_options, wb), what);
     if (!s.ok()) needs_resume_ = true;
     return s;
   }
@@ -513,7 +540,8 @@ class OutboxImpl final : public Outbox {
   const std::string dir_;
   const OutboxOptions options_;
   const Clock* clock_;
-  rocksdb::WriteOptions write_options_;
+  rocksdb::WriteOptions write_options_;     // synced
+  rocksdb::WriteOptions buffered_options_;  // EnqueueBuffered: synced later by SyncEnqueued
   rocksdb::WriteOptions ack_options_;
 
   std::mutex write_mu_;  // serializes sequence allocation and the writes that use it
@@ -522,6 +550,10 @@ class OutboxImpl final : public Outbox {
   std::atomic<uint64_t> quarantined_{0};
   std::atomic<uint64_t> dead_lettered_{0};
   std::atomic<bool> needs_resume_{false};
+  // Buffered enqueue writes done, and how many of them the last successful log sync covered.
+  std::atomic<uint64_t> written_{0};
+  std::mutex sync_mu_;
+  uint64_t synced_ = 0;  // guarded by sync_mu_
 };
 
 // The shard count an existing outbox was created with, or nullopt for a new directory.
@@ -553,14 +585,15 @@ Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir) {
 }
 
 // The column family descriptors of an outbox with `shard_count` shards, in handle order.
-std::vector<rocksdb::ColumnFamilyDescriptor> Descriptors(
-    uint32_t shard_count, const rocksdb::ColumnFamilyOptions& base,
-    const rocksdb::ColumnFamilyOptions& shard) {
+std::vector<rocksdb::ColumnFamilyDescriptor> Descriptors(uint32_t shard_count,
+                                                         const rocksdb::ColumnFamilyOptions& base,
+                                                         const rocksdb::ColumnFamilyOptions& shard,
+                                                         const rocksdb::ColumnFamilyOptions& meta) {
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (uint32_t s = 0; s < shard_count; ++s) descriptors.emplace_back(ShardCfName(s), shard);
   descriptors.emplace_back(kQuarantineCf, base);
   descriptors.emplace_back(kDeadLetterCf, base);
-  descriptors.emplace_back(kMetaCf, base);
+  descriptors.emplace_back(kMetaCf, meta);
   descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, base);
   return descriptors;
 }
@@ -571,7 +604,7 @@ Result<std::unique_ptr<Outbox>> OpenOutboxReadOnly(const std::string& dir,
   rocksdb::DB* raw = nullptr;
   const rocksdb::ColumnFamilyOptions cf;
   rocksdb::Status s = rocksdb::DB::OpenForReadOnly(
-      rocksdb::DBOptions(), dir, Descriptors(options.shard_count, cf, cf), &handles, &raw);
+      rocksdb::DBOptions(), dir, Descriptors(options.shard_count, cf, cf, cf), &handles, &raw);
   if (!s.ok()) return FromRocks(s, "opening outbox " + dir + " read-only");
   std::unique_ptr<rocksdb::DB> db(raw);
   db->DestroyColumnFamilyHandle(handles.back()).PermitUncheckedError();
@@ -636,8 +669,17 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
   // never wade through them.
   shard_options.table_properties_collector_factories.emplace_back(
       rocksdb::NewCompactOnDeletionCollectorFactory(8192, 4096, 0.5));
+  // Records live seconds in the common case; compressing them on flush is CPU the writer
+  // needs (ingest is CPU-bound on small hosts).
+  shard_options.compression = rocksdb::kNoCompression;
 
-  const auto descriptors = Descriptors(options.shard_count, base, shard_options);
+  // Most idempotency lookups miss, and most hit the memtable: a memtable Bloom filter answers
+  // a miss without walking the skip list.
+  rocksdb::ColumnFamilyOptions meta_options = base;
+  meta_options.memtable_whole_key_filtering = true;
+  meta_options.memtable_prefix_bloom_size_ratio = 0.05;
+
+  const auto descriptors = Descriptors(options.shard_count, base, shard_options, meta_options);
 
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;

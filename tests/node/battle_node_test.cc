@@ -98,6 +98,32 @@ TEST_F(BattleNodeTest, FailingOutboxFillsTheChannelAndFinishWaitsThenNothingIsLo
   EXPECT_EQ(StoredRooms(node->outbox()), expected);
 }
 
+// Group commit reports a result stored only after the fsync that covers it: while syncs fail,
+// nothing is reported stored however many results were written, and the channel fills (P6).
+TEST_F(BattleNodeTest, NothingIsReportedStoredBeforeItsSyncSucceeds) {
+  auto node = StartWithFailingOutbox(testing::UnreachableUrl());
+  ASSERT_NE(node, nullptr);
+  failing_->set_fail_syncs(true);
+  // More than the channel (4) plus the batches the writer may hold unsynced (4 of up to 256).
+  constexpr int kRooms = 40;
+  std::thread host([&] {
+    for (uint64_t room = 1; room <= kRooms; ++room) {
+      Room r(Seats(room), node->room_context(nullptr, nullptr));
+      r.Abort("test");
+    }
+  });
+  ASSERT_TRUE(WaitUntil([&] { return node->results().waiting_producers() == 1; }))
+      << "finish() did not block while nothing could be made durable";
+  EXPECT_TRUE(WaitUntil([&] { return failing_->failed_syncs() > 2; }));
+  EXPECT_EQ(node->stored(), 0u) << "results reported stored before any fsync succeeded";
+  EXPECT_EQ(node->Health().code(), StatusCode::kUnavailable);
+
+  failing_->set_fail_syncs(false);
+  host.join();
+  ASSERT_TRUE(WaitUntil([&] { return node->stored() == kRooms; }));
+  EXPECT_EQ(StoredRooms(node->outbox()).size(), static_cast<size_t>(kRooms));
+}
+
 // Negative control: a writer that drops the batch it could not write loses results, and the
 // same count of stored rooms shows it.
 TEST_F(BattleNodeTest, NegativeControlDroppingFailedBatchesIsCaught) {

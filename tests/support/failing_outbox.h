@@ -1,5 +1,5 @@
-// FailingOutbox: wraps a real outbox and, while switched on, fails every Enqueue the way a full
-// disk does (RESOURCE_EXHAUSTED, nothing stored). Everything else goes straight through. The
+// FailingOutbox: wraps a real outbox and, while switched on, fails every enqueue the way a full
+// disk does (RESOURCE_EXHAUSTED, nothing stored), or every sync the way a failing fsync does. Everything else goes straight through. The
 // test seam for backpressure (P6). Thread-safe.
 #pragma once
 
@@ -16,15 +16,25 @@ class FailingOutbox final : public storage::Outbox {
 
   void set_fail_writes(bool fail) { fail_writes_ = fail; }
   int failed_writes() const { return failed_writes_.load(); }
+  // While on, writes succeed (records become visible) but syncing them fails.
+  void set_fail_syncs(bool fail) { fail_syncs_ = fail; }
+  int failed_syncs() const { return failed_syncs_.load(); }
 
   uint32_t shard_count() const override { return inner_->shard_count(); }
-  Result<std::vector<storage::EnqueueResult>> Enqueue(
+  Result<std::vector<storage::EnqueueResult>> EnqueueBuffered(
       std::span<const v1::BattleResult> batch) override {
     if (fail_writes_) {
       ++failed_writes_;
       return ResourceExhaustedError("simulated: no space left on device");
     }
-    return inner_->Enqueue(batch);
+    return inner_->EnqueueBuffered(batch);
+  }
+  Status SyncEnqueued() override {
+    if (fail_syncs_) {
+      ++failed_syncs_;
+      return UnavailableError("simulated: fsync failed");
+    }
+    return inner_->SyncEnqueued();
   }
   Result<std::vector<storage::OutboxRecord>> ReadShard(uint32_t shard, uint64_t after,
                                                        size_t max) override {
@@ -49,6 +59,8 @@ class FailingOutbox final : public storage::Outbox {
   std::unique_ptr<storage::Outbox> inner_;
   std::atomic<bool> fail_writes_{false};
   std::atomic<int> failed_writes_{0};
+  std::atomic<bool> fail_syncs_{false};
+  std::atomic<int> failed_syncs_{0};
 };
 
 }  // namespace verdict::testing
