@@ -8,10 +8,12 @@
 namespace verdict::bench {
 
 struct IngestOptions {
-  double seconds = 5;         // per design
-  int producers = 8;          // threads pushing results
-  size_t size = 2048;         // serialized result size, bytes
-  bool verdict_only = false;  // skip the comparisons (for profiling verdict's path)
+  double seconds = 5;          // per design
+  int producers = 8;           // threads pushing results
+  size_t size = 2048;          // serialized result size, bytes
+  bool verdict_only = false;   // skip the comparisons (for profiling verdict's path)
+  double load_fraction = 0.5;  // then verdict again, open loop at this part of its maximum
+                               // (latency at a load below saturation); 0 skips it
   OutputOptions output;
 };
 

@@ -31,6 +31,11 @@ int main(int argc, char** argv) {
   ingest_cmd->add_option("--size", ingest.size, "serialized result size in bytes")
       ->capture_default_str()
       ->check(CLI::Range(size_t{200}, size_t{1} << 20));
+  ingest_cmd
+      ->add_option("--load-fraction", ingest.load_fraction,
+                   "then measure latency open loop at this part of verdict's maximum (0: skip)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   ingest_cmd->add_flag("--json", ingest.output.json, "print one JSON object on stdout");
   ingest_cmd->add_flag("--verdict-only", ingest.verdict_only,
                        "measure only verdict's path (for profiling)");
