@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "bench/report.h"
+#include "bench/sample.h"
 #include "node/outbox_writer.h"
 #include "node/result_channel.h"
 #include "proto/wire.h"
@@ -32,57 +33,7 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 constexpr uint64_t kRoomsPerProducer = 1'000'000'000;
 
-// A ten-player result padded (through replay_path) to about `size` serialized bytes.
-v1::BattleResult Template(size_t size) {
-  v1::BattleResult r;
-  r.set_room_id(1);
-  r.set_outcome(v1::SETTLED);
-  r.set_winner_team(1);
-  r.set_ended_at_ms(1'700'000'000'000);
-  r.set_node_id("bench-node");
-  for (uint32_t i = 1; i <= 10; ++i) {
-    v1::PlayerResult* p = r.add_players();
-    p->set_player_id(1000 + i);
-    p->set_team(i <= 5 ? 1 : 2);
-    p->set_kills(i);
-    p->set_deaths(10 - i);
-    p->set_score(100 * i);
-  }
-  const size_t base = wire::DeterministicBytes(r).size();
-  if (size > base + 3) r.set_replay_path(std::string(size - base - 3, 'r'));
-  return r;
-}
-
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// Prints "label: 2.0/5 s, N done" once a second until `stop`.
-class Progress {
- public:
-  Progress(std::string label, double total_s, const std::atomic<uint64_t>& done)
-      : thread_([this, label = std::move(label), total_s, &done] {
-          const auto start = SteadyClock::now();
-          std::unique_lock lock(mu_);
-          while (!cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; })) {
-            std::fprintf(stderr, "  %s: %.0f/%.0f s, %llu done\n", label.c_str(),
-                         Seconds(SteadyClock::now() - start), total_s,
-                         static_cast<unsigned long long>(done.load()));
-          }
-        }) {}
-  ~Progress() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 struct VerdictRun {
   double per_s = 0;
@@ -99,7 +50,7 @@ VerdictRun RunVerdict(const IngestOptions& o, const std::string& dir, double rat
     return {};
   }
   node::ResultChannel channel;
-  const v1::BattleResult proto = Template(o.size);
+  const v1::BattleResult proto = PaddedResult(o.size);
   // Push times, one preallocated slot per result (producer p's i-th result is room
   // p * 1e9 + i + 1). A slot is written before its Push, whose lock orders it before the
   // writer's read, so no further locking is needed.
@@ -166,7 +117,7 @@ VerdictRun RunVerdict(const IngestOptions& o, const std::string& dir, double rat
 // One file per result: temp name, write, fsync, rename, fsync the directory.
 double RunFileBaseline(const IngestOptions& o, const std::string& dir) {
   std::filesystem::create_directories(dir);
-  const std::string bytes = wire::DeterministicBytes(Template(o.size));
+  const std::string bytes = wire::DeterministicBytes(PaddedResult(o.size));
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   std::atomic<uint64_t> written{0};
   std::atomic<bool> stop{false};
@@ -232,7 +183,7 @@ double RunRocksBatch(const std::string& dir, const std::string& value, size_t ba
 // Records per second of raw RocksDB at each batch size tried.
 std::vector<std::pair<size_t, double>> RunRocksCeiling(const IngestOptions& o,
                                                        const std::string& dir) {
-  const std::string value = wire::DeterministicBytes(Template(o.size));
+  const std::string value = wire::DeterministicBytes(PaddedResult(o.size));
   const size_t sizes[] = {64, 256, 1024};
   std::atomic<uint64_t> written{0};
   Progress progress("rocksdb ceiling", o.seconds, written);

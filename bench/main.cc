@@ -1,5 +1,5 @@
 // verdict-bench: measures verdict side by side with the design it replaces and with the
-// physical ceiling, in one run, and reports ratios. Modes: ingest, drain.
+// physical ceiling, in one run, and reports ratios. Modes: ingest, drain, scale.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -10,6 +10,7 @@
 
 #include "bench/drain.h"
 #include "bench/ingest.h"
+#include "bench/scale.h"
 
 int main(int argc, char** argv) {
   // stdout carries the table (or the JSON object); logs go to stderr.
@@ -82,8 +83,31 @@ int main(int argc, char** argv) {
   drain_cmd->add_flag("--json", drain.output.json, "print one JSON object on stdout");
   drain_cmd->add_option("--csv", drain.output.csv_dir, "write the raw rows to DIR/drain.csv");
 
+  verdict::bench::ScaleOptions scale;
+  CLI::App* scale_cmd = app.add_subcommand(
+      "scale",
+      "a deep backlog: verdict-node's memory over it, and the cost of reading a shard's head "
+      "as it is acked");
+  scale_cmd->add_option("--records", scale.records, "backlog size")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{100}, uint64_t{100'000'000}));
+  scale_cmd->add_option("--size", scale.size, "serialized result size in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{200}, size_t{1} << 20));
+  scale_cmd->add_option("--shards", scale.shards, "outbox shards")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  scale_cmd->add_option("--node-seconds", scale.node_seconds, "how long verdict-node runs")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
+  scale_cmd->add_option("--node-binary", scale.node_binary,
+                        "verdict-node to run (default: the one built with this benchmark)");
+  scale_cmd->add_flag("--json", scale.output.json, "print one JSON object on stdout");
+  scale_cmd->add_option("--csv", scale.output.csv_dir, "write the raw rows to DIR/scale.csv");
+
   CLI11_PARSE(app, argc, argv);
   if (ingest_cmd->parsed()) return verdict::bench::RunIngest(ingest);
+  if (scale_cmd->parsed()) return verdict::bench::RunScale(scale);
   if (drain_cmd->parsed()) {
     if (drain.db.empty() && !std::getenv("PGHOST") && !std::getenv("VERDICT_BENCH_PG_STARTED")) {
       // No database given: run again inside a throwaway cluster.

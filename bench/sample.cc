@@ -1,0 +1,51 @@
+#include "bench/sample.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "proto/wire.h"
+
+namespace verdict::bench {
+
+v1::BattleResult PaddedResult(size_t size) {
+  v1::BattleResult r;
+  r.set_room_id(1);
+  r.set_outcome(v1::SETTLED);
+  r.set_winner_team(1);
+  r.set_ended_at_ms(1'700'000'000'000);
+  r.set_node_id("bench-node");
+  for (uint32_t i = 1; i <= 10; ++i) {
+    v1::PlayerResult* p = r.add_players();
+    p->set_player_id(1000 + i);
+    p->set_team(i <= 5 ? 1 : 2);
+    p->set_kills(i);
+    p->set_deaths(10 - i);
+    p->set_score(100 * i);
+  }
+  const size_t base = wire::DeterministicBytes(r).size();
+  if (size > base + 3) r.set_replay_path(std::string(size - base - 3, 'r'));
+  return r;
+}
+
+Progress::Progress(std::string label, double total_s, const std::atomic<uint64_t>& done)
+    : thread_([this, label = std::move(label), total_s, &done] {
+        const auto start = std::chrono::steady_clock::now();
+        std::unique_lock lock(mu_);
+        while (!cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; })) {
+          const double elapsed =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          std::fprintf(stderr, "  %s: %.0f/%.0f s, %llu done\n", label.c_str(), elapsed, total_s,
+                       static_cast<unsigned long long>(done.load()));
+        }
+      }) {}
+
+Progress::~Progress() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+}  // namespace verdict::bench

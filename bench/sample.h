@@ -1,0 +1,34 @@
+// What the benchmark modes share: the sample result they store, and a progress line printer.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "verdict/v1/verdict.pb.h"
+
+namespace verdict::bench {
+
+// A ten-player result (room 1) padded through replay_path to about `size` serialized bytes.
+v1::BattleResult PaddedResult(size_t size);
+
+// Prints "  label: 2/5 s, N done" to stderr once a second while it lives.
+class Progress {
+ public:
+  Progress(std::string label, double total_s, const std::atomic<uint64_t>& done);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace verdict::bench
