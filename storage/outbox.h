@@ -59,6 +59,11 @@ struct OutboxOptions {
   // Default: false.
   bool read_only = false;
 
+  // Preallocates log and table files (fallocate), as RocksDB does by default. With it, a full
+  // disk fails writes only at the next memtable flush or log switch; without it, at the next
+  // write. The fault suite turns it off so that filling the disk bites at once.
+  // Default: true.
+  bool preallocate_files = true;
   // Test-only: writes without the write-ahead log, so Enqueue acknowledges records that exist
   // only in memory. It exists so the crash test can show that it detects lost records.
   // Default: false. Never set it outside tests.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <unordered_set>
@@ -566,6 +568,28 @@ class OutboxImpl final : public Outbox {
   uint64_t synced_ = 0;  // guarded by sync_mu_
 };
 
+// RocksDB's info log, sent to the process's log instead of a LOG file in the outbox. On a full
+// disk a LOG file cannot be written, and RocksDB (as Debian builds it, with assertions) aborts
+// the process at the next line it tries to log there: a full disk must stall the node (P6), not
+// kill it. Warnings and errors only; RocksDB's routine chatter stays out of the journal.
+class RocksLogToSpdlog final : public rocksdb::Logger {
+ public:
+  RocksLogToSpdlog() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel()) return;
+    char line[1024];
+    std::vsnprintf(line, sizeof(line), format, ap);
+    if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
+      spdlog::error("outbox (rocksdb): {}", line);
+    } else {
+      spdlog::warn("outbox (rocksdb): {}", line);
+    }
+  }
+};
+
 // The shard count an existing outbox was created with, or nullopt for a new directory.
 Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir) {
   std::vector<std::string> names;
@@ -580,7 +604,9 @@ Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir) {
   for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), dir, descriptors, &handles, &raw);
+  rocksdb::DBOptions db_options;
+  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
+  s = rocksdb::DB::OpenForReadOnly(db_options, dir, descriptors, &handles, &raw);
   if (!s.ok()) return FromRocks(s, "opening outbox " + dir + " to read its shard count");
   std::unique_ptr<rocksdb::DB> db(raw);
   const size_t meta = std::find(names.begin(), names.end(), kMetaCf) - names.begin();
@@ -613,8 +639,10 @@ Result<std::unique_ptr<Outbox>> OpenOutboxReadOnly(const std::string& dir,
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   const rocksdb::ColumnFamilyOptions cf;
+  rocksdb::DBOptions db_options;
+  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
   rocksdb::Status s = rocksdb::DB::OpenForReadOnly(
-      rocksdb::DBOptions(), dir, Descriptors(options.shard_count, cf, cf, cf), &handles, &raw);
+      db_options, dir, Descriptors(options.shard_count, cf, cf, cf), &handles, &raw);
   if (!s.ok()) return FromRocks(s, "opening outbox " + dir + " read-only");
   std::unique_ptr<rocksdb::DB> db(raw);
   db->DestroyColumnFamilyHandle(handles.back()).PermitUncheckedError();
@@ -665,6 +693,8 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
   db_options.db_write_buffer_size = options.total_memtable_bytes;
   db_options.keep_log_file_num = 4;
   db_options.max_background_jobs = 2;
+  db_options.allow_fallocate = options.preallocate_files;
+  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
 
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(16 << 20);
