@@ -16,6 +16,7 @@
 #include "lobby/event_hub.h"
 #include "lobby/http_types.h"
 #include "lobby/settlement_store.h"
+#include "lobby/validation.h"
 
 namespace verdict::lobby {
 
@@ -80,11 +81,6 @@ class SettlementService {
   metrics::Histogram& settle_latency_;
   metrics::Counter& coalesced_;
 };
-
-// Validation of a RoomAllocation / BattleResult body; OK or INVALID_ARGUMENT saying what is
-// wrong. Exposed for unit tests.
-Status ValidateAllocation(const v1::RoomAllocation& allocation);
-Status ValidateResult(const v1::BattleResult& result);
 
 // sha256 of the deterministic serialization: the payload fingerprint of DESIGN §3 (32 bytes).
 std::string Fingerprint(const v1::BattleResult& result);
