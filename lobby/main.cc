@@ -5,6 +5,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
+
+#include <google/protobuf/util/json_util.h>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -37,6 +41,7 @@ struct Flags {
   bool unsafe_skip_settle_guard = false;
   bool unsafe_release_before_commit = false;
   int64_t older_than_s = 0;
+  std::vector<std::string> outbox_listings;
   bool json = false;
 };
 
@@ -82,7 +87,66 @@ int RunMigrate(const Flags& flags) {
   return 0;
 }
 
+// Where a room without a receipt is, according to the outbox listings given.
+struct Whereabouts {
+  std::string state;  // pending, quarantined, dead-lettered, lost, or unchecked
+  std::string reason, detail;
+};
+
+// Reads the `--outbox NODE_ID=FILE` listings (`verdict-node outbox ls --json`), keyed by node.
+Result<std::map<std::string, v1::OutboxListing>> ReadListings(const Flags& flags) {
+  std::map<std::string, v1::OutboxListing> listings;
+  for (const std::string& entry : flags.outbox_listings) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
+      return InvalidArgumentError("--outbox wants NODE_ID=FILE, got '" + entry + "'");
+    }
+    const std::string node = entry.substr(0, eq), file = entry.substr(eq + 1);
+    std::ifstream in(file);
+    if (!in) return InvalidArgumentError("cannot read " + file);
+    std::stringstream text;
+    text << in.rdbuf();
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true;  // `show` adds the whole result; not needed here
+    v1::OutboxListing listing;
+    if (auto s = google::protobuf::util::JsonStringToMessage(text.str(), &listing, options);
+        !s.ok()) {
+      return InvalidArgumentError(file + " is not the output of `verdict-node outbox ls --json`: " +
+                                  std::string(s.message()));
+    }
+    if (!listing.complete()) {
+      return InvalidArgumentError(file + " is cut short by --limit; list the whole outbox (" +
+                                  "`outbox ls --json --limit N` with N above its record count)");
+    }
+    if (listings.count(node)) return InvalidArgumentError("two listings for node " + node);
+    listings[node] = std::move(listing);
+  }
+  return listings;
+}
+
+Whereabouts Locate(const PendingRoom& room,
+                   const std::map<std::string, v1::OutboxListing>& listings) {
+  auto listing = listings.find(room.node_id);
+  if (listing == listings.end()) return {"unchecked", "no listing from this node", ""};
+  // A room may have records in several places (a redriven one, say): the one still to be
+  // delivered wins, then quarantine, then dead letter.
+  Whereabouts found{"lost", "", ""};
+  auto rank = [](const std::string& state) {
+    return state == "pending" ? 3 : state == "quarantined" ? 2 : state == "dead-lettered" ? 1 : 0;
+  };
+  for (const auto& r : listing->second.records()) {
+    if (r.room_id() != room.room_id) continue;
+    const std::string state = r.where() == "dead-letter"  ? "dead-lettered"
+                              : r.where() == "quarantine" ? "quarantined"
+                                                          : "pending";
+    if (rank(state) > rank(found.state)) found = {state, r.reason(), r.detail()};
+  }
+  return found;
+}
+
 int RunReconcile(const Flags& flags) {
+  auto listings = ReadListings(flags);
+  if (!listings.ok()) return Fail(listings.status().message());
   StoreOptions store_options;
   store_options.conninfo = flags.db;
   store_options.pool_size = 1;
@@ -90,6 +154,14 @@ int RunReconcile(const Flags& flags) {
   if (!store.ok()) return Fail(store.status().ToString());
   auto rooms = (*store)->RoomsWithoutReceipt(flags.older_than_s);
   if (!rooms.ok()) return Fail(rooms.status().ToString());
+
+  std::map<std::string, int> counts;
+  std::vector<Whereabouts> where;
+  for (const PendingRoom& r : *rooms) {
+    where.push_back(listings->empty() ? Whereabouts{"unchecked", "", ""} : Locate(r, *listings));
+    ++counts[where.back().state];
+  }
+  const int lost = counts["lost"];
   if (flags.json) {
     std::string out = "{\"older_than_s\":" + std::to_string(flags.older_than_s) + ",\"pending\":[";
     for (size_t i = 0; i < rooms->size(); ++i) {
@@ -97,19 +169,37 @@ int RunReconcile(const Flags& flags) {
       out += std::string(i ? "," : "") + "{\"room_id\":\"" + std::to_string(r.room_id) +
              "\",\"node_id\":\"" + JsonEscape(r.node_id) +
              "\",\"allocated_at_ms\":" + std::to_string(r.allocated_at_ms) +
-             ",\"age_s\":" + std::to_string(r.age_s) + "}";
+             ",\"age_s\":" + std::to_string(r.age_s) + ",\"state\":\"" + where[i].state +
+             "\",\"reason\":\"" + JsonEscape(where[i].reason) + "\",\"detail\":\"" +
+             JsonEscape(where[i].detail) + "\"}";
     }
-    std::printf("%s]}\n", out.c_str());
-    return 0;
+    out += "],\"counts\":{";
+    bool first = true;
+    for (const auto& [state, n] : counts) {
+      out += std::string(first ? "" : ",") + "\"" + state + "\":" + std::to_string(n);
+      first = false;
+    }
+    std::printf("%s}}\n", out.c_str());
+    return lost > 0 ? 3 : 0;
   }
-  std::printf("%-20s %-24s %10s\n", "ROOM_ID", "NODE_ID", "AGE_S");
-  for (const PendingRoom& r : *rooms) {
-    std::printf("%-20llu %-24s %10lld\n", static_cast<unsigned long long>(r.room_id),
-                r.node_id.c_str(), static_cast<long long>(r.age_s));
+  std::printf("%-20s %-24s %10s  %-13s %s\n", "ROOM_ID", "NODE_ID", "AGE_S", "STATE", "REASON");
+  for (size_t i = 0; i < rooms->size(); ++i) {
+    const PendingRoom& r = (*rooms)[i];
+    std::printf("%-20llu %-24s %10lld  %-13s %s%s%s\n", static_cast<unsigned long long>(r.room_id),
+                r.node_id.c_str(), static_cast<long long>(r.age_s), where[i].state.c_str(),
+                where[i].reason.c_str(), where[i].detail.empty() ? "" : ": ",
+                where[i].detail.c_str());
   }
-  std::printf("%zu room%s allocated more than %lld s ago without a receipt\n", rooms->size(),
-              rooms->size() == 1 ? "" : "s", static_cast<long long>(flags.older_than_s));
-  return 0;
+  std::string summary;
+  for (const auto& [state, n] : counts) summary += ", " + std::to_string(n) + " " + state;
+  std::printf("%zu room%s allocated more than %lld s ago without a receipt%s\n", rooms->size(),
+              rooms->size() == 1 ? "" : "s", static_cast<long long>(flags.older_than_s),
+              summary.c_str());
+  if (lost > 0) {
+    std::printf("LOST: %d room%s in no outbox listed and never settled\n", lost,
+                lost == 1 ? " is" : "s are");
+  }
+  return lost > 0 ? 3 : 0;
 }
 
 int RunServe(const Flags& flags) {
@@ -223,6 +313,10 @@ int main(int argc, char** argv) {
   reconcile->add_option("--older-than", flags.older_than_s, "threshold in seconds")
       ->required()
       ->check(CLI::NonNegativeNumber);
+  reconcile->add_option("--outbox", flags.outbox_listings,
+                        "NODE_ID=FILE: that node's `verdict-node outbox ls --json` (repeatable); "
+                        "rooms are then classified pending, quarantined, dead-lettered or lost "
+                        "(exit status 3 if any is lost)");
   reconcile->add_flag("--json", flags.json, "print JSON instead of a table");
 
   CLI11_PARSE(app, argc, argv);

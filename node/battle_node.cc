@@ -31,6 +31,7 @@ Result<std::unique_ptr<BattleNode>> BattleNode::Start(NodeOptions options) {
   storage::OutboxOptions outbox_options;
   outbox_options.shard_count = o.shards;
   outbox_options.clock = node->clock_;
+  outbox_options.preallocate_files = o.preallocate_outbox_files;
   auto outbox = storage::OpenOutbox(o.outbox_dir, outbox_options);
   if (!outbox.ok()) return outbox.status();
   node->outbox_ =
@@ -47,7 +48,11 @@ Result<std::unique_ptr<BattleNode>> BattleNode::Start(NodeOptions options) {
   BattleNode* raw = node.get();
   node->writer_ = std::make_unique<OutboxWriter>(
       node->channel_, *node->outbox_, o.writer,
-      [raw](const std::vector<v1::BattleResult>&) { raw->deliverer_->Wake(); }, &node->registry_);
+      [raw](const std::vector<v1::BattleResult>& batch) {
+        raw->deliverer_->Wake();
+        if (raw->options_.on_stored) raw->options_.on_stored(batch);
+      },
+      &node->registry_);
   node->writer_->Start();
 
   node->ExportMetrics();

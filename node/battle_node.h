@@ -37,6 +37,8 @@ struct NodeOptions {
   // Lobby URLs ("http://host:port"), in failover order, and this node's bearer token.
   std::vector<std::string> lobby_urls;
   std::string token;
+  // Preallocation of outbox files (storage::OutboxOptions::preallocate_files). Default: true.
+  bool preallocate_outbox_files = true;
   // Results that may wait between finishing rooms and the outbox. Default: 256.
   size_t channel_capacity = 256;
   OutboxWriterOptions writer;
@@ -46,6 +48,9 @@ struct NodeOptions {
   std::string metrics_listen;
   // Time source for rooms, outbox ages and backoff. Not owned. Default: system clock.
   const Clock* clock = nullptr;
+  // Called with each batch of results once it is durable in the outbox (P1: from here on it
+  // cannot be lost), on the writer's sync thread; keep it short. Default: none.
+  std::function<void(const std::vector<v1::BattleResult>&)> on_stored;
   // Test seam: wraps the opened outbox (for example in one whose writes fail). Default: none.
   std::function<std::unique_ptr<storage::Outbox>(std::unique_ptr<storage::Outbox>)> wrap_outbox;
 };

@@ -29,9 +29,15 @@ struct Flags {
   std::string node_id, outbox, lobby, token, metrics_listen, admin_token;
   uint32_t shards = 16;
   uint64_t simulate_rooms = 0;
+  uint64_t simulate_first_room = 0;
+  uint64_t simulate_first_player = 1;
   double simulate_rate = 50;
   int simulate_battle_ms = 2000;
   bool exit_when_drained = false;
+  std::string stored_log;
+  bool unsafe_ack_before_send = false;
+  bool unsafe_drop_failed_batches = false;
+  bool outbox_no_preallocate = false;
   int progress_ms = 2000;
   std::string input = "-";
   bool json = false;
@@ -89,6 +95,22 @@ int RunNode(const Flags& flags) {
   options.lobby_urls = SplitComma(flags.lobby);
   options.token = flags.token;
   options.metrics_listen = flags.metrics_listen;
+  options.delivery.unsafe_ack_before_send_for_test = flags.unsafe_ack_before_send;
+  options.writer.unsafe_drop_failed_batches_for_test = flags.unsafe_drop_failed_batches;
+  options.preallocate_outbox_files = !flags.outbox_no_preallocate;
+  if (flags.unsafe_ack_before_send || flags.unsafe_drop_failed_batches) {
+    spdlog::error("UNSAFE test switches are on: this node can lose results");
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> stored_log(nullptr, &std::fclose);
+  if (!flags.stored_log.empty()) {
+    stored_log.reset(std::fopen(flags.stored_log.c_str(), "a"));
+    if (!stored_log) return Fail("cannot append to " + flags.stored_log);
+    // One line per result, written once it is durable: what a crash test may hold the node to.
+    options.on_stored = [log = stored_log.get()](const std::vector<v1::BattleResult>& batch) {
+      for (const auto& r : batch) std::fprintf(log, "%llu\n", (unsigned long long)r.room_id());
+      std::fflush(log);
+    };
+  }
   const bool simulate = flags.simulate_rooms > 0;
   if (simulate && flags.admin_token.empty()) {
     return Fail("--simulate-rooms needs --admin-token to allocate rooms at the lobby");
@@ -117,6 +139,8 @@ int RunNode(const Flags& flags) {
     sim.battle = std::chrono::milliseconds(flags.simulate_battle_ms);
     sim.lobby_urls = options.lobby_urls;
     sim.admin_token = flags.admin_token;
+    sim.first_room_id = flags.simulate_first_room;
+    sim.first_player_id = flags.simulate_first_player;
     simulator = std::make_unique<Simulator>(sim, node);
     simulator->Start();
   }
@@ -341,7 +365,9 @@ int RunList(const Flags& flags, std::optional<uint64_t> room) {
       if (room && l.decodable) out += ",\"result\":" + ResultJson(l.result);
       out += "}";
     }
-    std::printf("%s]}\n", out.c_str());
+    // Complete unless --limit cut it short (reconciliation refuses a partial listing).
+    const bool complete = room || listed->size() < flags.limit;
+    std::printf("%s],\"complete\":%s}\n", out.c_str(), complete ? "true" : "false");
     return 0;
   }
   std::printf("%-20s %-12s %10s  %s\n", "ROOM_ID", "WHERE", "SEQUENCE", "REASON");
@@ -409,6 +435,19 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 3'600'000));
   run->add_option("--admin-token", flags.admin_token, "lobby admin token (room allocation)");
+  run->add_option("--simulate-first-room", flags.simulate_first_room,
+                  "first simulated room id (default: from the clock)");
+  run->add_option("--simulate-first-player", flags.simulate_first_player,
+                  "first simulated player id")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 62));
+  // Negative controls for the fault suite: each turns a protection off (never in production).
+  run->add_flag("--unsafe-ack-before-send", flags.unsafe_ack_before_send)->group("");
+  run->add_flag("--unsafe-drop-failed-batches", flags.unsafe_drop_failed_batches)->group("");
+  // For the fault suite: a full disk then fails the next write, not the next flush.
+  run->add_flag("--outbox-no-preallocate", flags.outbox_no_preallocate)->group("");
+  run->add_option("--stored-log", flags.stored_log,
+                  "append the room id of every result to FILE once it is durable");
   run->add_flag("--exit-when-drained", flags.exit_when_drained,
                 "exit 0 once the simulator is done and the outbox is empty");
   run->add_option("--progress-ms", flags.progress_ms, "interval of progress lines")

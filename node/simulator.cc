@@ -56,7 +56,7 @@ void Simulator::Run() {
   const double concurrent = std::max(1.0, options_.rooms_per_s * options_.battle.count() / 1000.0);
   const uint64_t pool = std::max<uint64_t>(100, static_cast<uint64_t>(concurrent * 30));
   std::deque<uint64_t> free_players;
-  for (uint64_t p = 1; p <= pool; ++p) free_players.push_back(p);
+  for (uint64_t p = 0; p < pool; ++p) free_players.push_back(options_.first_player_id + p);
   std::shuffle(free_players.begin(), free_players.end(), rng);
   std::deque<std::pair<Clock::time_point, uint64_t>> cooling;  // busy at the lobby: retry later
   std::vector<Battle> battles;

@@ -24,6 +24,9 @@ struct SimulatorOptions {
   std::string admin_token;
   // First room id; 0 picks one from the clock (seconds × 1,000,000) so runs never collide.
   uint64_t first_room_id = 0;
+  // Players are first_player_id … first_player_id + pool - 1 (a restarted host whose earlier
+  // battles were cut short may want fresh ones).
+  uint64_t first_player_id = 1;
   uint64_t seed = 0;  // 0: random
 };
 
