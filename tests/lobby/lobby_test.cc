@@ -571,6 +571,44 @@ TEST_F(LobbyTest, ReconcileListsAllocatedRoomsWithoutReceipt) {
   EXPECT_NE(RunCommand({LobbyBinary(), "reconcile"}).exit_code, 0) << "--older-than is required";
 }
 
+// The operator's check: rooms without a receipt, located in the nodes' outbox listings.
+TEST_F(LobbyTest, ReconcileClassifiesRoomsAgainstTheNodesOutboxes) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room : {51, 52, 53}) MustAllocate(lobby->port(), room);
+  MustAllocate(lobby->port(), 54, "node-b");
+  TempDir dir;
+  const std::string listing = dir.Sub("node-a.json");
+  std::ofstream(listing) << R"({"records":[
+      {"room_id":"51","where":"shard-003","sequence":7,"reason":"pending","detail":""},
+      {"room_id":"52","where":"dead-letter","sequence":8,"reason":"ROSTER_MISMATCH",
+       "detail":"the roster differs"},
+      {"room_id":"0","where":"quarantine","sequence":9,"reason":"undecodable","detail":""}],
+      "complete":true})";
+  const auto run = RunCommand({LobbyBinary(), "--db", db_->conninfo(), "reconcile", "--older-than",
+                               "0", "--json", "--outbox", "node-a=" + listing});
+  EXPECT_EQ(run.exit_code, 3) << "room 53 is lost, which the exit status must say";
+  for (const char* expected :
+       {R"("room_id":"51","node_id":"node-a")", R"("state":"pending")",
+        R"("state":"dead-lettered","reason":"ROSTER_MISMATCH","detail":"the roster differs")",
+        R"("room_id":"53","node_id":"node-a")", R"("state":"lost")",
+        R"("room_id":"54","node_id":"node-b")", R"("state":"unchecked")",
+        R"("counts":{"dead-lettered":1,"lost":1,"pending":1,"unchecked":1})"}) {
+    EXPECT_NE(run.out.find(expected), std::string::npos) << expected << " in " << run.out;
+  }
+
+  // Bad listings are refused with a reason, not half-used.
+  std::ofstream(dir.Sub("cut.json")) << R"({"records":[],"complete":false})";
+  std::ofstream(dir.Sub("junk.json")) << "{\"records\": [ {\"room_id\": {} ]";
+  for (const std::string& bad :
+       {"node-a=" + dir.Sub("cut.json"), "node-a=" + dir.Sub("junk.json"),
+        "node-a=" + dir.Sub("missing.json"), std::string("no-equals-sign")}) {
+    const auto refused = RunCommand({LobbyBinary(), "--db", db_->conninfo(), "reconcile",
+                                     "--older-than", "0", "--outbox", bad});
+    EXPECT_EQ(refused.exit_code, 1) << bad << ": " << refused.out;
+  }
+}
+
 TEST_F(LobbyTest, ConcurrentMigrationsBothSucceedAndNewerSchemaIsRefused) {
   TestDatabase fresh;
   std::vector<std::thread> runs;
