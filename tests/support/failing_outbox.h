@@ -1,6 +1,6 @@
 // FailingOutbox: wraps a real outbox and, while switched on, fails every enqueue the way a full
-// disk does (RESOURCE_EXHAUSTED, nothing stored), or every sync the way a failing fsync does. Everything else goes straight through. The
-// test seam for backpressure (P6). Thread-safe.
+// disk does (RESOURCE_EXHAUSTED, nothing stored), or every sync the way a failing fsync does.
+// Everything else goes straight through. The test seam for backpressure (P6). Thread-safe.
 #pragma once
 
 #include <atomic>

@@ -1,7 +1,10 @@
 #include "tests/support/process.h"
 
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +40,21 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, st
 }  // namespace
 
 std::string LobbyBinary() { return VERDICT_LOBBY_BINARY; }
+
+uint16_t FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  uint16_t port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
 std::string NodeBinary() { return VERDICT_NODE_BINARY; }
 
 CommandResult RunCommand(const std::vector<std::string>& argv,
@@ -57,10 +75,11 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 
 std::unique_ptr<LobbyProcess> LobbyProcess::Start(const std::string& conninfo,
                                                   const std::vector<std::string>& extra_args,
-                                                  const std::map<std::string, std::string>& env) {
+                                                  const std::map<std::string, std::string>& env,
+                                                  const std::string& listen) {
   std::vector<std::string> argv = {
       LobbyBinary(),   "--db",           conninfo,       "--log-level",
-      "warn",          "serve",          "--listen",     "127.0.0.1:0",
+      "warn",          "serve",          "--listen",     listen,
       "--node-token",  "node-a=token-a", "--node-token", "node-b=token-b",
       "--admin-token", "admin-token",    "--db-pool",    "4"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
@@ -89,6 +108,15 @@ std::unique_ptr<LobbyProcess> LobbyProcess::Start(const std::string& conninfo,
   return lobby;
 }
 
+bool LobbyProcess::Running() {
+  if (pid_ <= 0) return false;
+  if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
 LobbyProcess::~LobbyProcess() {
   if (pid_ > 0) Stop();
 }
@@ -107,6 +135,71 @@ void LobbyProcess::Kill() {
   ::kill(pid_, SIGKILL);
   ::waitpid(pid_, nullptr, 0);
   pid_ = -1;
+}
+
+std::unique_ptr<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv,
+                                                  const std::map<std::string, std::string>& env,
+                                                  const std::string& log_path) {
+  std::unique_ptr<ChildProcess> child(new ChildProcess());
+  child->pid_ = ::fork();
+  if (child->pid_ < 0) return nullptr;
+  if (child->pid_ == 0) {
+    const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::perror("exec");
+    ::_exit(127);
+  }
+  return child;
+}
+
+ChildProcess::~ChildProcess() { Kill(); }
+
+void ChildProcess::Reaped(int status) {
+  pid_ = -1;
+  if (WIFEXITED(status)) exit_code_ = WEXITSTATUS(status);
+  signaled_ = WIFSIGNALED(status);
+}
+
+bool ChildProcess::Running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    Reaped(status);
+    return false;
+  }
+  return true;
+}
+
+bool ChildProcess::WaitFor(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (Running()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    ::usleep(20'000);
+  }
+  return true;
+}
+
+void ChildProcess::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  Reaped(status);
+}
+
+int ChildProcess::Terminate() {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  Reaped(status);
+  return status;
 }
 
 }  // namespace verdict::testing

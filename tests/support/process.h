@@ -29,13 +29,17 @@ class LobbyProcess {
   // Starts the lobby on `conninfo` with the standard test tokens (node-a=token-a,
   // node-b=token-b, admin token "admin-token") plus `extra_args`, and waits until it prints
   // its port. Returns null (after printing why) if it does not come up.
+  // `listen` may name a fixed port, so that a restarted lobby is found where the last one was.
   static std::unique_ptr<LobbyProcess> Start(const std::string& conninfo,
                                              const std::vector<std::string>& extra_args = {},
-                                             const std::map<std::string, std::string>& env = {});
+                                             const std::map<std::string, std::string>& env = {},
+                                             const std::string& listen = "127.0.0.1:0");
   ~LobbyProcess();
 
   uint16_t port() const { return port_; }
   pid_t pid() const { return pid_; }
+  // Reaps the lobby if it has exited (a crash failpoint, say); true while it runs.
+  bool Running();
   // SIGTERM and wait; returns the exit status as waitpid reports it.
   int Stop();
   // SIGKILL and wait.
@@ -46,6 +50,37 @@ class LobbyProcess {
   pid_t pid_ = -1;
   uint16_t port_ = 0;
 };
+
+// A long-running child (a verdict-node, say) whose standard output and error go to a file.
+// SIGKILLed and reaped when destroyed if still running.
+class ChildProcess {
+ public:
+  static std::unique_ptr<ChildProcess> Start(const std::vector<std::string>& argv,
+                                             const std::map<std::string, std::string>& env,
+                                             const std::string& log_path);
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  // Reaps the child if it has exited; true while it runs.
+  bool Running();
+  // The exit code once it exited normally, -1 if killed by a signal or still running.
+  int exit_code() const { return exit_code_; }
+  bool killed_by_signal() const { return signaled_; }
+  // Waits up to `timeout` for it to exit; true if it did.
+  bool WaitFor(std::chrono::milliseconds timeout);
+  void Kill();      // SIGKILL and reap
+  int Terminate();  // SIGTERM and reap; the wait status
+
+ private:
+  ChildProcess() = default;
+  void Reaped(int status);
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+  bool signaled_ = false;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+uint16_t FreeLoopbackPort();
 
 // Paths of the binaries under test (set by CMake).
 std::string LobbyBinary();

@@ -1,0 +1,148 @@
+#include "tests/fault/invariants.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <fstream>
+#include <map>
+#include <pqxx/pqxx>
+
+namespace verdict::testing {
+namespace {
+
+// Runs `sql` and adds one violation per row, formatted from its first two columns.
+void EachRowIsAViolation(pqxx::work& tx, const std::string& sql, const std::string& label,
+                         InvariantReport* report) {
+  for (const auto& row : tx.exec(sql)) {
+    std::string detail = label + ": " + row[0].c_str();
+    if (row.size() > 1) detail += " (" + std::string(row[1].c_str()) + ")";
+    report->violations.push_back(detail);
+  }
+}
+
+}  // namespace
+
+std::string InvariantReport::Summary() const {
+  return std::to_string(allocated) + " rooms allocated, " + std::to_string(settled) + " settled, " +
+         std::to_string(stored) + " reported stored by the node, " + std::to_string(unfinished) +
+         " unfinished (node killed mid-battle), " + std::to_string(dead_lettered) +
+         " dead-lettered, " + std::to_string(quarantined) + " quarantined (" +
+         std::to_string(undecodable) + " undecodable), " + std::to_string(violations.size()) +
+         " violations";
+}
+
+bool ParseListing(const std::string& json, v1::OutboxListing* listing) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  return google::protobuf::util::JsonStringToMessage(json, listing, options).ok();
+}
+
+std::set<uint64_t> ReadStoredLog(const std::string& path) {
+  std::set<uint64_t> rooms;
+  std::ifstream in(path);
+  uint64_t room = 0;
+  while (in >> room) rooms.insert(room);
+  return rooms;
+}
+
+InvariantReport CheckInvariants(const std::string& conninfo, const v1::OutboxListing& listing,
+                                const std::set<uint64_t>& stored_rooms,
+                                uint64_t injected_undecodable) {
+  InvariantReport report;
+  report.stored = stored_rooms.size();
+  pqxx::connection conn(conninfo);
+  pqxx::work tx(conn);
+
+  std::set<uint64_t> receipts, active;
+  for (const auto& row : tx.exec("SELECT room_id FROM settlement_receipts")) {
+    receipts.insert(row[0].as<uint64_t>());
+  }
+  for (const auto& row : tx.exec("SELECT room_id FROM battle_rooms")) {
+    active.insert(row[0].as<uint64_t>());
+  }
+  report.settled = receipts.size();
+  report.allocated = receipts.size() + active.size();
+
+  // P4 and the drain: what the outbox still holds.
+  std::map<uint64_t, std::string> set_aside;  // room -> where
+  for (const auto& r : listing.records()) {
+    const std::string id = std::to_string(r.room_id());
+    if (r.where().rfind("shard-", 0) == 0) {
+      report.violations.push_back("drain: room " + id + " is still pending in " + r.where());
+      continue;
+    }
+    if (r.where() == "quarantine") ++report.quarantined;
+    if (r.where() == "dead-letter") ++report.dead_lettered;
+    if (r.reason().empty()) {
+      report.violations.push_back("P4: room " + id + " is in " + r.where() + " with no reason");
+    }
+    if (r.reason() == "undecodable") {
+      ++report.undecodable;
+    } else {
+      set_aside[r.room_id()] = r.where();
+    }
+  }
+  if (report.undecodable != injected_undecodable) {
+    report.violations.push_back("P4: " + std::to_string(report.undecodable) +
+                                " undecodable records quarantined, but " +
+                                std::to_string(injected_undecodable) + " were written");
+  }
+
+  // P1: everything reported stored is settled exactly once or explained.
+  for (uint64_t room : stored_rooms) {
+    if (!receipts.count(room) && !set_aside.count(room)) {
+      report.violations.push_back("P1: room " + std::to_string(room) +
+                                  " was reported stored, has no receipt and is in no outbox area");
+    }
+  }
+  for (uint64_t room : active) {
+    if (!stored_rooms.count(room) && !set_aside.count(room)) ++report.unfinished;
+  }
+
+  // P2: counters and ratings are the sums of the settled matches; Elo is zero-sum per match.
+  EachRowIsAViolation(tx, R"(
+      SELECT 'player ' || p.player_id,
+             format('games %s wins %s losses %s draws %s elo %s; matches say %s %s %s %s %s',
+                    p.games, p.wins, p.losses, p.draws, p.elo,
+                    coalesce(m.games, 0), coalesce(m.wins, 0), coalesce(m.losses, 0),
+                    coalesce(m.draws, 0), 1500 + coalesce(m.delta, 0))
+      FROM players p
+      LEFT JOIN (SELECT player_id,
+                        count(*) FILTER (WHERE result <> 'aborted') AS games,
+                        count(*) FILTER (WHERE result = 'win') AS wins,
+                        count(*) FILTER (WHERE result = 'loss') AS losses,
+                        count(*) FILTER (WHERE result = 'draw') AS draws,
+                        sum(elo_after - elo_before) AS delta
+                 FROM match_players GROUP BY player_id) m USING (player_id)
+      WHERE (p.games, p.wins, p.losses, p.draws, p.elo) IS DISTINCT FROM
+            (coalesce(m.games, 0), coalesce(m.wins, 0), coalesce(m.losses, 0),
+             coalesce(m.draws, 0), 1500 + coalesce(m.delta, 0)::integer))",
+                      "P2: counters differ from the settled matches", &report);
+  EachRowIsAViolation(tx, R"(
+      SELECT 'match ' || match_id, 'Elo changes sum to ' || sum(elo_after - elo_before)
+      FROM match_players GROUP BY match_id HAVING sum(elo_after - elo_before) <> 0)",
+                      "P2: Elo is not zero-sum", &report);
+  EachRowIsAViolation(tx, R"(
+      SELECT 'room ' || r.room_id, count(m.match_id) || ' matches'
+      FROM settlement_receipts r LEFT JOIN matches m ON m.room_id = r.room_id
+      GROUP BY r.room_id HAVING count(m.match_id) <> 1)",
+                      "P2: a receipt without exactly one match", &report);
+
+  // P5: nothing released early, nothing left behind.
+  EachRowIsAViolation(tx, R"(
+      SELECT 'player ' || player_id, 'in_battle_room ' || in_battle_room
+      FROM players p WHERE in_battle_room <> 0
+        AND NOT EXISTS (SELECT 1 FROM battle_rooms b WHERE b.room_id = p.in_battle_room))",
+                      "P5: in battle without an active room", &report);
+  EachRowIsAViolation(tx, R"(
+      SELECT 'room ' || s.room_id, 'player ' || s.player_id || ' is free'
+      FROM battle_room_seats s JOIN players p USING (player_id)
+      WHERE p.in_battle_room <> s.room_id)",
+                      "P5: an active room's player was released", &report);
+  EachRowIsAViolation(tx, R"(
+      SELECT 'room ' || b.room_id, 'settled but still active'
+      FROM battle_rooms b JOIN settlement_receipts r USING (room_id))",
+                      "P5: a settled room is still active", &report);
+  return report;
+}
+
+}  // namespace verdict::testing

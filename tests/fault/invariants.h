@@ -1,0 +1,49 @@
+// The fault suite's invariant checker: after the faults stop and the node has drained, it
+// holds the database, the node's outbox listing and the node's log of results it reported
+// stored to verdict's promises (DESIGN.md §1):
+//   P1  every result the node reported stored has exactly one receipt, or is in the outbox's
+//       quarantine or dead letter with a reason; nothing is left pending;
+//   P2  every player's games, wins, losses, draws and Elo equal the sum over their settled
+//       matches, and every match's Elo changes sum to zero;
+//   P5  no player is in battle without an active room, every seat of an active room still
+//       holds its player, and no settled room is still active;
+//   P4  every record set aside names its reason; the undecodable ones are exactly those the
+//       suite wrote.
+// Rooms allocated whose result was never reported stored (the node was killed mid-battle, the
+// honest limit of DESIGN.md §1) are counted, not violations.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "verdict/v1/verdict.pb.h"
+
+namespace verdict::testing {
+
+struct InvariantReport {
+  std::vector<std::string> violations;
+  uint64_t allocated = 0;      // rooms ever allocated (active ones plus receipts)
+  uint64_t settled = 0;        // receipts
+  uint64_t stored = 0;         // rooms the node reported stored
+  uint64_t quarantined = 0;    // outbox quarantine records
+  uint64_t dead_lettered = 0;  // outbox dead-letter records
+  uint64_t undecodable = 0;    // quarantined as undecodable
+  uint64_t unfinished = 0;     // allocated, never reported stored, not settled
+
+  bool ok() const { return violations.empty(); }
+  std::string Summary() const;
+};
+
+// Parses `verdict-node outbox ls --json`; false if it is not that.
+bool ParseListing(const std::string& json, v1::OutboxListing* listing);
+
+// Reads the node's --stored-log (one room id per line).
+std::set<uint64_t> ReadStoredLog(const std::string& path);
+
+InvariantReport CheckInvariants(const std::string& conninfo, const v1::OutboxListing& listing,
+                                const std::set<uint64_t>& stored_rooms,
+                                uint64_t injected_undecodable);
+
+}  // namespace verdict::testing
