@@ -49,6 +49,7 @@ struct Unsafe {
   bool ack_before_send = false;        // node: delete before the lobby answered
   bool drop_failed_batches = false;    // node: drop what the outbox could not write
   bool release_before_commit = false;  // lobby: free the players before the settlement commits
+  bool skip_settle_guard = false;      // lobby: no lock, no receipt check (and no unique keys)
 };
 
 struct Tally {
@@ -95,6 +96,7 @@ class FaultSuite : public ::testing::Test {
   void StartLobby(const std::map<std::string, std::string>& env = {}) {
     std::vector<std::string> args;
     if (unsafe_.release_before_commit) args.push_back("--unsafe-release-before-commit");
+    if (unsafe_.skip_settle_guard) args.push_back("--unsafe-skip-settle-guard");
     for (int attempt = 0; attempt < 50 && !lobby_; ++attempt) {
       lobby_ =
           LobbyProcess::Start(conninfo_, args, env, "127.0.0.1:" + std::to_string(lobby_port_));
@@ -344,7 +346,32 @@ TEST_F(FaultSuite, NegativeControlDroppingUnwritableBatchesIsCaught) {
   EXPECT_TRUE(lost) << "results dropped on a full disk went unnoticed";
 }
 
-// Negative control for the lobby kill point and the database crash: a lobby that releases the
+// Negative control for the lobby kill point: without the settlement guard (and the unique keys
+// behind it) a result redelivered after the lobby died between commit and reply is no longer
+// answered as a duplicate: it is refused (the room is gone) and dead-lettered although it was
+// settled, or, racing, settled twice. The checker reports either.
+TEST_F(FaultSuite, NegativeControlSettlingWithoutTheGuardIsCaught) {
+  unsafe_.skip_settle_guard = true;
+  {
+    pqxx::connection conn(conninfo_);
+    pqxx::work tx(conn);
+    tx.exec(
+        "ALTER TABLE settlement_receipts DROP CONSTRAINT settlement_receipts_pkey;"
+        "ALTER TABLE matches DROP CONSTRAINT matches_room_id_key;"
+        "ALTER TABLE settlement_events DROP CONSTRAINT settlement_events_room_id_key;"
+        "ALTER TABLE replays DROP CONSTRAINT replays_room_id_key;");
+    tx.commit();
+  }
+  StartLobby();
+  for (int i = 0; i < 3; ++i) KillLobbyAfterCommit();
+  const InvariantReport report = DrainAndCheck();
+  std::printf("settling without the guard: %s\n", report.Summary().c_str());
+  bool twice = false;
+  for (const auto& v : report.violations) twice = twice || v.rfind("P2:", 0) == 0;
+  EXPECT_TRUE(twice) << "rooms settled twice went unnoticed";
+}
+
+// Negative control for the database crash: a lobby that releases the
 // players before its settlement commits leaves players free in rooms that are still active.
 TEST_F(FaultSuite, NegativeControlReleaseBeforeCommitIsCaught) {
   unsafe_.release_before_commit = true;

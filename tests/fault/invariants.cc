@@ -94,6 +94,14 @@ InvariantReport CheckInvariants(const std::string& conninfo, const v1::OutboxLis
                                   " was reported stored, has no receipt and is in no outbox area");
     }
   }
+  // Exactly one answer per room: a settled room's redelivery is a duplicate, never refused.
+  for (const auto& r : listing.records()) {
+    if (r.where() == "dead-letter" && receipts.count(r.room_id())) {
+      report.violations.push_back("P2: room " + std::to_string(r.room_id()) +
+                                  " was settled, yet its redelivery was refused (" + r.reason() +
+                                  ") and dead-lettered");
+    }
+  }
   for (uint64_t room : active) {
     if (!stored_rooms.count(room) && !set_aside.count(room)) ++report.unfinished;
   }

@@ -4,7 +4,8 @@
 //   P1  every result the node reported stored has exactly one receipt, or is in the outbox's
 //       quarantine or dead letter with a reason; nothing is left pending;
 //   P2  every player's games, wins, losses, draws and Elo equal the sum over their settled
-//       matches, and every match's Elo changes sum to zero;
+//       matches, every match's Elo changes sum to zero, every receipt has exactly one match,
+//       and no settled room's result was dead-lettered (a redelivery is a duplicate);
 //   P5  no player is in battle without an active room, every seat of an active room still
 //       holds its player, and no settled room is still active;
 //   P4  every record set aside names its reason; the undecodable ones are exactly those the
