@@ -13,6 +13,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/beast/ssl.hpp>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -123,7 +125,12 @@ class Deliverer::Impl {
   storage::Outbox& outbox_;
   const DelivererOptions options_;
   const Clock* clock_;
-  std::vector<std::pair<std::string, std::string>> endpoints_;  // host, port
+  struct Endpoint {
+    std::string host, port;
+    bool tls = false;
+  };
+  std::vector<Endpoint> endpoints_;
+  std::optional<net::ssl::context> tls_context_;  // when any endpoint is https
 
   // Metrics (no-ops without a registry).
   metrics::Registry fallback_registry_;
@@ -270,27 +277,72 @@ class ShardLoop {
 
   awaitable<beast::error_code> Connect() {
     CloseConnection();
-    const auto& [host, port] = owner_.endpoints_[endpoint_];
-    stream_.emplace(strand_);
+    const Deliverer::Impl::Endpoint& endpoint = owner_.endpoints_[endpoint_];
     buffer_.clear();
     beast::error_code ec;
     tcp::resolver resolver(strand_);
-    auto results =
-        co_await resolver.async_resolve(host, port, net::redirect_error(use_awaitable, ec));
+    auto results = co_await resolver.async_resolve(endpoint.host, endpoint.port,
+                                                   net::redirect_error(use_awaitable, ec));
     if (ec) co_return ec;
-    stream_->expires_after(owner_.options_.attempt_timeout);
-    co_await stream_->async_connect(results, net::redirect_error(use_awaitable, ec));
+    if (!endpoint.tls) {
+      stream_.emplace(strand_);
+      stream_->expires_after(owner_.options_.attempt_timeout);
+      co_await stream_->async_connect(results, net::redirect_error(use_awaitable, ec));
+    } else {
+      tls_stream_.emplace(strand_, *owner_.tls_context_);
+      // SNI, and the certificate must name the host we asked for.
+      SSL_set_tlsext_host_name(tls_stream_->native_handle(), endpoint.host.c_str());
+      tls_stream_->set_verify_callback(net::ssl::host_name_verification(endpoint.host));
+      auto& tcp_layer = beast::get_lowest_layer(*tls_stream_);
+      tcp_layer.expires_after(owner_.options_.attempt_timeout);
+      co_await tcp_layer.async_connect(results, net::redirect_error(use_awaitable, ec));
+      if (!ec) {
+        co_await tls_stream_->async_handshake(net::ssl::stream_base::client,
+                                              net::redirect_error(use_awaitable, ec));
+      }
+    }
     if (!ec) connected_ = true;
     co_return ec;
   }
 
   void CloseConnection() {
+    beast::error_code ignored;
     if (stream_) {
-      beast::error_code ignored;
       stream_->socket().shutdown(tcp::socket::shutdown_both, ignored);
       stream_->close();
+      stream_.reset();
+    }
+    if (tls_stream_) {
+      // No TLS close_notify: the lobby treats a closed connection as closed either way.
+      beast::get_lowest_layer(*tls_stream_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+      beast::get_lowest_layer(*tls_stream_).close();
+      tls_stream_.reset();
     }
     connected_ = false;
+  }
+
+  // One HTTP write or read on whichever stream is open, under the attempt timeout.
+  template <class Stream>
+  awaitable<beast::error_code> WriteOn(Stream& stream, http::request<http::string_body>& req) {
+    beast::error_code ec;
+    beast::get_lowest_layer(stream).expires_after(owner_.options_.attempt_timeout);
+    co_await http::async_write(stream, req, net::redirect_error(use_awaitable, ec));
+    co_return ec;
+  }
+  template <class Stream>
+  awaitable<beast::error_code> ReadOn(Stream& stream, http::response<http::string_body>& res) {
+    beast::error_code ec;
+    beast::get_lowest_layer(stream).expires_after(owner_.options_.attempt_timeout);
+    co_await http::async_read(stream, buffer_, res, net::redirect_error(use_awaitable, ec));
+    co_return ec;
+  }
+  awaitable<beast::error_code> Write(http::request<http::string_body>& req) {
+    if (tls_stream_) co_return co_await WriteOn(*tls_stream_, req);
+    co_return co_await WriteOn(*stream_, req);
+  }
+  awaitable<beast::error_code> Read(http::response<http::string_body>& res) {
+    if (tls_stream_) co_return co_await ReadOn(*tls_stream_, res);
+    co_return co_await ReadOn(*stream_, res);
   }
 
   awaitable<Attempt> Deliver(const storage::OutboxRecord& record) {
@@ -310,9 +362,9 @@ class ShardLoop {
   // One POST, retried once on a fresh connection if a reused keep-alive connection turns out
   // to be stale.
   awaitable<Attempt> Exchange(const storage::OutboxRecord& record) {
-    const auto& [host, port] = owner_.endpoints_[endpoint_];
+    const Deliverer::Impl::Endpoint& endpoint = owner_.endpoints_[endpoint_];
     http::request<http::string_body> req{http::verb::post, kSettlementsPath, 11};
-    req.set(http::field::host, host + ":" + port);
+    req.set(http::field::host, endpoint.host + ":" + endpoint.port);
     req.set(http::field::authorization, "Bearer " + owner_.options_.token);
     req.set(http::field::content_type, std::string(wire::kProtobufType));
     req.set(http::field::accept, std::string(wire::kProtobufType));
@@ -328,19 +380,16 @@ class ShardLoop {
         if (ec) co_return Attempt{Attempt::Kind::kConnectionFailed, "connect", "", ec.message()};
         fresh = true;
       }
-      beast::error_code ec;
       // A crash here leaves the attempt begun and the request not yet sent.
       CheckFailpoint("deliver.mid_send");
-      stream_->expires_after(owner_.options_.attempt_timeout);
-      co_await http::async_write(*stream_, req, net::redirect_error(use_awaitable, ec));
+      beast::error_code ec = co_await Write(req);
       if (ec) {
         CloseConnection();
         if (!fresh && !stopping_) continue;
         co_return Attempt{Attempt::Kind::kConnectionFailed, "write", "", ec.message()};
       }
       http::response<http::string_body> res;
-      stream_->expires_after(owner_.options_.attempt_timeout);
-      co_await http::async_read(*stream_, buffer_, res, net::redirect_error(use_awaitable, ec));
+      ec = co_await Read(res);
       if (ec) {
         CloseConnection();
         if (ec == beast::error::timeout) {
@@ -456,7 +505,8 @@ class ShardLoop {
   net::steady_timer timer_;
   std::mt19937_64 rng_;
 
-  std::optional<beast::tcp_stream> stream_;
+  std::optional<beast::tcp_stream> stream_;                         // http://
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream_;  // https://
   beast::flat_buffer buffer_;
   bool connected_ = false;
   size_t endpoint_ = 0;
@@ -472,10 +522,11 @@ class ShardLoop {
   bool stopping_ = false;
 };
 
-bool ParseLobbyUrl(const std::string& url, std::string* host, uint16_t* port) {
-  constexpr std::string_view kScheme = "http://";
-  if (!std::string_view(url).starts_with(kScheme)) return false;
-  std::string rest = url.substr(kScheme.size());
+bool ParseLobbyUrl(const std::string& url, std::string* host, uint16_t* port, bool* tls) {
+  *tls = std::string_view(url).starts_with("https://");
+  const std::string_view scheme = *tls ? "https://" : "http://";
+  if (!std::string_view(url).starts_with(scheme)) return false;
+  std::string rest = url.substr(scheme.size());
   if (const size_t slash = rest.find('/'); slash != std::string::npos) {
     if (rest.substr(slash) != "/") return false;
     rest.resize(slash);
@@ -484,7 +535,7 @@ bool ParseLobbyUrl(const std::string& url, std::string* host, uint16_t* port) {
   const size_t colon = rest.rfind(':');
   if (colon == std::string::npos) {
     *host = rest;
-    *port = 80;
+    *port = *tls ? 443 : 80;
     return true;
   }
   const std::string p = rest.substr(colon + 1);
@@ -537,10 +588,30 @@ Status Deliverer::Impl::Start() {
   for (const auto& url : options_.lobby_urls) {
     std::string host;
     uint16_t port = 0;
-    if (!ParseLobbyUrl(url, &host, &port)) {
-      return InvalidArgumentError("lobby URL must look like http://host:port, got '" + url + "'");
+    bool tls = false;
+    if (!ParseLobbyUrl(url, &host, &port, &tls)) {
+      return InvalidArgumentError(
+          "lobby URL must look like http://host:port or https://host:port, "
+          "got '" +
+          url + "'");
     }
-    endpoints_.emplace_back(host, std::to_string(port));
+    endpoints_.push_back({host, std::to_string(port), tls});
+    if (tls && !tls_context_) {
+      tls_context_.emplace(net::ssl::context::tls_client);
+      tls_context_->set_verify_mode(net::ssl::verify_peer);
+      beast::error_code ec;
+      if (options_.tls_ca_file.empty()) {
+        tls_context_->set_default_verify_paths(ec);
+      } else {
+        tls_context_->load_verify_file(options_.tls_ca_file, ec);
+      }
+      if (ec) {
+        return InvalidArgumentError("cannot load the certificate authorities" +
+                                    (options_.tls_ca_file.empty() ? std::string(" of the system")
+                                                                  : " in " + options_.tls_ca_file) +
+                                    ": " + ec.message());
+      }
+    }
   }
   started_ = true;
   for (uint32_t s = 0; s < outbox_.shard_count(); ++s) {

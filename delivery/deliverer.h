@@ -20,9 +20,12 @@
 namespace verdict::delivery {
 
 struct DelivererOptions {
-  // Lobby base URLs ("http://host:port"), tried in order; a shard whose lobby cannot be
-  // reached moves on to the next one.
+  // Lobby base URLs ("http://host:port" or "https://host:port"), tried in order; a shard whose
+  // lobby cannot be reached moves on to the next one.
   std::vector<std::string> lobby_urls;
+  // For https URLs: a PEM file of the certificate authorities to trust for the lobby's
+  // certificate (which must also name the URL's host). Default: empty, meaning the system's.
+  std::string tls_ca_file;
   // The node's bearer token.
   std::string token;
   // I/O threads shared by all shard loops. Default: 2.
@@ -80,7 +83,8 @@ class Deliverer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Parses "http://host:port[/]" into host and port (default 80). False if it is not such a URL.
-bool ParseLobbyUrl(const std::string& url, std::string* host, uint16_t* port);
+// Parses "http://host:port[/]" or "https://host:port[/]" into host, port (default 80 or 443)
+// and whether it is TLS. False if it is not such a URL.
+bool ParseLobbyUrl(const std::string& url, std::string* host, uint16_t* port, bool* tls);
 
 }  // namespace verdict::delivery

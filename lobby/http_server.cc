@@ -4,7 +4,9 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <deque>
 #include <thread>
 #include <unordered_set>
@@ -53,6 +55,25 @@ class HttpServer::Impl {
 
   Result<uint16_t> Start() {
     beast::error_code ec;
+    if (!options_.tls_cert_file.empty() || !options_.tls_key_file.empty()) {
+      if (options_.tls_cert_file.empty() || options_.tls_key_file.empty()) {
+        return InvalidArgumentError("TLS needs both a certificate and a private key file");
+      }
+      tls_.emplace(net::ssl::context::tls_server);
+      tls_->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                        net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                        net::ssl::context::no_tlsv1_1);
+      tls_->use_certificate_chain_file(options_.tls_cert_file, ec);
+      if (ec) {
+        return InvalidArgumentError("cannot load the TLS certificate " + options_.tls_cert_file +
+                                    ": " + ec.message());
+      }
+      tls_->use_private_key_file(options_.tls_key_file, net::ssl::context::pem, ec);
+      if (ec) {
+        return InvalidArgumentError("cannot load the TLS private key " + options_.tls_key_file +
+                                    ": " + ec.message());
+      }
+    }
     const net::ip::address address = net::ip::make_address(options_.host, ec);
     if (ec)
       return InvalidArgumentError("cannot listen on '" + options_.host + "': " + ec.message());
@@ -93,6 +114,7 @@ class HttpServer::Impl {
   std::atomic<size_t> live_{0};
   std::atomic<size_t> queued_{0};
   std::atomic<bool> stopped_{false};
+  std::optional<net::ssl::context> tls_;  // set when the lobby serves TLS
   // Declared after everything sessions touch, so pending sessions die first.
   net::io_context ioc_;
   tcp::acceptor acceptor_;
@@ -106,22 +128,24 @@ class HttpServer::Impl {
 
 // One /v1/events subscriber: sends missed events (id > after) from the database, then live
 // ones from the hub, each once, in a queue drained by one write at a time on its strand.
+// `Next` is the connection it was upgraded from: beast::tcp_stream, or the TLS stream over it.
+template <class Next>
 class EventsSession final : public EventSubscriber,
-                            public std::enable_shared_from_this<EventsSession> {
+                            public std::enable_shared_from_this<EventsSession<Next>> {
  public:
-  EventsSession(tcp::socket&& socket, HttpServer::Impl& server, int64_t after)
-      : ws_(std::move(socket)), server_(server), after_(after) {
+  EventsSession(Next&& next, HttpServer::Impl& server, int64_t after)
+      : ws_(std::move(next)), server_(server), after_(after) {
     ++server_.live_;
   }
   ~EventsSession() override { --server_.live_; }
 
   void Run(http::request<http::string_body> request) {
     request_ = std::move(request);
-    net::dispatch(ws_.get_executor(), [self = shared_from_this()] { self->DoAccept(); });
+    net::dispatch(ws_.get_executor(), [self = this->shared_from_this()] { self->DoAccept(); });
   }
 
   void Deliver(const SettlementEvent& event) override {
-    net::post(ws_.get_executor(), [self = shared_from_this(), event] {
+    net::post(ws_.get_executor(), [self = this->shared_from_this(), event] {
       if (self->catching_up_) {
         self->buffered_.push_back(event);
       } else {
@@ -134,7 +158,7 @@ class EventsSession final : public EventSubscriber,
   void DoAccept() {
     beast::get_lowest_layer(ws_).expires_never();
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
-    ws_.async_accept(request_, [self = shared_from_this()](beast::error_code ec) {
+    ws_.async_accept(request_, [self = this->shared_from_this()](beast::error_code ec) {
       if (ec) return;
       self->server_.hub_.Subscribe(self->weak_from_this());
       self->DoRead();
@@ -143,7 +167,7 @@ class EventsSession final : public EventSubscriber,
   }
 
   void StartCatchUp() {
-    net::post(server_.db_pool_, [self = shared_from_this()] {
+    net::post(server_.db_pool_, [self = this->shared_from_this()] {
       std::vector<SettlementEvent> missed;
       int64_t cursor = self->after_;
       for (;;) {
@@ -183,7 +207,7 @@ class EventsSession final : public EventSubscriber,
   void DoWrite() {
     ws_.text(true);
     ws_.async_write(net::buffer(queue_.front()),
-                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                    [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                       if (ec) {
                         self->closing_ = true;
                         return;
@@ -194,7 +218,8 @@ class EventsSession final : public EventSubscriber,
   }
 
   void DoRead() {
-    ws_.async_read(read_buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    ws_.async_read(read_buffer_, [self = this->shared_from_this()](beast::error_code ec,
+                                                                   std::size_t) {
       if (ec) {
         self->closing_ = true;
         return;
@@ -209,10 +234,10 @@ class EventsSession final : public EventSubscriber,
     closing_ = true;
     queue_.clear();
     ws_.async_close(websocket::close_reason(websocket::close_code::try_again_later, reason),
-                    [self = shared_from_this()](beast::error_code) {});
+                    [self = this->shared_from_this()](beast::error_code) {});
   }
 
-  websocket::stream<beast::tcp_stream> ws_;
+  websocket::stream<Next> ws_;
   HttpServer::Impl& server_;
   const int64_t after_;
   http::request<http::string_body> request_;
@@ -225,35 +250,60 @@ class EventsSession final : public EventSubscriber,
 
 // One HTTP/1.1 connection: reads a request under a deadline, answers it (on a DB worker when it
 // needs the database), and repeats while the client keeps the connection alive.
-class HttpSession final : public std::enable_shared_from_this<HttpSession> {
+// `Stream` is beast::tcp_stream, or beast::ssl_stream over it when the lobby serves TLS.
+template <class Stream>
+class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream>> {
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
  public:
-  HttpSession(tcp::socket&& socket, HttpServer::Impl& server)
-      : stream_(std::move(socket)), server_(server) {
+  // `args` construct the stream: the accepted socket, and the TLS context if any.
+  template <class... Args>
+  explicit HttpSession(HttpServer::Impl& server, Args&&... args)
+      : stream_(std::forward<Args>(args)...), server_(server) {
     ++server_.live_;
   }
   ~HttpSession() { --server_.live_; }
 
   void Run() {
-    net::dispatch(stream_.get_executor(),
-                  beast::bind_front_handler(&HttpSession::DoRead, shared_from_this()));
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      self->Handshake([self] { self->DoRead(); });
+    });
   }
 
   // Answers once with `reply` and closes: used when over the connection cap.
   void Refuse(HttpReply reply) {
     net::dispatch(stream_.get_executor(),
-                  [self = shared_from_this(), reply = std::move(reply)]() mutable {
-                    self->WriteReply(std::move(reply), /*keep_alive=*/false);
+                  [self = this->shared_from_this(), reply = std::move(reply)]() mutable {
+                    self->Handshake([self, reply = std::move(reply)]() mutable {
+                      self->WriteReply(std::move(reply), /*keep_alive=*/false);
+                    });
                   });
   }
 
  private:
+  // TLS first, under the read deadline, when the lobby serves TLS; then `next`.
+  template <class Next>
+  void Handshake(Next next) {
+    if constexpr (kTls) {
+      beast::get_lowest_layer(stream_).expires_after(server_.options_.read_timeout);
+      stream_.async_handshake(
+          net::ssl::stream_base::server,
+          [self = this->shared_from_this(), next = std::move(next)](beast::error_code ec) mutable {
+            if (ec) return self->Close();  // not TLS, or a bad handshake
+            next();
+          });
+    } else {
+      next();
+    }
+  }
+
   void DoRead() {
     parser_.emplace();
     parser_->body_limit(server_.options_.max_body_bytes);
     parser_->header_limit(server_.options_.max_header_bytes);
-    stream_.expires_after(server_.options_.read_timeout);
+    beast::get_lowest_layer(stream_).expires_after(server_.options_.read_timeout);
     http::async_read(stream_, buffer_, *parser_,
-                     beast::bind_front_handler(&HttpSession::OnRead, shared_from_this()));
+                     beast::bind_front_handler(&HttpSession::OnRead, this->shared_from_this()));
   }
 
   void OnRead(beast::error_code ec, std::size_t) {
@@ -301,15 +351,15 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
                         keep_alive);
     }
     ++server_.queued_;
-    net::post(server_.db_pool_,
-              [self = shared_from_this(), request = std::move(request), keep_alive]() mutable {
-                HttpReply reply = self->server_.service_.Handle(request);
-                --self->server_.queued_;
-                net::post(self->stream_.get_executor(),
-                          [self, reply = std::move(reply), keep_alive]() mutable {
-                            self->WriteReply(std::move(reply), keep_alive);
-                          });
-              });
+    net::post(server_.db_pool_, [self = this->shared_from_this(), request = std::move(request),
+                                 keep_alive]() mutable {
+      HttpReply reply = self->server_.service_.Handle(request);
+      --self->server_.queued_;
+      net::post(self->stream_.get_executor(),
+                [self, reply = std::move(reply), keep_alive]() mutable {
+                  self->WriteReply(std::move(reply), keep_alive);
+                });
+    });
   }
 
   void Subscribe(http::request<http::string_body> req, const std::string& target) {
@@ -329,7 +379,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
       return WriteReply(
           ProblemReply(ErrorCode::kInvalidArgument, after.status().message(), "/v1/events"), false);
     }
-    std::make_shared<EventsSession>(stream_.release_socket(), server_, *after)->Run(std::move(req));
+    std::make_shared<EventsSession<Stream>>(std::move(stream_), server_, *after)
+        ->Run(std::move(req));
   }
 
   void WriteReply(HttpReply reply, bool keep_alive) {
@@ -342,9 +393,9 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     res->keep_alive(keep_alive);
     res->body() = std::move(reply.body);
     res->prepare_payload();
-    stream_.expires_after(server_.options_.read_timeout);
+    beast::get_lowest_layer(stream_).expires_after(server_.options_.read_timeout);
     http::async_write(stream_, *res,
-                      [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+                      [self = this->shared_from_this(), res](beast::error_code ec, std::size_t) {
                         if (ec) return;
                         if (res->need_eof()) return self->LingeringClose();
                         self->DoRead();
@@ -355,24 +406,24 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
   // client still sending an oversized body receives our answer instead of a reset.
   void LingeringClose() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(kLingerTimeout);
+    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_send, ignored);
+    beast::get_lowest_layer(stream_).expires_after(kLingerTimeout);
     DrainLoop();
   }
 
   void DrainLoop() {
     stream_.async_read_some(net::buffer(drain_),
-                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                               if (!ec) self->DrainLoop();
                             });
   }
 
   void Close() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_send, ignored);
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   HttpServer::Impl& server_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -390,11 +441,18 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
   if (ec) {
     spdlog::warn("accept failed: {}", ec.message());
   } else {
-    auto session = std::make_shared<HttpSession>(std::move(socket), *this);
-    if (live_.load() > options_.max_connections) {
-      session->Refuse(ProblemReply(ErrorCode::kUnavailable, "too many open connections", ""));
+    auto start = [this](auto session) {
+      if (live_.load() > options_.max_connections) {
+        session->Refuse(ProblemReply(ErrorCode::kUnavailable, "too many open connections", ""));
+      } else {
+        session->Run();
+      }
+    };
+    if (tls_) {
+      start(std::make_shared<HttpSession<beast::ssl_stream<beast::tcp_stream>>>(
+          *this, std::move(socket), *tls_));
     } else {
-      session->Run();
+      start(std::make_shared<HttpSession<beast::tcp_stream>>(*this, std::move(socket)));
     }
   }
   DoAccept();

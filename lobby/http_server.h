@@ -39,6 +39,10 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{1} << 20;
   // Largest request header block. Default: 16 KiB.
   uint32_t max_header_bytes = 16 * 1024;
+  // PEM files of the certificate (chain) and private key: when set, the listener speaks TLS
+  // only (HTTPS, and WSS for /v1/events). Default: empty, plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class HttpServer {

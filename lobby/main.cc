@@ -38,6 +38,7 @@ struct Flags {
   int k_factor = 32;
   int read_timeout_ms = 10'000;
   size_t max_connections = 1024;
+  std::string tls_cert, tls_key;
   bool unsafe_skip_settle_guard = false;
   bool unsafe_release_before_commit = false;
   int64_t older_than_s = 0;
@@ -244,12 +245,15 @@ int RunServe(const Flags& flags) {
   server_options.io_threads = flags.threads;
   server_options.read_timeout = std::chrono::milliseconds(flags.read_timeout_ms);
   server_options.max_connections = flags.max_connections;
+  server_options.tls_cert_file = flags.tls_cert;
+  server_options.tls_key_file = flags.tls_key;
   server_options.db_threads = flags.db_pool;
   HttpServer server(server_options, service, hub, registry);
   hub.Start();
   auto port = server.Start();
   if (!port.ok()) return Fail(port.status().ToString());
-  std::printf("listening on %s:%u\n", server_options.host.c_str(), *port);
+  std::printf("listening on %s:%u%s\n", server_options.host.c_str(), *port,
+              flags.tls_cert.empty() ? "" : " (TLS)");
   std::fflush(stdout);
 
   int signal = 0;
@@ -305,6 +309,9 @@ int main(int argc, char** argv) {
                    "open connections beyond which new ones get 503")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1'000'000}));
+  serve->add_option("--tls-cert", flags.tls_cert,
+                    "PEM certificate (chain): with --tls-key, serve HTTPS (and WSS) only");
+  serve->add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
   serve->add_flag("--unsafe-skip-settle-guard", flags.unsafe_skip_settle_guard)->group("");
   serve->add_flag("--unsafe-release-before-commit", flags.unsafe_release_before_commit)->group("");
 

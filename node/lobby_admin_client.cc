@@ -31,7 +31,10 @@ AllocateReply LobbyAdminClient::Allocate(const v1::RoomAllocation& allocation) c
   for (const auto& url : urls_) {
     std::string host;
     uint16_t port = 0;
-    if (!delivery::ParseLobbyUrl(url, &host, &port)) continue;
+    bool tls = false;
+    // The simulator's allocations are plain HTTP (a test and demo tool); https lobbies are
+    // skipped here.
+    if (!delivery::ParseLobbyUrl(url, &host, &port, &tls) || tls) continue;
     net::io_context ioc;
     beast::tcp_stream stream(ioc);
     beast::error_code ec;

@@ -35,6 +35,7 @@ struct Flags {
   int simulate_battle_ms = 2000;
   bool exit_when_drained = false;
   std::string stored_log;
+  std::string tls_ca;
   bool unsafe_ack_before_send = false;
   bool unsafe_drop_failed_batches = false;
   bool outbox_no_preallocate = false;
@@ -95,6 +96,7 @@ int RunNode(const Flags& flags) {
   options.lobby_urls = SplitComma(flags.lobby);
   options.token = flags.token;
   options.metrics_listen = flags.metrics_listen;
+  options.delivery.tls_ca_file = flags.tls_ca;
   options.delivery.unsafe_ack_before_send_for_test = flags.unsafe_ack_before_send;
   options.writer.unsafe_drop_failed_batches_for_test = flags.unsafe_drop_failed_batches;
   options.preallocate_outbox_files = !flags.outbox_no_preallocate;
@@ -423,6 +425,9 @@ int main(int argc, char** argv) {
   run->add_option("--lobby", flags.lobby, "lobby URL(s), comma-separated, in failover order")
       ->required();
   run->add_option("--token", flags.token, "this node's bearer token")->required();
+  run->add_option("--tls-ca", flags.tls_ca,
+                  "PEM certificate authorities to trust for https:// lobbies (default: the "
+                  "system's)");
   run->add_option("--shards", flags.shards, "outbox shards (fixed at creation)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <unordered_set>
 
@@ -686,6 +687,14 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
                                    std::to_string(**existing) + " shards or reshard it explicitly");
   }
 
+  // Made here rather than by RocksDB, which logs an error about the missing directory first.
+  std::error_code mkdir_error;
+  std::filesystem::create_directories(dir, mkdir_error);
+  if (mkdir_error) {
+    const std::string why = "cannot create outbox directory " + dir + ": " + mkdir_error.message();
+    return mkdir_error == std::errc::no_space_on_device ? ResourceExhaustedError(why)
+                                                        : UnavailableError(why);
+  }
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <thread>
 
 #include "node/battle_node.h"
 #include "tests/lobby/lobby_fixture.h"
@@ -140,6 +141,56 @@ TEST_F(NodeEndToEndTest, DeadLetteredResultIsRedrivenOnceTheCauseIsFixed) {
   const auto stats = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "stats", "--json"});
   EXPECT_NE(stats.out.find("\"records\":0,"), std::string::npos);
   EXPECT_NE(stats.out.find("\"dead_lettered\":0,"), std::string::npos) << stats.out;
+}
+
+// TLS between node and lobby: a lobby serving HTTPS only, a node that trusts its certificate
+// delivers; a node that does not (the system's authorities) delivers nothing and keeps it all.
+TEST_F(NodeEndToEndTest, DeliversOverTlsOnlyToALobbyItTrusts) {
+  TempDir dir;
+  const std::string cert = dir.Sub("lobby.crt"), key = dir.Sub("lobby.key");
+  const CommandResult made =
+      RunCommand({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                  key, "-out", cert, "-days", "2", "-subj", "/CN=localhost", "-addext",
+                  "subjectAltName=IP:127.0.0.1,DNS:localhost"});
+  ASSERT_EQ(made.exit_code, 0) << "openssl could not make a test certificate";
+  auto plain = StartLobby();  // for allocation; both serve the same database
+  auto tls = StartLobby({"--tls-cert", cert, "--tls-key", key});
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(tls, nullptr);
+  const std::string results = dir.Sub("results.jsonl");
+  {
+    std::ofstream out(results);
+    for (uint64_t room : {11, 12, 13}) {
+      MustAllocate(plain->port(), room);
+      out << wire::EncodeBody(MakeResult(room), wire::BodyFormat::kJson) << "\n";
+    }
+  }
+  const std::string outbox = dir.Sub("outbox");
+  ASSERT_EQ(RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, results}).exit_code, 0);
+  auto args = RunArgs(outbox, tls->port());
+  for (auto& a : args) {
+    if (a.rfind("http://", 0) == 0) a = "https://" + a.substr(7);
+  }
+
+  // Untrusted: the handshake fails, nothing is sent, everything stays in the outbox.
+  auto untrusted = ChildProcess::Start(args, {}, dir.Sub("untrusted.log"));
+  ASSERT_NE(untrusted, nullptr);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  untrusted->Kill();
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "0");
+  std::ifstream log(dir.Sub("untrusted.log"));
+  const std::string logged((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_NE(logged.find("certificate verify failed"), std::string::npos) << logged;
+
+  // Plain HTTP to the TLS port is not answered as HTTP either.
+  EXPECT_NE(HttpCall(tls->port(), "GET", "/healthz").status, 200);
+
+  // Trusted: delivered and settled.
+  args.push_back("--tls-ca");
+  args.push_back(cert);
+  const CommandResult run = RunCommand(args);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "3");
 }
 
 }  // namespace
