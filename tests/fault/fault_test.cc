@@ -327,9 +327,7 @@ TEST_F(FaultSuite, NegativeControlAckBeforeSendIsCaught) {
   }
   const InvariantReport report = DrainAndCheck();
   std::printf("ack before send: %s\n", report.Summary().c_str());
-  bool lost = false;
-  for (const auto& v : report.violations) lost = lost || v.rfind("P1:", 0) == 0;
-  EXPECT_TRUE(lost) << "results lost by acking early went unnoticed";
+  EXPECT_TRUE(report.Violates("P1")) << "results lost by acking early went unnoticed";
 }
 
 // Negative control for the full disk and the writer.* kill points: a node that drops the
@@ -341,9 +339,7 @@ TEST_F(FaultSuite, NegativeControlDroppingUnwritableBatchesIsCaught) {
   FillDisk();
   const InvariantReport report = DrainAndCheck();
   std::printf("drop unwritable batches: %s\n", report.Summary().c_str());
-  bool lost = false;
-  for (const auto& v : report.violations) lost = lost || v.rfind("P1:", 0) == 0;
-  EXPECT_TRUE(lost) << "results dropped on a full disk went unnoticed";
+  EXPECT_TRUE(report.Violates("P1")) << "results dropped on a full disk went unnoticed";
 }
 
 // Negative control for the lobby kill point: without the settlement guard (and the unique keys
@@ -366,9 +362,7 @@ TEST_F(FaultSuite, NegativeControlSettlingWithoutTheGuardIsCaught) {
   for (int i = 0; i < 3; ++i) KillLobbyAfterCommit();
   const InvariantReport report = DrainAndCheck();
   std::printf("settling without the guard: %s\n", report.Summary().c_str());
-  bool twice = false;
-  for (const auto& v : report.violations) twice = twice || v.rfind("P2:", 0) == 0;
-  EXPECT_TRUE(twice) << "rooms settled twice went unnoticed";
+  EXPECT_TRUE(report.Violates("P2")) << "rooms settled twice went unnoticed";
 }
 
 // Negative control for the database crash: a lobby that releases the
@@ -387,9 +381,7 @@ TEST_F(FaultSuite, NegativeControlReleaseBeforeCommitIsCaught) {
   v1::OutboxListing none;
   const InvariantReport report =
       CheckInvariants(conninfo_, none, ReadStoredLog(dir_.Sub("stored.log")), 0);
-  bool released = false;
-  for (const auto& v : report.violations) released = released || v.rfind("P5:", 0) == 0;
-  EXPECT_TRUE(released) << "players released before the commit went unnoticed";
+  EXPECT_TRUE(report.Violates("P5")) << "players released before the commit went unnoticed";
 }
 
 }  // namespace

@@ -14,6 +14,18 @@
 namespace verdict::testing {
 namespace {
 
+// In a forked child: adds `env` and replaces the process with argv[0].
+[[noreturn]] void ExecChild(const std::vector<std::string>& argv,
+                            const std::map<std::string, std::string>& env) {
+  for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execv(args[0], args.data());
+  std::perror("exec");
+  ::_exit(127);
+}
+
 // fork + exec with stdout to a pipe; returns the child's pid and the read end.
 pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
             int* out_fd) {
@@ -24,13 +36,7 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, st
     ::dup2(fds[1], STDOUT_FILENO);
     ::close(fds[0]);
     ::close(fds[1]);
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    std::perror("exec");
-    ::_exit(127);
+    ExecChild(argv, env);
   }
   ::close(fds[1]);
   *out_fd = fds[0];
@@ -147,13 +153,7 @@ std::unique_ptr<ChildProcess> ChildProcess::Start(const std::vector<std::string>
     const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     ::dup2(log, STDOUT_FILENO);
     ::dup2(log, STDERR_FILENO);
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    std::perror("exec");
-    ::_exit(127);
+    ExecChild(argv, env);
   }
   return child;
 }
