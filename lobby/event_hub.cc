@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/failpoint.h"
+
 namespace verdict::lobby {
 
 class NotifyReceiver final : public pqxx::notification_receiver {
@@ -32,6 +34,14 @@ EventHub::EventHub(SettlementStore& store, std::string conninfo)
 EventHub::~EventHub() { Stop(); }
 
 void EventHub::Start() {
+  // The baseline is taken now, before the server accepts anyone: an event committed after
+  // this is live for every subscriber even if the LISTEN connection is slow to come up. (Taken
+  // at the first LISTEN instead, events committed in between were silently history.)
+  if (auto latest = store_.LatestEventId(); latest.ok()) {
+    std::lock_guard lock(mu_);
+    published_max_ = std::max(published_max_, *latest);
+    baseline_known_ = true;
+  }
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -130,15 +140,19 @@ void EventHub::Run() {
     }
     if (!conn) {
       try {
+        if (CheckFailpoint("hub.before_listen") == FailAction::kError) {
+          throw std::runtime_error("failpoint hub.before_listen");
+        }
         conn = std::make_unique<pqxx::connection>(conninfo_);
         receiver = std::make_unique<NotifyReceiver>(*conn, this);
-        // Listening now; everything committed before the hub first started is history that
-        // subscribers get through ?after=, not a live event.
+        // Listening now. Without a baseline from Start (the database was away then),
+        // everything committed so far is history that subscribers get through ?after=.
         bool first = false;
         {
           std::lock_guard lock(mu_);
           listening_ = true;
-          first = published_max_ == 0;
+          first = !baseline_known_;
+          baseline_known_ = true;
         }
         if (first) {
           auto latest = store_.LatestEventId();

@@ -65,6 +65,9 @@ class EventHub {
   std::vector<int64_t> pending_;
   std::set<int64_t> published_;  // recent ids, bounded, so each event goes out once
   int64_t published_max_ = 0;
+  // Set once the newest event committed before the hub started is known: everything after it
+  // is published live, however late the LISTEN connection comes up.
+  bool baseline_known_ = false;
   std::vector<std::weak_ptr<EventSubscriber>> subscribers_;
   std::thread thread_;
 

@@ -507,6 +507,25 @@ TEST_F(LobbyTest, SubscriberGetsEachEventOnceAndResumesWithAfter) {
   EXPECT_FALSE(unauthenticated.Connect(a->port(), "/v1/events", "nope"));
 }
 
+// Regression: a lobby whose LISTEN connection came up late took the newest event at that moment
+// as its baseline, so events committed in between never reached its live subscribers.
+TEST_F(LobbyTest, EventsReachSubscribersWhenTheListenConnectionIsLate) {
+  auto a = StartLobby();
+  auto b = StartLobby({}, {{"VERDICT_FAILPOINTS", "hub.before_listen=error*1"}});  // 1 s late
+  ASSERT_TRUE(a && b);
+  WsClient live;
+  ASSERT_TRUE(live.Connect(b->port(), "/v1/events", "token-a")) << live.error();
+  for (uint64_t room : {61, 62, 63}) {
+    MustAllocate(a->port(), room);
+    ASSERT_EQ(Settle(a->port(), MakeResult(room)).status, 200);
+  }
+  for (uint64_t room : {61, 62, 63}) {
+    auto message = live.Read(std::chrono::seconds(10));
+    ASSERT_TRUE(message.has_value()) << "the event of room " << room << " did not arrive";
+    EXPECT_EQ(EventRoom(*message), std::to_string(room)) << *message;
+  }
+}
+
 TEST_F(LobbyTest, AllocationRulesAndReads) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
