@@ -162,7 +162,7 @@ int RunReconcile(const Flags& flags) {
     where.push_back(listings->empty() ? Whereabouts{"unchecked", "", ""} : Locate(r, *listings));
     ++counts[where.back().state];
   }
-  const int lost = counts["lost"];
+  const int lost = counts.count("lost") ? counts.at("lost") : 0;
   if (flags.json) {
     std::string out = "{\"older_than_s\":" + std::to_string(flags.older_than_s) + ",\"pending\":[";
     for (size_t i = 0; i < rooms->size(); ++i) {
