@@ -105,14 +105,16 @@ bool OutboxWriter::WriteBatch(const Batch& batch) {
                         s.ToString());
         }
       }
-      if (stalled_.exchange(false)) spdlog::info("outbox writes succeed again");
+      if (write_failing_.exchange(false)) spdlog::info("outbox writes succeed again");
       return true;
     }
     if (options_.unsafe_drop_failed_batches_for_test) {
       failures_counter_.Add();
       return true;
     }
-    if (!RetryAfterFailure(out.status(), &logged, "write", batch.size())) return false;
+    if (!RetryAfterFailure(out.status(), &logged, &write_failing_, "write", batch.size())) {
+      return false;
+    }
   }
 }
 
@@ -123,16 +125,16 @@ bool OutboxWriter::Sync() {
     if (s.ok()) {
       batch_seconds_.Observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-      if (stalled_.exchange(false)) spdlog::info("outbox syncs succeed again");
+      if (sync_failing_.exchange(false)) spdlog::info("outbox syncs succeed again");
       return true;
     }
-    if (!RetryAfterFailure(s, &logged, "sync", 0)) return false;
+    if (!RetryAfterFailure(s, &logged, &sync_failing_, "sync", 0)) return false;
   }
 }
 
-bool OutboxWriter::RetryAfterFailure(const Status& status, bool* logged, const char* what,
-                                     size_t results) {
-  stalled_ = true;
+bool OutboxWriter::RetryAfterFailure(const Status& status, bool* logged, std::atomic<bool>* failing,
+                                     const char* what, size_t results) {
+  *failing = true;
   failures_counter_.Add();
   if (!*logged) {
     spdlog::warn("outbox {}{} failed: {}; holding the results and retrying every {} ms", what,

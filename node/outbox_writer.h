@@ -63,7 +63,7 @@ class OutboxWriter {
 
   uint64_t stored() const { return stored_.load(); }
   // True while the last write or sync failed and the writer is waiting to retry.
-  bool stalled() const { return stalled_.load(); }
+  bool stalled() const { return write_failing_.load() || sync_failing_.load(); }
 
  private:
   using Batch = std::vector<v1::BattleResult>;
@@ -76,7 +76,10 @@ class OutboxWriter {
   bool Sync();
   // Logs a failure once per stall and decides: true to retry after retry_interval, false to
   // give up (past the shutdown deadline).
-  bool RetryAfterFailure(const Status& status, bool* logged, const char* what, size_t results);
+  // `failing` is the flag of the stage that failed (write or sync); each stage clears its own on
+  // success, so a succeeding write does not hide a failing sync.
+  bool RetryAfterFailure(const Status& status, bool* logged, std::atomic<bool>* failing,
+                         const char* what, size_t results);
   void Abandon(const Batch& batch, const char* why);
 
   ResultChannel& channel_;
@@ -88,7 +91,8 @@ class OutboxWriter {
   metrics::Counter& failures_counter_;
   metrics::Histogram& batch_seconds_;
   std::atomic<uint64_t> stored_{0};
-  std::atomic<bool> stalled_{false};
+  std::atomic<bool> write_failing_{false};
+  std::atomic<bool> sync_failing_{false};
   std::atomic<bool> stopping_{false};
   std::chrono::steady_clock::time_point stop_deadline_;
   std::atomic<size_t> abandoned_{0};
