@@ -33,7 +33,6 @@ struct InvariantReport {
   uint64_t undecodable = 0;    // quarantined as undecodable
   uint64_t unfinished = 0;     // allocated, never reported stored, not settled
 
-  bool ok() const { return violations.empty(); }
   // True if some violation is of `promise` ("P1", "P2", …).
   bool Violates(const std::string& promise) const {
     for (const auto& v : violations) {
