@@ -123,7 +123,7 @@ class InProcessLobby {
  public:
   InProcessLobby(const std::string& conninfo, int pool) : hub_(Store(conninfo, pool), conninfo) {
     lobby::ServiceOptions service_options;
-    service_options.node_tokens[kNode] = kToken;
+    service_options.node_tokens.push_back({kNode, kToken});
     service_ =
         std::make_unique<lobby::SettlementService>(*store_, nullptr, service_options, registry_);
     lobby::ServerOptions server_options;

@@ -1,5 +1,10 @@
 #include "lobby/event_hub.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
 #include <pqxx/pqxx>
 
 #include <spdlog/spdlog.h>
@@ -7,51 +12,46 @@
 #include "common/failpoint.h"
 
 namespace verdict::lobby {
+namespace {
 
-class NotifyReceiver final : public pqxx::notification_receiver {
+// Counts notifications; their payload is empty: a notification only says "read the feed".
+class WakeOnNotify final : public pqxx::notification_receiver {
  public:
-  NotifyReceiver(pqxx::connection_base& conn, EventHub* hub)
-      : pqxx::notification_receiver(conn, EventHub::kChannel), hub_(hub) {}
-  void operator()(const std::string& payload, int) override {
-    try {
-      hub_->Enqueue(std::stoll(payload));
-    } catch (const std::exception&) {
-      spdlog::warn("event hub: ignoring notification with payload '{}'", payload);
-    }
-  }
-
- private:
-  EventHub* hub_;
+  explicit WakeOnNotify(pqxx::connection_base& conn)
+      : pqxx::notification_receiver(conn, EventHub::kChannel) {}
+  void operator()(const std::string&, int) override {}
 };
 
-namespace {
-constexpr size_t kRecentIds = 100'000;
+}  // namespace
+
+EventHub::EventHub(SettlementStore& store, std::string conninfo, EventHubOptions options)
+    : store_(store),
+      conninfo_(std::move(conninfo)),
+      options_(options),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      pages_(static_cast<size_t>(std::max(1, options_.page_threads))) {}
+
+EventHub::~EventHub() {
+  Stop();
+  pages_.join();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-EventHub::EventHub(SettlementStore& store, std::string conninfo)
-    : store_(store), conninfo_(std::move(conninfo)) {}
-
-EventHub::~EventHub() { Stop(); }
-
 void EventHub::Start() {
-  // The baseline is taken now, before the server accepts anyone: an event committed after
-  // this is live for every subscriber even if the LISTEN connection is slow to come up. (Taken
-  // at the first LISTEN instead, events committed in between were silently history.)
-  if (auto latest = store_.LatestEventId(); latest.ok()) {
-    std::lock_guard lock(mu_);
-    published_max_ = std::max(published_max_, *latest);
-    baseline_known_ = true;
+  // Subscribers hear live what is published after the feed's head at start; older events they
+  // page themselves with ?after=.
+  if (auto latest = store_.LatestEventSeq(); latest.ok()) {
+    cursor_ = *latest;
+    head_.store(*latest);
   }
   thread_ = std::thread([this] { Run(); });
 }
 
 void EventHub::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
+  if (stopping_.exchange(true)) return;
+  Wake();
   if (thread_.joinable()) thread_.join();
+  pages_.stop();
 }
 
 void EventHub::Subscribe(std::weak_ptr<EventSubscriber> subscriber) {
@@ -59,11 +59,13 @@ void EventHub::Subscribe(std::weak_ptr<EventSubscriber> subscriber) {
   subscribers_.push_back(std::move(subscriber));
 }
 
-void EventHub::Committed(int64_t event_id) { Enqueue(event_id); }
+void EventHub::Committed() { Wake(); }
 
-void EventHub::Enqueue(int64_t event_id) {
-  std::lock_guard lock(mu_);
-  pending_.push_back(event_id);
+void EventHub::Wake() {
+  const uint64_t one = 1;
+  if (::write(wake_fd_, &one, sizeof(one)) < 0) {
+    // EAGAIN: the counter is already non-zero, so the hub is already woken.
+  }
 }
 
 size_t EventHub::subscriber_count() const {
@@ -73,119 +75,94 @@ size_t EventHub::subscriber_count() const {
   return n;
 }
 
-bool EventHub::listening() const {
-  std::lock_guard lock(mu_);
-  return listening_;
+void EventHub::FetchPage(int64_t after, std::optional<std::string> node_id, size_t limit,
+                         std::function<void(Result<FeedPage>)> done) {
+  boost::asio::post(pages_,
+                    [this, after, node_id = std::move(node_id), limit, done = std::move(done)] {
+                      done(store_.EventsAfter(after, node_id, limit));
+                    });
 }
 
-void EventHub::PublishPending() {
-  std::vector<int64_t> ids;
-  {
-    std::lock_guard lock(mu_);
-    for (int64_t id : pending_) {
-      if (!published_.contains(id)) ids.push_back(id);
+void EventHub::SequenceAndPublish() {
+  for (;;) {  // number everything committed so far, a bounded transaction at a time
+    auto numbered = store_.SequenceEvents(static_cast<int>(options_.page_events));
+    if (!numbered.ok()) {
+      spdlog::warn("event feed: cannot number events: {}", numbered.status().ToString());
+      break;
     }
-    pending_.clear();
+    if (*numbered < static_cast<int>(options_.page_events)) break;
   }
-  if (ids.empty()) return;
-  auto events = store_.EventsByIds(ids);
-  if (!events.ok()) {
-    spdlog::warn("event hub: cannot fetch events: {}; will retry", events.status().ToString());
-    std::lock_guard lock(mu_);
-    pending_.insert(pending_.end(), ids.begin(), ids.end());
-    return;
+  if (cursor_ < 0) {  // the database was away at start: begin at the head it has now
+    auto latest = store_.LatestEventSeq();
+    if (!latest.ok()) return;
+    cursor_ = *latest;
+    head_.store(cursor_);
   }
-  Publish(*events);
+  for (;;) {
+    auto page = store_.EventsAfter(cursor_, std::nullopt, options_.page_events);
+    if (!page.ok()) {
+      spdlog::warn("event feed: cannot read: {}", page.status().ToString());
+      return;
+    }
+    if (page->last <= cursor_) return;
+    cursor_ = page->last;
+    const bool full = page->events.size() == options_.page_events;
+    Publish(std::make_shared<const FeedPage>(std::move(*page)));
+    if (!full) return;
+  }
 }
 
-void EventHub::CatchUp() {
-  int64_t newest = 0;
-  {
-    std::lock_guard lock(mu_);
-    newest = published_max_;
-  }
-  auto events = store_.EventsAfter(newest, 10'000);
-  if (events.ok()) Publish(*events);
-}
-
-void EventHub::Publish(const std::vector<SettlementEvent>& events) {
+void EventHub::Publish(std::shared_ptr<const FeedPage> page) {
+  // The head moves before any subscriber hears of the page: a subscriber that finds the head
+  // above its cursor after catching up knows a page is on its way or already missed.
+  head_.store(page->last);
   std::vector<std::shared_ptr<EventSubscriber>> live;
-  std::vector<const SettlementEvent*> fresh;
   {
     std::lock_guard lock(mu_);
     std::erase_if(subscribers_, [](const auto& w) { return w.expired(); });
     for (const auto& w : subscribers_) {
       if (auto s = w.lock()) live.push_back(std::move(s));
     }
-    for (const auto& e : events) {
-      if (!published_.insert(e.event_id).second) continue;
-      published_max_ = std::max(published_max_, e.event_id);
-      fresh.push_back(&e);
-    }
-    while (published_.size() > kRecentIds) published_.erase(published_.begin());
   }
-  for (const SettlementEvent* e : fresh) {
-    for (const auto& s : live) s->Deliver(*e);
-  }
+  for (const auto& s : live) s->Deliver(page);
 }
 
 void EventHub::Run() {
   std::unique_ptr<pqxx::connection> conn;
-  std::unique_ptr<NotifyReceiver> receiver;
-  auto last_catch_up = std::chrono::steady_clock::now();
-  for (;;) {
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) break;
-    }
-    if (!conn) {
+  std::unique_ptr<WakeOnNotify> receiver;
+  auto next_listen = std::chrono::steady_clock::now();
+  while (!stopping_.load()) {
+    if (!conn && std::chrono::steady_clock::now() >= next_listen) {
       try {
         if (CheckFailpoint("hub.before_listen") == FailAction::kError) {
           throw std::runtime_error("failpoint hub.before_listen");
         }
         conn = std::make_unique<pqxx::connection>(conninfo_);
-        receiver = std::make_unique<NotifyReceiver>(*conn, this);
-        // Listening now. Without a baseline from Start (the database was away then),
-        // everything committed so far is history that subscribers get through ?after=.
-        bool first = false;
-        {
-          std::lock_guard lock(mu_);
-          listening_ = true;
-          first = !baseline_known_;
-          baseline_known_ = true;
-        }
-        if (first) {
-          auto latest = store_.LatestEventId();
-          if (!latest.ok()) throw std::runtime_error(latest.status().ToString());
-          std::lock_guard lock(mu_);
-          published_max_ = std::max(published_max_, *latest);
-        }
-        CatchUp();  // events committed while we were not listening
-        last_catch_up = std::chrono::steady_clock::now();
+        receiver = std::make_unique<WakeOnNotify>(*conn);
       } catch (const std::exception& e) {
         receiver.reset();
         conn.reset();
-        spdlog::warn("event hub: cannot listen for events: {}; retrying in 1 s", e.what());
-        std::unique_lock lock(mu_);
-        listening_ = false;
-        wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
-        continue;
+        spdlog::warn("event feed: no LISTEN connection ({}); polling every {} ms", e.what(),
+                     options_.poll_interval.count());
+        next_listen = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       }
     }
-    try {
-      conn->await_notification(0, 100'000);
-    } catch (const std::exception& e) {
-      spdlog::warn("event hub: listen connection lost: {}", e.what());
-      receiver.reset();
-      conn.reset();
-      std::lock_guard lock(mu_);
-      listening_ = false;
-      continue;
+    SequenceAndPublish();
+
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {conn ? conn->sock() : -1, POLLIN, 0}};
+    ::poll(fds, 2, static_cast<int>(options_.poll_interval.count()));
+    uint64_t count = 0;
+    if (::read(wake_fd_, &count, sizeof(count)) < 0) {
+      // EAGAIN: woken by the timeout or the database, not by Wake.
     }
-    PublishPending();
-    if (std::chrono::steady_clock::now() - last_catch_up >= std::chrono::seconds(1)) {
-      CatchUp();
-      last_catch_up = std::chrono::steady_clock::now();
+    if (conn && (fds[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+      try {
+        conn->get_notifs();
+      } catch (const std::exception& e) {
+        spdlog::warn("event feed: LISTEN connection lost: {}", e.what());
+        receiver.reset();
+        conn.reset();
+      }
     }
   }
   receiver.reset();

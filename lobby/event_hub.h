@@ -1,16 +1,20 @@
-// EventHub: fans battle.settled events out to this instance's WebSocket subscribers. It learns
-// of events from this instance's commits (Committed) and from every instance's commits through
-// PostgreSQL LISTEN/NOTIFY on its own connection, fetches each event once by id, and delivers
-// each to every subscriber once. Once a second (and after reconnecting) it also fetches any
-// event newer than the newest it has published, so a lost notification delays an event by at
-// most a second instead of losing it. Runs one thread; all methods are thread-safe.
+// EventHub: this lobby instance's one reader of the settlement event feed (sql/004 says why the
+// feed's order cannot skip an event). Its thread numbers committed events (the sequencer; the
+// lobby instances take turns), reads the feed past its cursor in pages and hands each page to
+// every live subscriber. It wakes on this instance's commits, on any instance's NOTIFY and every
+// poll interval: NOTIFY only makes events arrive sooner, and a lost one delays an event by at
+// most one interval. Subscribers that are behind page the feed themselves through FetchPage.
+// All methods are thread-safe.
 #pragma once
 
-#include <condition_variable>
+#include <atomic>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,17 +23,32 @@
 
 namespace verdict::lobby {
 
+struct EventHubOptions {
+  // How often the hub numbers and reads the feed when nothing wakes it.
+  // Default: 250 ms.
+  std::chrono::milliseconds poll_interval{250};
+  // Events per page the hub reads.
+  // Default: 1000.
+  size_t page_events = 1000;
+  // Threads that read catch-up pages for subscribers (each uses one of the store's connections).
+  // Default: 2.
+  int page_threads = 2;
+};
+
 class EventSubscriber {
  public:
   virtual ~EventSubscriber() = default;
-  // Called on the hub's thread, once per event; must not block.
-  virtual void Deliver(const SettlementEvent& event) = 0;
+  // Called on the hub's thread with each page it reads, in feed order (each page's `after` is
+  // the previous page's `last`); must not block.
+  virtual void Deliver(std::shared_ptr<const FeedPage> page) = 0;
 };
 
 class EventHub {
  public:
-  // `store` must outlive the hub. `conninfo` is used for the LISTEN connection.
-  EventHub(SettlementStore& store, std::string conninfo);
+  // `store` must outlive the hub; give the hub a store of its own (1 + page_threads
+  // connections), so subscribers never take the settlements' connections. `conninfo` is used
+  // for the LISTEN connection.
+  EventHub(SettlementStore& store, std::string conninfo, EventHubOptions options = {});
   ~EventHub();
   EventHub(const EventHub&) = delete;
   EventHub& operator=(const EventHub&) = delete;
@@ -37,41 +56,39 @@ class EventHub {
   void Start();
   void Stop();
 
-  // Subscribers are held weakly: one that is gone is dropped at the next event.
+  // Subscribers are held weakly: one that is gone is dropped at the next page.
   void Subscribe(std::weak_ptr<EventSubscriber> subscriber);
-  // This instance committed `event_id`; deliver it without waiting for the notification.
-  void Committed(int64_t event_id);
-
+  // This instance committed a settlement: number and publish it without waiting.
+  void Committed();
+  // The newest place in the feed handed to subscribers (0 before the first read).
+  int64_t head() const { return head_.load(); }
   size_t subscriber_count() const;
-  bool listening() const;
+
+  // Reads one page of the feed for a subscriber (see SettlementStore::EventsAfter) on a page
+  // thread, and calls `done` there.
+  void FetchPage(int64_t after, std::optional<std::string> node_id, size_t limit,
+                 std::function<void(Result<FeedPage>)> done);
 
   static constexpr const char* kChannel = "verdict_settlement_events";
 
  private:
   void Run();
-  void Enqueue(int64_t event_id);
-  void PublishPending();
-  // Fetches and publishes events newer than the newest published one.
-  void CatchUp();
-  // Delivers `events` not yet published to every live subscriber.
-  void Publish(const std::vector<SettlementEvent>& events);
+  // Numbers committed events, then reads and publishes the feed past cursor_, page by page.
+  void SequenceAndPublish();
+  void Publish(std::shared_ptr<const FeedPage> page);
+  void Wake();
 
   SettlementStore& store_;
   const std::string conninfo_;
+  const EventHubOptions options_;
   mutable std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  bool listening_ = false;
-  std::vector<int64_t> pending_;
-  std::set<int64_t> published_;  // recent ids, bounded, so each event goes out once
-  int64_t published_max_ = 0;
-  // Set once the newest event committed before the hub started is known: everything after it
-  // is published live, however late the LISTEN connection comes up.
-  bool baseline_known_ = false;
   std::vector<std::weak_ptr<EventSubscriber>> subscribers_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> head_{0};
+  int64_t cursor_ = -1;  // hub thread only; -1 until the feed's head is known
+  int wake_fd_ = -1;     // an eventfd: Committed and Stop write it, the hub thread polls it
+  boost::asio::thread_pool pages_;
   std::thread thread_;
-
-  friend class NotifyReceiver;
 };
 
 }  // namespace verdict::lobby

@@ -1,5 +1,7 @@
 #include "lobby/http_server.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -7,9 +9,9 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
+#include <cerrno>
 #include <deque>
 #include <thread>
-#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 
@@ -25,7 +27,6 @@ namespace websocket = beast::websocket;
 using tcp = net::ip::tcp;
 
 constexpr std::chrono::seconds kLingerTimeout{2};
-constexpr size_t kMaxQueuedEvents = 10'000;
 
 std::string PathOf(const std::string& target) { return target.substr(0, target.find('?')); }
 
@@ -50,7 +51,10 @@ class HttpServer::Impl {
                       "Requests waiting for or running on a DB worker.",
                       [this] { return static_cast<double>(queued_.load()); });
     registry.AddGauge("verdict_lobby_event_subscribers", "Open /v1/events subscriptions.",
-                      [this] { return static_cast<double>(hub_.subscriber_count()); });
+                      [this] { return static_cast<double>(subscribers_.load()); });
+    registry.AddGauge("verdict_lobby_event_queued_bytes",
+                      "Bytes of events queued for subscribers' sockets, all subscribers together.",
+                      [this] { return static_cast<double>(event_queued_bytes_.load()); });
   }
 
   Result<uint16_t> Start() {
@@ -113,6 +117,8 @@ class HttpServer::Impl {
   metrics::LabeledCounter& requests_;
   std::atomic<size_t> live_{0};
   std::atomic<size_t> queued_{0};
+  std::atomic<size_t> subscribers_{0};
+  std::atomic<int64_t> event_queued_bytes_{0};
   std::atomic<bool> stopped_{false};
   std::optional<net::ssl::context> tls_;  // set when the lobby serves TLS
   // Declared after everything sessions touch, so pending sessions die first.
@@ -126,95 +132,139 @@ class HttpServer::Impl {
   void OnAccept(beast::error_code ec, tcp::socket socket);
 };
 
-// One /v1/events subscriber: sends missed events (id > after) from the database, then live
-// ones from the hub, each once, in a queue drained by one write at a time on its strand.
+// One /v1/events subscriber. It follows the feed with its own cursor: the last place in the feed
+// it has queued or skipped (events of other nodes are skipped for a node's token). Behind the
+// hub, it pages the feed from the database, a page at a time and only while its queue is under
+// half its byte budget, so a history of any length costs one page of memory. Once a page comes
+// back short it is live: it takes the hub's pages, and if it ever finds a page that starts past
+// its cursor (it missed one while paging), it pages again. A live subscriber whose queue grows
+// past the budget is closed with 1013 and resumes with ?after=. All state lives on its strand.
 // `Next` is the connection it was upgraded from: beast::tcp_stream, or the TLS stream over it.
 template <class Next>
 class EventsSession final : public EventSubscriber,
                             public std::enable_shared_from_this<EventsSession<Next>> {
  public:
-  EventsSession(Next&& next, HttpServer::Impl& server, int64_t after)
-      : ws_(std::move(next)), server_(server), after_(after) {
+  EventsSession(Next&& next, HttpServer::Impl& server, int64_t after,
+                std::optional<std::string> node_id)
+      : ws_(std::move(next)), server_(server), cursor_(after), node_id_(std::move(node_id)) {
     ++server_.live_;
   }
-  ~EventsSession() override { --server_.live_; }
+  ~EventsSession() override {
+    --server_.live_;
+    --server_.subscribers_;
+    server_.event_queued_bytes_ -= queued_bytes_;
+  }
 
   void Run(http::request<http::string_body> request) {
     request_ = std::move(request);
     net::dispatch(ws_.get_executor(), [self = this->shared_from_this()] { self->DoAccept(); });
   }
 
-  void Deliver(const SettlementEvent& event) override {
-    net::post(ws_.get_executor(), [self = this->shared_from_this(), event] {
-      if (self->catching_up_) {
-        self->buffered_.push_back(event);
-      } else {
-        self->Send(event);
-      }
+  void Deliver(std::shared_ptr<const FeedPage> page) override {
+    net::post(ws_.get_executor(), [self = this->shared_from_this(), page = std::move(page)] {
+      self->OnLivePage(*page);
     });
   }
 
  private:
+  // A message queued for the socket: one event as the client sees it.
+  struct Message {
+    int64_t seq;
+    std::string text;
+  };
+
   void DoAccept() {
     beast::get_lowest_layer(ws_).expires_never();
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_.read_message_max(kMaxClientMessageBytes);
     ws_.async_accept(request_, [self = this->shared_from_this()](beast::error_code ec) {
       if (ec) return;
       self->server_.hub_.Subscribe(self->weak_from_this());
       self->DoRead();
-      self->StartCatchUp();
+      self->FetchIfRoom();
     });
   }
 
-  void StartCatchUp() {
-    net::post(server_.db_pool_, [self = this->shared_from_this()] {
-      std::vector<SettlementEvent> missed;
-      int64_t cursor = self->after_;
-      for (;;) {
-        auto page = self->server_.service_.store().EventsAfter(cursor, 1000);
-        if (!page.ok()) {
-          spdlog::warn("events: catch-up failed: {}", page.status().ToString());
-          net::post(self->ws_.get_executor(), [self] { self->CloseWith("catch-up failed"); });
-          return;
-        }
-        missed.insert(missed.end(), page->begin(), page->end());
-        if (page->size() < 1000) break;
-        cursor = page->back().event_id;
-      }
-      net::post(self->ws_.get_executor(), [self, missed = std::move(missed)] {
-        std::unordered_set<int64_t> sent;
-        for (const auto& e : missed) {
-          sent.insert(e.event_id);
-          self->Send(e);
-        }
-        for (const auto& e : self->buffered_) {
-          if (!sent.contains(e.event_id)) self->Send(e);
-        }
-        self->buffered_.clear();
-        self->catching_up_ = false;
-      });
-    });
+  // Catching up: reads the next page if the queue has drained enough and none is on its way.
+  void FetchIfRoom() {
+    if (closing_ || live_ || fetching_) return;
+    if (queued_bytes_ > server_.options_.subscriber_buffer_bytes / 2) return;
+    fetching_ = true;
+    server_.hub_.FetchPage(cursor_, node_id_, server_.options_.catch_up_page_events,
+                           [self = this->shared_from_this()](Result<FeedPage> page) {
+                             net::post(self->ws_.get_executor(),
+                                       [self, page = std::move(page)]() mutable {
+                                         self->OnCatchUpPage(std::move(page));
+                                       });
+                           });
   }
 
-  void Send(const SettlementEvent& event) {
-    if (event.event_id <= after_ || closing_) return;
-    queue_.push_back("{\"event_id\":\"" + std::to_string(event.event_id) +
-                     "\",\"event\":" + event.payload_json + "}");
-    if (queue_.size() > kMaxQueuedEvents) return CloseWith("subscriber too slow");
-    if (queue_.size() == 1) DoWrite();
+  void OnCatchUpPage(Result<FeedPage> page) {
+    fetching_ = false;
+    if (closing_) return;
+    if (!page.ok()) {
+      spdlog::warn("events: catch-up failed: {}", page.status().ToString());
+      return CloseWith(websocket::close_code::try_again_later,
+                       "the event feed is unavailable; reconnect with ?after=");
+    }
+    for (const SettlementEvent& e : page->events) Queue(e);
+    cursor_ = std::max(cursor_, page->last);
+    if (page->events.size() < server_.options_.catch_up_page_events) {
+      // Caught up with the feed as the database had it. The hub sets its head before it hands
+      // out a page, so a head above the cursor means a page this session ignored while paging.
+      live_ = server_.hub_.head() <= cursor_;
+    }
+    FetchIfRoom();
+  }
+
+  void OnLivePage(const FeedPage& page) {
+    if (closing_ || !live_) return;  // catching up: the database pages cover this page too
+    if (page.after > cursor_) {      // a page went by while this session was paging
+      live_ = false;
+      return FetchIfRoom();
+    }
+    for (const SettlementEvent& e : page.events) {
+      if (e.seq > cursor_ && (!node_id_ || e.node_id == *node_id_)) Queue(e);
+    }
+    cursor_ = std::max(cursor_, page.last);
+    if (queued_bytes_ > server_.options_.subscriber_buffer_bytes) {
+      CloseWith(websocket::close_code::try_again_later,
+                "too slow: more than " + std::to_string(server_.options_.subscriber_buffer_bytes) +
+                    " bytes behind; reconnect with ?after=");
+    }
+  }
+
+  void Queue(const SettlementEvent& e) {
+    Message m{e.seq,
+              "{\"event_id\":\"" + std::to_string(e.seq) + "\",\"event\":" + e.payload_json + "}"};
+    queued_bytes_ += m.text.size();
+    server_.event_queued_bytes_ += m.text.size();
+    queue_.push_back(std::move(m));
+    if (!writing_) DoWrite();
   }
 
   void DoWrite() {
+    writing_ = true;
     ws_.text(true);
-    ws_.async_write(net::buffer(queue_.front()),
+    ws_.async_write(net::buffer(queue_.front().text),
                     [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-                      if (ec) {
-                        self->closing_ = true;
-                        return;
-                      }
-                      self->queue_.pop_front();
-                      if (!self->queue_.empty()) self->DoWrite();
+                      self->OnWritten(ec);
                     });
+  }
+
+  void OnWritten(beast::error_code ec) {
+    writing_ = false;
+    const size_t bytes = queue_.front().text.size();
+    queued_bytes_ -= bytes;
+    server_.event_queued_bytes_ -= bytes;
+    queue_.pop_front();
+    if (ec) {
+      closing_ = true;  // the client is gone; nothing more to send
+      return;
+    }
+    if (close_) return DoClose();
+    if (!queue_.empty()) DoWrite();
+    FetchIfRoom();
   }
 
   void DoRead() {
@@ -229,22 +279,36 @@ class EventsSession final : public EventSubscriber,
     });
   }
 
-  void CloseWith(const std::string& reason) {
+  // Closes cleanly: after the write in progress, if any (a WebSocket has one write at a time).
+  void CloseWith(websocket::close_code code, const std::string& reason) {
     if (closing_) return;
     closing_ = true;
-    queue_.clear();
-    ws_.async_close(websocket::close_reason(websocket::close_code::try_again_later, reason),
-                    [self = this->shared_from_this()](beast::error_code) {});
+    close_ = websocket::close_reason(code, reason);
+    if (!writing_) DoClose();
   }
+
+  void DoClose() {
+    server_.event_queued_bytes_ -= queued_bytes_;
+    queued_bytes_ = 0;
+    queue_.clear();
+    ws_.async_close(*close_, [self = this->shared_from_this()](beast::error_code) {});
+  }
+
+  // Subscribers send nothing the lobby needs; anything large is an error that closes them.
+  static constexpr size_t kMaxClientMessageBytes = 1024;
 
   websocket::stream<Next> ws_;
   HttpServer::Impl& server_;
-  const int64_t after_;
+  int64_t cursor_;
+  const std::optional<std::string> node_id_;  // a node's token sees only its node's events
   http::request<http::string_body> request_;
-  bool catching_up_ = true;
+  bool live_ = false;
+  bool fetching_ = false;
+  bool writing_ = false;
   bool closing_ = false;
-  std::vector<SettlementEvent> buffered_;
-  std::deque<std::string> queue_;
+  std::optional<websocket::close_reason> close_;
+  std::deque<Message> queue_;
+  size_t queued_bytes_ = 0;
   beast::flat_buffer read_buffer_;
 };
 
@@ -344,22 +408,56 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
                         std::string(req[http::field::authorization]),
                         std::move(req.body())};
     if (SettlementService::IsCheap(request)) {
-      return WriteReply(server_.service_.Handle(request), keep_alive);
+      return server_.service_.Handle(request, nullptr, [this, keep_alive](HttpReply reply) {
+        WriteReply(std::move(reply), keep_alive);
+      });
     }
     if (server_.queued_.load() >= server_.options_.max_queued_requests) {
       return WriteReply(ProblemReply(ErrorCode::kUnavailable, "lobby is overloaded", path),
                         keep_alive);
     }
     ++server_.queued_;
+    cancel_ = std::make_shared<Cancellation>();
+    WatchForHangUp();
     net::post(server_.db_pool_, [self = this->shared_from_this(), request = std::move(request),
-                                 keep_alive]() mutable {
-      HttpReply reply = self->server_.service_.Handle(request);
+                                 cancel = cancel_, keep_alive]() mutable {
       --self->server_.queued_;
-      net::post(self->stream_.get_executor(),
-                [self, reply = std::move(reply), keep_alive]() mutable {
-                  self->WriteReply(std::move(reply), keep_alive);
-                });
+      self->server_.service_.Handle(request, cancel, [self, keep_alive](HttpReply reply) {
+        net::post(self->stream_.get_executor(),
+                  [self, reply = std::move(reply), keep_alive]() mutable {
+                    self->StopWatching();
+                    self->WriteReply(std::move(reply), keep_alive);
+                  });
+      });
     });
+  }
+
+  // While a request is on the DB workers, watches the socket: a client that hangs up cancels its
+  // request, so an attempt nobody waits for neither starts nor holds a worker. Readable with
+  // nothing to read is the hang-up; readable with data (a pipelined request, a TLS record) ends
+  // the watch, as the connection is alive.
+  void WatchForHangUp() {
+    watching_ = true;
+    beast::get_lowest_layer(stream_).socket().async_wait(
+        tcp::socket::wait_read, [self = this->shared_from_this()](beast::error_code ec) {
+          if (ec || !self->watching_) return;
+          auto& socket = beast::get_lowest_layer(self->stream_).socket();
+          char byte;
+          const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n > 0) return;  // data: alive
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            return self->WatchForHangUp();
+          }
+          self->watching_ = false;
+          self->cancel_->Cancel();  // EOF or a reset: nobody is waiting for the answer
+        });
+  }
+
+  void StopWatching() {
+    if (!watching_) return;
+    watching_ = false;
+    beast::error_code ignored;
+    beast::get_lowest_layer(stream_).socket().cancel(ignored);
   }
 
   void Subscribe(http::request<http::string_body> req, const std::string& target) {
@@ -369,7 +467,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
                        "/v1/events is a WebSocket: connect with an upgrade", "/v1/events"),
           false);
     }
-    if (!server_.service_.Authenticate(std::string(req[http::field::authorization]))) {
+    const auto caller = server_.service_.Authenticate(std::string(req[http::field::authorization]));
+    if (!caller) {
       return WriteReply(ProblemReply(ErrorCode::kUnauthenticated,
                                      "a valid bearer token is required", "/v1/events"),
                         false);
@@ -379,7 +478,17 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
       return WriteReply(
           ProblemReply(ErrorCode::kInvalidArgument, after.status().message(), "/v1/events"), false);
     }
-    std::make_shared<EventsSession<Stream>>(std::move(stream_), server_, *after)
+    if (++server_.subscribers_ > server_.options_.max_subscribers) {
+      --server_.subscribers_;
+      return WriteReply(
+          ProblemReply(ErrorCode::kUnavailable, "too many event subscribers on this lobby instance",
+                       "/v1/events"),
+          false);
+    }
+    // The admin token sees every node's events; a node's token only its own.
+    std::optional<std::string> scope;
+    if (!caller->admin) scope = caller->node_id;
+    std::make_shared<EventsSession<Stream>>(std::move(stream_), server_, *after, std::move(scope))
         ->Run(std::move(req));
   }
 
@@ -428,6 +537,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   unsigned version_ = 11;
+  std::shared_ptr<Cancellation> cancel_;  // of the request on the DB workers, if any
+  bool watching_ = false;
   std::array<char, 16 * 1024> drain_;
 };
 

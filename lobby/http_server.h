@@ -30,6 +30,18 @@ struct ServerOptions {
   // Requests waiting for a DB worker beyond which new ones get 503 at once.
   // Default: 4096.
   size_t max_queued_requests = 4096;
+  // Open /v1/events subscriptions beyond which new ones get 503.
+  // Default: 64.
+  size_t max_subscribers = 64;
+  // Bytes of events queued for one subscriber's socket. A subscriber catching up reads the next
+  // page from the database only below half of it; a live one that falls further behind is
+  // closed (1013, try again later) and resumes with ?after=. The lobby's memory for events is
+  // at most max_subscribers × this, plus one page each.
+  // Default: 4 MiB.
+  size_t subscriber_buffer_bytes = size_t{4} << 20;
+  // Events per catch-up page read from the database.
+  // Default: 256.
+  size_t catch_up_page_events = 256;
   // Time allowed to receive a whole request (headers and body), and the keep-alive idle limit,
   // so a slow or silent client cannot hold a connection forever.
   // Default: 10 s.

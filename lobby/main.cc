@@ -37,7 +37,11 @@ struct Flags {
   int threads = 2;
   int k_factor = 32;
   int read_timeout_ms = 10'000;
+  int lock_timeout_ms = 2'000;
+  int statement_timeout_ms = 5'000;
   size_t max_connections = 1024;
+  size_t max_subscribers = 64;
+  size_t subscriber_buffer_bytes = size_t{4} << 20;
   std::string tls_cert, tls_key;
   bool unsafe_skip_settle_guard = false;
   bool unsafe_release_before_commit = false;
@@ -51,14 +55,17 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-// Adds "NODE_ID=TOKEN" entries and the "node_id token" lines of a file.
-Status CollectTokens(const Flags& flags, std::map<std::string, std::string>* tokens) {
+// The "NODE_ID=TOKEN" entries (from the command line and --config) and the "node_id token"
+// lines of --node-tokens-file. A node may appear several times: each of its tokens is valid,
+// which is how a token is rotated without a moment in which the node is refused.
+Result<std::vector<NodeToken>> CollectTokens(const Flags& flags) {
+  std::vector<NodeToken> tokens;
   for (const auto& entry : flags.node_tokens) {
     const size_t eq = entry.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
       return InvalidArgumentError("--node-token wants NODE_ID=TOKEN, got '" + entry + "'");
     }
-    (*tokens)[entry.substr(0, eq)] = entry.substr(eq + 1);
+    tokens.push_back({entry.substr(0, eq), entry.substr(eq + 1)});
   }
   if (!flags.node_tokens_file.empty()) {
     std::ifstream in(flags.node_tokens_file);
@@ -74,10 +81,18 @@ Status CollectTokens(const Flags& flags, std::map<std::string, std::string>* tok
         return InvalidArgumentError(flags.node_tokens_file + ":" + std::to_string(number) +
                                     ": expected 'node_id token'");
       }
-      (*tokens)[node] = token;
+      tokens.push_back({node, token});
     }
   }
-  return Status::Ok();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (tokens[i].token == tokens[j].token && tokens[i].node_id != tokens[j].node_id) {
+        return InvalidArgumentError("one token is given to two nodes, " + tokens[j].node_id +
+                                    " and " + tokens[i].node_id);
+      }
+    }
+  }
+  return tokens;
 }
 
 int RunMigrate(const Flags& flags) {
@@ -151,6 +166,7 @@ int RunReconcile(const Flags& flags) {
   StoreOptions store_options;
   store_options.conninfo = flags.db;
   store_options.pool_size = 1;
+  store_options.statement_timeout = std::chrono::milliseconds(0);  // an operator's query
   auto store = OpenSettlementStore(store_options);
   if (!store.ok()) return Fail(store.status().ToString());
   auto rooms = (*store)->RoomsWithoutReceipt(flags.older_than_s);
@@ -203,15 +219,46 @@ int RunReconcile(const Flags& flags) {
   return lost > 0 ? 3 : 0;
 }
 
-int RunServe(const Flags& flags) {
+struct Commands {
+  CLI::App* migrate;
+  CLI::App* serve;
+  CLI::App* reconcile;
+};
+Commands DefineFlags(CLI::App& app, Flags& flags);
+
+// SIGHUP: parse the command line again (which reads --config again) and reload the node tokens
+// it names, from the flags, the config file and --node-tokens-file. A reload that fails keeps
+// the tokens in use and says why.
+void ReloadTokens(int argc, char** argv, SettlementService& service) {
+  Flags fresh;
+  CLI::App app;
+  DefineFlags(app, fresh);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    spdlog::error("SIGHUP: cannot reload the node tokens: {}; keeping the current ones", e.what());
+    return;
+  }
+  auto tokens = CollectTokens(fresh);
+  if (!tokens.ok()) {
+    spdlog::error("SIGHUP: cannot reload the node tokens: {}; keeping the current ones",
+                  tokens.status().message());
+    return;
+  }
+  spdlog::info("SIGHUP: node tokens reloaded ({} token{})", tokens->size(),
+               tokens->size() == 1 ? "" : "s");
+  service.ReplaceNodeTokens(std::move(*tokens));
+}
+
+int RunServe(const Flags& flags, int argc, char** argv) {
   ServerOptions server_options;
   if (!ParseHostPort(flags.listen, &server_options.host, &server_options.port)) {
     return Fail("--listen wants HOST:PORT, got '" + flags.listen + "'");
   }
   ServiceOptions service_options;
-  if (Status s = CollectTokens(flags, &service_options.node_tokens); !s.ok()) {
-    return Fail(s.message());
-  }
+  auto tokens = CollectTokens(flags);
+  if (!tokens.ok()) return Fail(tokens.status().message());
+  service_options.node_tokens = std::move(*tokens);
   service_options.admin_token = flags.admin_token;
   if (service_options.node_tokens.empty()) {
     spdlog::warn("no node tokens configured: every settlement will be refused with 401");
@@ -224,6 +271,8 @@ int RunServe(const Flags& flags) {
   store_options.conninfo = flags.db;
   store_options.pool_size = flags.db_pool;
   store_options.k_factor = flags.k_factor;
+  store_options.lock_timeout = std::chrono::milliseconds(flags.lock_timeout_ms);
+  store_options.statement_timeout = std::chrono::milliseconds(flags.statement_timeout_ms);
   store_options.unsafe_skip_settle_guard = flags.unsafe_skip_settle_guard;
   store_options.unsafe_release_before_commit = flags.unsafe_release_before_commit;
   auto store = OpenSettlementStore(store_options);
@@ -231,20 +280,30 @@ int RunServe(const Flags& flags) {
   if (Status ready = (*store)->CheckReady(); !ready.ok()) {
     spdlog::warn("not ready yet: {} (/readyz will say so until it is)", ready.ToString());
   }
+  // The event feed reads through connections of its own, so subscribers never take the
+  // settlements' connections.
+  EventHubOptions hub_options;
+  StoreOptions feed_options = store_options;
+  feed_options.pool_size = 1 + hub_options.page_threads;
+  auto feed_store = OpenSettlementStore(feed_options);
+  if (!feed_store.ok()) return Fail(feed_store.status().ToString());
 
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   metrics::Registry registry;
-  EventHub hub(**store, flags.db);
+  EventHub hub(**feed_store, ConnectionString(store_options), hub_options);
   SettlementService service(**store, &hub, service_options, registry);
   server_options.io_threads = flags.threads;
   server_options.read_timeout = std::chrono::milliseconds(flags.read_timeout_ms);
   server_options.max_connections = flags.max_connections;
+  server_options.max_subscribers = flags.max_subscribers;
+  server_options.subscriber_buffer_bytes = flags.subscriber_buffer_bytes;
   server_options.tls_cert_file = flags.tls_cert;
   server_options.tls_key_file = flags.tls_key;
   server_options.db_threads = flags.db_pool;
@@ -257,7 +316,7 @@ int RunServe(const Flags& flags) {
   std::fflush(stdout);
 
   int signal = 0;
-  sigwait(&signals, &signal);
+  while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) ReloadTokens(argc, argv, service);
   spdlog::info("{}: shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
   server.Stop();
   hub.Stop();
@@ -265,14 +324,10 @@ int RunServe(const Flags& flags) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  spdlog::set_default_logger(spdlog::stderr_color_mt("lobby"));
-  Flags flags;
-  CLI::App app{
+Commands DefineFlags(CLI::App& app, Flags& flags) {
+  app.description(
       "verdict-lobby: settles battle results exactly once on PostgreSQL.\n"
-      "The database comes from --db or libpq's PG* environment variables."};
+      "The database comes from --db or libpq's PG* environment variables.");
   app.require_subcommand(1);
   app.fallthrough();  // program flags may follow the subcommand
   cli::AddConfigOption(app);
@@ -286,8 +341,10 @@ int main(int argc, char** argv) {
   serve->add_option("--listen", flags.listen, "HOST:PORT to listen on; port 0 picks a free one")
       ->capture_default_str();
   serve->add_option("--node-token", flags.node_tokens,
-                    "NODE_ID=TOKEN a node authenticates with (repeatable)");
-  serve->add_option("--node-tokens-file", flags.node_tokens_file, "file of 'node_id token' lines");
+                    "NODE_ID=TOKEN a node authenticates with (repeatable; a node may have "
+                    "several tokens at once, for rotation; SIGHUP reloads them)");
+  serve->add_option("--node-tokens-file", flags.node_tokens_file,
+                    "file of 'node_id token' lines (a node may appear twice); SIGHUP reloads it");
   serve->add_option("--admin-token", flags.admin_token,
                     "bearer token that POST /v1/rooms requires");
   serve->add_option("--db-pool", flags.db_pool, "database connections and DB workers")
@@ -305,10 +362,33 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(100, 3'600'000));
   serve
+      ->add_option("--lock-timeout-ms", flags.lock_timeout_ms,
+                   "longest wait of a request's statement for a lock (a room another session "
+                   "holds) before it answers 503; 0 waits forever")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3'600'000));
+  serve
+      ->add_option("--statement-timeout-ms", flags.statement_timeout_ms,
+                   "longest run of a request's statement before it is cancelled and answers "
+                   "503; 0 never cancels")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3'600'000));
+  serve
       ->add_option("--max-connections", flags.max_connections,
                    "open connections beyond which new ones get 503")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1'000'000}));
+  serve
+      ->add_option("--max-subscribers", flags.max_subscribers,
+                   "open /v1/events subscriptions beyond which new ones get 503")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{100'000}));
+  serve
+      ->add_option("--subscriber-buffer-bytes", flags.subscriber_buffer_bytes,
+                   "events queued for one subscriber beyond which a live one is closed (1013) "
+                   "to resume with ?after=")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{4096}, size_t{1} << 30));
   serve->add_option("--tls-cert", flags.tls_cert,
                     "PEM certificate (chain): with --tls-key, serve HTTPS (and WSS) only");
   serve->add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
@@ -325,12 +405,21 @@ int main(int argc, char** argv) {
                         "rooms are then classified pending, quarantined, dead-lettered or lost "
                         "(exit status 3 if any is lost)");
   reconcile->add_flag("--json", flags.json, "print JSON instead of a table");
+  return {migrate, serve, reconcile};
+}
 
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("lobby"));
+  Flags flags;
+  CLI::App app;
+  const Commands commands = DefineFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
 
-  if (migrate->parsed()) return RunMigrate(flags);
-  if (serve->parsed()) return RunServe(flags);
-  if (reconcile->parsed()) return RunReconcile(flags);
+  if (commands.migrate->parsed()) return RunMigrate(flags);
+  if (commands.serve->parsed()) return RunServe(flags, argc, argv);
+  if (commands.reconcile->parsed()) return RunReconcile(flags);
   return 2;
 }

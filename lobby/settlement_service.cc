@@ -35,15 +35,25 @@ std::optional<uint64_t> IdAfter(std::string_view path, std::string_view prefix) 
   return ParseId(path.substr(prefix.size()));
 }
 
-}  // namespace
+const char* CodeOf(SettleStatus status) {
+  switch (status) {
+    case SettleStatus::kSettled:
+      return "OK";
+    case SettleStatus::kDuplicate:
+      return "DUPLICATE";
+    case SettleStatus::kRoomUnknown:
+      return "ROOM_UNKNOWN";
+    case SettleStatus::kOutcomeConflict:
+      return "OUTCOME_CONFLICT";
+    case SettleStatus::kIdempotencyMismatch:
+      return "IDEMPOTENCY_MISMATCH";
+    case SettleStatus::kRosterMismatch:
+      break;
+  }
+  return "ROSTER_MISMATCH";
+}
 
-struct SettlementService::Flight {
-  std::mutex mu;
-  std::condition_variable done_cv;
-  bool done = false;
-  std::optional<Result<SettleOutcome>> result;
-  int followers = 0;
-};
+}  // namespace
 
 bool ConstantTimeEquals(const std::string& a, const std::string& b) {
   const size_t n = std::max(a.size(), b.size());
@@ -68,7 +78,8 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
                                      metrics::Registry& registry)
     : store_(store),
       hub_(hub),
-      options_(std::move(options)),
+      options_(options),
+      node_tokens_(std::make_shared<const std::vector<NodeToken>>(std::move(options.node_tokens))),
       settlements_(registry.AddLabeledCounter(
           "verdict_lobby_settlements_total",
           "Settlement requests by outcome: OK, DUPLICATE or the error code.", "code")),
@@ -78,7 +89,13 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
                                             "Time to answer a settlement request.")),
       coalesced_(registry.AddCounter(
           "verdict_lobby_settlements_coalesced_total",
-          "Settlement requests answered by another identical request's transaction.")) {}
+          "Settlement requests answered by another identical request's transaction.")) {
+  registry.AddGauge("verdict_lobby_rooms_in_turn",
+                    "Rooms with a settlement attempt running (others wait behind it).", [this] {
+                      std::lock_guard lock(turns_mu_);
+                      return static_cast<double>(turns_.size());
+                    });
+}
 
 bool SettlementService::IsCheap(const HttpRequest& request) {
   const std::string_view path = PathOf(request.target);
@@ -90,15 +107,34 @@ std::optional<Caller> SettlementService::Authenticate(const std::string& authori
   if (!std::string_view(authorization).starts_with(kBearer)) return std::nullopt;
   const std::string token = authorization.substr(kBearer.size());
   if (token.empty()) return std::nullopt;
+  std::shared_ptr<const std::vector<NodeToken>> tokens;
+  {
+    std::lock_guard lock(tokens_mu_);
+    tokens = node_tokens_;
+  }
   std::optional<Caller> found;
   // Compare against every token, so the time taken does not say which one nearly matched.
   if (!options_.admin_token.empty() && ConstantTimeEquals(token, options_.admin_token)) {
     found = Caller{true, ""};
   }
-  for (const auto& [node, node_token] : options_.node_tokens) {
-    if (ConstantTimeEquals(token, node_token) && !found) found = Caller{false, node};
+  for (const NodeToken& t : *tokens) {
+    if (ConstantTimeEquals(token, t.token) && !found) found = Caller{false, t.node_id};
   }
   return found;
+}
+
+void SettlementService::ReplaceNodeTokens(std::vector<NodeToken> tokens) {
+  auto fresh = std::make_shared<const std::vector<NodeToken>>(std::move(tokens));
+  std::lock_guard lock(tokens_mu_);
+  node_tokens_ = std::move(fresh);
+}
+
+bool SettlementService::HasToken(const std::string& node_id) const {
+  std::lock_guard lock(tokens_mu_);
+  for (const NodeToken& t : *node_tokens_) {
+    if (t.node_id == node_id) return true;
+  }
+  return false;
 }
 
 Result<int64_t> SettlementService::ParseEventsAfter(const std::string& target) {
@@ -120,37 +156,47 @@ Result<int64_t> SettlementService::ParseEventsAfter(const std::string& target) {
   return int64_t{0};
 }
 
-HttpReply SettlementService::Handle(const HttpRequest& request) {
+void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cancellation> cancel,
+                               ReplyFn done) {
   const std::string path(PathOf(request.target));
   const bool get = request.method == "GET";
   const bool post = request.method == "POST";
-  if (path == "/healthz") return {200, "text/plain", "ok\n", {}};
+  if (path == "/healthz") return done({200, "text/plain", "ok\n", {}});
   if (path == "/readyz") {
-    if (!get) return ProblemReply(ErrorCode::kMethodNotAllowed, "use GET", path);
+    if (!get) return done(ProblemReply(ErrorCode::kMethodNotAllowed, "use GET", path));
     Status ready = store_.CheckReady();
-    if (!ready.ok()) return Unavailable(ready, path);
-    return {200, "text/plain", "ready\n", {}};
+    if (!ready.ok()) return done(Unavailable(ready, path));
+    return done({200, "text/plain", "ready\n", {}});
   }
 
   const bool known = path == "/v1/rooms" || path == "/v1/settlements" ||
                      path.starts_with("/v1/settlements/") || path.starts_with("/v1/players/");
-  if (!known) return ProblemReply(ErrorCode::kNotFound, "no such endpoint", path);
+  if (!known) return done(ProblemReply(ErrorCode::kNotFound, "no such endpoint", path));
 
   std::optional<Caller> caller = Authenticate(request.authorization);
   if (!caller) {
-    return ProblemReply(ErrorCode::kUnauthenticated,
-                        "a valid bearer token is required (Authorization: Bearer TOKEN)", path);
+    return done(ProblemReply(ErrorCode::kUnauthenticated,
+                             "a valid bearer token is required (Authorization: Bearer TOKEN)",
+                             path));
   }
+  if (path == "/v1/settlements" && post) {
+    return PostSettlement(request, *caller, std::move(cancel), std::move(done));
+  }
+  done(Route(request, *caller, path));
+}
+
+HttpReply SettlementService::Route(const HttpRequest& request, const Caller& caller,
+                                   const std::string& path) {
+  const bool get = request.method == "GET";
+  const bool post = request.method == "POST";
   if (path == "/v1/rooms") {
     if (!post) return ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path);
-    return PostRoom(request, *caller);
+    return PostRoom(request, caller);
   }
-  if (path == "/v1/settlements") {
-    if (!post) return ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path);
-    return PostSettlement(request, *caller);
-  }
+  if (path == "/v1/settlements")
+    return ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path);
   if (!get) return ProblemReply(ErrorCode::kMethodNotAllowed, "use GET", path);
-  if (auto room = IdAfter(path, "/v1/settlements/")) return GetSettlement(request, *caller, *room);
+  if (auto room = IdAfter(path, "/v1/settlements/")) return GetSettlement(request, caller, *room);
   if (auto player = IdAfter(path, "/v1/players/")) return GetPlayer(request, *player);
   return ProblemReply(ErrorCode::kInvalidArgument, "the id in the path must be a positive integer",
                       path);
@@ -178,7 +224,7 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
     allocations_.Add("INVALID_ARGUMENT");
     return ProblemReply(ErrorCode::kInvalidArgument, valid.message(), path);
   }
-  if (!options_.node_tokens.contains(allocation.node_id())) {
+  if (!HasToken(allocation.node_id())) {
     allocations_.Add("INVALID_ARGUMENT");
     return ProblemReply(ErrorCode::kInvalidArgument,
                         "node " + allocation.node_id() + " has no token on this lobby", path);
@@ -211,123 +257,171 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
                       path);
 }
 
-HttpReply SettlementService::PostSettlement(const HttpRequest& request, const Caller& caller) {
+void SettlementService::PostSettlement(const HttpRequest& request, const Caller& caller,
+                                       std::shared_ptr<Cancellation> cancel, ReplyFn done) {
   const auto started = std::chrono::steady_clock::now();
   const std::string path = "/v1/settlements";
-  auto reply = [&](const char* code, HttpReply r) {
+  // Counts the reply by its code and sends it.
+  auto answer = [this, started, done](const char* code, HttpReply r) {
     settlements_.Add(code);
     settle_latency_.Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    return r;
+    done(std::move(r));
   };
   if (caller.node_id.empty()) {
-    return reply("UNAUTHENTICATED",
-                 ProblemReply(ErrorCode::kUnauthenticated, "settling needs a node token", path));
+    return answer("UNAUTHENTICATED",
+                  ProblemReply(ErrorCode::kUnauthenticated, "settling needs a node token", path));
   }
   const auto format = wire::FormatOfContentType(request.content_type);
   if (!format) {
-    return reply("UNSUPPORTED_MEDIA_TYPE",
-                 ProblemReply(ErrorCode::kUnsupportedMediaType,
-                              "send application/x-protobuf or application/json", path));
+    return answer("UNSUPPORTED_MEDIA_TYPE",
+                  ProblemReply(ErrorCode::kUnsupportedMediaType,
+                               "send application/x-protobuf or application/json", path));
   }
-  v1::BattleResult result;
+  Attempt attempt;
   std::string error;
-  if (!wire::DecodeBody(request.body, *format, &result, &error)) {
-    return reply("INVALID_ARGUMENT", ProblemReply(ErrorCode::kInvalidArgument, error, path));
+  if (!wire::DecodeBody(request.body, *format, &attempt.result, &error)) {
+    return answer("INVALID_ARGUMENT", ProblemReply(ErrorCode::kInvalidArgument, error, path));
   }
-  Status valid = ValidateResult(result);
-  if (valid.ok() && !result.node_id().empty() && result.node_id() != caller.node_id) {
+  Status valid = ValidateResult(attempt.result);
+  if (valid.ok() && !attempt.result.node_id().empty() &&
+      attempt.result.node_id() != caller.node_id) {
     valid = InvalidArgumentError("node_id in the body is not the node the token belongs to");
   }
   if (!valid.ok()) {
-    return reply("INVALID_ARGUMENT",
-                 ProblemReply(ErrorCode::kInvalidArgument, valid.message(), path));
+    return answer("INVALID_ARGUMENT",
+                  ProblemReply(ErrorCode::kInvalidArgument, valid.message(), path));
   }
+  attempt.node_id = caller.node_id;
+  attempt.fingerprint = Fingerprint(attempt.result);
+  attempt.cancel = std::move(cancel);
+  attempt.finish = [this, answer,
+                    request_format =
+                        HttpRequest{"", "", request.content_type, request.accept, "", ""},
+                    room = attempt.result.room_id(),
+                    node = caller.node_id](const Result<SettleOutcome>& outcome) {
+    if (!outcome.ok()) {
+      spdlog::warn("room={} node={}: settlement unavailable: {}", room, node,
+                   outcome.status().ToString());
+    }
+    const HttpReply reply = SettlementReply(request_format, outcome, room);
+    answer(outcome.ok() ? CodeOf(outcome->status) : "UNAVAILABLE", reply);
+  };
+  SettleInTurn(std::move(attempt));
+}
 
-  auto outcome = SettleCoalesced(result, caller.node_id, Fingerprint(result));
-  if (!outcome.ok()) {
-    spdlog::warn("room={} node={}: settlement unavailable: {}", result.room_id(), caller.node_id,
-                 outcome.status().ToString());
-    return reply("UNAVAILABLE", Unavailable(outcome.status(), path));
-  }
+HttpReply SettlementService::SettlementReply(const HttpRequest& request,
+                                             const Result<SettleOutcome>& outcome,
+                                             uint64_t room_id) {
+  const std::string path = "/v1/settlements";
+  if (!outcome.ok()) return Unavailable(outcome.status(), path);
   v1::SettlementReceipt receipt = outcome->receipt;
-  receipt.set_room_id(result.room_id());
+  receipt.set_room_id(room_id);
   if (outcome->status == SettleStatus::kSettled &&
       CheckFailpoint("settle.after_commit_before_reply") == FailAction::kError) {
     // Injected fault: committed, but the node hears only an error, as if the reply was lost.
-    return reply("UNAVAILABLE",
-                 Unavailable(UnavailableError("failpoint settle.after_commit_before_reply"), path));
+    return Unavailable(UnavailableError("failpoint settle.after_commit_before_reply"), path);
   }
   switch (outcome->status) {
     case SettleStatus::kSettled:
-      return reply("OK", MessageReply(200, receipt, request));
     case SettleStatus::kDuplicate:
-      return reply("DUPLICATE", MessageReply(200, receipt, request));
+      return MessageReply(200, receipt, request);
     case SettleStatus::kRoomUnknown:
-      return reply("ROOM_UNKNOWN", ProblemReply(ErrorCode::kRoomUnknown,
-                                                "the room is not allocated to this node", path));
+      return ProblemReply(ErrorCode::kRoomUnknown, "the room is not allocated to this node", path);
     case SettleStatus::kOutcomeConflict:
-      return reply("OUTCOME_CONFLICT",
-                   ProblemReply(ErrorCode::kOutcomeConflict,
-                                "the room was already settled with outcome " +
-                                    v1::Outcome_Name(outcome->receipt.outcome()),
-                                path));
+      return ProblemReply(ErrorCode::kOutcomeConflict,
+                          "the room was already settled with outcome " +
+                              v1::Outcome_Name(outcome->receipt.outcome()),
+                          path);
     case SettleStatus::kIdempotencyMismatch:
-      return reply("IDEMPOTENCY_MISMATCH",
-                   ProblemReply(ErrorCode::kIdempotencyMismatch,
-                                "the room was already settled with a different payload", path));
+      return ProblemReply(ErrorCode::kIdempotencyMismatch,
+                          "the room was already settled with a different payload", path);
     case SettleStatus::kRosterMismatch:
       break;
   }
-  return reply("ROSTER_MISMATCH",
-               ProblemReply(ErrorCode::kRosterMismatch,
-                            "the players and teams differ from the room's allocated roster", path));
+  return ProblemReply(ErrorCode::kRosterMismatch,
+                      "the players and teams differ from the room's allocated roster", path);
 }
 
-Result<SettleOutcome> SettlementService::SettleCoalesced(const v1::BattleResult& result,
-                                                         const std::string& node_id,
-                                                         const std::string& fingerprint) {
-  const std::string key = std::to_string(result.room_id()) + '/' + node_id + '/' + fingerprint;
-  std::shared_ptr<Flight> flight;
-  bool leader = false;
+std::string SettlementService::Attempt::key() const { return node_id + '/' + fingerprint; }
+
+void SettlementService::SettleInTurn(Attempt attempt) {
+  const uint64_t room = attempt.result.room_id();
   {
-    std::lock_guard lock(flights_mu_);
-    auto [it, inserted] = flights_.try_emplace(key);
-    if (inserted) it->second = std::make_shared<Flight>();
-    flight = it->second;
-    leader = inserted;
+    std::lock_guard lock(turns_mu_);
+    auto [turn, free] = turns_.try_emplace(room);
+    if (!free) {
+      if (turn->second.running_key == attempt.key()) {
+        coalesced_.Add();
+        turn->second.sharing.push_back(std::move(attempt));
+      } else {
+        turn->second.waiting.push_back(std::move(attempt));
+      }
+      return;  // this worker is free; the room's running attempt answers or runs this one
+    }
+    turn->second.running_key = attempt.key();
   }
-  if (!leader) {
-    coalesced_.Add();
-    std::unique_lock lock(flight->mu);
-    flight->done_cv.wait(lock, [&] { return flight->done; });
-    Result<SettleOutcome> shared = *flight->result;
-    // The leader's transaction settled it; for everyone else this is a duplicate delivery.
+  std::optional<Attempt> next = std::move(attempt);
+  while (next) {
+    Attempt current = std::move(*next);
+    next.reset();
+    Result<SettleOutcome> outcome =
+        current.cancel && current.cancel->cancelled()
+            ? Result<SettleOutcome>(UnavailableError("the client went away before its turn"))
+            : store_.SettleBattle(current.result, current.node_id, current.fingerprint,
+                                  current.cancel.get());
+    if (outcome.ok() && outcome->status == SettleStatus::kSettled) {
+      if (hub_) hub_->Committed();  // committed: only now may subscribers hear of it
+      spdlog::info("room={} node={}: settled as match {}", room, current.node_id,
+                   outcome->receipt.match_id());
+    }
+    std::vector<Attempt> sharing;
+    {
+      std::lock_guard lock(turns_mu_);
+      sharing = EndTurn(current, outcome, &next);
+    }
+    current.finish(outcome);
+    // The running attempt settled it; for the identical ones it is a duplicate delivery.
+    Result<SettleOutcome> shared = outcome;
     if (shared.ok() && shared->status == SettleStatus::kSettled) {
       shared->status = SettleStatus::kDuplicate;
       shared->receipt.set_duplicate(true);
     }
-    return shared;
+    for (Attempt& a : sharing) a.finish(shared);
   }
+}
 
-  Result<SettleOutcome> outcome = store_.SettleBattle(result, node_id, fingerprint);
-  if (outcome.ok() && outcome->status == SettleStatus::kSettled) {
-    // Committed: only now may subscribers hear of it.
-    if (hub_) hub_->Committed(outcome->event_id);
-    spdlog::info("room={} node={}: settled as match {}", result.room_id(), node_id,
-                 outcome->receipt.match_id());
+std::vector<SettlementService::Attempt> SettlementService::EndTurn(
+    const Attempt& ran, const Result<SettleOutcome>& outcome, std::optional<Attempt>* next) {
+  const uint64_t room = ran.result.room_id();
+  Turn& turn = turns_.at(room);
+  std::vector<Attempt> sharing;
+  sharing.swap(turn.sharing);
+  if (!outcome.ok() && ran.cancel && ran.cancel->cancelled()) {
+    // Cancelled because its own client left: that says nothing about the identical attempts
+    // whose clients still wait. They go first in the queue, to run for themselves.
+    for (auto it = sharing.rbegin(); it != sharing.rend(); ++it) {
+      turn.waiting.push_front(std::move(*it));
+    }
+    sharing.clear();
   }
-  {
-    std::lock_guard lock(flights_mu_);
-    flights_.erase(key);
+  if (turn.waiting.empty()) {
+    turns_.erase(room);
+    return sharing;
   }
-  {
-    std::lock_guard lock(flight->mu);
-    flight->result = outcome;
-    flight->done = true;
+  *next = std::move(turn.waiting.front());
+  turn.waiting.pop_front();
+  turn.running_key = (*next)->key();
+  // Waiting attempts identical to the next one share its outcome instead of running after it.
+  for (auto it = turn.waiting.begin(); it != turn.waiting.end();) {
+    if (it->key() != turn.running_key) {
+      ++it;
+      continue;
+    }
+    turn.sharing.push_back(std::move(*it));
+    it = turn.waiting.erase(it);
   }
-  flight->done_cv.notify_all();
-  return outcome;
+  return sharing;
 }
 
 HttpReply SettlementService::GetSettlement(const HttpRequest& request, const Caller& caller,

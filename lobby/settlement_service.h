@@ -1,15 +1,18 @@
 // SettlementService: the lobby's request handling without the transport — routing,
-// authentication, content negotiation, validation, coalescing of identical concurrent
-// settlements, and the error contract. Handle() blocks on the database: the HTTP server calls
-// it from DB worker threads. Thread-safe.
+// authentication, content negotiation, validation, the settlements' turns per room, and the
+// error contract. Handle() blocks on the database: the HTTP server calls it from DB worker
+// threads. Thread-safe.
 #pragma once
 
 #include <chrono>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/metrics.h"
 #include "common/status.h"
@@ -20,9 +23,16 @@
 
 namespace verdict::lobby {
 
+// A bearer token and the node it belongs to. A node may have several at once (while its token
+// is being rotated); a token belongs to one node.
+struct NodeToken {
+  std::string node_id;
+  std::string token;
+};
+
 struct ServiceOptions {
-  // node_id → bearer token; a node may settle only rooms allocated to it.
-  std::map<std::string, std::string> node_tokens;
+  // The nodes' tokens; a node may settle only rooms allocated to it.
+  std::vector<NodeToken> node_tokens;
   // Bearer token that POST /v1/rooms requires (and that may read any room). Empty: allocation
   // is refused with 401.
   std::string admin_token;
@@ -43,7 +53,15 @@ class SettlementService {
   SettlementService(SettlementStore& store, EventHub* hub, ServiceOptions options,
                     metrics::Registry& registry);
 
-  HttpReply Handle(const HttpRequest& request);
+  using ReplyFn = std::function<void(HttpReply)>;
+
+  // Answers `request` by calling `done` exactly once: before returning, or later from the
+  // thread of another settlement of the same room. Attempts at one room take turns, so however
+  // many arrive together they hold one DB worker between them: identical ones share the
+  // running one's outcome, different ones wait (without a worker) and run after it.
+  // `cancel` (may be null) is cancelled by the server when the client hangs up: the attempt's
+  // statement is stopped, or the attempt is skipped if it has not started.
+  void Handle(const HttpRequest& request, std::shared_ptr<Cancellation> cancel, ReplyFn done);
 
   // True for requests that never touch the database (the server answers them on its I/O
   // threads): health and metrics.
@@ -51,20 +69,48 @@ class SettlementService {
 
   // For GET /v1/events: the caller (any valid token), or nullopt.
   std::optional<Caller> Authenticate(const std::string& authorization) const;
+
+  // Replaces the node tokens (SIGHUP reloads them). Requests in flight finish with the tokens
+  // they were authenticated with; connections stay open.
+  void ReplaceNodeTokens(std::vector<NodeToken> tokens);
   // `after` from "/v1/events?after=N" (0 when absent); INVALID_ARGUMENT if malformed.
   static Result<int64_t> ParseEventsAfter(const std::string& target);
 
   SettlementStore& store() { return store_; }
 
  private:
-  struct Flight;
+  // One settlement request that passed validation, waiting for or taking its room's turn.
+  struct Attempt {
+    v1::BattleResult result;
+    std::string node_id;
+    std::string fingerprint;
+    std::shared_ptr<Cancellation> cancel;
+    std::function<void(const Result<SettleOutcome>&)> finish;  // builds and sends the reply
+    std::string key() const;  // identical attempts have the same key
+  };
+  // The attempts at one room: the one running, the identical ones sharing its outcome, and the
+  // different ones that run after it in arrival order.
+  struct Turn {
+    std::string running_key;
+    std::vector<Attempt> sharing;
+    std::deque<Attempt> waiting;
+  };
 
+  HttpReply Route(const HttpRequest& request, const Caller& caller, const std::string& path);
   HttpReply PostRoom(const HttpRequest& request, const Caller& caller);
-  HttpReply PostSettlement(const HttpRequest& request, const Caller& caller);
+  void PostSettlement(const HttpRequest& request, const Caller& caller,
+                      std::shared_ptr<Cancellation> cancel, ReplyFn done);
+  HttpReply SettlementReply(const HttpRequest& request, const Result<SettleOutcome>& outcome,
+                            uint64_t room_id);
   HttpReply GetSettlement(const HttpRequest& request, const Caller& caller, uint64_t room_id);
   HttpReply GetPlayer(const HttpRequest& request, uint64_t player_id);
-  Result<SettleOutcome> SettleCoalesced(const v1::BattleResult& result, const std::string& node_id,
-                                        const std::string& fingerprint);
+  // Runs `attempt` now if its room is free, else leaves it with the room's turn and returns.
+  void SettleInTurn(Attempt attempt);
+  // After `ran` finished its turn with `outcome`: takes the attempts that share its outcome and
+  // picks the room's next attempt, if any. Caller holds turns_mu_.
+  std::vector<Attempt> EndTurn(const Attempt& ran, const Result<SettleOutcome>& outcome,
+                               std::optional<Attempt>* next);
+  bool HasToken(const std::string& node_id) const;
   HttpReply Unavailable(const Status& status, const std::string& instance);
   HttpReply MessageReply(int status, const google::protobuf::Message& message,
                          const HttpRequest& request);
@@ -73,8 +119,11 @@ class SettlementService {
   EventHub* hub_;
   const ServiceOptions options_;
 
-  std::mutex flights_mu_;
-  std::map<std::string, std::shared_ptr<Flight>> flights_;
+  mutable std::mutex tokens_mu_;
+  std::shared_ptr<const std::vector<NodeToken>> node_tokens_;
+
+  std::mutex turns_mu_;
+  std::map<uint64_t, Turn> turns_;  // rooms with an attempt running
 
   metrics::LabeledCounter& settlements_;
   metrics::LabeledCounter& allocations_;

@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <pqxx/pqxx>
+#include <random>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -20,32 +21,38 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "SELECT status, busy_player FROM verdict_allocate($1, $2, $3::bigint[], "
      "$4::smallint[])"},
     {"settle",
-     "SELECT status, match_id, outcome, settled_at_ms, event_id FROM verdict_settle("
+     "SELECT status, match_id, outcome, settled_at_ms FROM verdict_settle("
      "$1, $2, $3, $4::smallint, $5, $6, $7, $8, decode($9, 'hex'), $10::bigint[], "
      "$11::smallint[], $12::integer[], $13::integer[], $14::integer[], $15::bigint[], "
-     "$16::boolean[], $17, $18)"},
+     "$16::boolean[], $17, $18, $19)"},
     {"receipt_of_node",
      "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
-     "encode(fingerprint, 'hex') FROM settlement_receipts WHERE room_id = $1 AND node_id = $2"},
+     "encode(fingerprint, 'hex'), attempt_id FROM settlement_receipts "
+     "WHERE room_id = $1 AND node_id = $2"},
     {"receipt_any",
      "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
-     "encode(fingerprint, 'hex') FROM settlement_receipts WHERE room_id = $1"},
+     "encode(fingerprint, 'hex'), attempt_id FROM settlement_receipts WHERE room_id = $1"},
     {"player",
      "SELECT player_id, elo, games, wins, losses, draws, in_battle_room FROM players "
      "WHERE player_id = $1"},
-    {"events_after",
-     "SELECT event_id, payload::text FROM settlement_events WHERE event_id > $1 "
-     "ORDER BY event_id LIMIT $2"},
-    {"events_by_ids",
-     "SELECT event_id, payload::text FROM settlement_events WHERE event_id = ANY ($1::bigint[]) "
-     "ORDER BY event_id"},
+    // One statement, so one snapshot: the page and the feed's head as of the same moment.
+    {"events_page_all",
+     "WITH head AS (SELECT coalesce(max(seq), 0) AS top FROM settlement_events) "
+     "SELECT e.seq, e.node_id, e.payload::text, head.top FROM head LEFT JOIN LATERAL ("
+     "SELECT seq, node_id, payload FROM settlement_events WHERE seq > $1 ORDER BY seq LIMIT $2"
+     ") e ON true ORDER BY e.seq"},
+    {"events_page_node",
+     "WITH head AS (SELECT coalesce(max(seq), 0) AS top FROM settlement_events) "
+     "SELECT e.seq, e.node_id, e.payload::text, head.top FROM head LEFT JOIN LATERAL ("
+     "SELECT seq, node_id, payload FROM settlement_events WHERE node_id = $3 AND seq > $1 "
+     "ORDER BY seq LIMIT $2) e ON true ORDER BY e.seq"},
+    {"sequence_events", "SELECT verdict_sequence_events($1)"},
+    {"latest_seq", "SELECT coalesce(max(seq), 0) FROM settlement_events"},
     {"pending_rooms",
      "SELECT room_id, node_id, (extract(epoch FROM allocated_at) * 1000)::bigint, "
      "extract(epoch FROM now() - allocated_at)::bigint FROM battle_rooms "
      "WHERE allocated_at < now() - make_interval(secs => $1) ORDER BY allocated_at, room_id"},
     {"schema_version", "SELECT coalesce(max(version), 0) FROM verdict_schema_migrations"},
-    {"notify", "SELECT pg_notify('verdict_settlement_events', $1::text)"},
-    {"latest_event", "SELECT coalesce(max(event_id), 0) FROM settlement_events"},
     {"unsafe_release_early", "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = $1"},
 };
 
@@ -70,17 +77,32 @@ std::string ArrayLiteral(const google::protobuf::RepeatedPtrField<v1::PlayerResu
   return out.str();
 }
 
+// A random, non-zero id for one settlement attempt (0 marks receipts written before 004).
+int64_t NewAttemptId() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  return static_cast<int64_t>(random() >> 1) | 1;
+}
+
+Status CancelledError() {
+  return UnavailableError("the request was cancelled: its client went away");
+}
+
 const char* OutcomeName(v1::Outcome o) { return o == v1::ABORTED ? "ABORTED" : "SETTLED"; }
 v1::Outcome OutcomeFromName(const std::string& s) {
   return s == "ABORTED" ? v1::ABORTED : v1::SETTLED;
 }
 
 // A fixed set of connections handed out one per call. A connection found broken is dropped
-// and re-opened by the next caller.
+// and re-opened by the next caller. Each new connection gets the statements and the timeouts.
 class ConnectionPool {
  public:
-  ConnectionPool(std::string conninfo, int size, std::chrono::milliseconds timeout)
-      : conninfo_(std::move(conninfo)), free_slots_(size), timeout_(timeout) {}
+  explicit ConnectionPool(const StoreOptions& options)
+      : conninfo_(ConnectionString(options)),
+        session_settings_(
+            "SET lock_timeout = " + std::to_string(options.lock_timeout.count()) +
+            "; SET statement_timeout = " + std::to_string(options.statement_timeout.count())),
+        free_slots_(options.pool_size),
+        timeout_(options.acquire_timeout) {}
 
   class Lease {
    public:
@@ -120,6 +142,7 @@ class ConnectionPool {
     if (!conn || !conn->is_open()) {
       try {
         conn = std::make_unique<pqxx::connection>(conninfo_);
+        pqxx::nontransaction(*conn).exec(session_settings_);
         for (const auto& [name, text] : kStatements) conn->prepare(name, text);
       } catch (const std::exception& e) {
         Return(nullptr);
@@ -142,6 +165,7 @@ class ConnectionPool {
   }
 
   const std::string conninfo_;
+  const std::string session_settings_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<pqxx::connection>> idle_;
@@ -193,8 +217,7 @@ std::string Hex(const std::string& bytes) {
 
 class PgSettlementStore final : public SettlementStore {
  public:
-  explicit PgSettlementStore(const StoreOptions& options)
-      : options_(options), pool_(options.conninfo, options.pool_size, options.acquire_timeout) {}
+  explicit PgSettlementStore(const StoreOptions& options) : options_(options), pool_(options) {}
 
   Result<AllocateOutcome> AllocateRoom(const v1::RoomAllocation& a) override {
     std::ostringstream ids, teams;
@@ -223,7 +246,8 @@ class PgSettlementStore final : public SettlementStore {
   }
 
   Result<SettleOutcome> SettleBattle(const v1::BattleResult& r, const std::string& node_id,
-                                     const std::string& fingerprint) override {
+                                     const std::string& fingerprint,
+                                     Cancellation* cancel) override {
     const std::string fingerprint_hex = Hex(fingerprint);
     const auto& ps = r.players();
     const std::string ids = ArrayLiteral<uint64_t>(ps, [](auto& p) { return p.player_id(); });
@@ -235,9 +259,13 @@ class PgSettlementStore final : public SettlementStore {
     const std::string disconnected =
         ArrayLiteral<bool>(ps, [](auto& p) { return p.disconnected(); });
 
+    // A random id for this attempt, stored in the receipt: if the connection is lost during
+    // COMMIT, the receipt read back says whether this attempt committed it.
+    const int64_t attempt_id = NewAttemptId();
     bool commit_unknown = false;
-    uint64_t our_match_id = 0;
     auto settled = RunDb<SettleOutcome>(pool_, "settle", [&](ConnectionPool::Lease& lease) {
+      Cancellation::Scope cancellable(cancel, [&conn = lease.conn()] { conn.cancel_query(); });
+      if (!cancellable.ok()) return Result<SettleOutcome>(CancelledError());
       if (options_.unsafe_release_before_commit) {
         pqxx::nontransaction early(lease.conn());
         early.exec_prepared("unsafe_release_early", r.room_id());
@@ -247,7 +275,7 @@ class PgSettlementStore final : public SettlementStore {
             "settle", r.room_id(), node_id, OutcomeName(r.outcome()), r.winner_team(), r.suspect(),
             r.ended_at_ms(), r.replay_path(), r.abort_reason(), fingerprint_hex, ids, teams, kills,
             deaths, assists, scores, disconnected, options_.k_factor,
-            options_.unsafe_skip_settle_guard));
+            options_.unsafe_skip_settle_guard, attempt_id));
       };
       if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
         // Injected fault: the same settlement in an explicit transaction whose backend dies
@@ -267,21 +295,18 @@ class PgSettlementStore final : public SettlementStore {
                      e.what());
         lease.Discard();
         commit_unknown = true;
-        return out;
+        return Result<SettleOutcome>(out);
       }
-      if (out.status != SettleStatus::kSettled) return out;
-      our_match_id = out.receipt.match_id();
-      if (CheckFailpoint("settle.commit_unknown") == FailAction::kError) {
+      if (out.status == SettleStatus::kSettled &&
+          CheckFailpoint("settle.commit_unknown") == FailAction::kError) {
         // As if the connection dropped right after COMMIT was sent: the reply is lost.
         lease.Discard();
         commit_unknown = true;
-        return out;
       }
-      Notify(lease, out.event_id);
-      return out;
+      return Result<SettleOutcome>(out);
     });
     if (!commit_unknown) return settled;
-    return ResolveUnknownCommit(r.room_id(), node_id, fingerprint_hex, our_match_id);
+    return ResolveUnknownCommit(r.room_id(), node_id, fingerprint_hex, attempt_id);
   }
 
   Result<std::optional<v1::SettlementReceipt>> GetReceipt(
@@ -313,28 +338,27 @@ class PgSettlementStore final : public SettlementStore {
     });
   }
 
-  Result<std::vector<SettlementEvent>> EventsAfter(int64_t after, size_t limit) override {
-    return RunDb<std::vector<SettlementEvent>>(pool_, "events", [&](ConnectionPool::Lease& l) {
+  Result<int> SequenceEvents(int limit) override {
+    return RunDb<int>(pool_, "sequence events", [&](ConnectionPool::Lease& l) {
       pqxx::nontransaction tx(l.conn());
-      return EventsFromRows(tx.exec_prepared("events_after", after, limit));
+      return std::max(0, tx.exec_prepared1("sequence_events", limit)[0].as<int>());
     });
   }
 
-  Result<std::vector<SettlementEvent>> EventsByIds(const std::vector<int64_t>& ids) override {
-    std::ostringstream literal;
-    literal << '{';
-    for (size_t i = 0; i < ids.size(); ++i) literal << (i ? "," : "") << ids[i];
-    literal << '}';
-    return RunDb<std::vector<SettlementEvent>>(pool_, "events", [&](ConnectionPool::Lease& l) {
+  Result<FeedPage> EventsAfter(int64_t after, const std::optional<std::string>& node_id,
+                               size_t limit) override {
+    return RunDb<FeedPage>(pool_, "events", [&](ConnectionPool::Lease& l) {
       pqxx::nontransaction tx(l.conn());
-      return EventsFromRows(tx.exec_prepared("events_by_ids", literal.str()));
+      return PageFromRows(node_id ? tx.exec_prepared("events_page_node", after, limit, *node_id)
+                                  : tx.exec_prepared("events_page_all", after, limit),
+                          after, limit);
     });
   }
 
-  Result<int64_t> LatestEventId() override {
+  Result<int64_t> LatestEventSeq() override {
     return RunDb<int64_t>(pool_, "events", [&](ConnectionPool::Lease& l) {
       pqxx::nontransaction tx(l.conn());
-      return tx.exec_prepared1("latest_event")[0].as<int64_t>();
+      return tx.exec_prepared1("latest_seq")[0].as<int64_t>();
     });
   }
 
@@ -378,35 +402,33 @@ class PgSettlementStore final : public SettlementStore {
     out.receipt.set_outcome(OutcomeFromName(row[2].as<std::string>()));
     out.receipt.set_settled_at_ms(row[3].as<int64_t>());
     out.receipt.set_duplicate(out.status == SettleStatus::kDuplicate);
-    out.event_id = row[4].as<int64_t>();
     return out;
   }
 
-  static std::vector<SettlementEvent> EventsFromRows(const pqxx::result& rows) {
-    std::vector<SettlementEvent> events;
-    for (const auto& row : rows) events.push_back({row[0].as<int64_t>(), row[1].as<std::string>()});
-    return events;
-  }
-
-  // Tells every lobby instance's event hub about a committed event. Best effort: the
-  // settlement is committed whatever happens here, and a hub that misses the notification
-  // still serves the event to subscribers that resume with ?after=.
-  static void Notify(ConnectionPool::Lease& lease, int64_t event_id) {
-    try {
-      pqxx::nontransaction tx(lease.conn());
-      tx.exec_prepared("notify", event_id);
-    } catch (const std::exception& e) {
-      lease.Discard();
-      spdlog::warn("event {}: NOTIFY failed after commit: {}", event_id, e.what());
+  // Rows of events_page_*: (seq, node_id, payload, head), one row of NULLs and the head when
+  // the page is empty.
+  static FeedPage PageFromRows(const pqxx::result& rows, int64_t after, size_t limit) {
+    FeedPage page;
+    page.after = after;
+    int64_t head = after;
+    for (const auto& row : rows) {
+      head = std::max(head, row[3].as<int64_t>());
+      if (row[0].is_null()) continue;
+      page.events.push_back(
+          {row[0].as<int64_t>(), row[1].as<std::string>(), row[2].as<std::string>()});
     }
+    // A full page may stop short of the head; a short one saw every event up to it.
+    page.last = page.events.size() == limit ? page.events.back().seq : head;
+    return page;
   }
 
   // The COMMIT's fate is unknown: ask the database on a fresh connection. The receipt is the
-  // truth: present with our fingerprint means settled; absent means the transaction is gone
-  // and the caller must retry (UNAVAILABLE), never a 2xx.
+  // truth: present with our fingerprint means settled, by this attempt if it carries our
+  // attempt id (then it is this request's own settlement, not a duplicate); absent means the
+  // transaction is gone and the caller must retry (UNAVAILABLE), never a 2xx.
   Result<SettleOutcome> ResolveUnknownCommit(uint64_t room_id, const std::string& node_id,
                                              const std::string& fingerprint_hex,
-                                             uint64_t our_match_id) {
+                                             int64_t attempt_id) {
     return RunDb<SettleOutcome>(
         pool_, "resolve commit", [&](ConnectionPool::Lease& lease) -> Result<SettleOutcome> {
           pqxx::nontransaction tx(lease.conn());
@@ -417,11 +439,11 @@ class PgSettlementStore final : public SettlementStore {
           }
           SettleOutcome out;
           out.receipt = ReceiptFromRow(rows[0]);
-          out.status = out.receipt.match_id() == our_match_id ? SettleStatus::kSettled
-                                                              : SettleStatus::kDuplicate;
-          out.receipt.set_duplicate(out.status == SettleStatus::kDuplicate);
-          spdlog::info("room={}: unknown commit resolved from the receipt (match {})", room_id,
-                       out.receipt.match_id());
+          const bool ours = rows[0][5].as<int64_t>() == attempt_id;
+          out.status = ours ? SettleStatus::kSettled : SettleStatus::kDuplicate;
+          out.receipt.set_duplicate(!ours);
+          spdlog::info("room={}: unknown commit resolved from the receipt (match {}, {})", room_id,
+                       out.receipt.match_id(), ours ? "this attempt's" : "an earlier attempt's");
           return out;
         });
   }
@@ -435,6 +457,26 @@ class PgSettlementStore final : public SettlementStore {
 Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions& options) {
   if (options.pool_size < 1) return InvalidArgumentError("the database pool needs a connection");
   return std::unique_ptr<SettlementStore>(std::make_unique<PgSettlementStore>(options));
+}
+
+std::string ConnectionString(const StoreOptions& options) {
+  const std::string& user = options.conninfo;
+  const bool uri = user.starts_with("postgresql://") || user.starts_with("postgres://");
+  std::string ours = "connect_timeout=5";
+  if (options.keepalive_idle_s > 0) {
+    ours += " keepalives=1 keepalives_idle=" + std::to_string(options.keepalive_idle_s) +
+            " keepalives_interval=" + std::to_string(options.keepalive_interval_s) +
+            " keepalives_count=" + std::to_string(options.keepalive_count);
+  }
+  if (!uri) return ours + (user.empty() ? "" : " " + user);  // the user's later words win
+  // A URI takes parameters after '?'; add ours only where the user set none of them.
+  if (user.find("keepalives") != std::string::npos ||
+      user.find("connect_timeout") != std::string::npos) {
+    return user;
+  }
+  std::string query = ours;
+  for (char& c : query) c = c == ' ' ? '&' : c;
+  return user + (user.find('?') == std::string::npos ? "?" : "&") + query;
 }
 
 int ExpectedSchemaVersion() { return sql::Migrations().back().version; }

@@ -1,7 +1,9 @@
 // SettlementStore: the lobby's PostgreSQL adapter. It owns a pool of connections (one per DB
-// worker), runs allocation and settlement as the one-statement functions of sql/, and
-// translates libpqxx errors into Status (UNAVAILABLE for anything a retry may fix). Every call
-// blocks: call it from DB worker threads, never from I/O threads. Thread-safe.
+// worker), runs allocation and settlement as the one-statement functions of sql/, reads the
+// event feed, and translates libpqxx errors into Status (UNAVAILABLE for anything a retry may
+// fix). Every statement runs under a lock timeout and a statement timeout on a connection with
+// TCP keepalives, so no call can hold its worker indefinitely. Every call blocks: call it from
+// DB worker threads, never from I/O threads. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "lobby/cancellation.h"
 #include "verdict/v1/verdict.pb.h"
 
 namespace verdict::lobby {
@@ -29,6 +32,19 @@ struct StoreOptions {
   // Elo K factor.
   // Default: 32.
   int k_factor = 32;
+  // How long a statement may wait for a lock (a room held by another session, say) before it
+  // fails with UNAVAILABLE. 0 disables it. Default: 2 s.
+  std::chrono::milliseconds lock_timeout{2000};
+  // How long any statement may run before it is cancelled with UNAVAILABLE. 0 disables it.
+  // Default: 5 s.
+  std::chrono::milliseconds statement_timeout{5000};
+  // TCP keepalives on every connection, so a database host that vanished without closing the
+  // connection is noticed: first probe after this idle time, then `keepalive_interval` apart,
+  // given up after `keepalive_count` unanswered. Ignored for Unix-domain sockets.
+  // Default: 10 s, 5 s, 3.
+  int keepalive_idle_s = 10;
+  int keepalive_interval_s = 5;
+  int keepalive_count = 3;
 
   // Test-only negative controls; never set in production.
   // Skip the advisory lock, receipt check and room lock (P2 off).
@@ -55,12 +71,21 @@ enum class SettleStatus {
 struct SettleOutcome {
   SettleStatus status = SettleStatus::kSettled;
   v1::SettlementReceipt receipt;  // for kSettled, kDuplicate and the two conflicts
-  int64_t event_id = 0;           // the new settlement event, for kSettled
 };
 
+// One event of the feed (sql/004 explains its order).
 struct SettlementEvent {
-  int64_t event_id = 0;
+  int64_t seq = 0;  // its place in the feed: the event_id clients see and resume from
+  std::string node_id;
   std::string payload_json;  // the battle.settled object
+};
+
+// A page of the feed: the events after `after`, in order. `last` is how far the page
+// covers the feed: every event with after < seq <= last that matched the query is in `events`.
+struct FeedPage {
+  int64_t after = 0;
+  int64_t last = 0;
+  std::vector<SettlementEvent> events;
 };
 
 struct PendingRoom {
@@ -79,10 +104,13 @@ class SettlementStore {
 
   // Settles a validated result for `node_id` in one transaction. `fingerprint` is the sha256 of
   // the deterministic serialization. OK with kSettled only after the commit is known; a commit
-  // whose outcome is unknown is resolved by reading the receipt, else UNAVAILABLE.
+  // whose outcome is unknown is resolved by reading the receipt (kSettled if this call's own
+  // attempt committed it), else UNAVAILABLE. `cancel` (may be null) stops the statement from
+  // another thread; a cancelled or timed-out call is UNAVAILABLE and has changed nothing.
   virtual Result<SettleOutcome> SettleBattle(const v1::BattleResult& result,
                                              const std::string& node_id,
-                                             const std::string& fingerprint) = 0;
+                                             const std::string& fingerprint,
+                                             Cancellation* cancel = nullptr) = 0;
 
   // The receipt of `room_id`; with a node_id, only if the room belongs to that node.
   virtual Result<std::optional<v1::SettlementReceipt>> GetReceipt(
@@ -90,12 +118,15 @@ class SettlementStore {
 
   virtual Result<std::optional<v1::Player>> GetPlayer(uint64_t player_id) = 0;
 
-  // Events with id > after_event_id, in id order, at most `limit`.
-  virtual Result<std::vector<SettlementEvent>> EventsAfter(int64_t after_event_id,
-                                                           size_t limit) = 0;
-  virtual Result<std::vector<SettlementEvent>> EventsByIds(const std::vector<int64_t>& ids) = 0;
-  // The newest event id (0 if there is none).
-  virtual Result<int64_t> LatestEventId() = 0;
+  // Gives committed events their place in the feed, at most `limit` (sql/004). Returns how
+  // many it numbered; 0 also when another lobby instance is numbering right now.
+  virtual Result<int> SequenceEvents(int limit) = 0;
+  // The feed after `after`, at most `limit` events; with a node_id, only that node's events.
+  // A page with fewer than `limit` events covers the feed up to its newest numbered event.
+  virtual Result<FeedPage> EventsAfter(int64_t after, const std::optional<std::string>& node_id,
+                                       size_t limit) = 0;
+  // The newest place in the feed (0 if the feed is empty).
+  virtual Result<int64_t> LatestEventSeq() = 0;
 
   // Rooms allocated more than `older_than_s` seconds ago that have no receipt.
   virtual Result<std::vector<PendingRoom>> RoomsWithoutReceipt(int64_t older_than_s) = 0;
@@ -105,6 +136,10 @@ class SettlementStore {
 };
 
 Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions& options);
+
+// `options.conninfo` with this lobby's connection defaults (connect timeout, TCP keepalives)
+// added where it sets none of its own; key=value strings and postgresql:// URIs both work.
+std::string ConnectionString(const StoreOptions& options);
 
 // Applies the embedded migrations that `conninfo`'s database lacks, under an advisory lock so
 // concurrent runs are safe. FAILED_PRECONDITION if the database has a newer schema.
