@@ -488,9 +488,9 @@ TEST_F(LobbyTest, SubscriberGetsEachEventOnceAndResumesWithAfter) {
   EXPECT_FALSE(live.Read(std::chrono::milliseconds(1500)).has_value());
 
   // Reconnecting after the first event replays the two it missed, then goes live.
-  const std::string first_id = Q("SELECT min(event_id) FROM settlement_events");
+  const std::string first_id = Q("SELECT min(seq) FROM settlement_events");
   WsClient resumed;
-  ASSERT_TRUE(resumed.Connect(a->port(), "/v1/events?after=" + first_id, "token-b"));
+  ASSERT_TRUE(resumed.Connect(a->port(), "/v1/events?after=" + first_id, "token-a"));
   auto m1 = resumed.Read(std::chrono::seconds(10));
   auto m2 = resumed.Read(std::chrono::seconds(10));
   ASSERT_TRUE(m1 && m2);

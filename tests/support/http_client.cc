@@ -107,6 +107,10 @@ std::optional<std::string> WsClient::Read(std::chrono::milliseconds timeout) {
     state_->ioc.run();
     return std::nullopt;
   }
+  if (ec == websocket::error::closed) {
+    close_code_ = state_->ws.reason().code;
+    close_reason_ = std::string(state_->ws.reason().reason.c_str());
+  }
   if (ec) return std::nullopt;
   return beast::buffers_to_string(state_->buffer.data());
 }

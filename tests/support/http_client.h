@@ -34,11 +34,17 @@ class WsClient {
   // The next text message, or nullopt if none arrives within `timeout` or the peer closed.
   std::optional<std::string> Read(std::chrono::milliseconds timeout);
   const std::string& error() const { return error_; }
+  // After Read returned nullopt because the peer closed: its close code (0 if it closed without
+  // a close frame) and reason.
+  int close_code() const { return close_code_; }
+  const std::string& close_reason() const { return close_reason_; }
 
  private:
   struct State;
   std::unique_ptr<State> state_;
   std::string error_;
+  int close_code_ = 0;
+  std::string close_reason_;
 };
 
 }  // namespace verdict::testing

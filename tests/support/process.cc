@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -84,10 +85,12 @@ std::unique_ptr<LobbyProcess> LobbyProcess::Start(const std::string& conninfo,
                                                   const std::map<std::string, std::string>& env,
                                                   const std::string& listen) {
   std::vector<std::string> argv = {
-      LobbyBinary(),   "--db",           conninfo,       "--log-level",
-      "warn",          "serve",          "--listen",     listen,
-      "--node-token",  "node-a=token-a", "--node-token", "node-b=token-b",
-      "--admin-token", "admin-token",    "--db-pool",    "4"};
+      LobbyBinary(),  "--db",           conninfo,        "--log-level",  "warn",
+      "serve",        "--listen",       listen,          "--node-token", "node-a=token-a",
+      "--node-token", "node-b=token-b", "--admin-token", "admin-token"};
+  if (std::find(extra_args.begin(), extra_args.end(), "--db-pool") == extra_args.end()) {
+    argv.insert(argv.end(), {"--db-pool", "4"});
+  }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   int fd = -1;
   std::unique_ptr<LobbyProcess> lobby(new LobbyProcess());

@@ -1,0 +1,262 @@
+// The lobby's event feed (GET /v1/events) against a real PostgreSQL: commit order that no
+// resume can skip, catch-up of a deep history in bounded memory by fast and stalled readers,
+// the byte budget that closes a slow live subscriber, and node scoping.
+#include <gtest/gtest.h>
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "tests/lobby/lobby_fixture.h"
+
+namespace verdict::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using EventFeedTest = LobbyFixture;
+
+// One /v1/events message: {"event_id": "N", "event": {…, "room_id": "R"}}.
+struct FeedMessage {
+  int64_t event_id = -1;
+  std::string room_id;
+};
+
+FeedMessage Parse(const std::string& message) {
+  google::protobuf::Struct parsed;
+  FeedMessage out;
+  if (!google::protobuf::util::JsonStringToMessage(message, &parsed).ok()) return out;
+  out.event_id = std::stoll(parsed.fields().at("event_id").string_value());
+  out.room_id = parsed.fields().at("event").struct_value().fields().at("room_id").string_value();
+  return out;
+}
+
+// Reads `n` messages (or until none comes for 10 s) and checks they are in feed order.
+std::vector<FeedMessage> ReadMessages(WsClient& ws, size_t n) {
+  std::vector<FeedMessage> got;
+  while (got.size() < n) {
+    auto message = ws.Read(10s);
+    if (!message) break;
+    got.push_back(Parse(*message));
+    if (got.size() > 1) {
+      EXPECT_GT(got.back().event_id, got[got.size() - 2].event_id) << "out of feed order";
+    }
+  }
+  return got;
+}
+
+// Writes `n` settlement events (with their matches) for `node` straight into the database, as
+// a day of play would leave them, with `padding` bytes each. The lobby numbers them.
+void SeedEvents(LobbyFixture& f, int n, const std::string& node, int64_t first_room,
+                int padding = 1000) {
+  f.db_->Exec(
+      "WITH m AS (INSERT INTO matches (room_id, node_id, outcome, winner_team, suspect, "
+      "ended_at_ms) SELECT " +
+      std::to_string(first_room) + " + g, '" + node +
+      "', 'SETTLED', 1, false, 0 FROM generate_series(0, " + std::to_string(n - 1) +
+      ") g RETURNING match_id, room_id, node_id) "
+      "INSERT INTO settlement_events (room_id, node_id, match_id, payload) "
+      "SELECT room_id, node_id, match_id, jsonb_build_object('type', 'battle.settled', "
+      "'room_id', room_id::text, 'padding', repeat('x', " +
+      std::to_string(padding) + ")) FROM m ORDER BY room_id");
+}
+
+// Waits (up to 30 s) until the lobby has numbered every event.
+bool AllNumbered(LobbyFixture& f) {
+  for (int i = 0; i < 300; ++i) {
+    if (f.Q("SELECT count(*) FROM settlement_events WHERE seq IS NULL") == "0") return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
+
+double Metric(uint16_t port, const std::string& name) {
+  const HttpResponse r = HttpCall(port, "GET", "/metrics");
+  const size_t at = r.body.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(r.body.substr(at + name.size() + 2));
+}
+
+long RssKiB(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmRSS:")) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+constexpr int kDeepHistory = 12'000;
+
+TEST_F(EventFeedTest, FastReaderCatchesUpADeepHistoryOnceAndInOrder) {
+  SeedEvents(*this, kDeepHistory, "node-a", 100'000);
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  ASSERT_TRUE(AllNumbered(*this));
+  WsClient reader;
+  ASSERT_TRUE(reader.Connect(lobby->port(), "/v1/events?after=0", "token-a")) << reader.error();
+  const std::vector<FeedMessage> got = ReadMessages(reader, kDeepHistory);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kDeepHistory));
+  std::set<std::string> rooms;
+  for (const auto& m : got) rooms.insert(m.room_id);
+  EXPECT_EQ(rooms.size(), static_cast<size_t>(kDeepHistory)) << "an event arrived twice";
+  EXPECT_EQ(got.back().event_id, kDeepHistory);
+  EXPECT_FALSE(reader.Read(1s).has_value()) << "more events than the history holds";
+  EXPECT_TRUE(lobby->Running());
+}
+
+// A reader that takes nothing for a while: the lobby pages the history only as the socket
+// drains, so what it holds for the reader stays within the budget plus one page.
+TEST_F(EventFeedTest, StalledReaderHoldsAtMostItsBudgetThenGetsEverything) {
+  SeedEvents(*this, kDeepHistory, "node-a", 100'000);
+  constexpr size_t kBudget = 64 * 1024;
+  auto lobby = StartLobby({"--subscriber-buffer-bytes", std::to_string(kBudget)});
+  ASSERT_NE(lobby, nullptr);
+  ASSERT_TRUE(AllNumbered(*this));
+  const long rss_before = RssKiB(lobby->pid());
+  WsClient reader;
+  ASSERT_TRUE(reader.Connect(lobby->port(), "/v1/events?after=0", "admin-token"));
+  // The socket's buffers fill first (12 MB of events do not fit); then the lobby queues.
+  double queued = 0;
+  for (int i = 0; i < 100 && queued <= 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+    queued = Metric(lobby->port(), "verdict_lobby_event_queued_bytes");
+  }
+  ASSERT_GT(queued, 0) << "the reader never fell behind; the test proves nothing";
+  const double page_bytes = 256 * 1200.0;  // a catch-up page of ~1.1 KB events
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_LE(Metric(lobby->port(), "verdict_lobby_event_queued_bytes"), kBudget + page_bytes);
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_LT(RssKiB(lobby->pid()) - rss_before, 64 * 1024) << "the lobby's memory grew unbounded";
+
+  const std::vector<FeedMessage> got = ReadMessages(reader, kDeepHistory);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kDeepHistory));
+  EXPECT_EQ(got.front().event_id, 1);
+  EXPECT_EQ(got.back().event_id, kDeepHistory);
+  EXPECT_TRUE(lobby->Running());
+}
+
+// A live subscriber that stops reading while events pour in is closed with 1013 and a reason,
+// and resumes from the last event it got without a gap or a repeat.
+TEST_F(EventFeedTest, LiveSubscriberPastItsBudgetIsClosedAndResumesWithAfter) {
+  auto lobby = StartLobby({"--subscriber-buffer-bytes", "65536"});
+  ASSERT_NE(lobby, nullptr);
+  WsClient slow;
+  ASSERT_TRUE(slow.Connect(lobby->port(), "/v1/events", "token-a"));
+  std::this_thread::sleep_for(500ms);  // let it go live on the empty feed
+  SeedEvents(*this, kDeepHistory, "node-a", 100'000);
+  ASSERT_TRUE(AllNumbered(*this));
+  std::vector<FeedMessage> got = ReadMessages(slow, kDeepHistory);
+  ASSERT_LT(got.size(), static_cast<size_t>(kDeepHistory)) << "the slow subscriber was not closed";
+  EXPECT_EQ(slow.close_code(), 1013);
+  EXPECT_NE(slow.close_reason().find("?after="), std::string::npos) << slow.close_reason();
+
+  const int64_t last = got.empty() ? 0 : got.back().event_id;
+  WsClient resumed;
+  ASSERT_TRUE(
+      resumed.Connect(lobby->port(), "/v1/events?after=" + std::to_string(last), "token-a"));
+  const std::vector<FeedMessage> rest = ReadMessages(resumed, kDeepHistory - got.size());
+  ASSERT_EQ(got.size() + rest.size(), static_cast<size_t>(kDeepHistory));
+  if (!rest.empty()) {
+    EXPECT_EQ(rest.front().event_id, last + 1);
+  }
+}
+
+TEST_F(EventFeedTest, NodeTokenSeesOnlyItsOwnNodesEvents) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room : {1, 2, 3}) MustAllocate(lobby->port(), room, "node-a");
+  for (uint64_t room : {4, 5}) MustAllocate(lobby->port(), room, "node-b");
+  for (uint64_t room : {1, 4, 2, 5, 3}) {
+    const bool b = room >= 4;
+    ASSERT_EQ(Settle(lobby->port(), MakeResult(room, 1'700'000'000'000, b ? "node-b" : "node-a"),
+                     b ? "token-b" : "token-a")
+                  .status,
+              200);
+  }
+  auto rooms_seen_by = [&](const std::string& token) {
+    WsClient ws;
+    EXPECT_TRUE(ws.Connect(lobby->port(), "/v1/events?after=0", token));
+    std::string rooms;
+    for (const FeedMessage& m : ReadMessages(ws, 5)) rooms += m.room_id + ",";
+    return rooms;
+  };
+  EXPECT_EQ(rooms_seen_by("token-a"), "1,2,3,");
+  EXPECT_EQ(rooms_seen_by("token-b"), "4,5,");
+  EXPECT_EQ(rooms_seen_by("admin-token"), "1,4,2,5,3,");
+}
+
+// Two settlements commit out of insert order: room 71 takes its event id first, then waits;
+// room 72 takes a later id and commits first. The feed must still deliver both, and a client
+// that resumes after 72 must get 71. Lobby b never LISTENs: polling alone must suffice.
+TEST_F(EventFeedTest, CommitsOutOfIdOrderAreNeitherSkippedNorLostWithoutNotifications) {
+  auto a = StartLobby();
+  auto b = StartLobby({}, {{"VERDICT_FAILPOINTS", "hub.before_listen=error"}});
+  ASSERT_TRUE(a && b);
+  MustAllocate(a->port(), 71);
+  MustAllocate(a->port(), 72);
+  WsClient live;
+  ASSERT_TRUE(live.Connect(b->port(), "/v1/events", "token-a"));
+
+  // Hold room 71's event slot: an uncommitted event row with its room id makes the settlement's
+  // own event INSERT wait, after it has drawn its event id.
+  auto blocker = db_->Connect();
+  pqxx::work hold(*blocker);
+  const std::string match =
+      hold.exec1(
+              "INSERT INTO matches (room_id, node_id, outcome, winner_team, suspect, ended_at_ms) "
+              "VALUES (900071, 'x', 'SETTLED', 1, false, 0) RETURNING match_id")[0]
+          .as<std::string>();
+  hold.exec(
+      "INSERT INTO settlement_events (room_id, node_id, match_id, payload) VALUES (71, 'x', " +
+      match + ", '{}')");
+  HttpResponse first;
+  std::thread settle71([&] { first = Settle(a->port(), MakeResult(71)); });
+  bool waiting = false;
+  for (int i = 0; i < 100 && !waiting; ++i) {
+    std::this_thread::sleep_for(50ms);
+    waiting = Q("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+                "wait_event_type = 'Lock' AND query LIKE '%FROM verdict_settle(%'") == "1";
+  }
+  ASSERT_TRUE(waiting) << "room 71's settlement never reached its event insert";
+  ASSERT_EQ(Settle(a->port(), MakeResult(72)).status, 200);
+  auto m72 = live.Read(10s);
+  ASSERT_TRUE(m72);
+  const FeedMessage seen72 = Parse(*m72);
+  EXPECT_EQ(seen72.room_id, "72");
+
+  hold.abort();
+  settle71.join();
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_LT(std::stoll(Q("SELECT event_id FROM settlement_events WHERE room_id = 71")),
+            std::stoll(Q("SELECT event_id FROM settlement_events WHERE room_id = 72")))
+      << "the two did not commit out of insert order; the test proves nothing";
+  auto m71 = live.Read(10s);
+  ASSERT_TRUE(m71) << "room 71's event never reached the live subscriber";
+  EXPECT_EQ(Parse(*m71).room_id, "71");
+  EXPECT_GT(Parse(*m71).event_id, seen72.event_id);
+
+  WsClient resumed;
+  ASSERT_TRUE(
+      resumed.Connect(b->port(), "/v1/events?after=" + std::to_string(seen72.event_id), "token-a"));
+  auto again = resumed.Read(10s);
+  ASSERT_TRUE(again) << "a client resuming after room 72 never got room 71";
+  EXPECT_EQ(Parse(*again).room_id, "71");
+}
+
+TEST_F(EventFeedTest, SubscribersOverTheCapAreRefused) {
+  auto lobby = StartLobby({"--max-subscribers", "2"});
+  ASSERT_NE(lobby, nullptr);
+  WsClient one, two, three;
+  ASSERT_TRUE(one.Connect(lobby->port(), "/v1/events", "token-a"));
+  ASSERT_TRUE(two.Connect(lobby->port(), "/v1/events", "token-a"));
+  EXPECT_FALSE(three.Connect(lobby->port(), "/v1/events", "token-a"));
+  EXPECT_NE(three.error().find("handshake"), std::string::npos) << three.error();
+}
+
+}  // namespace
+}  // namespace verdict::testing

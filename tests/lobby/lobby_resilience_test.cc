@@ -1,0 +1,275 @@
+// The lobby when the database misbehaves or clients give up, against a real PostgreSQL: a
+// stuck room holds one DB worker and no other room waits; lock and statement timeouts answer
+// 503; a client that hangs up frees its worker; a backend killed mid-settlement, or a connection
+// lost after COMMIT, is answered truthfully from the receipt; tokens rotate without a 401.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "tests/lobby/lobby_fixture.h"
+#include "tests/support/private_postgres.h"
+#include "tests/support/temp_dir.h"
+
+namespace verdict::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using LobbyResilienceTest = LobbyFixture;
+
+// Lobby backends of this test's database now waiting for a lock inside verdict_settle.
+std::string SettlementsWaitingForALock(const std::function<std::string(std::string)>& q) {
+  return q(
+      "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+      "wait_event_type = 'Lock' AND query LIKE '%FROM verdict_settle(%'");
+}
+
+// Waits up to 10 s for `condition`.
+bool WaitFor(const std::function<bool()>& condition) {
+  for (int i = 0; i < 200; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+// Holds a room's advisory lock from a session of its own, as a stuck transaction would.
+class RoomLock {
+ public:
+  RoomLock(const TestDatabase& db, uint64_t room) : conn_(db.Connect()) {
+    pqxx::nontransaction(*conn_).exec("SELECT pg_advisory_lock(" + std::to_string(room) + ")");
+  }
+  void Release() { conn_.reset(); }
+
+ private:
+  std::unique_ptr<pqxx::connection> conn_;
+};
+
+TEST_F(LobbyResilienceTest, StuckRoomHoldsOneWorkerAndOtherRoomsKeepSettling) {
+  // A long lock timeout, so that only the per-room turns keep the workers free.
+  auto lobby = StartLobby({"--lock-timeout-ms", "60000"});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 81);
+  MustAllocate(lobby->port(), 82);
+  RoomLock stuck(*db_, 81);
+
+  std::vector<std::thread> attempts;
+  for (int i = 0; i < 20; ++i) {
+    attempts.emplace_back([&] {
+      // Each client gives up after 3 s, as a node's attempt timeout would.
+      HttpCall(lobby->port(), "POST", "/v1/settlements", JsonHeaders("token-a"),
+               wire::EncodeBody(MakeResult(81), wire::BodyFormat::kJson), 3s);
+    });
+  }
+  auto q = [this](const std::string& sql) { return Q(sql); };
+  ASSERT_TRUE(WaitFor([&] { return SettlementsWaitingForALock(q) == "1"; }));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(SettlementsWaitingForALock(q), "1") << "two attempts at one room hold two workers";
+    std::this_thread::sleep_for(100ms);
+  }
+  // The lobby has four DB workers and twenty attempts at room 81: room 82 settles anyway,
+  // while 81 is still stuck.
+  const HttpResponse other = Settle(lobby->port(), MakeResult(82));
+  EXPECT_EQ(other.status, 200) << other.body << other.error;
+  EXPECT_EQ(SettlementsWaitingForALock(q), "1") << "room 81 was released before 82 settled";
+  for (auto& t : attempts) t.join();
+
+  stuck.Release();
+  const HttpResponse late = Settle(lobby->port(), MakeResult(81));
+  ASSERT_EQ(late.status, 200) << late.body;
+  EXPECT_EQ(Q("SELECT count(*) FROM matches WHERE room_id = 81"), "1");
+}
+
+TEST_F(LobbyResilienceTest, LockTimeoutAnswers503WithRetryAfterAndChangesNothing) {
+  auto lobby = StartLobby({"--lock-timeout-ms", "300"});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 83);
+  RoomLock stuck(*db_, 83);
+  const DbSnapshot before = Snapshot();
+  const HttpResponse r = Settle(lobby->port(), MakeResult(83));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.headers.count("retry-after") ? r.headers.at("retry-after") : "", "1");
+  EXPECT_NE(r.body.find("\"retryable\":true"), std::string::npos) << r.body;
+  EXPECT_EQ(Snapshot(), before);
+  stuck.Release();
+  EXPECT_EQ(Settle(lobby->port(), MakeResult(83)).status, 200);
+}
+
+TEST_F(LobbyResilienceTest, StatementTimeoutAnswers503) {
+  auto lobby = StartLobby({"--statement-timeout-ms", "300", "--lock-timeout-ms", "0"});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 87);
+  RoomLock stuck(*db_, 87);
+  const HttpResponse r = Settle(lobby->port(), MakeResult(87));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "0");
+}
+
+// One DB worker, a room stuck for a minute, and a client that gives up after a second: only if
+// the lobby cancels the abandoned attempt can another room settle on that one worker.
+TEST_F(LobbyResilienceTest, ClientThatHangsUpIsCancelledAndFreesItsWorker) {
+  auto lobby =
+      StartLobby({"--db-pool", "1", "--lock-timeout-ms", "60000", "--statement-timeout-ms", "0"});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 84);
+  MustAllocate(lobby->port(), 85);
+  RoomLock stuck(*db_, 84);
+  auto q = [this](const std::string& sql) { return Q(sql); };
+  const HttpResponse gave_up =
+      HttpCall(lobby->port(), "POST", "/v1/settlements", JsonHeaders("token-a"),
+               wire::EncodeBody(MakeResult(84), wire::BodyFormat::kJson), 1s);
+  EXPECT_EQ(gave_up.status, 0) << "the stuck room answered";
+  EXPECT_TRUE(WaitFor([&] { return SettlementsWaitingForALock(q) == "0"; }))
+      << "the abandoned attempt still waits for the room's lock";
+  const HttpResponse other =
+      HttpCall(lobby->port(), "POST", "/v1/settlements", JsonHeaders("token-a"),
+               wire::EncodeBody(MakeResult(85), wire::BodyFormat::kJson), 10s);
+  EXPECT_EQ(other.status, 200) << other.body << other.error;
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts WHERE room_id = 84"), "0");
+}
+
+TEST_F(LobbyResilienceTest, BackendTerminatedMidSettlementIs503ThenSettlesOnce) {
+  auto lobby = StartLobby({"--lock-timeout-ms", "60000"});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 86);
+  RoomLock stuck(*db_, 86);
+  HttpResponse killed;
+  std::thread attempt([&] { killed = Settle(lobby->port(), MakeResult(86)); });
+  auto q = [this](const std::string& sql) { return Q(sql); };
+  ASSERT_TRUE(WaitFor([&] { return SettlementsWaitingForALock(q) == "1"; }));
+  EXPECT_EQ(Q("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+              "WHERE datname = current_database() AND query LIKE '%FROM verdict_settle(%' AND "
+              "wait_event_type = 'Lock') t"),
+            "1");
+  attempt.join();
+  EXPECT_EQ(killed.status, 503) << killed.body;
+  EXPECT_EQ(killed.headers.count("retry-after"), 1u);
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms WHERE room_id = 86"), "1");
+  stuck.Release();
+  const HttpResponse retry = Settle(lobby->port(), MakeResult(86));
+  ASSERT_EQ(retry.status, 200) << retry.body;
+  EXPECT_FALSE(Receipt(retry).duplicate());
+  EXPECT_EQ(Q("SELECT count(*) FROM matches WHERE room_id = 86"), "1");
+  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+}
+
+// Rotating node-a's token under load: add the new token beside the old (SIGHUP), move the
+// sender to it, drop the old one (SIGHUP). No request is refused, and the live event
+// subscription and the lobby stay up through both reloads.
+TEST_F(LobbyResilienceTest, TokenRotationUnderLoadRefusesNothing) {
+  TempDir dir;
+  const std::string tokens = dir.Sub("tokens");
+  std::ofstream(tokens) << "node-a old-secret\n";
+  auto lobby = StartLobby({"--node-tokens-file", tokens});
+  ASSERT_NE(lobby, nullptr);
+  constexpr uint64_t kRooms = 120;
+  for (uint64_t room = 1; room <= kRooms; ++room) MustAllocate(lobby->port(), room);
+  WsClient events;
+  ASSERT_TRUE(events.Connect(lobby->port(), "/v1/events", "admin-token"));
+
+  std::atomic<int> token_in_use{0};  // 0: old-secret, 1: new-secret
+  std::atomic<uint64_t> next_room{1};
+  std::atomic<int> refused{0}, settled{0};
+  auto sender = [&] {
+    for (uint64_t room; (room = next_room++) <= kRooms;) {
+      const HttpResponse r =
+          Settle(lobby->port(), MakeResult(room), token_in_use ? "new-secret" : "old-secret");
+      (r.status == 200 ? settled : refused)++;
+      std::this_thread::sleep_for(5ms);
+    }
+  };
+  std::thread a(sender), b(sender);
+  auto reload = [&](const std::string& lines) {
+    std::ofstream(tokens) << lines;
+    ::kill(lobby->pid(), SIGHUP);
+  };
+  while (next_room < kRooms / 3) std::this_thread::sleep_for(5ms);
+  reload("node-a old-secret\nnode-a new-secret\n");
+  ASSERT_TRUE(WaitFor([&] {
+    return HttpCall(lobby->port(), "GET", "/v1/settlements/1",
+                    {{"Authorization", "Bearer new-secret"}})
+               .status != 401;
+  })) << "SIGHUP did not load the new token";
+  token_in_use = 1;
+  while (next_room < 2 * kRooms / 3) std::this_thread::sleep_for(5ms);
+  reload("node-a new-secret\n");
+  ASSERT_TRUE(WaitFor([&] {
+    return HttpCall(lobby->port(), "GET", "/v1/settlements/1",
+                    {{"Authorization", "Bearer old-secret"}})
+               .status == 401;
+  })) << "SIGHUP did not drop the old token";
+  a.join();
+  b.join();
+
+  EXPECT_EQ(refused.load(), 0);
+  EXPECT_EQ(settled.load(), static_cast<int>(kRooms));
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), std::to_string(kRooms));
+  EXPECT_TRUE(events.Read(10s).has_value()) << "the subscription did not survive the reloads";
+  // A broken tokens file is refused and the tokens in use are kept.
+  reload("node-a\n");
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(
+      HttpCall(lobby->port(), "GET", "/v1/settlements/1", {{"Authorization", "Bearer new-secret"}})
+          .status,
+      200);
+  EXPECT_TRUE(lobby->Running());
+}
+
+// The connection is lost after COMMIT was sent and the transaction committed: a private server
+// whose commits wait for a synchronous standby that never comes, and whose waiting backend is
+// then terminated (PostgreSQL has committed locally by then). The lobby must read the receipt
+// back, see its own attempt, answer duplicate: false, and the event must still go out.
+TEST(LobbyCommitUnknownTest, ConnectionLostAfterCommitIsAnsweredAsThisRequestsSettlement) {
+  auto pg = PrivatePostgres::Start();
+  ASSERT_NE(pg, nullptr);
+  const std::string conninfo = pg->conninfo();
+  ASSERT_EQ(RunCommand({LobbyBinary(), "--db", conninfo, "migrate"}).exit_code, 0);
+  auto lobby = LobbyProcess::Start(conninfo);
+  ASSERT_NE(lobby, nullptr);
+  auto admin = std::make_unique<pqxx::connection>(conninfo);
+  auto q = [&](const std::string& sql) {
+    pqxx::nontransaction tx(*admin);
+    pqxx::result r = tx.exec(sql);
+    return r.empty() || r[0][0].is_null() ? std::string() : std::string(r[0][0].c_str());
+  };
+  const v1::RoomAllocation allocation = MakeAllocation(91, "node-a", 911, 10);
+  ASSERT_EQ(HttpCall(lobby->port(), "POST", "/v1/rooms", LobbyFixture::JsonHeaders("admin-token"),
+                     wire::EncodeBody(allocation, wire::BodyFormat::kJson))
+                .status,
+            201);
+  WsClient events;
+  ASSERT_TRUE(events.Connect(lobby->port(), "/v1/events", "token-a"));
+
+  q("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
+  q("SELECT pg_reload_conf()");
+  HttpResponse answer;
+  std::thread settle([&] {
+    answer =
+        HttpCall(lobby->port(), "POST", "/v1/settlements", LobbyFixture::JsonHeaders("token-a"),
+                 wire::EncodeBody(MakeResult(91), wire::BodyFormat::kJson));
+  });
+  const bool waiting = WaitFor([&] {
+    return q("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") == "1";
+  });
+  // Cut the waiting backend's connection: PostgreSQL finishes the local commit and sends the
+  // client nothing more. Then let commits through again.
+  if (waiting) {
+    q("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
+  }
+  settle.join();
+  q("ALTER SYSTEM RESET synchronous_standby_names");
+  q("SELECT pg_reload_conf()");
+  ASSERT_TRUE(waiting) << "the settlement's commit never waited for the standby";
+  ASSERT_EQ(answer.status, 200) << answer.body << answer.error;
+  EXPECT_NE(answer.body.find("\"duplicate\":false"), std::string::npos) << answer.body;
+  EXPECT_EQ(q("SELECT count(*) FROM matches"), "1");
+  auto event = events.Read(10s);
+  ASSERT_TRUE(event.has_value()) << "the settlement's event was not delivered";
+  EXPECT_NE(event->find("\"room_id\": \"91\""), std::string::npos) << *event;
+}
+
+}  // namespace
+}  // namespace verdict::testing
