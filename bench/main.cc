@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bench/drain.h"
+#include "bench/events.h"
 #include "bench/ingest.h"
 #include "bench/scale.h"
 
@@ -105,11 +106,33 @@ int main(int argc, char** argv) {
   scale_cmd->add_flag("--json", scale.output.json, "print one JSON object on stdout");
   scale_cmd->add_option("--csv", scale.output.csv_dir, "write the raw rows to DIR/scale.csv");
 
+  verdict::bench::EventsOptions events;
+  CLI::App* events_cmd = app.add_subcommand(
+      "events",
+      "one subscriber catching up a deep settlement history: events/s and the lobby's memory");
+  events_cmd->add_option("--events", events.events, "events in the history")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{100}, uint64_t{100'000'000}));
+  events_cmd->add_option("--payload", events.payload, "padding bytes per event")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
+  events_cmd->add_option("--subscriber-buffer-bytes", events.buffer_bytes,
+                         "the lobby's per-subscriber budget (default: the lobby's)");
+  events_cmd->add_option("--lobby-binary", events.lobby_binary,
+                         "verdict-lobby to run (default: the one built with this benchmark)");
+  events_cmd->add_option("--db", events.db,
+                         "libpq conninfo; without it (and without PGHOST) the benchmark runs "
+                         "itself inside pg_virtualenv");
+  events_cmd->add_flag("--json", events.output.json, "print one JSON object on stdout");
+  events_cmd->add_option("--csv", events.output.csv_dir, "write the raw rows to DIR/events.csv");
+
   CLI11_PARSE(app, argc, argv);
   if (ingest_cmd->parsed()) return verdict::bench::RunIngest(ingest);
   if (scale_cmd->parsed()) return verdict::bench::RunScale(scale);
-  if (drain_cmd->parsed()) {
-    if (drain.db.empty() && !std::getenv("PGHOST") && !std::getenv("VERDICT_BENCH_PG_STARTED")) {
+  const bool needs_db = drain_cmd->parsed() || events_cmd->parsed();
+  if (needs_db) {
+    const std::string& db = drain_cmd->parsed() ? drain.db : events.db;
+    if (db.empty() && !std::getenv("PGHOST") && !std::getenv("VERDICT_BENCH_PG_STARTED")) {
       // No database given: run again inside a throwaway cluster.
       ::setenv("VERDICT_BENCH_PG_STARTED", "1", 1);
       std::vector<char*> args = {const_cast<char*>("pg_virtualenv")};
@@ -119,7 +142,8 @@ int main(int argc, char** argv) {
       std::perror("pg_virtualenv");
       return 1;
     }
-    return verdict::bench::RunDrain(drain);
+    return drain_cmd->parsed() ? verdict::bench::RunDrain(drain)
+                               : verdict::bench::RunEvents(events);
   }
   return 2;
 }

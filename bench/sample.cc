@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 
 #include "proto/wire.h"
 
@@ -34,8 +35,13 @@ Progress::Progress(std::string label, double total_s, const std::atomic<uint64_t
         while (!cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; })) {
           const double elapsed =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          std::fprintf(stderr, "  %s: %.0f/%.0f s, %llu done\n", label.c_str(), elapsed, total_s,
-                       static_cast<unsigned long long>(done.load()));
+          if (total_s > 0) {
+            std::fprintf(stderr, "  %s: %.0f/%.0f s, %llu done\n", label.c_str(), elapsed, total_s,
+                         static_cast<unsigned long long>(done.load()));
+          } else {
+            std::fprintf(stderr, "  %s: %.0f s, %llu done\n", label.c_str(), elapsed,
+                         static_cast<unsigned long long>(done.load()));
+          }
         }
       }) {}
 
@@ -46,6 +52,15 @@ Progress::~Progress() {
   }
   cv_.notify_all();
   thread_.join();
+}
+
+double StatusMiB(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024;
+  }
+  return -1;
 }
 
 }  // namespace verdict::bench

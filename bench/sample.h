@@ -1,4 +1,5 @@
-// What the benchmark modes share: the sample result they store, and a progress line printer.
+// What the benchmark modes share: the sample result they store, a progress line printer, and
+// a process's memory as /proc reports it.
 #pragma once
 
 #include <atomic>
@@ -9,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include <sys/types.h>
+
 #include "verdict/v1/verdict.pb.h"
 
 namespace verdict::bench {
@@ -16,7 +19,8 @@ namespace verdict::bench {
 // A ten-player result (room 1) padded through replay_path to about `size` serialized bytes.
 v1::BattleResult PaddedResult(size_t size);
 
-// Prints "  label: 2/5 s, N done" to stderr once a second while it lives.
+// Prints "  label: 2/5 s, N done" to stderr once a second while it lives ("2 s" when the total
+// is not known, 0).
 class Progress {
  public:
   Progress(std::string label, double total_s, const std::atomic<uint64_t>& done);
@@ -30,5 +34,8 @@ class Progress {
   bool stop_ = false;
   std::thread thread_;
 };
+
+// A size field of /proc/PID/status ("VmRSS", "VmHWM") in MiB; -1 if the process is gone.
+double StatusMiB(pid_t pid, const std::string& field);
 
 }  // namespace verdict::bench

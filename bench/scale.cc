@@ -38,16 +38,6 @@ using SteadyClock = std::chrono::steady_clock;
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// "VmRSS:  1234 kB" from /proc/PID/status, in MiB; -1 if the process is gone.
-double StatusMiB(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024;
-  }
-  return -1;
-}
-
 std::string NodeBinary(const ScaleOptions& o) {
   if (!o.node_binary.empty()) return o.node_binary;
 #ifdef VERDICT_NODE_BINARY

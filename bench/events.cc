@@ -1,0 +1,218 @@
+// `verdict-bench events`: a subscriber catching up a deep history of settlement events.
+//   seed     N events (with their matches) written straight into a fresh database, as months of
+//            play would leave them;
+//   lobby    verdict-lobby started on it, its resident memory taken once it is up;
+//   catch-up one WebSocket subscriber reads /v1/events?after=0 to the end as fast as it can,
+//            checking that every event arrives once and in feed order;
+// and reports events/s and the lobby's peak resident memory over its idle baseline. The lobby
+// must page the history as the socket drains, so that extra memory stays flat in N.
+#include "bench/events.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <pqxx/pqxx>
+
+#include "bench/sample.h"
+#include "lobby/settlement_store.h"
+
+extern char** environ;
+
+namespace verdict::bench {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr const char* kDatabase = "verdict_bench_events";
+constexpr uint64_t kSeedChunk = 50'000;
+
+std::string LobbyBinary(const EventsOptions& o) {
+  if (!o.lobby_binary.empty()) return o.lobby_binary;
+#ifdef VERDICT_LOBBY_BINARY
+  if (std::filesystem::exists(VERDICT_LOBBY_BINARY)) return VERDICT_LOBBY_BINARY;
+#endif
+  return "verdict-lobby";  // from PATH
+}
+
+// A fresh database for the history; returns its conninfo.
+std::string FreshDatabase(const std::string& conninfo) {
+  pqxx::connection admin(conninfo);
+  pqxx::nontransaction tx(admin);
+  tx.exec(std::string("DROP DATABASE IF EXISTS ") + kDatabase + " WITH (FORCE)");
+  tx.exec(std::string("CREATE DATABASE ") + kDatabase);
+  return conninfo + (conninfo.empty() ? "" : " ") + "dbname=" + kDatabase;
+}
+
+// Writes the history, already numbered 1..N, in chunks.
+void Seed(const std::string& conninfo, const EventsOptions& o) {
+  pqxx::connection conn(conninfo);
+  std::atomic<uint64_t> done{0};
+  Progress progress("seeding the history (events)", 0, done);
+  for (uint64_t first = 1; first <= o.events; first += kSeedChunk) {
+    const uint64_t last = std::min(o.events, first + kSeedChunk - 1);
+    pqxx::nontransaction(conn).exec(
+        "WITH m AS (INSERT INTO matches (room_id, node_id, outcome, winner_team, suspect, "
+        "ended_at_ms) SELECT g, 'bench-node', 'SETTLED', 1, false, 0 FROM generate_series(" +
+        std::to_string(first) + ", " + std::to_string(last) +
+        ") g RETURNING match_id, room_id) "
+        "INSERT INTO settlement_events (room_id, node_id, match_id, payload, seq) "
+        "SELECT room_id, 'bench-node', match_id, jsonb_build_object('type', 'battle.settled', "
+        "'room_id', room_id::text, 'padding', repeat('x', " +
+        std::to_string(o.payload) + ")), room_id FROM m");
+    done = last;
+  }
+  pqxx::nontransaction(conn).exec("VACUUM ANALYZE settlement_events");
+}
+
+struct Lobby {
+  pid_t pid = -1;
+  uint16_t port = 0;
+};
+
+// Starts verdict-lobby on `conninfo` and waits for its "listening on HOST:PORT" line.
+Result<Lobby> StartLobby(const EventsOptions& o, const std::string& conninfo,
+                         const std::string& log) {
+  std::vector<std::string> args = {
+      LobbyBinary(o), "--db",     conninfo,      "--log-level",  "warn",
+      "serve",        "--listen", "127.0.0.1:0", "--node-token", "bench-node=bench-token"};
+  if (o.buffer_bytes > 0) {
+    args.insert(args.end(), {"--subscriber-buffer-bytes", std::to_string(o.buffer_bytes)});
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int out[2];
+  if (::pipe(out) != 0) return InternalError("pipe failed");
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_adddup2(&files, out[1], 1);
+  posix_spawn_file_actions_addopen(&files, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addclose(&files, out[0]);
+  Lobby lobby;
+  const int rc = posix_spawnp(&lobby.pid, argv[0], &files, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    return UnavailableError("cannot start " + args[0] + ": " + std::strerror(rc));
+  }
+  std::string line;
+  char c;
+  while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(out[0]);
+  const size_t colon = line.rfind(':');
+  if (!line.starts_with("listening on") || colon == std::string::npos) {
+    ::kill(lobby.pid, SIGKILL);
+    ::waitpid(lobby.pid, nullptr, 0);
+    return UnavailableError("verdict-lobby did not come up; see " + log);
+  }
+  lobby.port = static_cast<uint16_t>(std::stoi(line.substr(colon + 1)));
+  return lobby;
+}
+
+// Reads the whole feed from the start; returns how many events arrived in order, once each.
+Result<uint64_t> CatchUp(uint16_t port, uint64_t events) {
+  net::io_context ioc;
+  websocket::stream<beast::tcp_stream> ws(ioc);
+  beast::error_code ec;
+  beast::get_lowest_layer(ws).connect({net::ip::make_address("127.0.0.1"), port}, ec);
+  if (ec) return UnavailableError("connect: " + ec.message());
+  ws.set_option(websocket::stream_base::decorator([](websocket::request_type& req) {
+    req.set(beast::http::field::authorization, "Bearer bench-token");
+  }));
+  ws.handshake("127.0.0.1", "/v1/events?after=0", ec);
+  if (ec) return UnavailableError("handshake: " + ec.message());
+  std::atomic<uint64_t> done{0};
+  Progress progress("catching up (events)", 0, done);
+  beast::flat_buffer buffer;
+  for (uint64_t expected = 1; expected <= events; ++expected) {
+    buffer.clear();
+    ws.read(buffer, ec);
+    if (ec) return UnavailableError("read: " + ec.message());
+    const std::string message = beast::buffers_to_string(buffer.data());
+    const std::string id = "{\"event_id\":\"" + std::to_string(expected) + "\"";
+    if (!message.starts_with(id)) {
+      return DataLossError("event " + std::to_string(expected) + " arrived as " +
+                           message.substr(0, 40));
+    }
+    done = expected;
+  }
+  ws.close(websocket::close_code::normal, ec);
+  return events;
+}
+
+}  // namespace
+
+int RunEvents(const EventsOptions& o) {
+  std::string conninfo;
+  try {
+    conninfo = FreshDatabase(o.db);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cannot reach PostgreSQL (%s): %s\n",
+                 o.db.empty() ? "PG* environment" : o.db.c_str(), e.what());
+    return 1;
+  }
+  if (auto migrated = lobby::Migrate(conninfo); !migrated.ok()) {
+    std::fprintf(stderr, "%s\n", migrated.status().ToString().c_str());
+    return 1;
+  }
+  const auto seed_start = SteadyClock::now();
+  Seed(conninfo, o);
+  const double seed_s = std::chrono::duration<double>(SteadyClock::now() - seed_start).count();
+
+  const std::string root = TempRoot();
+  const std::string log = root + "/lobby.log";
+  auto lobby = StartLobby(o, conninfo, log);
+  if (!lobby.ok()) {
+    std::fprintf(stderr, "%s\n", lobby.status().ToString().c_str());
+    return 1;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // let it settle before the baseline
+  const double baseline_mib = StatusMiB(lobby->pid, "VmRSS");
+  const auto start = SteadyClock::now();
+  auto read = CatchUp(lobby->port, o.events);
+  const double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  const double peak_mib = StatusMiB(lobby->pid, "VmHWM");
+  const bool alive = ::waitpid(lobby->pid, nullptr, WNOHANG) == 0;
+  ::kill(lobby->pid, SIGTERM);
+  ::waitpid(lobby->pid, nullptr, 0);
+  if (!read.ok()) {
+    std::fprintf(stderr, "catch-up failed: %s (lobby %s; see %s)\n",
+                 read.status().ToString().c_str(), alive ? "alive" : "gone", log.c_str());
+    return 1;
+  }
+
+  const double per_s = static_cast<double>(*read) / elapsed;
+  std::fprintf(o.output.json ? stderr : stdout,
+               "history     %llu events of ~%zu bytes (seeded in %.1f s)\n"
+               "catch-up    %.0f events/s (%.1f s), every event once and in order\n"
+               "lobby RSS   %.1f MiB idle, %.1f MiB peak: %.1f MiB for the subscriber\n",
+               static_cast<unsigned long long>(o.events), o.payload + 60, seed_s, per_s, elapsed,
+               baseline_mib, peak_mib, peak_mib - baseline_mib);
+  Report report("events");
+  report.Field("events", static_cast<double>(o.events));
+  report.Field("events_per_s", per_s);
+  report.Field("lobby_baseline_rss_mib", baseline_mib);
+  report.Field("lobby_peak_rss_mib", peak_mib);
+  report.Field("extra_rss_mib", peak_mib - baseline_mib);
+  report.Field("seed_s", seed_s);
+  std::error_code ignored;
+  std::filesystem::remove_all(root, ignored);
+  return report.Emit(o.output);
+}
+
+}  // namespace verdict::bench
