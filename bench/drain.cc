@@ -5,7 +5,7 @@
 //             the outbox is empty gives the drain rate C, for each shard count;
 //   serial    the design verdict replaces: one file per result, one deliverer sending one
 //             request at a time over a keep-alive connection, deleting each file after a 2xx;
-//   ceiling   pgbench running the lobby's own settlement statement (verdict_settle) against
+//   ceiling   pgbench running the lobby's own settlement statement (verdict_settle_batch) against
 //             the same database, at a fixed concurrency: what PostgreSQL itself can commit.
 // The lobby runs in this process (verdict::lobby on a free port), like a lobby next to the
 // database.
@@ -292,7 +292,8 @@ Row RunSerial(const std::string& conninfo, const std::string& dir, uint64_t base
   return {"serial", 1, n / elapsed, latencies.empty() ? 0 : latencies[latencies.size() * 99 / 100]};
 }
 
-// pgbench running verdict_settle itself: one statement per transaction, rooms from a sequence.
+// pgbench running the lobby's settlement itself (verdict_settle_batch of one room): one statement
+// per transaction, rooms from a sequence.
 Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t base, uint64_t n,
                uint32_t clients) {
   std::fprintf(stderr, "  pgbench ceiling: %u clients, %llu settlements\n", clients,
@@ -308,15 +309,16 @@ Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t bas
   const std::string script = dir + "/settle.sql";
   std::ofstream(script)
       << "SELECT s.status FROM (SELECT nextval('verdict_bench_rooms') AS room) r, LATERAL "
-         "verdict_settle(r.room, '"
+         "verdict_settle_batch(ARRAY[r.room], ARRAY['"
       << kNode
-      << "', 'SETTLED', 1::smallint, false, 1700000000000, 'replays/bench', '', "
-         "decode(repeat('ab', 32), 'hex'), ARRAY(SELECT (r.room - "
+      << "'], '{SETTLED}', '{1}'::smallint[], '{f}', ARRAY[1700000000000], '{replays/bench}', "
+         "'{\"\"}', ARRAY[decode(repeat('ab', 32), 'hex')], array_fill(r.room, ARRAY[10]), "
+         "ARRAY(SELECT (r.room - "
       << base
       << ") * 10 + g FROM generate_series(1, 10) g), '{1,1,1,1,1,2,2,2,2,2}'::smallint[], "
          "'{1,2,3,4,5,6,7,8,9,10}'::integer[], '{0,0,0,0,0,0,0,0,0,0}'::integer[], "
          "'{0,0,0,0,0,0,0,0,0,0}'::integer[], '{100,200,300,400,500,600,700,800,900,1000}'"
-         "::bigint[], '{f,f,f,f,f,f,f,f,f,f}'::boolean[], 32, false) s;\n";
+         "::bigint[], '{f,f,f,f,f,f,f,f,f,f}'::boolean[], 32, 0, true) s;\n";
   const std::string command = "pgbench -n -r -c " + std::to_string(clients) + " -j 2 -t " +
                               std::to_string(n / clients) + " -f " + script + " '" + conninfo +
                               "' 2>&1";
@@ -471,7 +473,7 @@ int RunDrain(const DrainOptions& o) {
     const char* label = r.mode == "verdict"             ? "verdict deliverers"
                         : r.mode == "verdict_producing" ? "  ... while producing"
                         : r.mode == "serial"            ? "serial, file per result"
-                                                        : "pgbench verdict_settle";
+                                                        : "pgbench verdict_settle_batch";
     std::string empty;
     if (r.empty_after_s > 0) {
       char buf[64];

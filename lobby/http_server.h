@@ -46,9 +46,10 @@ struct ServerOptions {
   // so a slow or silent client cannot hold a connection forever.
   // Default: 10 s.
   std::chrono::milliseconds read_timeout{10'000};
-  // Largest request body; larger ones get 413 and the connection is closed.
-  // Default: 1 MiB.
-  size_t max_body_bytes = size_t{1} << 20;
+  // Largest request body; larger ones get 413 and the connection is closed. (The service
+  // holds single settlements to 1 MiB; this is the batch endpoint's limit.)
+  // Default: 4 MiB.
+  size_t max_body_bytes = size_t{4} << 20;
   // Largest request header block. Default: 16 KiB.
   uint32_t max_header_bytes = 16 * 1024;
   // PEM files of the certificate (chain) and private key: when set, the listener speaks TLS

@@ -38,6 +38,8 @@ struct Flags {
   int k_factor = 32;
   int read_timeout_ms = 10'000;
   int lock_timeout_ms = 2'000;
+  double coalesce_wait_ms = 2;
+  int settle_concurrency = 4;
   int statement_timeout_ms = 5'000;
   size_t max_connections = 1024;
   size_t max_subscribers = 64;
@@ -260,6 +262,10 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   if (!tokens.ok()) return Fail(tokens.status().message());
   service_options.node_tokens = std::move(*tokens);
   service_options.admin_token = flags.admin_token;
+  service_options.coalesce_wait =
+      std::chrono::microseconds(static_cast<int64_t>(flags.coalesce_wait_ms * 1000));
+  service_options.settle_concurrency = flags.settle_concurrency;
+  service_options.db_workers = flags.db_pool;
   if (service_options.node_tokens.empty()) {
     spdlog::warn("no node tokens configured: every settlement will be refused with 401");
   }
@@ -373,6 +379,18 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
                    "503; 0 never cancels")
       ->capture_default_str()
       ->check(CLI::Range(0, 3'600'000));
+  serve
+      ->add_option("--coalesce-wait-ms", flags.coalesce_wait_ms,
+                   "group commit: settlements of concurrent requests share one transaction, which "
+                   "waits up to this long for more to join; 0 turns it off (a transaction per "
+                   "request)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0));
+  serve
+      ->add_option("--settle-concurrency", flags.settle_concurrency,
+                   "settlement transactions at once while coalescing")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 512));
   serve
       ->add_option("--max-connections", flags.max_connections,
                    "open connections beyond which new ones get 503")

@@ -35,6 +35,11 @@ std::optional<uint64_t> IdAfter(std::string_view path, std::string_view prefix) 
   return ParseId(path.substr(prefix.size()));
 }
 
+constexpr std::string_view kBatchPath = "/v1/settlements:batch";
+constexpr size_t kMaxSingleBodyBytes = size_t{1} << 20;
+constexpr size_t kMaxBatchBodyBytes = size_t{4} << 20;
+constexpr size_t kMaxBatchResults = 256;
+
 const char* CodeOf(SettleStatus status) {
   switch (status) {
     case SettleStatus::kSettled:
@@ -48,6 +53,7 @@ const char* CodeOf(SettleStatus status) {
     case SettleStatus::kIdempotencyMismatch:
       return "IDEMPOTENCY_MISMATCH";
     case SettleStatus::kRosterMismatch:
+    case SettleStatus::kBusy:
       break;
   }
   return "ROSTER_MISMATCH";
@@ -89,7 +95,10 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
                                             "Time to answer a settlement request.")),
       coalesced_(registry.AddCounter(
           "verdict_lobby_settlements_coalesced_total",
-          "Settlement requests answered by another identical request's transaction.")) {
+          "Settlement requests answered by another identical request's transaction.")),
+      batch_rooms_(registry.AddHistogram("verdict_lobby_settle_batch_rooms",
+                                         "Rooms settled per settlement transaction.",
+                                         {1, 2, 4, 8, 16, 32, 64, 128, 256})) {
   registry.AddGauge("verdict_lobby_rooms_in_turn",
                     "Rooms with a settlement attempt running (others wait behind it).", [this] {
                       std::lock_guard lock(turns_mu_);
@@ -169,7 +178,7 @@ void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cance
     return done({200, "text/plain", "ready\n", {}});
   }
 
-  const bool known = path == "/v1/rooms" || path == "/v1/settlements" ||
+  const bool known = path == "/v1/rooms" || path == "/v1/settlements" || path == kBatchPath ||
                      path.starts_with("/v1/settlements/") || path.starts_with("/v1/players/");
   if (!known) return done(ProblemReply(ErrorCode::kNotFound, "no such endpoint", path));
 
@@ -181,6 +190,10 @@ void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cance
   }
   if (path == "/v1/settlements" && post) {
     return PostSettlement(request, *caller, std::move(cancel), std::move(done));
+  }
+  if (path == kBatchPath) {
+    if (!post) return done(ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path));
+    return PostSettlementBatch(request, *caller, std::move(cancel), std::move(done));
   }
   done(Route(request, *caller, path));
 }
@@ -272,34 +285,35 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
     return answer("UNAUTHENTICATED",
                   ProblemReply(ErrorCode::kUnauthenticated, "settling needs a node token", path));
   }
+  if (request.body.size() > kMaxSingleBodyBytes) {
+    return answer(
+        "PAYLOAD_TOO_LARGE",
+        ProblemReply(ErrorCode::kPayloadTooLarge,
+                     "a settlement is limited to " + std::to_string(kMaxSingleBodyBytes) + " bytes",
+                     path));
+  }
   const auto format = wire::FormatOfContentType(request.content_type);
   if (!format) {
     return answer("UNSUPPORTED_MEDIA_TYPE",
                   ProblemReply(ErrorCode::kUnsupportedMediaType,
                                "send application/x-protobuf or application/json", path));
   }
-  Attempt attempt;
+  v1::BattleResult result;
   std::string error;
-  if (!wire::DecodeBody(request.body, *format, &attempt.result, &error)) {
+  if (!wire::DecodeBody(request.body, *format, &result, &error)) {
     return answer("INVALID_ARGUMENT", ProblemReply(ErrorCode::kInvalidArgument, error, path));
   }
-  Status valid = ValidateResult(attempt.result);
-  if (valid.ok() && !attempt.result.node_id().empty() &&
-      attempt.result.node_id() != caller.node_id) {
-    valid = InvalidArgumentError("node_id in the body is not the node the token belongs to");
-  }
-  if (!valid.ok()) {
+  auto attempt = Prepare(std::move(result), caller);
+  if (!attempt.ok()) {
     return answer("INVALID_ARGUMENT",
-                  ProblemReply(ErrorCode::kInvalidArgument, valid.message(), path));
+                  ProblemReply(ErrorCode::kInvalidArgument, attempt.status().message(), path));
   }
-  attempt.node_id = caller.node_id;
-  attempt.fingerprint = Fingerprint(attempt.result);
-  attempt.cancel = std::move(cancel);
-  attempt.finish = [this, answer,
-                    request_format =
-                        HttpRequest{"", "", request.content_type, request.accept, "", ""},
-                    room = attempt.result.room_id(),
-                    node = caller.node_id](const Result<SettleOutcome>& outcome) {
+  attempt->cancel = std::move(cancel);
+  attempt->finish = [this, answer,
+                     request_format =
+                         HttpRequest{"", "", request.content_type, request.accept, "", ""},
+                     room = attempt->result.room_id(),
+                     node = caller.node_id](const Result<SettleOutcome>& outcome) {
     if (!outcome.ok()) {
       spdlog::warn("room={} node={}: settlement unavailable: {}", room, node,
                    outcome.status().ToString());
@@ -307,7 +321,145 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
     const HttpReply reply = SettlementReply(request_format, outcome, room);
     answer(outcome.ok() ? CodeOf(outcome->status) : "UNAVAILABLE", reply);
   };
-  SettleInTurn(std::move(attempt));
+  std::vector<Attempt> one;
+  one.push_back(std::move(*attempt));
+  SettleInTurn(std::move(one));
+}
+
+Result<SettlementService::Attempt> SettlementService::Prepare(v1::BattleResult result,
+                                                              const Caller& caller) {
+  Status valid = ValidateResult(result);
+  if (valid.ok() && !result.node_id().empty() && result.node_id() != caller.node_id) {
+    valid = InvalidArgumentError("node_id in the body is not the node the token belongs to");
+  }
+  if (!valid.ok()) return valid;
+  Attempt attempt;
+  attempt.fingerprint = Fingerprint(result);
+  attempt.result = std::move(result);
+  attempt.node_id = caller.node_id;
+  return attempt;
+}
+
+// The items of one batch request, filled in as their rooms settle; the reply goes out when the
+// last one is in.
+struct SettlementService::BatchReply {
+  std::mutex mu;
+  v1::SettlementBatchReply reply;
+  size_t pending = 0;
+  size_t unavailable = 0;    // items the database could not answer
+  size_t settled_items = 0;  // items that went to the database
+  HttpRequest format;
+  ReplyFn done;
+};
+
+namespace {
+
+void SetProblem(v1::SettlementItem* item, ErrorCode code, const std::string& detail) {
+  const ErrorInfo& info = InfoOf(code);
+  v1::Problem* problem = item->mutable_problem();
+  problem->set_code(info.code);
+  problem->set_status(info.http_status);
+  problem->set_retryable(info.retryable);
+  problem->set_detail(detail);
+}
+
+// The item a single settlement's reply would have been.
+void SetItem(v1::SettlementItem* item, const Result<SettleOutcome>& outcome, uint64_t room_id) {
+  if (!outcome.ok()) return SetProblem(item, ErrorCode::kUnavailable, outcome.status().message());
+  switch (outcome->status) {
+    case SettleStatus::kSettled:
+    case SettleStatus::kDuplicate:
+      *item->mutable_receipt() = outcome->receipt;
+      item->mutable_receipt()->set_room_id(room_id);
+      return;
+    case SettleStatus::kRoomUnknown:
+      return SetProblem(item, ErrorCode::kRoomUnknown, "the room is not allocated to this node");
+    case SettleStatus::kOutcomeConflict:
+      return SetProblem(item, ErrorCode::kOutcomeConflict,
+                        "the room was already settled with outcome " +
+                            v1::Outcome_Name(outcome->receipt.outcome()));
+    case SettleStatus::kIdempotencyMismatch:
+      return SetProblem(item, ErrorCode::kIdempotencyMismatch,
+                        "the room was already settled with a different payload");
+    case SettleStatus::kRosterMismatch:
+    case SettleStatus::kBusy:
+      break;
+  }
+  SetProblem(item, ErrorCode::kRosterMismatch,
+             "the players and teams differ from the room's allocated roster");
+}
+
+}  // namespace
+
+void SettlementService::PostSettlementBatch(const HttpRequest& request, const Caller& caller,
+                                            std::shared_ptr<Cancellation> cancel, ReplyFn done) {
+  const std::string path(kBatchPath);
+  if (caller.node_id.empty()) {
+    return done(ProblemReply(ErrorCode::kUnauthenticated, "settling needs a node token", path));
+  }
+  if (request.body.size() > kMaxBatchBodyBytes) {
+    return done(ProblemReply(
+        ErrorCode::kPayloadTooLarge,
+        "a batch is limited to " + std::to_string(kMaxBatchBodyBytes) + " bytes", path));
+  }
+  const auto format = wire::FormatOfContentType(request.content_type);
+  if (!format) {
+    return done(ProblemReply(ErrorCode::kUnsupportedMediaType,
+                             "send application/x-protobuf or application/json", path));
+  }
+  v1::SettlementBatch batch;
+  std::string error;
+  if (!wire::DecodeBody(request.body, *format, &batch, &error)) {
+    return done(ProblemReply(ErrorCode::kInvalidArgument, error, path));
+  }
+  if (static_cast<size_t>(batch.results_size()) > kMaxBatchResults) {
+    return done(ProblemReply(
+        ErrorCode::kPayloadTooLarge,
+        "a batch holds at most " + std::to_string(kMaxBatchResults) + " results", path));
+  }
+  auto collect = std::make_shared<BatchReply>();
+  collect->format = HttpRequest{"", "", request.content_type, request.accept, "", ""};
+  collect->done = std::move(done);
+  std::vector<Attempt> attempts;
+  std::set<uint64_t> rooms;
+  for (int i = 0; i < batch.results_size(); ++i) {
+    v1::SettlementItem* item = collect->reply.add_items();
+    const uint64_t room = batch.results(i).room_id();
+    if (!rooms.insert(room).second) {
+      SetProblem(item, ErrorCode::kInvalidArgument,
+                 "room " + std::to_string(room) + " appears earlier in this batch");
+      continue;
+    }
+    auto attempt = Prepare(std::move(*batch.mutable_results(i)), caller);
+    if (!attempt.ok()) {
+      SetProblem(item, ErrorCode::kInvalidArgument, attempt.status().message());
+      continue;
+    }
+    attempt->cancel = cancel;
+    attempt->finish = [this, collect, i, room](const Result<SettleOutcome>& outcome) {
+      settlements_.Add(outcome.ok() ? CodeOf(outcome->status) : "UNAVAILABLE");
+      std::unique_lock lock(collect->mu);
+      SetItem(collect->reply.mutable_items(i), outcome, room);
+      ++collect->settled_items;
+      if (!outcome.ok()) ++collect->unavailable;
+      if (--collect->pending > 0) return;
+      lock.unlock();
+      FinishBatch(*collect);
+    };
+    attempts.push_back(std::move(*attempt));
+  }
+  collect->pending = attempts.size();
+  if (attempts.empty()) return FinishBatch(*collect);
+  SettleInTurn(std::move(attempts));
+}
+
+void SettlementService::FinishBatch(BatchReply& batch) {
+  if (batch.settled_items > 0 && batch.unavailable == batch.settled_items) {
+    // Nothing reached the database: the whole request is unavailable, as a single one would be.
+    return batch.done(
+        Unavailable(UnavailableError("the database cannot settle now"), std::string(kBatchPath)));
+  }
+  batch.done(MessageReply(200, batch.reply, batch.format));
 }
 
 HttpReply SettlementService::SettlementReply(const HttpRequest& request,
@@ -337,6 +489,7 @@ HttpReply SettlementService::SettlementReply(const HttpRequest& request,
       return ProblemReply(ErrorCode::kIdempotencyMismatch,
                           "the room was already settled with a different payload", path);
     case SettleStatus::kRosterMismatch:
+    case SettleStatus::kBusy:
       break;
   }
   return ProblemReply(ErrorCode::kRosterMismatch,
@@ -345,54 +498,126 @@ HttpReply SettlementService::SettlementReply(const HttpRequest& request,
 
 std::string SettlementService::Attempt::key() const { return node_id + '/' + fingerprint; }
 
-void SettlementService::SettleInTurn(Attempt attempt) {
-  const uint64_t room = attempt.result.room_id();
+void SettlementService::SettleInTurn(std::vector<Attempt> attempts) {
   {
     std::lock_guard lock(turns_mu_);
-    auto [turn, free] = turns_.try_emplace(room);
-    if (!free) {
-      if (turn->second.running_key == attempt.key()) {
+    const uint64_t request = ++next_request_;
+    for (Attempt& attempt : attempts) {
+      attempt.request = request;
+      auto [turn, free] = turns_.try_emplace(attempt.result.room_id());
+      if (free) {
+        turn->second.running_key = attempt.key();
+        ready_.push_back(std::move(attempt));
+      } else if (turn->second.running_key == attempt.key()) {
         coalesced_.Add();
         turn->second.sharing.push_back(std::move(attempt));
       } else {
         turn->second.waiting.push_back(std::move(attempt));
       }
-      return;  // this worker is free; the room's running attempt answers or runs this one
     }
-    turn->second.running_key = attempt.key();
   }
-  std::optional<Attempt> next = std::move(attempt);
-  while (next) {
-    Attempt current = std::move(*next);
-    next.reset();
-    Result<SettleOutcome> outcome =
-        current.cancel && current.cancel->cancelled()
-            ? Result<SettleOutcome>(UnavailableError("the client went away before its turn"))
-            : store_.SettleBattle(current.result, current.node_id, current.fingerprint,
-                                  current.cancel.get());
-    if (outcome.ok() && outcome->status == SettleStatus::kSettled) {
-      if (hub_) hub_->Committed();  // committed: only now may subscribers hear of it
-      spdlog::info("room={} node={}: settled as match {}", room, current.node_id,
-                   outcome->receipt.match_id());
+  more_ready_.notify_all();
+  Drain();
+}
+
+void SettlementService::Drain() {
+  std::unique_lock lock(turns_mu_);
+  const bool coalescing = options_.coalesce_wait.count() > 0;
+  const int limit = coalescing ? options_.settle_concurrency : options_.db_workers;
+  if (drainers_ >= limit) return;  // the running transactions take what is ready after theirs
+  ++drainers_;
+  while (!ready_.empty()) {
+    if (coalescing && ready_.size() < options_.max_batch_rooms && !ready_.front().alone) {
+      // Group commit: a moment for concurrent requests to join this transaction.
+      more_ready_.wait_for(lock, options_.coalesce_wait,
+                           [&] { return ready_.size() >= options_.max_batch_rooms; });
+      if (ready_.empty()) break;  // another transaction took them meanwhile
     }
-    std::vector<Attempt> sharing;
-    {
-      std::lock_guard lock(turns_mu_);
-      sharing = EndTurn(current, outcome, &next);
+    std::vector<Attempt> batch = TakeBatch();
+    lock.unlock();
+    std::vector<Result<SettleOutcome>> outcomes = SettleBatch(batch);
+    lock.lock();
+    std::vector<size_t> finished;
+    std::vector<std::vector<Attempt>> sharing(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (outcomes[i].ok() && outcomes[i]->status == SettleStatus::kBusy) {
+        // Its lock is held elsewhere: it keeps its turn and goes first, to settle on its own.
+        batch[i].alone = true;
+        ready_.push_front(std::move(batch[i]));
+        continue;
+      }
+      sharing[i] = EndTurn(batch[i], outcomes[i]);
+      finished.push_back(i);
     }
-    current.finish(outcome);
-    // The running attempt settled it; for the identical ones it is a duplicate delivery.
-    Result<SettleOutcome> shared = outcome;
-    if (shared.ok() && shared->status == SettleStatus::kSettled) {
-      shared->status = SettleStatus::kDuplicate;
-      shared->receipt.set_duplicate(true);
+    lock.unlock();
+    more_ready_.notify_all();
+    for (size_t i : finished) {
+      batch[i].finish(outcomes[i]);
+      // The attempt settled it; for the identical ones it is a duplicate delivery.
+      Result<SettleOutcome> shared = outcomes[i];
+      if (shared.ok() && shared->status == SettleStatus::kSettled) {
+        shared->status = SettleStatus::kDuplicate;
+        shared->receipt.set_duplicate(true);
+      }
+      for (Attempt& a : sharing[i]) a.finish(shared);
     }
-    for (Attempt& a : sharing) a.finish(shared);
+    lock.lock();
   }
+  --drainers_;
+}
+
+std::vector<SettlementService::Attempt> SettlementService::TakeBatch() {
+  std::vector<Attempt> batch;
+  batch.push_back(std::move(ready_.front()));
+  ready_.pop_front();
+  if (batch.front().alone) return batch;
+  // Coalescing takes any ready rooms; without it, only the rest of the same request's.
+  const bool coalescing = options_.coalesce_wait.count() > 0;
+  for (auto it = ready_.begin(); it != ready_.end() && batch.size() < options_.max_batch_rooms;) {
+    if (it->alone || (!coalescing && it->request != batch.front().request)) {
+      ++it;
+      continue;
+    }
+    batch.push_back(std::move(*it));
+    it = ready_.erase(it);
+  }
+  return batch;
+}
+
+std::vector<Result<SettleOutcome>> SettlementService::SettleBatch(
+    const std::vector<Attempt>& batch) {
+  std::vector<Result<SettleOutcome>> outcomes(
+      batch.size(), Result<SettleOutcome>(UnavailableError("the client went away")));
+  std::vector<SettleRequest> requests;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].cancel && batch[i].cancel->cancelled()) continue;  // nobody waits for it
+    requests.push_back({&batch[i].result, batch[i].node_id, batch[i].fingerprint});
+    index.push_back(i);
+  }
+  if (requests.empty()) return outcomes;
+  // One attempt alone waits for its room's lock and may be cancelled by its client; a batch
+  // leaves locked rooms for later and runs for all its clients.
+  const bool one = requests.size() == 1;
+  auto settled =
+      store_.SettleBattles(requests, /*wait=*/one, one ? batch[index[0]].cancel.get() : nullptr);
+  batch_rooms_.Observe(static_cast<double>(requests.size()));
+  bool committed = false;
+  for (size_t k = 0; k < index.size(); ++k) {
+    const Attempt& a = batch[index[k]];
+    if (settled[k].ok() && settled[k]->status == SettleStatus::kSettled) {
+      committed = true;
+      spdlog::info("room={} node={}: settled as match {}", a.result.room_id(), a.node_id,
+                   settled[k]->receipt.match_id());
+    }
+    outcomes[index[k]] = std::move(settled[k]);
+  }
+  if (committed && hub_) hub_->Committed();  // committed: only now may subscribers hear of it
+  return outcomes;
 }
 
 std::vector<SettlementService::Attempt> SettlementService::EndTurn(
-    const Attempt& ran, const Result<SettleOutcome>& outcome, std::optional<Attempt>* next) {
+    const Attempt& ran, const Result<SettleOutcome>& outcome) {
   const uint64_t room = ran.result.room_id();
   Turn& turn = turns_.at(room);
   std::vector<Attempt> sharing;
@@ -409,9 +634,9 @@ std::vector<SettlementService::Attempt> SettlementService::EndTurn(
     turns_.erase(room);
     return sharing;
   }
-  *next = std::move(turn.waiting.front());
+  Attempt next = std::move(turn.waiting.front());
   turn.waiting.pop_front();
-  turn.running_key = (*next)->key();
+  turn.running_key = next.key();
   // Waiting attempts identical to the next one share its outcome instead of running after it.
   for (auto it = turn.waiting.begin(); it != turn.waiting.end();) {
     if (it->key() != turn.running_key) {
@@ -421,6 +646,7 @@ std::vector<SettlementService::Attempt> SettlementService::EndTurn(
     turn.sharing.push_back(std::move(*it));
     it = turn.waiting.erase(it);
   }
+  ready_.push_back(std::move(next));
   return sharing;
 }
 

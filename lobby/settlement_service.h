@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -39,6 +40,17 @@ struct ServiceOptions {
   // Seconds a 503 asks the client to wait (Retry-After).
   // Default: 1.
   int retry_after_s = 1;
+  // Settlements from different requests that are ready together go into one transaction (group
+  // commit): at most `settle_concurrency` transactions run at once, each taking up to
+  // `max_batch_rooms` ready rooms, and one that finds fewer waits up to `coalesce_wait` for
+  // more. A zero wait turns coalescing off: each request's rooms then settle in their own
+  // transaction, up to one per DB worker. Default: 2 ms, 4, 256.
+  std::chrono::microseconds coalesce_wait{2000};
+  int settle_concurrency = 4;
+  size_t max_batch_rooms = 256;
+  // DB workers (the HTTP server's pool): without coalescing, the transactions at once.
+  // Default: 8.
+  int db_workers = 8;
 };
 
 // Who a request is from, by its bearer token.
@@ -79,15 +91,19 @@ class SettlementService {
   SettlementStore& store() { return store_; }
 
  private:
-  // One settlement request that passed validation, waiting for or taking its room's turn.
+  // One room of a settlement request that passed validation, waiting for or taking its room's
+  // turn.
   struct Attempt {
     v1::BattleResult result;
     std::string node_id;
     std::string fingerprint;
+    uint64_t request = 0;  // which request it came from: its rooms settle together
+    bool alone = false;    // was busy in a batch: settle it on its own, waiting for its lock
     std::shared_ptr<Cancellation> cancel;
     std::function<void(const Result<SettleOutcome>&)> finish;  // builds and sends the reply
     std::string key() const;  // identical attempts have the same key
   };
+  struct BatchReply;
   // The attempts at one room: the one running, the identical ones sharing its outcome, and the
   // different ones that run after it in arrival order.
   struct Turn {
@@ -100,16 +116,28 @@ class SettlementService {
   HttpReply PostRoom(const HttpRequest& request, const Caller& caller);
   void PostSettlement(const HttpRequest& request, const Caller& caller,
                       std::shared_ptr<Cancellation> cancel, ReplyFn done);
+  void PostSettlementBatch(const HttpRequest& request, const Caller& caller,
+                           std::shared_ptr<Cancellation> cancel, ReplyFn done);
+  void FinishBatch(BatchReply& batch);
+  // The attempt for one decoded result, or the problem that stops it (INVALID_ARGUMENT).
+  Result<Attempt> Prepare(v1::BattleResult result, const Caller& caller);
   HttpReply SettlementReply(const HttpRequest& request, const Result<SettleOutcome>& outcome,
                             uint64_t room_id);
   HttpReply GetSettlement(const HttpRequest& request, const Caller& caller, uint64_t room_id);
   HttpReply GetPlayer(const HttpRequest& request, uint64_t player_id);
-  // Runs `attempt` now if its room is free, else leaves it with the room's turn and returns.
-  void SettleInTurn(Attempt attempt);
+  // Queues the attempts of one request: each one whose room is free becomes ready, the others
+  // wait for their room's turn. Then settles what is ready (see Drain).
+  void SettleInTurn(std::vector<Attempt> attempts);
+  // Settles ready attempts, a transaction at a time, while any are ready, unless enough
+  // transactions already run (they will take them). Called on DB workers.
+  void Drain();
+  // The next transaction's attempts, taken from ready_. Caller holds turns_mu_.
+  std::vector<Attempt> TakeBatch();
+  // Runs one transaction for `batch`; one outcome per attempt.
+  std::vector<Result<SettleOutcome>> SettleBatch(const std::vector<Attempt>& batch);
   // After `ran` finished its turn with `outcome`: takes the attempts that share its outcome and
-  // picks the room's next attempt, if any. Caller holds turns_mu_.
-  std::vector<Attempt> EndTurn(const Attempt& ran, const Result<SettleOutcome>& outcome,
-                               std::optional<Attempt>* next);
+  // makes the room's next attempt, if any, ready. Caller holds turns_mu_.
+  std::vector<Attempt> EndTurn(const Attempt& ran, const Result<SettleOutcome>& outcome);
   bool HasToken(const std::string& node_id) const;
   HttpReply Unavailable(const Status& status, const std::string& instance);
   HttpReply MessageReply(int status, const google::protobuf::Message& message,
@@ -123,12 +151,17 @@ class SettlementService {
   std::shared_ptr<const std::vector<NodeToken>> node_tokens_;
 
   std::mutex turns_mu_;
-  std::map<uint64_t, Turn> turns_;  // rooms with an attempt running
+  std::condition_variable more_ready_;
+  std::map<uint64_t, Turn> turns_;  // rooms with an attempt ready or running
+  std::deque<Attempt> ready_;       // attempts whose room's turn it is, not yet running
+  int drainers_ = 0;                // transactions being prepared or running
+  uint64_t next_request_ = 0;
 
   metrics::LabeledCounter& settlements_;
   metrics::LabeledCounter& allocations_;
   metrics::Histogram& settle_latency_;
   metrics::Counter& coalesced_;
+  metrics::Histogram& batch_rooms_;
 };
 
 // sha256 of the deterministic serialization: the payload fingerprint of DESIGN §3 (32 bytes).

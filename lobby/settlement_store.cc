@@ -20,11 +20,16 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"allocate",
      "SELECT status, busy_player FROM verdict_allocate($1, $2, $3::bigint[], "
      "$4::smallint[])"},
-    {"settle",
-     "SELECT status, match_id, outcome, settled_at_ms FROM verdict_settle("
-     "$1, $2, $3, $4::smallint, $5, $6, $7, $8, decode($9, 'hex'), $10::bigint[], "
-     "$11::smallint[], $12::integer[], $13::integer[], $14::integer[], $15::bigint[], "
-     "$16::boolean[], $17, $18, $19)"},
+    {"settle_batch",
+     "SELECT room_id, status, match_id, outcome, settled_at_ms FROM verdict_settle_batch("
+     "$1::bigint[], $2::text[], $3::text[], $4::smallint[], $5::boolean[], $6::bigint[], "
+     "$7::text[], $8::text[], $9::bytea[], $10::bigint[], $11::bigint[], $12::smallint[], "
+     "$13::integer[], $14::integer[], $15::integer[], $16::bigint[], $17::boolean[], $18, $19, "
+     "$20, $21)"},
+    {"receipts_of_rooms",
+     "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
+     "encode(fingerprint, 'hex'), attempt_id, node_id FROM settlement_receipts "
+     "WHERE room_id = ANY ($1::bigint[])"},
     {"receipt_of_node",
      "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
      "encode(fingerprint, 'hex'), attempt_id FROM settlement_receipts "
@@ -53,29 +58,49 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "extract(epoch FROM now() - allocated_at)::bigint FROM battle_rooms "
      "WHERE allocated_at < now() - make_interval(secs => $1) ORDER BY allocated_at, room_id"},
     {"schema_version", "SELECT coalesce(max(version), 0) FROM verdict_schema_migrations"},
-    {"unsafe_release_early", "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = $1"},
+    {"unsafe_release_early",
+     "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = ANY ($1::bigint[])"},
 };
 
 constexpr long kMigrationLockKey = 0x7665726469637400;  // "verdict\0"
 
-template <typename T, typename F>
-std::string ArrayLiteral(const google::protobuf::RepeatedPtrField<v1::PlayerResult>& players,
-                         F field) {
-  std::ostringstream out;
-  out << '{';
-  bool first = true;
-  for (const auto& p : players) {
-    if (!first) out << ',';
-    first = false;
+// PostgreSQL array literals, built up one element at a time. Text elements are always quoted
+// and escaped, so no input can change the array's shape.
+class ArrayLiteral {
+ public:
+  template <typename T>
+  void Add(T value) {
+    Separate();
     if constexpr (std::is_same_v<T, bool>) {
-      out << (field(p) ? 't' : 'f');
+      out_ << (value ? 't' : 'f');
     } else {
-      out << static_cast<T>(field(p));
+      out_ << value;
     }
   }
-  out << '}';
-  return out.str();
-}
+  void AddText(const std::string& text) {
+    Separate();
+    out_ << '"';
+    for (char c : text) {
+      if (c == '"' || c == '\\') out_ << '\\';
+      out_ << c;
+    }
+    out_ << '"';
+  }
+  // A bytea element from its hex digits ("\\x…" inside the quotes).
+  void AddHexBytes(const std::string& hex) {
+    Separate();
+    out_ << "\"\\\\x" << hex << '"';
+  }
+  std::string str() const { return out_.str() + '}'; }
+
+ private:
+  void Separate() {
+    if (!first_) out_ << ',';
+    first_ = false;
+  }
+  std::ostringstream out_{"{", std::ios::ate};
+  bool first_ = true;
+};
 
 // A random, non-zero id for one settlement attempt (0 marks receipts written before 004).
 int64_t NewAttemptId() {
@@ -245,68 +270,90 @@ class PgSettlementStore final : public SettlementStore {
     });
   }
 
-  Result<SettleOutcome> SettleBattle(const v1::BattleResult& r, const std::string& node_id,
-                                     const std::string& fingerprint,
-                                     Cancellation* cancel) override {
-    const std::string fingerprint_hex = Hex(fingerprint);
-    const auto& ps = r.players();
-    const std::string ids = ArrayLiteral<uint64_t>(ps, [](auto& p) { return p.player_id(); });
-    const std::string teams = ArrayLiteral<uint32_t>(ps, [](auto& p) { return p.team(); });
-    const std::string kills = ArrayLiteral<uint32_t>(ps, [](auto& p) { return p.kills(); });
-    const std::string deaths = ArrayLiteral<uint32_t>(ps, [](auto& p) { return p.deaths(); });
-    const std::string assists = ArrayLiteral<uint32_t>(ps, [](auto& p) { return p.assists(); });
-    const std::string scores = ArrayLiteral<int64_t>(ps, [](auto& p) { return p.score(); });
-    const std::string disconnected =
-        ArrayLiteral<bool>(ps, [](auto& p) { return p.disconnected(); });
-
-    // A random id for this attempt, stored in the receipt: if the connection is lost during
-    // COMMIT, the receipt read back says whether this attempt committed it.
+  std::vector<Result<SettleOutcome>> SettleBattles(const std::vector<SettleRequest>& requests,
+                                                   bool wait, Cancellation* cancel) override {
+    ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints;
+    ArrayLiteral player_rooms, ids, teams, kills, deaths, assists, scores, disconnected;
+    for (const SettleRequest& q : requests) {
+      const v1::BattleResult& r = *q.result;
+      rooms.Add(r.room_id());
+      nodes.AddText(q.node_id);
+      outcomes.AddText(OutcomeName(r.outcome()));
+      winners.Add(r.winner_team());
+      suspects.Add(r.suspect());
+      ended.Add(r.ended_at_ms());
+      replays.AddText(r.replay_path());
+      reasons.AddText(r.abort_reason());
+      prints.AddHexBytes(Hex(q.fingerprint));
+      for (const v1::PlayerResult& p : r.players()) {
+        player_rooms.Add(r.room_id());
+        ids.Add(p.player_id());
+        teams.Add(p.team());
+        kills.Add(p.kills());
+        deaths.Add(p.deaths());
+        assists.Add(p.assists());
+        scores.Add(p.score());
+        disconnected.Add(p.disconnected());
+      }
+    }
+    // A random id for this call, stored in every receipt it writes: if the connection is lost
+    // during COMMIT, the receipts read back say which rooms this call committed.
     const int64_t attempt_id = NewAttemptId();
     bool commit_unknown = false;
-    auto settled = RunDb<SettleOutcome>(pool_, "settle", [&](ConnectionPool::Lease& lease) {
-      Cancellation::Scope cancellable(cancel, [&conn = lease.conn()] { conn.cancel_query(); });
-      if (!cancellable.ok()) return Result<SettleOutcome>(CancelledError());
-      if (options_.unsafe_release_before_commit) {
-        pqxx::nontransaction early(lease.conn());
-        early.exec_prepared("unsafe_release_early", r.room_id());
-      }
-      const auto settle = [&](pqxx::transaction_base& tx) {
-        return FromSettleRow(tx.exec_prepared1(
-            "settle", r.room_id(), node_id, OutcomeName(r.outcome()), r.winner_team(), r.suspect(),
-            r.ended_at_ms(), r.replay_path(), r.abort_reason(), fingerprint_hex, ids, teams, kills,
-            deaths, assists, scores, disconnected, options_.k_factor,
-            options_.unsafe_skip_settle_guard, attempt_id));
-      };
-      if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
-        // Injected fault: the same settlement in an explicit transaction whose backend dies
-        // before COMMIT and takes the transaction with it; the lost connection becomes a 503.
-        pqxx::work tx(lease.conn());
-        settle(tx);
-        tx.exec("SELECT pg_terminate_backend(pg_backend_pid())");
-      }
-      // One round trip: the function call is its own transaction, committed before it returns.
-      SettleOutcome out;
-      try {
-        pqxx::nontransaction tx(lease.conn());
-        out = settle(tx);
-      } catch (const pqxx::broken_connection& e) {
-        // Lost while the statement ran: it may or may not have committed.
-        spdlog::warn("room={}: connection lost during settlement, outcome unknown: {}", r.room_id(),
-                     e.what());
-        lease.Discard();
-        commit_unknown = true;
-        return Result<SettleOutcome>(out);
-      }
-      if (out.status == SettleStatus::kSettled &&
-          CheckFailpoint("settle.commit_unknown") == FailAction::kError) {
-        // As if the connection dropped right after COMMIT was sent: the reply is lost.
-        lease.Discard();
-        commit_unknown = true;
-      }
-      return Result<SettleOutcome>(out);
-    });
-    if (!commit_unknown) return settled;
-    return ResolveUnknownCommit(r.room_id(), node_id, fingerprint_hex, attempt_id);
+    auto settled = RunDb<std::vector<SettleOutcome>>(
+        pool_, "settle", [&](ConnectionPool::Lease& lease) -> Result<std::vector<SettleOutcome>> {
+          Cancellation::Scope cancellable(cancel, [&conn = lease.conn()] { conn.cancel_query(); });
+          if (!cancellable.ok()) return CancelledError();
+          if (options_.unsafe_release_before_commit) {
+            pqxx::nontransaction early(lease.conn());
+            early.exec_prepared("unsafe_release_early", rooms.str());
+          }
+          const auto settle = [&](pqxx::transaction_base& tx) {
+            return FromSettleRows(tx.exec_prepared(
+                "settle_batch", rooms.str(), nodes.str(), outcomes.str(), winners.str(),
+                suspects.str(), ended.str(), replays.str(), reasons.str(), prints.str(),
+                player_rooms.str(), ids.str(), teams.str(), kills.str(), deaths.str(),
+                assists.str(), scores.str(), disconnected.str(), options_.k_factor, attempt_id,
+                wait, options_.unsafe_skip_settle_guard));
+          };
+          if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
+            // Injected fault: the same settlement in an explicit transaction whose backend
+            // dies before COMMIT and takes the transaction with it: a lost connection, a 503.
+            pqxx::work tx(lease.conn());
+            settle(tx);
+            tx.exec("SELECT pg_terminate_backend(pg_backend_pid())");
+          }
+          // One round trip: the function call is its own transaction, committed before it
+          // returns.
+          std::vector<SettleOutcome> out;
+          try {
+            pqxx::nontransaction tx(lease.conn());
+            out = settle(tx);
+          } catch (const pqxx::broken_connection& e) {
+            // Lost while the statement ran: it may or may not have committed.
+            spdlog::warn("settlement of {} room(s) lost its connection, outcome unknown: {}",
+                         requests.size(), e.what());
+            lease.Discard();
+            commit_unknown = true;
+            return out;
+          }
+          if (out.size() != requests.size()) {
+            return InternalError("the settlement returned " + std::to_string(out.size()) +
+                                 " rows for " + std::to_string(requests.size()) + " rooms");
+          }
+          const bool any_settled = std::any_of(out.begin(), out.end(), [](const auto& o) {
+            return o.status == SettleStatus::kSettled;
+          });
+          if (any_settled && CheckFailpoint("settle.commit_unknown") == FailAction::kError) {
+            // As if the connection dropped right after COMMIT was sent: the reply is lost.
+            lease.Discard();
+            commit_unknown = true;
+          }
+          return out;
+        });
+    if (commit_unknown) return ResolveUnknownCommit(requests, attempt_id);
+    if (!settled.ok()) return {requests.size(), Result<SettleOutcome>(settled.status())};
+    return {settled->begin(), settled->end()};
   }
 
   Result<std::optional<v1::SettlementReceipt>> GetReceipt(
@@ -389,20 +436,26 @@ class PgSettlementStore final : public SettlementStore {
   }
 
  private:
-  static SettleOutcome FromSettleRow(const pqxx::row& row) {
-    SettleOutcome out;
-    const std::string status = row[0].as<std::string>();
-    out.status = status == "settled"                ? SettleStatus::kSettled
-                 : status == "duplicate"            ? SettleStatus::kDuplicate
-                 : status == "outcome_conflict"     ? SettleStatus::kOutcomeConflict
-                 : status == "idempotency_mismatch" ? SettleStatus::kIdempotencyMismatch
-                 : status == "roster_mismatch"      ? SettleStatus::kRosterMismatch
-                                                    : SettleStatus::kRoomUnknown;
-    out.receipt.set_match_id(row[1].as<uint64_t>());
-    out.receipt.set_outcome(OutcomeFromName(row[2].as<std::string>()));
-    out.receipt.set_settled_at_ms(row[3].as<int64_t>());
-    out.receipt.set_duplicate(out.status == SettleStatus::kDuplicate);
-    return out;
+  static std::vector<SettleOutcome> FromSettleRows(const pqxx::result& rows) {
+    std::vector<SettleOutcome> outcomes;
+    for (const auto& row : rows) {
+      SettleOutcome out;
+      const std::string status = row[1].as<std::string>();
+      out.status = status == "settled"                ? SettleStatus::kSettled
+                   : status == "duplicate"            ? SettleStatus::kDuplicate
+                   : status == "outcome_conflict"     ? SettleStatus::kOutcomeConflict
+                   : status == "idempotency_mismatch" ? SettleStatus::kIdempotencyMismatch
+                   : status == "roster_mismatch"      ? SettleStatus::kRosterMismatch
+                   : status == "busy"                 ? SettleStatus::kBusy
+                                                      : SettleStatus::kRoomUnknown;
+      out.receipt.set_room_id(row[0].as<uint64_t>());
+      out.receipt.set_match_id(row[2].as<uint64_t>());
+      out.receipt.set_outcome(OutcomeFromName(row[3].as<std::string>()));
+      out.receipt.set_settled_at_ms(row[4].as<int64_t>());
+      out.receipt.set_duplicate(out.status == SettleStatus::kDuplicate);
+      outcomes.push_back(std::move(out));
+    }
+    return outcomes;
   }
 
   // Rows of events_page_*: (seq, node_id, payload, head), one row of NULLs and the head when
@@ -422,30 +475,48 @@ class PgSettlementStore final : public SettlementStore {
     return page;
   }
 
-  // The COMMIT's fate is unknown: ask the database on a fresh connection. The receipt is the
-  // truth: present with our fingerprint means settled, by this attempt if it carries our
-  // attempt id (then it is this request's own settlement, not a duplicate); absent means the
-  // transaction is gone and the caller must retry (UNAVAILABLE), never a 2xx.
-  Result<SettleOutcome> ResolveUnknownCommit(uint64_t room_id, const std::string& node_id,
-                                             const std::string& fingerprint_hex,
-                                             int64_t attempt_id) {
-    return RunDb<SettleOutcome>(
-        pool_, "resolve commit", [&](ConnectionPool::Lease& lease) -> Result<SettleOutcome> {
-          pqxx::nontransaction tx(lease.conn());
-          pqxx::result rows = tx.exec_prepared("receipt_of_node", room_id, node_id);
-          if (rows.empty() || rows[0][4].as<std::string>() != fingerprint_hex) {
-            spdlog::warn("room={}: unknown commit did not land; asking for a retry", room_id);
-            return UnavailableError("settlement commit outcome unknown and no receipt found");
-          }
-          SettleOutcome out;
-          out.receipt = ReceiptFromRow(rows[0]);
-          const bool ours = rows[0][5].as<int64_t>() == attempt_id;
-          out.status = ours ? SettleStatus::kSettled : SettleStatus::kDuplicate;
-          out.receipt.set_duplicate(!ours);
-          spdlog::info("room={}: unknown commit resolved from the receipt (match {}, {})", room_id,
-                       out.receipt.match_id(), ours ? "this attempt's" : "an earlier attempt's");
-          return out;
-        });
+  // The COMMIT's fate is unknown: ask the database on a fresh connection. The receipts are the
+  // truth, room by room. A receipt this call wrote (its attempt id) means settled by this very
+  // request, not a duplicate; one written earlier is what it would have been answered anyway
+  // (duplicate, or a conflict); no receipt means the transaction is gone and the room must be
+  // retried (UNAVAILABLE), never a 2xx.
+  std::vector<Result<SettleOutcome>> ResolveUnknownCommit(
+      const std::vector<SettleRequest>& requests, int64_t attempt_id) {
+    ArrayLiteral rooms;
+    for (const SettleRequest& q : requests) rooms.Add(q.result->room_id());
+    auto found = RunDb<pqxx::result>(pool_, "resolve commit", [&](ConnectionPool::Lease& lease) {
+      pqxx::nontransaction tx(lease.conn());
+      return tx.exec_prepared("receipts_of_rooms", rooms.str());
+    });
+    if (!found.ok()) return {requests.size(), Result<SettleOutcome>(found.status())};
+    std::vector<Result<SettleOutcome>> outcomes;
+    for (const SettleRequest& q : requests) {
+      const v1::BattleResult& r = *q.result;
+      std::optional<pqxx::row> receipt;  // a copy: the loop's row is the iterator itself
+      for (const auto& row : *found) {
+        if (row[0].as<uint64_t>() == r.room_id() && row[6].as<std::string>() == q.node_id) {
+          receipt = row;
+        }
+      }
+      if (!receipt) {
+        spdlog::warn("room={}: unknown commit did not land; asking for a retry", r.room_id());
+        outcomes.push_back(UnavailableError("settlement commit outcome unknown and no receipt"));
+        continue;
+      }
+      SettleOutcome out;
+      out.receipt = ReceiptFromRow(*receipt);
+      const bool ours = (*receipt)[5].as<int64_t>() == attempt_id;
+      out.status = ours                                   ? SettleStatus::kSettled
+                   : out.receipt.outcome() != r.outcome() ? SettleStatus::kOutcomeConflict
+                   : (*receipt)[4].as<std::string>() != Hex(q.fingerprint)
+                       ? SettleStatus::kIdempotencyMismatch
+                       : SettleStatus::kDuplicate;
+      out.receipt.set_duplicate(out.status == SettleStatus::kDuplicate);
+      spdlog::info("room={}: unknown commit resolved from the receipt (match {}, {})", r.room_id(),
+                   out.receipt.match_id(), ours ? "this attempt's" : "an earlier attempt's");
+      outcomes.push_back(std::move(out));
+    }
+    return outcomes;
   }
 
   const StoreOptions options_;

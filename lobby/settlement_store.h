@@ -66,6 +66,15 @@ enum class SettleStatus {
   kOutcomeConflict,      // settled before with the other outcome
   kIdempotencyMismatch,  // settled before with the same outcome, different payload
   kRosterMismatch,       // players differ from the allocated roster
+  kBusy,                 // (not waiting for locks) another transaction holds the room: not tried
+};
+
+// One room of a settlement call: a validated result, the node it is settled for, and the
+// sha256 of its deterministic serialization.
+struct SettleRequest {
+  const v1::BattleResult* result = nullptr;
+  std::string node_id;
+  std::string fingerprint;
 };
 
 struct SettleOutcome {
@@ -102,15 +111,21 @@ class SettlementStore {
   // Allocates a validated room (see RoomAllocation rules in the service).
   virtual Result<AllocateOutcome> AllocateRoom(const v1::RoomAllocation& allocation) = 0;
 
-  // Settles a validated result for `node_id` in one transaction. `fingerprint` is the sha256 of
-  // the deterministic serialization. OK with kSettled only after the commit is known; a commit
-  // whose outcome is unknown is resolved by reading the receipt (kSettled if this call's own
-  // attempt committed it), else UNAVAILABLE. `cancel` (may be null) stops the statement from
-  // another thread; a cancelled or timed-out call is UNAVAILABLE and has changed nothing.
-  virtual Result<SettleOutcome> SettleBattle(const v1::BattleResult& result,
-                                             const std::string& node_id,
-                                             const std::string& fingerprint,
-                                             Cancellation* cancel = nullptr) = 0;
+  // Settles `requests` (distinct rooms, each validated) in one transaction, and returns one
+  // outcome per request in the same order. kSettled only once the commit is known; a commit
+  // whose outcome is unknown is resolved per room by reading the receipts (kSettled if this
+  // call committed it), and a room without a receipt is then UNAVAILABLE. A failed call is
+  // UNAVAILABLE for every request and has changed nothing. `wait`: wait for each room's lock
+  // (under the lock timeout); otherwise a room another transaction holds is kBusy. `cancel`
+  // (may be null) stops the statement from another thread.
+  virtual std::vector<Result<SettleOutcome>> SettleBattles(
+      const std::vector<SettleRequest>& requests, bool wait, Cancellation* cancel) = 0;
+  // One room, waiting for its lock: a batch of one.
+  Result<SettleOutcome> SettleBattle(const v1::BattleResult& result, const std::string& node_id,
+                                     const std::string& fingerprint,
+                                     Cancellation* cancel = nullptr) {
+    return SettleBattles({{&result, node_id, fingerprint}}, /*wait=*/true, cancel).front();
+  }
 
   // The receipt of `room_id`; with a node_id, only if the room belongs to that node.
   virtual Result<std::optional<v1::SettlementReceipt>> GetReceipt(

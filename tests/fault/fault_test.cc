@@ -202,6 +202,8 @@ class FaultSuite : public ::testing::Test {
 
   void FillDisk() {
     if (!mounted_) return;
+    constexpr const char* kStalled = "holding the results and retrying";  // the writer's warning
+    const size_t stalls_before = NodeLogCount(kStalled);
     StartNode();
     Sleep(500ms);
     const std::string filler = outbox_ + "/filler";
@@ -212,10 +214,21 @@ class FaultSuite : public ::testing::Test {
       }
     }
     ++tally_.disk_full;
-    Sleep(2000ms);  // writes fail; finishing rooms wait (P6)
+    // Writes fail and finishing rooms wait (P6): hold the disk full until the node has seen a
+    // write fail (or 15 s), and a little longer, however slow the machine is today.
+    for (int i = 0; i < 150 && NodeLogCount(kStalled) == stalls_before; ++i) Sleep(100ms);
+    Sleep(1000ms);
     std::filesystem::remove(filler);
     Sleep(1500ms);
     KillNode();
+  }
+
+  // How many lines of the node's log (all its runs so far) contain `text`.
+  size_t NodeLogCount(const std::string& text) {
+    std::ifstream log(dir_.Sub("node.log"));
+    size_t n = 0;
+    for (std::string line; std::getline(log, line);) n += line.find(text) != std::string::npos;
+    return n;
   }
 
   // Garbage values under fresh keys in the shards, as a bad disk or a foreign writer might

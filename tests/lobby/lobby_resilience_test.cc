@@ -24,7 +24,7 @@ using LobbyResilienceTest = LobbyFixture;
 std::string SettlementsWaitingForALock(const std::function<std::string(std::string)>& q) {
   return q(
       "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
-      "wait_event_type = 'Lock' AND query LIKE '%FROM verdict_settle(%'");
+      "wait_event_type = 'Lock' AND query LIKE '%FROM verdict_settle_batch(%'");
 }
 
 // Waits up to 10 s for `condition`.
@@ -140,10 +140,11 @@ TEST_F(LobbyResilienceTest, BackendTerminatedMidSettlementIs503ThenSettlesOnce) 
   std::thread attempt([&] { killed = Settle(lobby->port(), MakeResult(86)); });
   auto q = [this](const std::string& sql) { return Q(sql); };
   ASSERT_TRUE(WaitFor([&] { return SettlementsWaitingForALock(q) == "1"; }));
-  EXPECT_EQ(Q("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-              "WHERE datname = current_database() AND query LIKE '%FROM verdict_settle(%' AND "
-              "wait_event_type = 'Lock') t"),
-            "1");
+  EXPECT_EQ(
+      Q("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND query LIKE '%FROM verdict_settle_batch(%' AND "
+        "wait_event_type = 'Lock') t"),
+      "1");
   attempt.join();
   EXPECT_EQ(killed.status, 503) << killed.body;
   EXPECT_EQ(killed.headers.count("retry-after"), 1u);

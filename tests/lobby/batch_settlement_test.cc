@@ -1,0 +1,236 @@
+// POST /v1/settlements:batch and the coalescing of concurrent single settlements, against a real
+// PostgreSQL: each item is what the single endpoint would answer; whole-request errors keep
+// their status; overlapping batches on two lobby instances settle each room once and never
+// deadlock; concurrent single requests share transactions.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <latch>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "tests/lobby/lobby_fixture.h"
+
+namespace verdict::testing {
+namespace {
+
+using BatchSettlementTest = LobbyFixture;
+
+HttpResponse PostBatch(uint16_t port, const std::vector<v1::BattleResult>& results,
+                       const std::string& token = "token-a") {
+  v1::SettlementBatch batch;
+  for (const auto& r : results) *batch.add_results() = r;
+  return HttpCall(port, "POST", "/v1/settlements:batch", LobbyFixture::JsonHeaders(token),
+                  wire::EncodeBody(batch, wire::BodyFormat::kJson));
+}
+
+v1::SettlementBatchReply Items(const HttpResponse& r) {
+  v1::SettlementBatchReply reply;
+  std::string error;
+  EXPECT_TRUE(wire::DecodeBody(r.body, wire::BodyFormat::kJson, &reply, &error))
+      << error << " in " << r.body;
+  return reply;
+}
+
+std::string CodeOf(const v1::SettlementItem& item) {
+  return item.has_receipt() ? (item.receipt().duplicate() ? "DUPLICATE" : "SETTLED")
+                            : item.problem().code();
+}
+
+TEST_F(BatchSettlementTest, EachItemIsWhatTheSingleEndpointWouldAnswer) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room : {1, 2, 3, 4, 5, 8, 9}) MustAllocate(lobby->port(), room);
+  MustAllocate(lobby->port(), 6, "node-b");
+  const HttpResponse earlier = Settle(lobby->port(), MakeResult(5));
+  ASSERT_EQ(earlier.status, 200);
+  ASSERT_EQ(Settle(lobby->port(), MakeResult(8)).status, 200);
+  ASSERT_EQ(Settle(lobby->port(), MakeResult(9)).status, 200);
+
+  v1::BattleResult roster = MakeResult(3);
+  roster.mutable_players(0)->set_player_id(999);
+  v1::BattleResult invalid = MakeResult(4);
+  invalid.mutable_players(0)->set_team(7);
+  v1::BattleResult other_outcome = MakeResult(8);
+  other_outcome.set_outcome(v1::ABORTED);
+  other_outcome.set_winner_team(0);
+  v1::BattleResult other_payload = MakeResult(9);
+  other_payload.mutable_players(0)->set_kills(99);
+  const HttpResponse r = PostBatch(
+      lobby->port(), {MakeResult(1), MakeResult(2), MakeResult(2), MakeResult(5), MakeResult(6),
+                      MakeResult(7), roster, invalid, other_outcome, other_payload});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const v1::SettlementBatchReply reply = Items(r);
+  std::vector<std::string> codes;
+  for (const auto& item : reply.items()) codes.push_back(CodeOf(item));
+  EXPECT_EQ(codes, (std::vector<std::string>{"SETTLED", "SETTLED", "INVALID_ARGUMENT", "DUPLICATE",
+                                             "ROOM_UNKNOWN", "ROOM_UNKNOWN", "ROSTER_MISMATCH",
+                                             "INVALID_ARGUMENT", "OUTCOME_CONFLICT",
+                                             "IDEMPOTENCY_MISMATCH"}));
+  ASSERT_EQ(reply.items_size(), 10);
+  EXPECT_EQ(reply.items(0).receipt().room_id(), 1u);
+  EXPECT_EQ(reply.items(3).receipt().match_id(), Receipt(earlier).match_id());
+  EXPECT_EQ(reply.items(4).problem().status(), 404u);
+  EXPECT_FALSE(reply.items(4).problem().retryable());
+  EXPECT_EQ(reply.items(6).problem().status(), 422u);
+  // JSON names as pinned by the contract.
+  EXPECT_NE(r.body.find("{\"problem\":{\"code\":\"ROOM_UNKNOWN\",\"status\":404"),
+            std::string::npos)
+      << r.body;
+
+  // Rooms 1 and 2 settled, once each, with the same ratings a single settlement gives.
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), "5");
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo::text, ',' ORDER BY elo::text) FROM players "
+              "WHERE player_id BETWEEN 11 AND 30"),
+            "1484,1516");
+  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room IN (1, 2)"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms WHERE room_id IN (3, 4, 6)"), "3")
+      << "a refused item was touched";
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "5");
+
+  // The whole batch again: every settled item is now a duplicate with its match.
+  const v1::SettlementBatchReply again = Items(PostBatch(lobby->port(), {MakeResult(1)}));
+  ASSERT_EQ(again.items_size(), 1);
+  EXPECT_TRUE(again.items(0).receipt().duplicate());
+  EXPECT_EQ(again.items(0).receipt().match_id(), reply.items(0).receipt().match_id());
+}
+
+TEST_F(BatchSettlementTest, WholeRequestErrorsKeepTheirStatus) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  EXPECT_EQ(PostBatch(lobby->port(), {MakeResult(1)}, "nope").status, 401);
+  EXPECT_EQ(PostBatch(lobby->port(), {MakeResult(1)}, "admin-token").status, 401);
+  EXPECT_EQ(HttpCall(lobby->port(), "POST", "/v1/settlements:batch",
+                     {{"Authorization", "Bearer token-a"}, {"Content-Type", "text/html"}}, "<p>")
+                .status,
+            415);
+  EXPECT_EQ(HttpCall(lobby->port(), "POST", "/v1/settlements:batch", JsonHeaders("token-a"),
+                     "{\"results\": [")
+                .status,
+            400);
+  EXPECT_EQ(HttpCall(lobby->port(), "GET", "/v1/settlements:batch", JsonHeaders("token-a")).status,
+            405);
+  std::vector<v1::BattleResult> too_many;
+  for (uint64_t room = 1; room <= 257; ++room) too_many.push_back(MakeResult(room));
+  EXPECT_EQ(PostBatch(lobby->port(), too_many).status, 413);
+  // An empty batch is answered with no items.
+  const HttpResponse empty = PostBatch(lobby->port(), {});
+  EXPECT_EQ(empty.status, 200);
+  EXPECT_EQ(Items(empty).items_size(), 0);
+
+  auto away = LobbyProcess::Start("dbname=verdict_no_such_database");
+  ASSERT_NE(away, nullptr);
+  const HttpResponse down = PostBatch(away->port(), {MakeResult(1), MakeResult(2)});
+  EXPECT_EQ(down.status, 503) << down.body;
+  EXPECT_EQ(down.headers.count("retry-after"), 1u);
+}
+
+// Many batches with shuffled, overlapping rooms, at two lobby instances at once: every room is
+// settled exactly once, every answer is a receipt, and nothing deadlocks.
+TEST_F(BatchSettlementTest, OverlappingBatchesOnTwoLobbiesSettleEachRoomOnceWithoutDeadlock) {
+  auto a = StartLobby();
+  auto b = StartLobby();
+  ASSERT_TRUE(a && b);
+  constexpr uint64_t kRooms = 60;
+  for (uint64_t room = 1; room <= kRooms; ++room) MustAllocate(a->port(), room);
+  constexpr int kSenders = 8;
+  std::latch start(kSenders);
+  std::vector<std::vector<v1::SettlementItem>> answers(kSenders);
+  std::vector<int> statuses(kSenders);
+  std::vector<std::thread> senders;
+  for (int s = 0; s < kSenders; ++s) {
+    senders.emplace_back([&, s] {
+      std::vector<uint64_t> rooms(kRooms);
+      for (uint64_t i = 0; i < kRooms; ++i) rooms[i] = i + 1;
+      std::shuffle(rooms.begin(), rooms.end(), std::mt19937(s));
+      std::vector<v1::BattleResult> results;
+      for (int i = 0; i < 30; ++i) results.push_back(MakeResult(rooms[i]));
+      start.arrive_and_wait();
+      const HttpResponse r = PostBatch(s % 2 ? b->port() : a->port(), results);
+      statuses[s] = r.status;
+      if (r.status == 200) {
+        const v1::SettlementBatchReply reply = Items(r);
+        answers[s].assign(reply.items().begin(), reply.items().end());
+      }
+    });
+  }
+  for (auto& t : senders) t.join();
+  std::map<uint64_t, std::set<uint64_t>> matches_of_room;
+  int first = 0;
+  for (int s = 0; s < kSenders; ++s) {
+    ASSERT_EQ(statuses[s], 200);
+    for (const auto& item : answers[s]) {
+      ASSERT_TRUE(item.has_receipt()) << item.ShortDebugString();
+      matches_of_room[item.receipt().room_id()].insert(item.receipt().match_id());
+      first += item.receipt().duplicate() ? 0 : 1;
+    }
+  }
+  for (const auto& [room, ids] : matches_of_room) EXPECT_EQ(ids.size(), 1u) << "room " << room;
+  EXPECT_EQ(static_cast<size_t>(first), matches_of_room.size()) << "a room settled twice";
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), std::to_string(matches_of_room.size()));
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), Q("SELECT count(DISTINCT room_id) FROM matches"));
+  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+}
+
+// Histogram count of settlement transactions, from /metrics.
+int Transactions(uint16_t port) {
+  const std::string body = HttpCall(port, "GET", "/metrics").body;
+  const std::string name = "verdict_lobby_settle_batch_rooms_count ";
+  const size_t at = body.find(name);
+  return at == std::string::npos ? -1 : std::stoi(body.substr(at + name.size()));
+}
+
+// Fires one single settlement per room, all at once; returns how many were answered 200.
+int FireSingles(LobbyFixture& f, uint16_t port, uint64_t first_room, int n) {
+  std::latch start(n);
+  std::vector<int> statuses(n);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      statuses[i] = f.Settle(port, MakeResult(first_room + i)).status;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return static_cast<int>(std::count(statuses.begin(), statuses.end(), 200));
+}
+
+TEST_F(BatchSettlementTest, ConcurrentSingleSettlementsShareTransactions) {
+  constexpr int kRequests = 32;
+  auto coalescing = StartLobby({"--coalesce-wait-ms", "20", "--settle-concurrency", "1"});
+  auto separate = StartLobby({"--coalesce-wait-ms", "0"});
+  ASSERT_TRUE(coalescing && separate);
+  for (uint64_t room = 1; room <= 2 * kRequests; ++room) MustAllocate(coalescing->port(), room);
+
+  EXPECT_EQ(FireSingles(*this, coalescing->port(), 1, kRequests), kRequests);
+  const int shared = Transactions(coalescing->port());
+  EXPECT_LT(shared, kRequests) << "no two requests shared a transaction";
+  EXPECT_GT(shared, 0);
+
+  EXPECT_EQ(FireSingles(*this, separate->port(), kRequests + 1, kRequests), kRequests);
+  EXPECT_EQ(Transactions(separate->port()), kRequests) << "coalescing was not off";
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), std::to_string(2 * kRequests));
+  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+}
+
+TEST_F(BatchSettlementTest, ProtobufBatchesWork) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 1);
+  v1::SettlementBatch batch;
+  *batch.add_results() = MakeResult(1);
+  const HttpResponse r =
+      HttpCall(lobby->port(), "POST", "/v1/settlements:batch",
+               {{"Content-Type", "application/x-protobuf"}, {"Authorization", "Bearer token-a"}},
+               wire::EncodeBody(batch, wire::BodyFormat::kProtobuf));
+  ASSERT_EQ(r.status, 200);
+  v1::SettlementBatchReply reply;
+  ASSERT_TRUE(reply.ParseFromString(r.body));
+  ASSERT_EQ(reply.items_size(), 1);
+  EXPECT_FALSE(reply.items(0).receipt().duplicate());
+}
+
+}  // namespace
+}  // namespace verdict::testing
