@@ -197,9 +197,14 @@ class Deliverer::Impl {
   // The token for the next attempt, and what the lobby said about one.
   std::string Token() const;
   void SetToken(std::string token);
-  // Pauses every shard (a backoff doubling per refusal in a row) unless the token was replaced
-  // since `token_used` was sent; one error line when the refusals begin.
-  void OnAuthRejected(const std::string& cause, const std::string& token_used);
+  // Acceptances so far: an attempt notes it when sent, so a refusal that was overtaken by an
+  // acceptance is recognised as stale.
+  uint64_t auth_acceptances() const { return auth_acceptances_.load(); }
+  // Pauses every shard (a backoff doubling per refusal in a row) unless the refused attempt is
+  // stale: the token was replaced, or another attempt was accepted, since it was sent. One
+  // error line when the refusals begin.
+  void OnAuthRejected(const std::string& cause, const std::string& token_used,
+                      uint64_t acceptances_when_sent);
   // The lobby accepted the token: ends the pause and the alert.
   void OnAuthAccepted();
   // Until when every shard waits because the token was refused (0: no pause).
@@ -240,6 +245,7 @@ class Deliverer::Impl {
   int auth_refusals_ = 0;  // in a row; guarded by auth_mu_
   std::atomic<int64_t> auth_paused_until_ms_{0};
   std::atomic<bool> auth_failing_{false};
+  std::atomic<uint64_t> auth_acceptances_{0};
 
   net::io_context ioc_;
   std::vector<std::unique_ptr<ShardLoop>> loops_;
@@ -505,6 +511,7 @@ class ShardLoop {
     http::request<http::string_body> req{http::verb::post, kSettlementsPath, 11};
     req.set(http::field::host, endpoint.host + ":" + endpoint.port);
     sent_token_ = owner_.Token();
+    sent_acceptances_ = owner_.auth_acceptances();
     req.set(http::field::authorization, "Bearer " + sent_token_);
     req.set(http::field::content_type, std::string(wire::kProtobufType));
     req.set(http::field::accept, std::string(wire::kProtobufType));
@@ -566,7 +573,7 @@ class ShardLoop {
         // The record stays where it is and goes first once the token works: no room backoff.
         connection_failures_ = 0;
         owner_.retried_.Add(a.cause);
-        owner_.OnAuthRejected(a.cause, sent_token_);
+        owner_.OnAuthRejected(a.cause, sent_token_, sent_acceptances_);
         co_return;
       case Attempt::Kind::kConnectionFailed:
         ConnectionFailed(a);
@@ -688,7 +695,8 @@ class ShardLoop {
   net::steady_timer timer_;
   net::steady_timer restart_timer_;  // apart from timer_, which every Wake cancels
   std::mt19937_64 rng_;
-  std::string sent_token_;  // the token of the attempt in progress
+  std::string sent_token_;         // the token of the attempt in progress
+  uint64_t sent_acceptances_ = 0;  // and the deliverer's acceptances when it was sent
   int64_t bad_receipt_logged_ms_ = 0;
   uint64_t bad_receipts_unlogged_ = 0;
 
@@ -899,9 +907,11 @@ void Deliverer::Impl::SetToken(std::string token) {
   Wake();
 }
 
-void Deliverer::Impl::OnAuthRejected(const std::string& cause, const std::string& token_used) {
+void Deliverer::Impl::OnAuthRejected(const std::string& cause, const std::string& token_used,
+                                     uint64_t acceptances_when_sent) {
   std::lock_guard lock(auth_mu_);
   if (token_used != token_) return;  // replaced since: the new one gets its own chance
+  if (acceptances_when_sent != auth_acceptances_) return;  // a later attempt got through
   const int64_t now = clock_->NowMs();
   if (now < auth_paused_until_ms_) return;  // another shard's refusal paused everyone already
   const int64_t delay = BackoffMs(options_, ++auth_refusals_, nullptr);
@@ -917,9 +927,13 @@ void Deliverer::Impl::OnAuthRejected(const std::string& cause, const std::string
 }
 
 void Deliverer::Impl::OnAuthAccepted() {
-  if (!auth_failing_.load()) return;
+  if (!auth_failing_.load()) {
+    ++auth_acceptances_;
+    return;
+  }
   {
     std::lock_guard lock(auth_mu_);
+    ++auth_acceptances_;
     auth_refusals_ = 0;
     auth_paused_until_ms_ = 0;
   }
