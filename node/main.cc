@@ -104,8 +104,9 @@ Status CheckToken(const std::string& token, const std::string& where) {
 // from --token.
 Result<std::string> ReadToken(const Flags& flags) {
   if (flags.token_file.empty()) {
-    if (flags.token.empty())
+    if (flags.token.empty()) {
       return InvalidArgumentError("--token or --lobby-token-file is required");
+    }
     VERDICT_RETURN_IF_ERROR(CheckToken(flags.token, "--token"));
     return flags.token;
   }
