@@ -155,6 +155,8 @@ size_t BattleNode::Shutdown() {
   // Store what is queued (the deliverers may still send some of it), then stop sending.
   size_t lost = writer_ ? writer_->Stop(deadline) : 0;
   channel_.Close();
+  // The close wakes every blocked producer; wait until each has left Push and been counted.
+  channel_.WaitForBlockedProducers(std::chrono::steady_clock::now() + std::chrono::seconds(5));
   if (maintenance_.joinable()) maintenance_.join();
   lost += channel_.refused();
   if (deliverer_) deliverer_->Stop();
