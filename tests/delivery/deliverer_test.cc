@@ -229,9 +229,9 @@ TEST_F(DelivererTest, TerminalProblemIsDeadLetteredWithItsCode) {
   EXPECT_EQ(letters->front().reason, "OUTCOME_CONFLICT");
   EXPECT_EQ(letters->front().detail, "scripted OUTCOME_CONFLICT");
   EXPECT_EQ(lobby_.requests().size(), 1u) << "a terminal answer is not retried";
-  EXPECT_NE(
-      registry_.RenderText().find("verdict_node_dead_lettered_total{code=\"OUTCOME_CONFLICT\"} 1"),
-      std::string::npos);
+  // Counted once the move is durable, on the loop's thread after the disk thread's write.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return Metric("verdict_node_dead_lettered_total{code=\"OUTCOME_CONFLICT\"}") == 1; }));
 }
 
 TEST_F(DelivererTest, AnswersWithoutATerminalProblemAreRetried) {
@@ -382,9 +382,12 @@ TEST_F(DelivererTest, TwoHundredWithoutTheRoomsReceiptAcksNothing) {
   OpenOutbox();
   StartDeliverer();
   Enqueue({MakeResult(70), MakeResult(71), MakeResult(72), MakeResult(73)});
-  ASSERT_TRUE(WaitUntil([&] { return deliverer_->RoomsInBackoff() == 3 && Pending() == 3; }));
+  ASSERT_TRUE(WaitUntil([&] {
+    return deliverer_->RoomsInBackoff() == 3 &&
+           Metric("verdict_node_delivered_total{result=\"settled\"}") == 1;
+  }));
   EXPECT_EQ(Metric("verdict_node_delivery_retries_total{cause=\"bad_receipt\"}"), 3);
-  EXPECT_EQ(Metric("verdict_node_delivered_total{result=\"settled\"}"), 1);
+  EXPECT_EQ(Pending(), 3u);
   auto kept = outbox_->ListSide(storage::SideArea::kDeadLetter, std::nullopt);
   EXPECT_TRUE(kept.ok() && kept->empty());
 
@@ -443,7 +446,7 @@ TEST_F(DelivererTest, ShardLoopThatThrowsIsRestartedAndReportedUntilItRecovers) 
 
   failing_->set_throw_on_reads(false);
   ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }, 30s)) << "the loop was not restarted";
-  EXPECT_TRUE(deliverer_->Health().ok());
+  EXPECT_TRUE(WaitUntil([&] { return deliverer_->Health().ok(); }));
   EXPECT_EQ(lobby_.accepted().size(), 1u);
 }
 
