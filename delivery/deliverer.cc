@@ -1,7 +1,9 @@
 // The deliverer's shard loops, written as Boost.Asio C++20 coroutines so each reads top to
 // bottom: pick the next deliverable record, attempt it, act on the answer, sleep when there is
 // nothing to do. Each loop runs on its own strand, which also serializes its outbox calls (the
-// outbox allows one reader per shard).
+// outbox allows one reader per shard): a call that may wait on the disk is handed to the disk
+// thread while the loop is suspended awaiting it, so one call of a shard is in progress at a
+// time and the I/O threads never block on an fsync.
 #include "delivery/deliverer.h"
 
 #include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
@@ -11,11 +13,13 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -41,6 +45,8 @@ using net::use_awaitable;
 
 constexpr char kSettlementsPath[] = "/v1/settlements";
 constexpr int64_t kForever = std::numeric_limits<int64_t>::max();
+// A shard logs 2xx answers that are not receipts at most this often.
+constexpr int64_t kBadReceiptLogIntervalMs = 60'000;
 
 // What one attempt came to.
 struct Attempt {
@@ -49,6 +55,7 @@ struct Attempt {
     kTerminal,          // problem with retryable: false: dead-letter
     kRetryRoom,         // anything else the lobby (or a timeout) said: back the room off
     kConnectionFailed,  // could not talk to the lobby at all: back the shard off
+    kAuthRejected,      // 401/403: the node's token is refused; pause every shard
     kStopped,           // the deliverer is stopping
   };
   Kind kind = Kind::kRetryRoom;
@@ -64,49 +71,113 @@ std::string Header(const http::response<http::string_body>& res, http::field fie
   return std::string(value.data(), value.size());
 }
 
-// Reads the lobby's answer: 2xx, a terminal problem, or something to retry.
-Attempt Classify(const http::response<http::string_body>& res) {
-  Attempt a;
-  const int status = res.result_int();
-  if (status >= 200 && status < 300) {
-    a.kind = Attempt::Kind::kDelivered;
-    v1::SettlementReceipt receipt;
-    std::string error;
-    const auto format = wire::FormatOfContentType(Header(res, http::field::content_type));
-    if (format && wire::DecodeBody(res.body(), *format, &receipt, &error)) {
-      a.duplicate = receipt.duplicate();
-    }
-    return a;
+// The lobby's Retry-After in ms, 0 if absent or not a small number of seconds.
+int64_t RetryAfterMs(const http::response<http::string_body>& res) {
+  const std::string value = Header(res, http::field::retry_after);
+  if (value.empty() || value.size() >= 7 ||
+      value.find_first_not_of("0123456789") != std::string::npos) {
+    return 0;
   }
-  a.kind = Attempt::Kind::kRetryRoom;
-  a.cause = "http_" + std::to_string(status);
-  a.message = std::string(res.reason());
-  const std::string retry_after = Header(res, http::field::retry_after);
-  if (!retry_after.empty() && retry_after.find_first_not_of("0123456789") == std::string::npos &&
-      retry_after.size() < 7) {
-    a.retry_after_ms = std::stoll(retry_after) * 1000;
-  }
-  // Only a problem body that says so makes a refusal final; a proxy's bare 404 is retried.
+  return std::stoll(value) * 1000;
+}
+
+// Whether a 2xx body is the lobby's receipt for `result`: same room and outcome. An HTML page
+// from a proxy, an empty body or another room's receipt is not, and says why in `why`.
+bool IsReceiptFor(const http::response<http::string_body>& res, const v1::BattleResult& result,
+                  v1::SettlementReceipt* receipt, std::string* why) {
   const std::string type = Header(res, http::field::content_type);
-  if (type.substr(0, type.find(';')) != "application/problem+json") return a;
+  const auto format = wire::FormatOfContentType(type);
+  if (!format) {
+    *why = "Content-Type '" + type.substr(0, 64) + "' is not a receipt";
+    return false;
+  }
+  std::string error;
+  if (!wire::DecodeBody(res.body(), *format, receipt, &error)) {
+    *why = "body is not a receipt: " + error.substr(0, 200);
+    return false;
+  }
+  if (receipt->room_id() != result.room_id() || receipt->outcome() != result.outcome()) {
+    *why = "receipt is for room " + std::to_string(receipt->room_id()) + " outcome " +
+           std::to_string(receipt->outcome());
+    return false;
+  }
+  return true;
+}
+
+// A problem body (RFC 9457) with `retryable: false` makes the refusal terminal, with its code;
+// anything else (a proxy's bare 404, a retryable problem) leaves `a` to be retried.
+void ReadProblem(const http::response<http::string_body>& res, Attempt* a) {
+  const std::string type = Header(res, http::field::content_type);
+  if (type.substr(0, type.find(';')) != "application/problem+json") return;
   google::protobuf::Struct problem;
-  if (!google::protobuf::util::JsonStringToMessage(res.body(), &problem).ok()) return a;
+  if (!google::protobuf::util::JsonStringToMessage(res.body(), &problem).ok()) return;
   const auto& fields = problem.fields();
   auto detail = fields.find("detail");
   if (detail != fields.end() && !detail->second.string_value().empty()) {
-    a.message = detail->second.string_value();
+    a->message = detail->second.string_value();
   }
   auto retryable = fields.find("retryable");
   if (retryable == fields.end() ||
       retryable->second.kind_case() != google::protobuf::Value::kBoolValue ||
       retryable->second.bool_value()) {
+    return;
+  }
+  a->kind = Attempt::Kind::kTerminal;
+  auto code = fields.find("code");
+  a->code = code != fields.end() ? code->second.string_value() : a->cause;
+  if (a->code.empty()) a->code = a->cause;
+}
+
+// Reads the lobby's answer to the delivery of `result`: its receipt, a terminal problem, a
+// refused token, or something to retry.
+Attempt Classify(const http::response<http::string_body>& res, const v1::BattleResult& result) {
+  Attempt a;
+  const int status = res.result_int();
+  if (status >= 200 && status < 300) {
+    v1::SettlementReceipt receipt;
+    if (!IsReceiptFor(res, result, &receipt, &a.message)) {
+      a.kind = Attempt::Kind::kRetryRoom;
+      a.cause = "bad_receipt";
+      return a;
+    }
+    a.kind = Attempt::Kind::kDelivered;
+    a.duplicate = receipt.duplicate();
     return a;
   }
-  a.kind = Attempt::Kind::kTerminal;
-  auto code = fields.find("code");
-  a.code = code != fields.end() ? code->second.string_value() : a.cause;
-  if (a.code.empty()) a.code = a.cause;
+  a.kind = Attempt::Kind::kRetryRoom;
+  a.cause = "http_" + std::to_string(status);
+  a.message = std::string(res.reason());
+  a.retry_after_ms = RetryAfterMs(res);
+  // About the node, not the result: never terminal for the record.
+  if (status == 401 || status == 403) {
+    a.kind = Attempt::Kind::kAuthRejected;
+    return a;
+  }
+  ReadProblem(res, &a);
   return a;
+}
+
+// Backoff after `failures` failures in a row: initial doubling to max, jittered when `rng` is
+// given.
+int64_t BackoffMs(const DelivererOptions& o, int failures, std::mt19937_64* rng) {
+  int64_t delay = o.initial_backoff.count();
+  for (int i = 1; i < failures && delay < o.max_backoff.count(); ++i) delay *= 2;
+  delay = std::min<int64_t>(delay, o.max_backoff.count());
+  if (rng && o.jitter > 0) {
+    std::uniform_real_distribution<double> factor(1 - o.jitter, 1 + o.jitter);
+    delay = static_cast<int64_t>(delay * factor(*rng));
+  }
+  return delay;
+}
+
+std::string Describe(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "unknown exception";
+  }
 }
 
 }  // namespace
@@ -121,6 +192,28 @@ class Deliverer::Impl {
   void Stop();
   void Wake();
   size_t RoomsInBackoff() const;
+  Status Health() const;
+  bool auth_failing() const { return auth_failing_.load(); }
+
+  // The token for the next attempt, and what the lobby said about one.
+  std::string Token() const;
+  void SetToken(std::string token);
+  // Acceptances so far: an attempt notes it when sent, so a refusal that was overtaken by an
+  // acceptance is recognised as stale.
+  uint64_t auth_acceptances() const { return auth_acceptances_.load(); }
+  // Pauses every shard (a backoff doubling per refusal in a row) unless the refused attempt is
+  // stale: the token was replaced, or another attempt was accepted, since it was sent. One
+  // error line when the refusals begin.
+  void OnAuthRejected(const std::string& cause, const std::string& token_used,
+                      uint64_t acceptances_when_sent);
+  // The lobby accepted the token: ends the pause and the alert.
+  void OnAuthAccepted();
+  // Until when every shard waits because the token was refused (0: no pause).
+  int64_t auth_paused_until_ms() const { return auth_paused_until_ms_.load(); }
+
+  // Runs `work` on the disk thread; the calling loop resumes on its strand when it is done.
+  // Exceptions from `work` propagate to the caller.
+  awaitable<void> OnDiskThread(std::function<void()> work);
 
   storage::Outbox& outbox_;
   const DelivererOptions options_;
@@ -137,11 +230,24 @@ class Deliverer::Impl {
   metrics::LabeledCounter& delivered_;
   metrics::LabeledCounter& retried_;
   metrics::LabeledCounter& dead_lettered_;
+  metrics::LabeledCounter& loop_restarts_;
   metrics::Histogram& attempt_seconds_;
   std::atomic<int> in_flight_{0};
   std::atomic<uint64_t> resolved_{0};
 
  private:
+  // Runs `loop` until it stops; if it throws instead, restarts it after a backoff.
+  void Spawn(ShardLoop& loop);
+  void OnLoopEnded(ShardLoop& loop, std::exception_ptr error);
+  void LoopDone();
+
+  mutable std::mutex auth_mu_;
+  std::string token_;      // guarded by auth_mu_
+  int auth_refusals_ = 0;  // in a row; guarded by auth_mu_
+  std::atomic<int64_t> auth_paused_until_ms_{0};
+  std::atomic<bool> auth_failing_{false};
+  std::atomic<uint64_t> auth_acceptances_{0};
+
   net::io_context ioc_;
   std::vector<std::unique_ptr<ShardLoop>> loops_;
   std::vector<std::thread> threads_;
@@ -149,6 +255,9 @@ class Deliverer::Impl {
   std::condition_variable loops_done_;
   int running_ = 0;
   bool started_ = false;
+  // After ioc_, so it is gone first; joined in Stop before ioc_ stops, so every disk call's
+  // completion still reaches its loop.
+  net::thread_pool disk_pool_;
 };
 
 class ShardLoop {
@@ -158,10 +267,14 @@ class ShardLoop {
         shard_(shard),
         strand_(net::make_strand(executor)),
         timer_(strand_),
+        restart_timer_(strand_),
         rng_(std::random_device{}() ^ shard) {}
 
   net::strand<net::any_io_executor>& strand() { return strand_; }
+  uint32_t shard() const { return shard_; }
   size_t rooms_in_backoff() const { return rooms_in_backoff_.load(); }
+  // On the strand: true once Stop reached the loop.
+  bool stopping() const { return stopping_; }
 
   void Wake() {
     net::post(strand_, [this] {
@@ -175,21 +288,50 @@ class ShardLoop {
     net::post(strand_, [this] {
       stopping_ = true;
       timer_.cancel();
+      restart_timer_.cancel();
       CloseConnection();
     });
+  }
+
+  // The loop threw: counts the failure and returns how many in a row.
+  int RecordFailure(const std::string& reason) {
+    std::lock_guard lock(health_mu_);
+    last_failure_ = reason;
+    return ++failures_in_row_;
+  }
+
+  // OK unless the loop failed `threshold` times in a row without resolving a record since.
+  Status Health(int threshold) const {
+    std::lock_guard lock(health_mu_);
+    if (failures_in_row_ < threshold) return Status::Ok();
+    return UnavailableError("delivery loop of shard " + std::to_string(shard_) + " failed " +
+                            std::to_string(failures_in_row_) + " times in a row: " + last_failure_);
+  }
+
+  // On the strand, after the loop threw: drops what it held (the next run rescans the shard)
+  // and calls `then(true)` after `delay_ms`, or `then(false)` if the deliverer stops first.
+  void ScheduleRestart(int64_t delay_ms, std::function<void(bool)> then) {
+    CloseConnection();
+    window_.clear();
+    read_through_ = 0;
+    maybe_more_ = true;
+    restart_timer_.expires_after(std::chrono::milliseconds(delay_ms));
+    restart_timer_.async_wait(
+        [this, then = std::move(then)](beast::error_code) { then(!stopping_); });
   }
 
   awaitable<void> Run() {
     while (!stopping_) {
       const int64_t now = owner_.clock_->NowMs();
-      if (now < shard_until_ms_) {
-        co_await SleepUntil(shard_until_ms_);
+      const int64_t paused_until = std::max(shard_until_ms_, owner_.auth_paused_until_ms());
+      if (now < paused_until) {
+        co_await SleepUntil(paused_until);
         continue;
       }
       std::optional<size_t> next = PickNext(now);
       bool read_failed = false;
       while (!next && maybe_more_ && window_.size() < owner_.options_.max_window) {
-        const auto read = Refill();
+        const auto read = co_await Refill();
         if (!read.ok()) {
           read_failed = true;
           break;
@@ -199,12 +341,13 @@ class ShardLoop {
       }
       if (read_failed) continue;  // the shard backs off (see Refill)
       if (!next) {
+        if (window_.empty()) ResetFailures();  // idle with the shard read to its end
         co_await SleepUntil(EarliestRoomRetry());
         continue;
       }
       const storage::OutboxRecord record = window_[*next];
       const Attempt attempt = co_await Deliver(record);
-      Apply(record, attempt);
+      co_await Apply(record, attempt);
     }
     CloseConnection();
   }
@@ -230,23 +373,26 @@ class ShardLoop {
     return std::nullopt;
   }
 
-  // Reads the next records after what the window holds; returns how many. On a storage error
-  // the shard backs off for a second.
-  Result<size_t> Refill() {
+  // Reads the next records after what the window holds, on the disk thread (a read may
+  // quarantine an undecodable record with a synced write); returns how many. On a storage
+  // error the shard backs off for a second.
+  awaitable<Result<size_t>> Refill() {
     const size_t want =
         std::min(owner_.options_.read_batch, owner_.options_.max_window - window_.size());
-    auto page = owner_.outbox_.ReadShard(shard_, read_through_, want);
+    Result<std::vector<storage::OutboxRecord>> page = InternalError("not read");
+    co_await owner_.OnDiskThread(
+        [&] { page = owner_.outbox_.ReadShard(shard_, read_through_, want); });
     if (!page.ok()) {
       spdlog::warn("shard={}: cannot read the outbox: {}", shard_, page.status().ToString());
       shard_until_ms_ = owner_.clock_->NowMs() + 1000;
-      return page.status();
+      co_return page.status();
     }
     if (page->size() < want) maybe_more_ = false;
     for (auto& r : *page) {
       read_through_ = r.sequence;
       window_.push_back(std::move(r));
     }
-    return page->size();
+    co_return page->size();
   }
 
   int64_t EarliestRoomRetry() const {
@@ -365,7 +511,9 @@ class ShardLoop {
     const Deliverer::Impl::Endpoint& endpoint = owner_.endpoints_[endpoint_];
     http::request<http::string_body> req{http::verb::post, kSettlementsPath, 11};
     req.set(http::field::host, endpoint.host + ":" + endpoint.port);
-    req.set(http::field::authorization, "Bearer " + owner_.options_.token);
+    sent_token_ = owner_.Token();
+    sent_acceptances_ = owner_.auth_acceptances();
+    req.set(http::field::authorization, "Bearer " + sent_token_);
     req.set(http::field::content_type, std::string(wire::kProtobufType));
     req.set(http::field::accept, std::string(wire::kProtobufType));
     req.set(http::field::user_agent, "verdict-node");
@@ -399,82 +547,118 @@ class ShardLoop {
         co_return Attempt{Attempt::Kind::kConnectionFailed, "read", "", ec.message()};
       }
       if (!res.keep_alive()) CloseConnection();
-      co_return Classify(res);
+      co_return Classify(res, record.result);
     }
     co_return Attempt{Attempt::Kind::kConnectionFailed, "stale", "", "connection lost twice"};
   }
 
-  void Apply(const storage::OutboxRecord& record, const Attempt& a) {
-    const uint64_t room = record.result.room_id();
+  awaitable<void> Apply(const storage::OutboxRecord& record, const Attempt& a) {
     switch (a.kind) {
       case Attempt::Kind::kStopped:
-        return;
-      case Attempt::Kind::kDelivered: {
+        co_return;
+      case Attempt::Kind::kDelivered:
         connection_failures_ = 0;
-        CheckFailpoint("deliver.after_2xx_before_ack");
-        if (!owner_.options_.unsafe_ack_before_send_for_test) {
-          if (Status s = owner_.outbox_.Ack(record); !s.ok()) {
-            // Kept in the window: delivered again later, and answered as a duplicate.
-            spdlog::warn("room={} shard={}: ack failed: {}", room, shard_, s.ToString());
-            BackOffRoom(record, 0);
-            return;
-          }
-        }
-        owner_.delivered_.Add(a.duplicate ? "duplicate" : "settled");
-        Forget(record);
-        return;
-      }
-      case Attempt::Kind::kTerminal: {
+        owner_.OnAuthAccepted();
+        Acknowledge(record, a);
+        co_return;
+      case Attempt::Kind::kTerminal:
         connection_failures_ = 0;
-        if (Status s = owner_.outbox_.DeadLetter(record, a.code, a.message); !s.ok()) {
-          spdlog::warn("room={} shard={}: dead-letter failed: {}", room, shard_, s.ToString());
-          BackOffRoom(record, 0);
-          return;
-        }
-        owner_.dead_lettered_.Add(a.code);
-        spdlog::error(
-            "room={} shard={} sequence={}: lobby refused the result as final ({}: {}); "
-            "moved to dead letter",
-            room, shard_, record.sequence, a.code, a.message);
-        Forget(record);
-        return;
-      }
-      case Attempt::Kind::kRetryRoom: {
+        owner_.OnAuthAccepted();
+        co_await MoveToDeadLetter(record, a);
+        co_return;
+      case Attempt::Kind::kRetryRoom:
+        connection_failures_ = 0;
+        RetryRoom(record, a);
+        co_return;
+      case Attempt::Kind::kAuthRejected:
+        // The record stays where it is and goes first once the token works: no room backoff.
         connection_failures_ = 0;
         owner_.retried_.Add(a.cause);
-        const int64_t delay = BackOffRoom(record, a.retry_after_ms);
-        spdlog::warn("room={} shard={}: {} ({}); retrying in {} ms", room, shard_, a.cause,
-                     a.message, delay);
-        return;
-      }
-      case Attempt::Kind::kConnectionFailed: {
-        owner_.retried_.Add(a.cause);
-        ++connection_failures_;
-        endpoint_ = (endpoint_ + 1) % owner_.endpoints_.size();
-        // Every lobby URL failed in a row: back the whole shard off instead of hammering.
-        if (connection_failures_ % owner_.endpoints_.size() == 0) {
-          const int rounds = static_cast<int>(connection_failures_ / owner_.endpoints_.size());
-          const int64_t delay = BackoffDelay(rounds);
-          shard_until_ms_ = owner_.clock_->NowMs() + delay;
-          spdlog::warn("shard={}: lobby unreachable ({}: {}); shard waits {} ms", shard_, a.cause,
-                       a.message, delay);
-        }
-        return;
-      }
+        owner_.OnAuthRejected(a.cause, sent_token_, sent_acceptances_);
+        co_return;
+      case Attempt::Kind::kConnectionFailed:
+        ConnectionFailed(a);
+        co_return;
     }
   }
 
-  int64_t BackoffDelay(int failures) {
-    const auto& o = owner_.options_;
-    int64_t delay = o.initial_backoff.count();
-    for (int i = 1; i < failures && delay < o.max_backoff.count(); ++i) delay *= 2;
-    delay = std::min<int64_t>(delay, o.max_backoff.count());
-    if (o.jitter > 0) {
-      std::uniform_real_distribution<double> factor(1 - o.jitter, 1 + o.jitter);
-      delay = static_cast<int64_t>(delay * factor(rng_));
+  void Acknowledge(const storage::OutboxRecord& record, const Attempt& a) {
+    CheckFailpoint("deliver.after_2xx_before_ack");
+    if (!owner_.options_.unsafe_ack_before_send_for_test) {
+      // Not synced, so it stays on the I/O thread.
+      if (Status s = owner_.outbox_.Ack(record); !s.ok()) {
+        // Kept in the window: delivered again later, and answered as a duplicate.
+        spdlog::warn("room={} shard={}: ack failed: {}", record.result.room_id(), shard_,
+                     s.ToString());
+        BackOffRoom(record, 0);
+        return;
+      }
     }
-    return delay;
+    owner_.delivered_.Add(a.duplicate ? "duplicate" : "settled");
+    Forget(record);
   }
+
+  // A synced write: done on the disk thread while this loop waits.
+  awaitable<void> MoveToDeadLetter(const storage::OutboxRecord& record, const Attempt& a) {
+    const uint64_t room = record.result.room_id();
+    Status s;
+    co_await owner_.OnDiskThread([&] { s = owner_.outbox_.DeadLetter(record, a.code, a.message); });
+    if (!s.ok()) {
+      spdlog::warn("room={} shard={}: dead-letter failed: {}", room, shard_, s.ToString());
+      BackOffRoom(record, 0);
+      co_return;
+    }
+    owner_.dead_lettered_.Add(a.code);
+    spdlog::error(
+        "room={} shard={} sequence={}: lobby refused the result as final ({}: {}); "
+        "moved to dead letter",
+        room, shard_, record.sequence, a.code, a.message);
+    Forget(record);
+  }
+
+  void RetryRoom(const storage::OutboxRecord& record, const Attempt& a) {
+    owner_.retried_.Add(a.cause);
+    const int64_t delay = BackOffRoom(record, a.retry_after_ms);
+    if (a.cause == "bad_receipt") {
+      LogBadReceipt(record, a);
+      return;
+    }
+    spdlog::warn("room={} shard={}: {} ({}); retrying in {} ms", record.result.room_id(), shard_,
+                 a.cause, a.message, delay);
+  }
+
+  // A 2xx that is not the lobby's receipt (a proxy or a health page answering for it) repeats
+  // for every record: one line per shard per minute, with how many were seen.
+  void LogBadReceipt(const storage::OutboxRecord& record, const Attempt& a) {
+    ++bad_receipts_unlogged_;
+    const int64_t now = owner_.clock_->NowMs();
+    if (bad_receipt_logged_ms_ != 0 && now - bad_receipt_logged_ms_ < kBadReceiptLogIntervalMs) {
+      return;
+    }
+    spdlog::error(
+        "room={} shard={}: a 2xx answer without the lobby's receipt for the result ({}); "
+        "nothing acked, the result is kept and retried ({} such answer(s) in this shard since "
+        "the last line); is something other than the lobby answering?",
+        record.result.room_id(), shard_, a.message, bad_receipts_unlogged_);
+    bad_receipt_logged_ms_ = now;
+    bad_receipts_unlogged_ = 0;
+  }
+
+  void ConnectionFailed(const Attempt& a) {
+    owner_.retried_.Add(a.cause);
+    ++connection_failures_;
+    endpoint_ = (endpoint_ + 1) % owner_.endpoints_.size();
+    // Every lobby URL failed in a row: back the whole shard off instead of hammering.
+    if (connection_failures_ % owner_.endpoints_.size() == 0) {
+      const int rounds = static_cast<int>(connection_failures_ / owner_.endpoints_.size());
+      const int64_t delay = BackoffDelay(rounds);
+      shard_until_ms_ = owner_.clock_->NowMs() + delay;
+      spdlog::warn("shard={}: lobby unreachable ({}: {}); shard waits {} ms", shard_, a.cause,
+                   a.message, delay);
+    }
+  }
+
+  int64_t BackoffDelay(int failures) { return BackoffMs(owner_.options_, failures, &rng_); }
 
   int64_t BackOffRoom(const storage::OutboxRecord& record, int64_t retry_after_ms) {
     Backoff& b = backoff_[record.result.room_id()];
@@ -490,6 +674,7 @@ class ShardLoop {
   // backoff (the room's next record goes out at once).
   void Forget(const storage::OutboxRecord& record) {
     ++owner_.resolved_;
+    ResetFailures();
     std::erase_if(window_, [&](const auto& r) { return r.sequence == record.sequence; });
     auto it = backoff_.find(record.result.room_id());
     if (it != backoff_.end() && (it->second.sequence == record.sequence ||
@@ -499,11 +684,26 @@ class ShardLoop {
     rooms_in_backoff_ = backoff_.size();
   }
 
+  void ResetFailures() {
+    if (failures_in_row_ == 0) return;
+    std::lock_guard lock(health_mu_);
+    failures_in_row_ = 0;
+  }
+
   Deliverer::Impl& owner_;
   const uint32_t shard_;
   net::strand<net::any_io_executor> strand_;
   net::steady_timer timer_;
+  net::steady_timer restart_timer_;  // apart from timer_, which every Wake cancels
   std::mt19937_64 rng_;
+  std::string sent_token_;         // the token of the attempt in progress
+  uint64_t sent_acceptances_ = 0;  // and the deliverer's acceptances when it was sent
+  int64_t bad_receipt_logged_ms_ = 0;
+  uint64_t bad_receipts_unlogged_ = 0;
+
+  mutable std::mutex health_mu_;  // Health is read from other threads
+  std::atomic<int> failures_in_row_{0};
+  std::string last_failure_;  // guarded by health_mu_
 
   std::optional<beast::tcp_stream> stream_;                         // http://
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream_;  // https://
@@ -565,11 +765,20 @@ Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
                          .AddLabeledCounter("verdict_node_dead_lettered_total",
                                             "Results the lobby refused as final, by code.",
                                             "code")),
+      loop_restarts_((registry ? *registry : fallback_registry_)
+                         .AddLabeledCounter("verdict_node_delivery_loop_restarts_total",
+                                            "Shard delivery loops restarted after they failed.",
+                                            "shard")),
       attempt_seconds_((registry ? *registry : fallback_registry_)
                            .AddHistogram("verdict_node_delivery_attempt_seconds",
                                          "Duration of one delivery attempt.")),
-      ioc_(options_.io_threads) {
+      token_(options_.token),
+      ioc_(options_.io_threads),
+      disk_pool_(std::max(1, options_.disk_threads)) {
   metrics::Registry& r = registry ? *registry : fallback_registry_;
+  r.AddGauge("verdict_node_lobby_auth_failing",
+             "1 while the lobby refuses this node's token (401/403) and delivery is paused.",
+             [this] { return auth_failing_.load() ? 1.0 : 0.0; });
   r.AddGauge("verdict_node_delivery_attempts_in_flight", "Delivery attempts in progress.",
              [this] { return static_cast<double>(in_flight_.load()); });
   r.AddLabeledGauge(
@@ -618,20 +827,7 @@ Status Deliverer::Impl::Start() {
     loops_.push_back(std::make_unique<ShardLoop>(*this, s, ioc_.get_executor()));
   }
   running_ = static_cast<int>(loops_.size());
-  for (auto& loop : loops_) {
-    net::co_spawn(loop->strand(), loop->Run(), [this](std::exception_ptr e) {
-      if (e) {
-        try {
-          std::rethrow_exception(e);
-        } catch (const std::exception& ex) {
-          spdlog::error("delivery loop failed: {}", ex.what());
-        }
-      }
-      std::lock_guard lock(mu_);
-      --running_;
-      loops_done_.notify_all();
-    });
-  }
+  for (auto& loop : loops_) Spawn(*loop);
   for (int i = 0; i < options_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
   return Status::Ok();
 }
@@ -644,9 +840,112 @@ void Deliverer::Impl::Stop() {
     std::unique_lock lock(mu_);
     loops_done_.wait_for(lock, std::chrono::seconds(2), [&] { return running_ == 0; });
   }
+  disk_pool_.join();
   ioc_.stop();
   for (auto& t : threads_) t.join();
   threads_.clear();
+}
+
+void Deliverer::Impl::Spawn(ShardLoop& loop) {
+  net::co_spawn(loop.strand(), loop.Run(),
+                net::bind_executor(loop.strand(), [this, &loop](std::exception_ptr error) {
+                  OnLoopEnded(loop, error);
+                }));
+}
+
+// On the loop's strand.
+void Deliverer::Impl::OnLoopEnded(ShardLoop& loop, std::exception_ptr error) {
+  if (!error || loop.stopping()) {
+    LoopDone();
+    return;
+  }
+  const std::string reason = Describe(error);
+  const int failures = loop.RecordFailure(reason);
+  loop_restarts_.Add(std::to_string(loop.shard()));
+  const int64_t delay = BackoffMs(options_, failures, nullptr);
+  spdlog::error("shard={}: delivery loop failed ({}), {} time(s) in a row; restarting it in {} ms",
+                loop.shard(), reason, failures, delay);
+  loop.ScheduleRestart(delay, [this, &loop](bool restart) {
+    if (restart) {
+      Spawn(loop);
+    } else {
+      LoopDone();
+    }
+  });
+}
+
+void Deliverer::Impl::LoopDone() {
+  std::lock_guard lock(mu_);
+  --running_;
+  loops_done_.notify_all();
+}
+
+// Not a coroutine itself: built with GCC 12, a coroutine that moved from its by-value
+// std::function parameter freed it twice.
+awaitable<void> Deliverer::Impl::OnDiskThread(std::function<void()> work) {
+  return net::co_spawn(
+      disk_pool_.get_executor(),
+      [work = std::move(work)]() -> awaitable<void> {
+        work();
+        co_return;
+      },
+      use_awaitable);
+}
+
+std::string Deliverer::Impl::Token() const {
+  std::lock_guard lock(auth_mu_);
+  return token_;
+}
+
+void Deliverer::Impl::SetToken(std::string token) {
+  {
+    std::lock_guard lock(auth_mu_);
+    token_ = std::move(token);
+    auth_refusals_ = 0;
+    auth_paused_until_ms_ = 0;
+  }
+  spdlog::info("lobby token replaced; every shard tries it now");
+  Wake();
+}
+
+void Deliverer::Impl::OnAuthRejected(const std::string& cause, const std::string& token_used,
+                                     uint64_t acceptances_when_sent) {
+  std::lock_guard lock(auth_mu_);
+  if (token_used != token_) return;  // replaced since: the new one gets its own chance
+  if (acceptances_when_sent != auth_acceptances_) return;  // a later attempt got through
+  const int64_t now = clock_->NowMs();
+  if (now < auth_paused_until_ms_) return;  // another shard's refusal paused everyone already
+  const int64_t delay = BackoffMs(options_, ++auth_refusals_, nullptr);
+  auth_paused_until_ms_ = now + delay;
+  if (!auth_failing_.exchange(true)) {
+    spdlog::error(
+        "the lobby refuses this node's token ({}): delivery is paused on every shard and "
+        "retried with backoff; every result is kept. Fix the token (SIGHUP reloads it)",
+        cause);
+  } else {
+    spdlog::warn("the lobby still refuses this node's token ({}); next try in {} ms", cause, delay);
+  }
+}
+
+void Deliverer::Impl::OnAuthAccepted() {
+  if (!auth_failing_.load()) {
+    ++auth_acceptances_;
+    return;
+  }
+  {
+    std::lock_guard lock(auth_mu_);
+    ++auth_acceptances_;
+    auth_refusals_ = 0;
+    auth_paused_until_ms_ = 0;
+  }
+  if (auth_failing_.exchange(false)) spdlog::info("the lobby accepts this node's token again");
+}
+
+Status Deliverer::Impl::Health() const {
+  for (const auto& loop : loops_) {
+    if (Status s = loop->Health(options_.loop_failures_unhealthy); !s.ok()) return s;
+  }
+  return Status::Ok();
 }
 
 void Deliverer::Impl::Wake() {
@@ -668,6 +967,9 @@ Status Deliverer::Start() { return impl_->Start(); }
 void Deliverer::Stop() { impl_->Stop(); }
 void Deliverer::Wake() { impl_->Wake(); }
 size_t Deliverer::RoomsInBackoff() const { return impl_->RoomsInBackoff(); }
+void Deliverer::SetToken(std::string token) { impl_->SetToken(std::move(token)); }
+Status Deliverer::Health() const { return impl_->Health(); }
+bool Deliverer::auth_failing() const { return impl_->auth_failing(); }
 uint64_t Deliverer::resolved() const { return impl_->resolved_.load(); }
 
 }  // namespace verdict::delivery

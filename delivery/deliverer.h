@@ -1,9 +1,11 @@
 // Deliverer: moves results from the outbox to the lobby. One asynchronous loop per outbox
 // shard runs on a small pool of I/O threads, each loop with its own keep-alive HTTP connection,
 // so shards deliver in parallel while each shard keeps per-room order (P3). A record is acked
-// only after a 2xx; a problem body with `retryable: false` dead-letters it (P4); anything else
-// keeps it and retries with backoff. Knows the outbox interface and HTTP, nothing of rooms.
-// Thread-safety: Start/Stop from one thread; Wake from any thread.
+// only after a 2xx carrying the lobby's receipt for it; a problem body with `retryable: false`
+// dead-letters it (P4); 401/403 pause every shard until the token works again; anything else
+// keeps it and retries with backoff. Blocking outbox calls run on a separate disk thread, never
+// on the I/O threads. Knows the outbox interface and HTTP, nothing of rooms.
+// Thread-safety: Start/Stop from one thread; Wake, SetToken and Health from any thread.
 #pragma once
 
 #include <chrono>
@@ -26,10 +28,13 @@ struct DelivererOptions {
   // For https URLs: a PEM file of the certificate authorities to trust for the lobby's
   // certificate (which must also name the URL's host). Default: empty, meaning the system's.
   std::string tls_ca_file;
-  // The node's bearer token.
+  // The node's bearer token at start (Deliverer::SetToken replaces it).
   std::string token;
   // I/O threads shared by all shard loops. Default: 2.
   int io_threads = 2;
+  // Threads for the outbox calls that may wait on the disk: shard reads (which quarantine an
+  // undecodable record with a synced write) and dead-letter moves (synced). Default: 1.
+  int disk_threads = 1;
   // Limit for each of connect, write and read of one attempt. Default: 5 s.
   std::chrono::milliseconds attempt_timeout{5000};
   // Backoff of a room whose attempt failed: initial, doubling up to max, each multiplied by a
@@ -38,6 +43,10 @@ struct DelivererOptions {
   std::chrono::milliseconds initial_backoff{1000};
   std::chrono::milliseconds max_backoff{30000};
   double jitter = 0.2;
+  // A shard loop that ends unexpectedly (throws) is restarted after a backoff as above; after
+  // this many failures in a row, without a record resolved in between, Health reports the
+  // shard. Default: 3.
+  int loop_failures_unhealthy = 3;
   // Records a shard loop reads from its shard at a time, and the most it keeps in memory while
   // rooms at its head wait out their backoff. Defaults: 128 and 4096.
   size_t read_batch = 128;
@@ -71,6 +80,15 @@ class Deliverer {
   // New records may be in the outbox (after an Enqueue or a Redrive), or time moved on:
   // every sleeping loop looks again at once.
   void Wake();
+
+  // Replaces the bearer token from the next attempt on (a rotated or corrected token, reloaded
+  // on SIGHUP). Ends a pause caused by 401/403 at once: every shard tries the new token.
+  void SetToken(std::string token);
+
+  // OK, or UNAVAILABLE naming a shard whose loop keeps failing (loop_failures_unhealthy).
+  Status Health() const;
+  // True while the lobby refuses this node's token (401 or 403) and delivery is paused.
+  bool auth_failing() const;
 
   // Rooms currently waiting out a backoff, over all shards.
   size_t RoomsInBackoff() const;

@@ -120,16 +120,21 @@ NodeRates BattleNode::rates() const {
 }
 
 bool BattleNode::Drained() {
-  if (channel_.size() > 0 || writer_->stalled()) return false;
+  // First the channel and the writer: a result they no longer count is in the outbox already.
+  if (channel_.unfinished() > 0 || writer_->stalled()) return false;
   auto stats = outbox_->Stats();
-  return stats.ok() && stats->records == 0 && channel_.size() == 0;
+  return stats.ok() && stats->records == 0;
 }
 
 Status BattleNode::Health() const {
   if (writer_ && writer_->stalled()) {
     return UnavailableError("outbox writes are failing; rooms finishing are held back");
   }
-  return Status::Ok();
+  return deliverer_ ? deliverer_->Health() : Status::Ok();
+}
+
+void BattleNode::SetLobbyToken(std::string token) {
+  if (deliverer_) deliverer_->SetToken(std::move(token));
 }
 
 size_t BattleNode::Shutdown() {
@@ -140,11 +145,28 @@ size_t BattleNode::Shutdown() {
     stopping_ = true;
   }
   stop_cv_.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + options_.writer.shutdown_deadline;
+  // Rooms blocked on a full channel (the maintenance thread among them, in a fallback tick)
+  // hand their results over as the writer drains it; a failing outbox keeps them blocked until
+  // the deadline. Then the channel closes, which refuses them.
+  if (!channel_.WaitForBlockedProducers(deadline)) {
+    spdlog::error("shutdown: rooms still waiting on a full channel at the deadline");
+  }
+  // Store what is queued (the deliverers may still send some of it), then stop sending.
+  size_t lost = writer_ ? writer_->Stop(deadline) : 0;
+  channel_.Close();
+  // The close wakes every blocked producer; wait until each has left Push and been counted.
+  channel_.WaitForBlockedProducers(std::chrono::steady_clock::now() + std::chrono::seconds(5));
   if (maintenance_.joinable()) maintenance_.join();
-  // Store what is queued first (the deliverers may still send some of it), then stop sending.
-  const size_t lost = writer_ ? writer_->Stop() : 0;
+  lost += channel_.refused();
   if (deliverer_) deliverer_->Stop();
   if (metrics_server_) metrics_server_->Stop();
+  if (lost > 0) {
+    spdlog::error(
+        "shutdown: {} result(s) could not be stored before the deadline; they are lost with "
+        "this process (each room is named above)",
+        lost);
+  }
   return lost;
 }
 

@@ -1,7 +1,7 @@
 // BattleNode: what a battle host embeds. It composes the outbox, the result channel, the
 // outbox writer and the deliverers from one options struct, keeps the host's rooms, and
 // serves /metrics and /healthz. Start it once; Shutdown (or destruction) stores every result
-// still in the channel before returning. Thread-safe.
+// still in the channel before returning, within writer.shutdown_deadline. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -34,13 +34,15 @@ struct NodeOptions {
   std::string outbox_dir;
   // Outbox shards, fixed when the outbox is created. Default: 16.
   uint32_t shards = 16;
-  // Lobby URLs ("http://host:port"), in failover order, and this node's bearer token.
+  // Lobby URLs ("http://host:port"), in failover order, and this node's bearer token at start
+  // (SetLobbyToken replaces it).
   std::vector<std::string> lobby_urls;
   std::string token;
   // Preallocation of outbox files (storage::OutboxOptions::preallocate_files). Default: true.
   bool preallocate_outbox_files = true;
   // Results that may wait between finishing rooms and the outbox. Default: 256.
   size_t channel_capacity = 256;
+  // Outbox writing; its shutdown_deadline bounds Shutdown (Default: 30 s).
   OutboxWriterOptions writer;
   // Delivery tuning; lobby_urls, token and clock are taken from above.
   delivery::DelivererOptions delivery;
@@ -85,13 +87,21 @@ class BattleNode {
   uint64_t stored() const { return writer_ ? writer_->stored() : 0; }
   uint64_t resolved() const { return deliverer_ ? deliverer_->resolved() : 0; }
   NodeRates rates() const;
-  // Nothing waits anywhere: the channel is empty, the writer idle and every shard empty.
+  // Nothing waits anywhere: no room is blocked handing over a result, the channel is empty,
+  // the writer holds no batch (taken but not yet stored) and every shard is empty.
   bool Drained();
-  // OK, or why the node is unhealthy (outbox writes failing).
+  // OK, or why the node is unhealthy (outbox writes failing, a delivery loop that keeps
+  // failing).
   Status Health() const;
+  // Replaces the lobby token from the next delivery attempt on (SIGHUP in verdict-node);
+  // delivery paused by a refused token resumes at once.
+  void SetLobbyToken(std::string token);
 
   // Stops taking results, stores what the channel holds, stops delivery and the endpoint.
-  // Returns how many results could not be stored (0 unless the outbox kept failing).
+  // Rooms blocked on a full channel get until writer.shutdown_deadline to hand their results
+  // over; then the channel closes and a failing outbox is given up. Returns how many results
+  // could not be stored (0 unless the outbox kept failing); they are lost with the process,
+  // and an error line says so.
   size_t Shutdown();
 
  private:

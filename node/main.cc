@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -26,7 +27,7 @@ using namespace verdict::node;
 
 struct Flags {
   std::string log_level = "info";
-  std::string node_id, outbox, lobby, token, metrics_listen, admin_token;
+  std::string node_id, outbox, lobby, token, token_file, metrics_listen, admin_token;
   uint32_t shards = 16;
   uint64_t simulate_rooms = 0;
   uint64_t simulate_first_room = 0;
@@ -88,13 +89,60 @@ std::string Seconds(double s) {
   return buf;
 }
 
-int RunNode(const Flags& flags) {
+// A bearer token must be one header-safe word: visible ASCII, no spaces.
+Status CheckToken(const std::string& token, const std::string& where) {
+  if (token.empty()) return InvalidArgumentError(where + " is empty");
+  for (unsigned char c : token) {
+    if (c < 0x21 || c > 0x7e) {
+      return InvalidArgumentError(where + " holds a character that cannot go in a header");
+    }
+  }
+  return Status::Ok();
+}
+
+// The bearer token from --lobby-token-file (its content, surrounding white space trimmed) or
+// from --token.
+Result<std::string> ReadToken(const Flags& flags) {
+  if (flags.token_file.empty()) {
+    if (flags.token.empty()) {
+      return InvalidArgumentError("--token or --lobby-token-file is required");
+    }
+    VERDICT_RETURN_IF_ERROR(CheckToken(flags.token, "--token"));
+    return flags.token;
+  }
+  std::ifstream file(flags.token_file);
+  if (!file) return NotFoundError("cannot read the token file " + flags.token_file);
+  std::stringstream content;
+  content << file.rdbuf();
+  std::string token = content.str();
+  const size_t begin = token.find_first_not_of(" \t\r\n");
+  const size_t end = token.find_last_not_of(" \t\r\n");
+  token = begin == std::string::npos ? "" : token.substr(begin, end - begin + 1);
+  VERDICT_RETURN_IF_ERROR(CheckToken(token, "the token file " + flags.token_file));
+  return token;
+}
+
+// SIGHUP: the token is read again from where it came from; a broken source keeps the old one.
+void ReloadToken(BattleNode& node, const std::function<Result<std::string>()>& reread) {
+  auto token = reread();
+  if (!token.ok()) {
+    spdlog::error("SIGHUP: lobby token not reloaded, the node keeps the one it has: {}",
+                  token.status().ToString());
+    return;
+  }
+  node.SetLobbyToken(*token);
+  spdlog::info("SIGHUP: lobby token reloaded");
+}
+
+int RunNode(const Flags& flags, const std::function<Result<std::string>()>& reread_token) {
+  auto token = ReadToken(flags);
+  if (!token.ok()) return Fail(token.status().message());
   NodeOptions options;
   options.node_id = flags.node_id;
   options.outbox_dir = flags.outbox;
   options.shards = flags.shards;
   options.lobby_urls = SplitComma(flags.lobby);
-  options.token = flags.token;
+  options.token = *token;
   options.metrics_listen = flags.metrics_listen;
   options.delivery.tls_ca_file = flags.tls_ca;
   options.delivery.unsafe_ack_before_send_for_test = flags.unsafe_ack_before_send;
@@ -122,6 +170,7 @@ int RunNode(const Flags& flags) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto started = BattleNode::Start(options);
@@ -182,6 +231,7 @@ int RunNode(const Flags& flags) {
                    signal == SIGTERM ? "SIGTERM" : "SIGINT");
       break;
     }
+    if (signal == SIGHUP) ReloadToken(node, reread_token);
     if (std::chrono::steady_clock::now() - last_progress >=
         std::chrono::milliseconds(flags.progress_ms)) {
       progress();
@@ -407,91 +457,123 @@ int RunRedrive(const Flags& flags, std::optional<uint64_t> room) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  spdlog::set_default_logger(spdlog::stderr_color_mt("node"));
-  Flags flags;
-  CLI::App app{
-      "verdict-node: keeps battle results durable on this host and delivers them to "
-      "the lobby exactly as often as needed."};
+struct Commands {
+  CLI::App *run, *enqueue, *stats, *ls, *show, *redrive;
+};
+
+constexpr char kDescription[] =
+    "verdict-node: keeps battle results durable on this host and delivers them to "
+    "the lobby exactly as often as needed.";
+
+// Declares every flag of verdict-node on `app`, bound to `flags`. Used to parse the command line
+// and again to re-read it (with its --config file) when SIGHUP reloads the token.
+Commands DeclareFlags(CLI::App& app, Flags& flags) {
+  Commands c{};
   app.require_subcommand(1);
   app.fallthrough();  // program flags may follow the subcommand
   cli::AddConfigOption(app);
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
       ->capture_default_str();
 
-  CLI::App* run = app.add_subcommand("run", "deliver the outbox to the lobby (and simulate)");
-  run->add_option("--node-id", flags.node_id, "this node's id at the lobby")->required();
-  run->add_option("--outbox", flags.outbox, "outbox directory (created if missing)")->required();
-  run->add_option("--lobby", flags.lobby, "lobby URL(s), comma-separated, in failover order")
+  c.run = app.add_subcommand("run", "deliver the outbox to the lobby (and simulate)");
+  c.run->add_option("--node-id", flags.node_id, "this node's id at the lobby")->required();
+  c.run->add_option("--outbox", flags.outbox, "outbox directory (created if missing)")->required();
+  c.run->add_option("--lobby", flags.lobby, "lobby URL(s), comma-separated, in failover order")
       ->required();
-  run->add_option("--token", flags.token, "this node's bearer token")->required();
-  run->add_option("--tls-ca", flags.tls_ca,
-                  "PEM certificate authorities to trust for https:// lobbies (default: the "
-                  "system's)");
-  run->add_option("--shards", flags.shards, "outbox shards (fixed at creation)")
+  auto* token = c.run->add_option("--token", flags.token, "this node's bearer token");
+  c.run
+      ->add_option("--lobby-token-file", flags.token_file,
+                   "read the bearer token from FILE instead (SIGHUP reads it again)")
+      ->excludes(token);
+  c.run->add_option("--tls-ca", flags.tls_ca,
+                    "PEM certificate authorities to trust for https:// lobbies (default: the "
+                    "system's)");
+  c.run->add_option("--shards", flags.shards, "outbox shards (fixed at creation)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  run->add_option("--metrics-listen", flags.metrics_listen, "HOST:PORT for /metrics, /healthz");
-  run->add_option("--simulate-rooms", flags.simulate_rooms, "simulated battles to play");
-  run->add_option("--simulate-rate", flags.simulate_rate, "simulated battles started per second")
+  c.run->add_option("--metrics-listen", flags.metrics_listen, "HOST:PORT for /metrics, /healthz");
+  c.run->add_option("--simulate-rooms", flags.simulate_rooms, "simulated battles to play");
+  c.run->add_option("--simulate-rate", flags.simulate_rate, "simulated battles started per second")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 100000.0));
-  run->add_option("--simulate-battle-ms", flags.simulate_battle_ms, "length of a battle")
+  c.run->add_option("--simulate-battle-ms", flags.simulate_battle_ms, "length of a battle")
       ->capture_default_str()
       ->check(CLI::Range(0, 3'600'000));
-  run->add_option("--admin-token", flags.admin_token, "lobby admin token (room allocation)");
-  run->add_option("--simulate-first-room", flags.simulate_first_room,
-                  "first simulated room id (default: from the clock)");
-  run->add_option("--simulate-first-player", flags.simulate_first_player,
-                  "first simulated player id")
+  c.run->add_option("--admin-token", flags.admin_token, "lobby admin token (room allocation)");
+  c.run->add_option("--simulate-first-room", flags.simulate_first_room,
+                    "first simulated room id (default: from the clock)");
+  c.run
+      ->add_option("--simulate-first-player", flags.simulate_first_player,
+                   "first simulated player id")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 62));
   // Negative controls for the fault suite: each turns a protection off (never in production).
-  run->add_flag("--unsafe-ack-before-send", flags.unsafe_ack_before_send)->group("");
-  run->add_flag("--unsafe-drop-failed-batches", flags.unsafe_drop_failed_batches)->group("");
+  c.run->add_flag("--unsafe-ack-before-send", flags.unsafe_ack_before_send)->group("");
+  c.run->add_flag("--unsafe-drop-failed-batches", flags.unsafe_drop_failed_batches)->group("");
   // For the fault suite: a full disk then fails the next write, not the next flush.
-  run->add_flag("--outbox-no-preallocate", flags.outbox_no_preallocate)->group("");
-  run->add_option("--stored-log", flags.stored_log,
-                  "append the room id of every result to FILE once it is durable");
-  run->add_flag("--exit-when-drained", flags.exit_when_drained,
-                "exit 0 once the simulator is done and the outbox is empty");
-  run->add_option("--progress-ms", flags.progress_ms, "interval of progress lines")
+  c.run->add_flag("--outbox-no-preallocate", flags.outbox_no_preallocate)->group("");
+  c.run->add_option("--stored-log", flags.stored_log,
+                    "append the room id of every result to FILE once it is durable");
+  c.run->add_flag("--exit-when-drained", flags.exit_when_drained,
+                  "exit 0 once the simulator is done and the outbox is empty");
+  c.run->add_option("--progress-ms", flags.progress_ms, "interval of progress lines")
       ->capture_default_str()
       ->check(CLI::Range(100, 3'600'000));
 
-  CLI::App* enqueue =
+  c.enqueue =
       app.add_subcommand("enqueue", "store BattleResults given as JSON (one, or one per line)");
-  enqueue->add_option("--outbox", flags.outbox, "outbox directory")->required();
-  enqueue->add_option("--shards", flags.shards, "shards if the outbox is new")
+  c.enqueue->add_option("--outbox", flags.outbox, "outbox directory")->required();
+  c.enqueue->add_option("--shards", flags.shards, "shards if the outbox is new")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  enqueue->add_option("input", flags.input, "file to read, or - for standard input")
+  c.enqueue->add_option("input", flags.input, "file to read, or - for standard input")
       ->capture_default_str();
 
   CLI::App* outbox = app.add_subcommand("outbox", "inspect or repair an outbox");
   outbox->require_subcommand(1);
   outbox->add_option("--outbox", flags.outbox, "outbox directory")->required();
-  CLI::App* stats = outbox->add_subcommand("stats", "records, bytes and ages per shard");
-  stats->add_flag("--json", flags.json, "print JSON");
-  CLI::App* ls = outbox->add_subcommand("ls", "pending, quarantined and dead-lettered records");
-  ls->add_flag("--json", flags.json, "print JSON");
-  ls->add_option("--limit", flags.limit, "most records to list")->capture_default_str();
-  CLI::App* show = outbox->add_subcommand("show", "every record of one room, as JSON");
-  show->add_option("room_id", flags.room_id, "the room")->required();
-  CLI::App* redrive =
-      outbox->add_subcommand("redrive", "move records back from quarantine or dead letter");
-  redrive->add_option("--from", flags.from, "quarantine or dead-letter")->required();
-  redrive->add_option("room_id", flags.room_id, "only this room");
+  c.stats = outbox->add_subcommand("stats", "records, bytes and ages per shard");
+  c.stats->add_flag("--json", flags.json, "print JSON");
+  c.ls = outbox->add_subcommand("ls", "pending, quarantined and dead-lettered records");
+  c.ls->add_flag("--json", flags.json, "print JSON");
+  c.ls->add_option("--limit", flags.limit, "most records to list")->capture_default_str();
+  c.show = outbox->add_subcommand("show", "every record of one room, as JSON");
+  c.show->add_option("room_id", flags.room_id, "the room")->required();
+  c.redrive = outbox->add_subcommand("redrive", "move records back from quarantine or dead letter");
+  c.redrive->add_option("--from", flags.from, "quarantine or dead-letter")->required();
+  c.redrive->add_option("room_id", flags.room_id, "only this room");
 
+  return c;
+}
+
+// The token as configured now: the command line and its --config file parsed afresh (a flag on
+// the command line still wins), then the token file if one is named.
+Result<std::string> RereadToken(int argc, char** argv) {
+  CLI::App app{kDescription};
+  Flags fresh;
+  DeclareFlags(app, fresh);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgumentError(std::string("cannot read the flags again: ") + e.what());
+  }
+  return ReadToken(fresh);
+}
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("node"));
+  Flags flags;
+  CLI::App app{kDescription};
+  const Commands c = DeclareFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
 
-  if (run->parsed()) return RunNode(flags);
-  if (enqueue->parsed()) return RunEnqueue(flags);
-  if (stats->parsed()) return RunStats(flags);
-  if (ls->parsed()) return RunList(flags, std::nullopt);
-  if (show->parsed()) return RunList(flags, flags.room_id);
-  if (redrive->parsed()) {
+  if (c.run->parsed()) return RunNode(flags, [argc, argv] { return RereadToken(argc, argv); });
+  if (c.enqueue->parsed()) return RunEnqueue(flags);
+  if (c.stats->parsed()) return RunStats(flags);
+  if (c.ls->parsed()) return RunList(flags, std::nullopt);
+  if (c.show->parsed()) return RunList(flags, flags.room_id);
+  if (c.redrive->parsed()) {
     return RunRedrive(flags, flags.room_id ? std::optional<uint64_t>(flags.room_id) : std::nullopt);
   }
   return 2;

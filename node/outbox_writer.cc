@@ -33,8 +33,12 @@ void OutboxWriter::Start() {
 }
 
 size_t OutboxWriter::Stop() {
+  return Stop(std::chrono::steady_clock::now() + options_.shutdown_deadline);
+}
+
+size_t OutboxWriter::Stop(std::chrono::steady_clock::time_point deadline) {
   if (!writer_thread_.joinable()) return abandoned_;
-  stop_deadline_ = std::chrono::steady_clock::now() + options_.shutdown_deadline;
+  stop_deadline_ = deadline;
   stopping_ = true;
   channel_.Close();
   writer_thread_.join();
@@ -87,6 +91,7 @@ void OutboxWriter::RunSyncer() {
       stored_ += batch.size();
       stored_counter_.Add(batch.size());
       if (on_stored_) on_stored_(batch);
+      channel_.MarkDone(batch.size());
     }
   }
 }
@@ -153,6 +158,7 @@ void OutboxWriter::Abandon(const Batch& batch, const char* why) {
   for (const auto& r : batch) {
     spdlog::error("room={}: result {} before shutdown; it is lost", r.room_id(), why);
   }
+  channel_.MarkDone(batch.size());
 }
 
 }  // namespace verdict::node

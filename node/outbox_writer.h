@@ -35,8 +35,10 @@ struct OutboxWriterOptions {
   size_t max_unsynced_batches = 4;
   // Wait between attempts while the outbox fails. Default: 1 s.
   std::chrono::milliseconds retry_interval{1000};
-  // How long Stop keeps retrying a failing outbox before giving up on what is left (logged as
-  // an error with every room id). Default: 30 s.
+  // How long a shutdown may take to store what is queued: rooms blocked on a full channel get
+  // this long to hand their results over, and a failing outbox is retried until then; what is
+  // left after it is given up (logged as an error with every room id) and lost with the
+  // process. BattleNode::Shutdown and Stop() measure it from their start. Default: 30 s.
   std::chrono::milliseconds shutdown_deadline{30'000};
   // Test-only negative control: drops a batch whose write failed instead of holding it (P6
   // off). Default: false. Never set it outside tests.
@@ -59,7 +61,9 @@ class OutboxWriter {
   void Start();
   // Closes the channel, stores everything still in it, and joins. Returns how many results
   // could not be stored durably before the shutdown deadline (0 unless the outbox kept failing).
+  // Stop() gives up at now + shutdown_deadline, the other at `deadline`.
   size_t Stop();
+  size_t Stop(std::chrono::steady_clock::time_point deadline);
 
   uint64_t stored() const { return stored_.load(); }
   // True while the last write or sync failed and the writer is waiting to retry.

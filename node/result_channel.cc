@@ -8,13 +8,17 @@ Status ResultChannel::Push(v1::BattleResult result) {
   std::unique_lock lock(mu_);
   ++waiting_;
   not_full_.wait(lock, [&] { return closed_ || queue_.size() < capacity_; });
-  --waiting_;
   if (closed_) {
+    --waiting_;
+    ++refused_;
+    producers_gone_.notify_all();
     return FailedPreconditionError("the node is shutting down; result for room " +
                                    std::to_string(result.room_id()) + " was not taken");
   }
   queue_.push_back(std::move(result));
+  --waiting_;
   lock.unlock();
+  producers_gone_.notify_all();
   not_empty_.notify_one();
   return Status::Ok();
 }
@@ -27,9 +31,20 @@ std::vector<v1::BattleResult> ResultChannel::PopBatch(size_t max, std::chrono::m
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
+  taken_ += batch.size();
   lock.unlock();
   if (!batch.empty()) not_full_.notify_all();
   return batch;
+}
+
+void ResultChannel::MarkDone(size_t results) {
+  std::lock_guard lock(mu_);
+  taken_ -= std::min(taken_, results);
+}
+
+bool ResultChannel::WaitForBlockedProducers(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  return producers_gone_.wait_until(lock, deadline, [&] { return waiting_ == 0; });
 }
 
 void ResultChannel::Close() {
@@ -54,6 +69,16 @@ size_t ResultChannel::size() const {
 size_t ResultChannel::waiting_producers() const {
   std::lock_guard lock(mu_);
   return waiting_;
+}
+
+size_t ResultChannel::unfinished() const {
+  std::lock_guard lock(mu_);
+  return waiting_ + queue_.size() + taken_;
+}
+
+size_t ResultChannel::refused() const {
+  std::lock_guard lock(mu_);
+  return refused_;
 }
 
 }  // namespace verdict::node

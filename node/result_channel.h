@@ -1,6 +1,8 @@
 // ResultChannel: the bounded queue between finishing rooms and the OutboxWriter. Push blocks
 // while the channel is full, which is how a stalled outbox pushes back on the battle host
-// (P6): results wait, they are never dropped. Many producers, one consumer; thread-safe.
+// (P6): results wait, they are never dropped. It also counts the results its consumer has
+// taken but not yet finished with (MarkDone), so "nothing waits anywhere" can be asked in one
+// place. Many producers, one consumer; thread-safe.
 #pragma once
 
 #include <chrono>
@@ -25,8 +27,13 @@ class ResultChannel {
   Status Push(v1::BattleResult result);
 
   // Waits up to `wait` for at least one result, then takes up to `max` of them. Returns an
-  // empty batch on timeout, or when the channel is closed and empty.
+  // empty batch on timeout, or when the channel is closed and empty. The consumer calls
+  // MarkDone for every result taken once it is stored or given up.
   std::vector<v1::BattleResult> PopBatch(size_t max, std::chrono::milliseconds wait);
+  void MarkDone(size_t results);
+
+  // Waits until no producer is blocked in Push, or until `deadline`; false on the deadline.
+  bool WaitForBlockedProducers(std::chrono::steady_clock::time_point deadline);
 
   // Refuses further pushes and wakes everyone; results already queued stay to be drained.
   void Close();
@@ -36,15 +43,23 @@ class ResultChannel {
   size_t capacity() const { return capacity_; }
   // Producers currently blocked in Push because the channel is full.
   size_t waiting_producers() const;
+  // Results somewhere between a producer and the end of the consumer's work: being pushed,
+  // queued, or taken and not yet marked done. 0 means nothing is in flight.
+  size_t unfinished() const;
+  // Pushes refused because the channel was closed: results that never reached the outbox.
+  size_t refused() const;
 
  private:
   const size_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable not_full_;
   std::condition_variable not_empty_;
+  std::condition_variable producers_gone_;
   std::deque<v1::BattleResult> queue_;
   bool closed_ = false;
   size_t waiting_ = 0;
+  size_t taken_ = 0;  // popped, not yet marked done
+  size_t refused_ = 0;
 };
 
 }  // namespace verdict::node

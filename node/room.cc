@@ -178,8 +178,12 @@ void Room::Conclude(std::optional<Decision> decision) {
   }
   // Waits while the channel is full: a stalled outbox holds the room here (P6).
   if (Status s = context_.results->Push(std::move(result)); !s.ok()) {
-    spdlog::error("room={}: result not queued: {}", room_id_, s.ToString());
+    spdlog::error("room={}: result not queued, it is lost: {}", room_id_, s.ToString());
   }
+  // Only now may the linger start: until here the room must not be released (it is this
+  // thread's `this`). Nothing of the room is touched after the lock is released.
+  std::lock_guard lock(mu_);
+  handed_over_ms_ = std::max<int64_t>(1, clock_->NowMs());
 }
 
 Room::State Room::state() const {
@@ -194,7 +198,8 @@ std::optional<v1::BattleResult> Room::result() const {
 
 bool Room::Releasable() const {
   std::lock_guard lock(mu_);
-  return state_ == State::kFinished && clock_->NowMs() - finished_at_ms_ >= kLingerMs;
+  return state_ == State::kFinished && handed_over_ms_ != 0 &&
+         clock_->NowMs() - handed_over_ms_ >= kLingerMs;
 }
 
 int64_t Room::finished_at_ms() const {
@@ -206,46 +211,58 @@ RoomTable::RoomTable(const Clock* clock) : clock_(clock ? clock : SystemClock::D
 
 Result<Room*> RoomTable::Add(std::unique_ptr<Room> room) {
   std::lock_guard lock(mu_);
-  auto [it, inserted] = rooms_.try_emplace(room->room_id(), nullptr);
+  auto [it, inserted] = rooms_.try_emplace(room->room_id());
   if (!inserted) return AlreadyExistsError("room " + std::to_string(room->room_id()) + " is held");
-  it->second = std::move(room);
-  return it->second.get();
+  it->second.room = std::move(room);
+  return it->second.room.get();
 }
 
 Room* RoomTable::Find(uint64_t room_id) {
   std::lock_guard lock(mu_);
   auto it = rooms_.find(room_id);
-  return it == rooms_.end() ? nullptr : it->second.get();
+  return it == rooms_.end() ? nullptr : it->second.room.get();
 }
 
 void RoomTable::TickAll() {
   std::vector<Room*> playing;
   {
     std::lock_guard lock(mu_);
-    for (auto& [id, room] : rooms_) {
-      if (room->state() == Room::State::kPlaying) playing.push_back(room.get());
+    for (auto& [id, entry] : rooms_) {
+      if (entry.room->state() != Room::State::kPlaying) continue;
+      ++entry.pins;
+      playing.push_back(entry.room.get());
     }
   }
   // Outside the lock: a tick may finish a room and wait on a full channel.
-  for (Room* room : playing) room->Tick();
+  for (Room* room : playing) {
+    room->Tick();
+    Unpin(room->room_id());
+  }
+}
+
+void RoomTable::Unpin(uint64_t room_id) {
+  std::lock_guard lock(mu_);
+  --rooms_.at(room_id).pins;
 }
 
 size_t RoomTable::ReleaseDue() {
   std::lock_guard lock(mu_);
-  return std::erase_if(rooms_, [](const auto& entry) { return entry.second->Releasable(); });
+  return std::erase_if(rooms_, [](const auto& entry) {
+    return entry.second.pins == 0 && entry.second.room->Releasable();
+  });
 }
 
 size_t RoomTable::playing() const {
   std::lock_guard lock(mu_);
   size_t n = 0;
-  for (const auto& [id, room] : rooms_) n += room->state() == Room::State::kPlaying;
+  for (const auto& [id, entry] : rooms_) n += entry.room->state() == Room::State::kPlaying;
   return n;
 }
 
 size_t RoomTable::finished() const {
   std::lock_guard lock(mu_);
   size_t n = 0;
-  for (const auto& [id, room] : rooms_) n += room->state() == Room::State::kFinished;
+  for (const auto& [id, entry] : rooms_) n += entry.room->state() == Room::State::kFinished;
   return n;
 }
 
@@ -253,9 +270,9 @@ int64_t RoomTable::oldest_finished_dwell_ms() const {
   std::lock_guard lock(mu_);
   int64_t oldest = 0;
   const int64_t now = clock_->NowMs();
-  for (const auto& [id, room] : rooms_) {
-    if (room->state() == Room::State::kFinished) {
-      oldest = std::max(oldest, now - room->finished_at_ms());
+  for (const auto& [id, entry] : rooms_) {
+    if (entry.room->state() == Room::State::kFinished) {
+      oldest = std::max(oldest, now - entry.room->finished_at_ms());
     }
   }
   return oldest;

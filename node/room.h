@@ -1,6 +1,7 @@
 // Room: one battle on a battle host — its seats, the players' votes on who won, and the one
 // result it hands to the ResultChannel when it finishes. RoomTable keeps rooms by id and
-// releases Finished ones after they have lingered for late clients.
+// releases Finished ones after they have lingered for late clients; never one whose result is
+// still waiting to enter a full channel, nor one being ticked.
 // Thread-safety: every Room and RoomTable method may be called from any thread.
 #pragma once
 
@@ -46,7 +47,9 @@ class Room {
  public:
   // Undecided this long after the first report, the plurality wins (marked suspect).
   static constexpr int64_t kFallbackMs = 10'000;
-  // A Finished room stays this long for late clients before it is released.
+  // A Finished room stays this long for late clients before it is released, counted from when
+  // its result was handed to the channel (Push returned), so a room is never released while
+  // the thread that finished it still waits on a full channel.
   static constexpr int64_t kLingerMs = 30'000;
 
   enum class State { kPlaying, kFinished };
@@ -81,7 +84,7 @@ class Room {
   State state() const;
   // The result, once finished.
   std::optional<v1::BattleResult> result() const;
-  // Finished for at least kLingerMs.
+  // Finished, its result handed over, and that at least kLingerMs ago.
   bool Releasable() const;
   int64_t finished_at_ms() const;
 
@@ -116,6 +119,7 @@ class Room {
   State state_ = State::kPlaying;
   int64_t first_report_ms_ = 0;
   int64_t finished_at_ms_ = 0;
+  int64_t handed_over_ms_ = 0;  // when Push returned; 0 while it has not
   std::optional<v1::BattleResult> result_;
 };
 
@@ -127,9 +131,10 @@ class RoomTable {
   Result<Room*> Add(std::unique_ptr<Room> room);
   // Null if unknown or released. The pointer stays valid until ReleaseDue releases it.
   Room* Find(uint64_t room_id);
-  // Ticks every playing room (fallbacks).
+  // Ticks every playing room (fallbacks). A room being ticked is pinned: ReleaseDue on another
+  // thread leaves it alone until its tick returns.
   void TickAll();
-  // Releases rooms Finished for at least Room::kLingerMs; returns how many.
+  // Releases rooms that are Releasable and not pinned; returns how many.
   size_t ReleaseDue();
 
   size_t playing() const;
@@ -138,9 +143,15 @@ class RoomTable {
   int64_t oldest_finished_dwell_ms() const;
 
  private:
+  struct Entry {
+    std::unique_ptr<Room> room;
+    int pins = 0;  // TickAll calls in progress on it
+  };
+  void Unpin(uint64_t room_id);
+
   const Clock* clock_;
   mutable std::mutex mu_;
-  std::map<uint64_t, std::unique_ptr<Room>> rooms_;
+  std::map<uint64_t, Entry> rooms_;
 };
 
 }  // namespace verdict::node

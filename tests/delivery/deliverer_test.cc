@@ -1,6 +1,7 @@
 // The deliverer against a scripted in-process fake lobby: what is acked, dead-lettered or
 // retried, backoff on a simulated clock, per-room order, parallelism across shards, idle
-// behaviour, failover and stop.
+// behaviour, failover and stop; 2xx answers that are not receipts, a refused token, and a shard
+// loop that throws.
 #include "delivery/deliverer.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <map>
 #include <thread>
 
+#include "tests/support/failing_outbox.h"
 #include "tests/support/fake_lobby.h"
 #include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
@@ -40,6 +42,7 @@ class DelivererTest : public ::testing::Test {
     options.token = "token-a";
     options.clock = &clock_;
     options.jitter = 0;
+    options.initial_backoff = initial_backoff_;
     options.attempt_timeout = attempt_timeout_;
     options.unsafe_ignore_room_order_for_test = unsafe_ignore_room_order_;
     deliverer_ = std::make_unique<Deliverer>(*outbox_, options, &registry_);
@@ -86,11 +89,48 @@ class DelivererTest : public ::testing::Test {
     return room7;
   }
 
-  int RetriesOf503() {
-    const std::string text = registry_.RenderText();
-    const std::string series = "verdict_node_delivery_retries_total{cause=\"http_503\"} ";
-    const size_t at = text.find(series);
-    return at == std::string::npos ? 0 : std::stoi(text.substr(at + series.size()));
+  int RetriesOf503() { return Metric("verdict_node_delivery_retries_total{cause=\"http_503\"}"); }
+
+  // The value of one metric series, 0 while it is absent.
+  int Metric(const std::string& series) {
+    const std::string text = "\n" + registry_.RenderText();
+    const size_t at = text.find("\n" + series + " ");
+    return at == std::string::npos ? 0 : std::stoi(text.substr(at + series.size() + 2));
+  }
+
+  // Puts a FailingOutbox around the opened outbox; `failing_` points into it.
+  void WrapOutbox() {
+    auto wrapped = std::make_unique<testing::FailingOutbox>(std::move(outbox_));
+    failing_ = wrapped.get();
+    outbox_ = std::move(wrapped);
+  }
+
+  // Rooms 60-62 meet a lobby that refuses the token with `status` until `refuse` is cleared.
+  void DeliverPastARefusedToken(int status) {
+    std::atomic<bool> refuse{true};
+    lobby_.SetHandler([&](const FakeRequest&) {
+      return refuse ? testing::ProblemReply(status, "UNAUTHENTICATED", false) : FakeReply{};
+    });
+    OpenOutbox();
+    StartDeliverer();
+    Enqueue({MakeResult(60), MakeResult(61), MakeResult(62)});
+    ASSERT_TRUE(WaitUntil([&] { return deliverer_->auth_failing(); }));
+    EXPECT_EQ(Metric("verdict_node_lobby_auth_failing"), 1);
+    ASSERT_TRUE(lobby_.WaitForRequests(1, 5s));
+    EXPECT_EQ(DeadLettered(), 0u) << "a refused token dead-lettered results";
+    EXPECT_EQ(Pending(), 3u);
+    EXPECT_EQ(deliverer_->RoomsInBackoff(), 0u) << "the node pauses, not the rooms";
+
+    refuse = false;  // the token works again (rotation finished)
+    // Time moves on past every pause (a refusal still in flight may have started another).
+    ASSERT_TRUE(WaitUntil([&] {
+      Advance(31s);
+      return Pending() == 0;
+    }));
+    EXPECT_EQ(DeadLettered(), 0u);
+    EXPECT_FALSE(deliverer_->auth_failing());
+    EXPECT_EQ(Metric("verdict_node_lobby_auth_failing"), 0);
+    deliverer_.reset();  // before `refuse` goes out of scope
   }
 
   TempDir dir_;
@@ -98,6 +138,8 @@ class DelivererTest : public ::testing::Test {
   FakeLobby lobby_;
   metrics::Registry registry_;
   std::chrono::milliseconds attempt_timeout_ = 5s;
+  std::chrono::milliseconds initial_backoff_ = 1s;
+  testing::FailingOutbox* failing_ = nullptr;
   bool unsafe_ignore_room_order_ = false;
   std::unique_ptr<storage::Outbox> outbox_;
   std::unique_ptr<Deliverer> deliverer_;
@@ -187,9 +229,9 @@ TEST_F(DelivererTest, TerminalProblemIsDeadLetteredWithItsCode) {
   EXPECT_EQ(letters->front().reason, "OUTCOME_CONFLICT");
   EXPECT_EQ(letters->front().detail, "scripted OUTCOME_CONFLICT");
   EXPECT_EQ(lobby_.requests().size(), 1u) << "a terminal answer is not retried";
-  EXPECT_NE(
-      registry_.RenderText().find("verdict_node_dead_lettered_total{code=\"OUTCOME_CONFLICT\"} 1"),
-      std::string::npos);
+  // Counted once the move is durable, on the loop's thread after the disk thread's write.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return Metric("verdict_node_dead_lettered_total{code=\"OUTCOME_CONFLICT\"}") == 1; }));
 }
 
 TEST_F(DelivererTest, AnswersWithoutATerminalProblemAreRetried) {
@@ -316,6 +358,96 @@ TEST_F(DelivererTest, StopAbandonsAnAttemptInFlightWithoutLosingTheRecord) {
   ASSERT_TRUE(lobby_.WaitForRequests(1, 5s));
   deliverer_->Stop();
   EXPECT_EQ(Pending(), 1u);
+}
+
+// A proxy, a health page or a misrouted ingress answering 200 settles nothing: only the lobby's
+// receipt for the same room and outcome acks a record.
+TEST_F(DelivererTest, TwoHundredWithoutTheRoomsReceiptAcksNothing) {
+  lobby_.SetHandler([](const FakeRequest& r) {
+    FakeReply reply;
+    if (r.result.room_id() == 70) {  // an HTML page
+      reply.content_type = "text/html";
+      reply.body = "<html><body>Welcome</body></html>";
+    } else if (r.result.room_id() == 71) {  // another room's receipt
+      v1::SettlementReceipt other;
+      other.set_room_id(999);
+      other.set_outcome(v1::SETTLED);
+      reply.body = other.SerializeAsString();
+    } else if (r.result.room_id() == 72) {  // the room's receipt with the other outcome
+      reply.content_type = "application/json";
+      reply.body = R"({"room_id": "72", "outcome": "ABORTED"})";
+    }
+    return reply;  // room 73: the fake's own receipt for it
+  });
+  OpenOutbox();
+  StartDeliverer();
+  Enqueue({MakeResult(70), MakeResult(71), MakeResult(72), MakeResult(73)});
+  ASSERT_TRUE(WaitUntil([&] {
+    return deliverer_->RoomsInBackoff() == 3 &&
+           Metric("verdict_node_delivered_total{result=\"settled\"}") == 1;
+  }));
+  EXPECT_EQ(Metric("verdict_node_delivery_retries_total{cause=\"bad_receipt\"}"), 3);
+  EXPECT_EQ(Pending(), 3u);
+  auto kept = outbox_->ListSide(storage::SideArea::kDeadLetter, std::nullopt);
+  EXPECT_TRUE(kept.ok() && kept->empty());
+
+  Advance(1500ms);  // they are retried, and kept again
+  ASSERT_TRUE(WaitUntil(
+      [&] { return Metric("verdict_node_delivery_retries_total{cause=\"bad_receipt\"}") == 6; }));
+  EXPECT_EQ(Pending(), 3u);
+  EXPECT_EQ(DeadLettered(), 0u);
+}
+
+TEST_F(DelivererTest, UnauthorizedPausesDeliveryDeadLettersNothingAndResumes) {
+  DeliverPastARefusedToken(401);
+}
+
+TEST_F(DelivererTest, ForbiddenPausesDeliveryDeadLettersNothingAndResumes) {
+  DeliverPastARefusedToken(403);
+}
+
+// The token is swapped at runtime (SIGHUP in verdict-node): delivery resumes at once, without
+// waiting out the pause (the simulated clock never moves here).
+TEST_F(DelivererTest, ReplacedTokenResumesDeliveryAtOnce) {
+  lobby_.SetHandler([](const FakeRequest& r) {
+    return r.authorization == "Bearer token-b"
+               ? FakeReply{}
+               : testing::ProblemReply(401, "UNAUTHENTICATED", false);
+  });
+  OpenOutbox();
+  StartDeliverer();  // with token-a
+  Enqueue({MakeResult(80), MakeResult(81)});
+  ASSERT_TRUE(WaitUntil([&] { return deliverer_->auth_failing(); }));
+  EXPECT_EQ(Pending(), 2u);
+
+  deliverer_->SetToken("token-b");
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+  EXPECT_EQ(lobby_.requests().back().authorization, "Bearer token-b");
+  EXPECT_EQ(DeadLettered(), 0u);
+  EXPECT_FALSE(deliverer_->auth_failing());
+}
+
+// A loop that throws is restarted with backoff and counted; while it keeps failing the
+// deliverer reports it unhealthy, and once the fault is gone the shard delivers again.
+TEST_F(DelivererTest, ShardLoopThatThrowsIsRestartedAndReportedUntilItRecovers) {
+  initial_backoff_ = 5ms;  // the restart backoff, in real time
+  OpenOutbox(1);
+  WrapOutbox();
+  failing_->set_throw_on_reads(true);
+  Enqueue({MakeResult(90)});
+  StartDeliverer();
+  const std::string restarts = "verdict_node_delivery_loop_restarts_total{shard=\"0\"}";
+  ASSERT_TRUE(WaitUntil([&] { return Metric(restarts) >= 3; }));
+  const Status health = deliverer_->Health();
+  EXPECT_EQ(health.code(), StatusCode::kUnavailable);
+  EXPECT_NE(health.message().find("shard 0"), std::string::npos) << health.message();
+  EXPECT_NE(health.message().find("a bug in the read path"), std::string::npos);
+  EXPECT_EQ(Pending(), 1u);
+
+  failing_->set_throw_on_reads(false);
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }, 30s)) << "the loop was not restarted";
+  EXPECT_TRUE(WaitUntil([&] { return deliverer_->Health().ok(); }));
+  EXPECT_EQ(lobby_.accepted().size(), 1u);
 }
 
 TEST(ParseLobbyUrlTest, AcceptsHostAndPortOnly) {

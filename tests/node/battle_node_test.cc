@@ -1,15 +1,21 @@
 // The node's plumbing: backpressure when the outbox cannot write (P6), shutdown storing what
-// is queued, and a restarted node delivering what the previous one stored.
+// is queued, a restarted node delivering what the previous one stored, /healthz, and
+// verdict-node reloading its token on SIGHUP.
 #include "node/battle_node.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
+#include "proto/wire.h"
 #include "tests/support/failing_outbox.h"
 #include "tests/support/fake_lobby.h"
 #include "tests/support/http_client.h"
+#include "tests/support/process.h"
 #include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
@@ -81,10 +87,13 @@ TEST_F(BattleNodeTest, FailingOutboxFillsTheChannelAndFinishWaitsThenNothingIsLo
       ++finished;
     }
   });
-  ASSERT_TRUE(WaitUntil([&] { return node->results().waiting_producers() == 1; }))
-      << "finish() did not block on a full channel";
+  // Steady once the writer holds a failed batch: the channel full, the next room waiting. (A
+  // room may also block for a moment before the writer first takes from the channel.)
+  ASSERT_TRUE(WaitUntil([&] {
+    return failing_->failed_writes() > 0 && node->results().waiting_producers() == 1 &&
+           node->results().size() == node->results().capacity();
+  })) << "finish() did not block on a full channel";
   EXPECT_LT(finished.load(), kRooms);
-  EXPECT_EQ(node->results().size(), node->results().capacity());
   EXPECT_TRUE(WaitUntil([&] { return failing_->failed_writes() > 2; }))
       << "the writer should keep retrying";
   EXPECT_EQ(node->Health().code(), StatusCode::kUnavailable);
@@ -205,6 +214,97 @@ TEST_F(BattleNodeTest, MetricsEndpointServesOutboxAndDerivedGauges) {
     EXPECT_NE(text.find(name), std::string::npos) << name;
   }
 }
+
+// A delivery loop that keeps failing turns /healthz to 503 with the shard and the reason.
+TEST_F(BattleNodeTest, HealthzReportsADeliveryLoopThatKeepsFailing) {
+  NodeOptions o = Options(lobby_.url());
+  o.metrics_listen = "127.0.0.1:0";
+  o.shards = 1;
+  o.delivery.initial_backoff = 5ms;  // restarts come quickly
+  o.wrap_outbox = [this](std::unique_ptr<storage::Outbox> inner) {
+    auto wrapped = std::make_unique<FailingOutbox>(std::move(inner));
+    wrapped->set_throw_on_reads(true);
+    failing_ = wrapped.get();
+    return std::unique_ptr<storage::Outbox>(std::move(wrapped));
+  };
+  auto node = BattleNode::Start(o);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  testing::HttpResponse health;
+  ASSERT_TRUE(WaitUntil([&] {
+    health = testing::HttpCall((*node)->metrics_port(), "GET", "/healthz");
+    return health.status == 503;
+  }));
+  EXPECT_NE(health.body.find("shard 0"), std::string::npos) << health.body;
+  failing_->set_throw_on_reads(false);
+  EXPECT_TRUE(WaitUntil(
+      [&] { return testing::HttpCall((*node)->metrics_port(), "GET", "/healthz").status == 200; },
+      30s));
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::trunc) << content;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::stringstream content;
+  content << std::ifstream(path).rdbuf();
+  return content.str();
+}
+
+// verdict-node started with a token the lobby refuses keeps its result (nothing dead-lettered)
+// and delivers it once SIGHUP has re-read the corrected token from its token file, or from its
+// --config file.
+class SighupTest : public BattleNodeTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  bool via_config() const { return GetParam(); }
+  void WriteToken(const std::string& token) {
+    WriteFile(token_file_, via_config() ? "token = " + token + "\n" : token + "\n");
+  }
+  std::vector<std::string> NodeArgs() const {
+    std::vector<std::string> args{testing::NodeBinary()};
+    if (via_config()) args.insert(args.end(), {"--config", token_file_});
+    args.insert(args.end(),
+                {"run", "--node-id", "node-a", "--outbox", outbox_, "--lobby", lobby_.url()});
+    if (!via_config()) args.insert(args.end(), {"--lobby-token-file", token_file_});
+    return args;
+  }
+
+  const std::string outbox_ = dir_.path() + "/outbox";
+  const std::string token_file_ = dir_.path() + "/token";
+};
+
+TEST_P(SighupTest, ReloadsTheTokenAndDeliveryResumes) {
+  lobby_.SetHandler([](const testing::FakeRequest& r) {
+    return r.authorization == "Bearer token-new"
+               ? testing::FakeReply{}
+               : testing::ProblemReply(401, "UNAUTHENTICATED", false);
+  });
+  WriteFile(dir_.path() + "/result.json",
+            wire::EncodeBody(testing::MakeResult(1), wire::BodyFormat::kJson));
+  ASSERT_EQ(testing::RunCommand({testing::NodeBinary(), "enqueue", "--outbox", outbox_,
+                                 dir_.path() + "/result.json"})
+                .exit_code,
+            0);
+  WriteToken("token-old");
+  const std::string log = dir_.path() + "/node.log";
+  auto child = testing::ChildProcess::Start(NodeArgs(), {}, log);
+  ASSERT_NE(child, nullptr);
+  ASSERT_TRUE(lobby_.WaitForRequests(1, 10s)) << ReadFile(log);
+  EXPECT_EQ(lobby_.requests()[0].authorization, "Bearer token-old");
+
+  WriteToken("token-new");
+  ASSERT_EQ(kill(child->pid(), SIGHUP), 0);
+  ASSERT_TRUE(lobby_.WaitForAccepted(1, 10s)) << ReadFile(log);
+  EXPECT_TRUE(child->Running()) << "SIGHUP ended the node";
+  child->Terminate();
+  const auto stats = testing::RunCommand(
+      {testing::NodeBinary(), "outbox", "--outbox", outbox_, "stats", "--json"});
+  EXPECT_NE(stats.out.find("\"dead_lettered\":0,"), std::string::npos) << stats.out;
+  EXPECT_NE(ReadFile(log).find("lobby token reloaded"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(TokenSources, SighupTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "ConfigFile" : "TokenFile"; });
 
 }  // namespace
 }  // namespace verdict::node

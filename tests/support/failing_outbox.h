@@ -1,10 +1,15 @@
 // FailingOutbox: wraps a real outbox and, while switched on, fails every enqueue the way a full
-// disk does (RESOURCE_EXHAUSTED, nothing stored), or every sync the way a failing fsync does.
-// Everything else goes straight through. The test seam for backpressure (P6). Thread-safe.
+// disk does (RESOURCE_EXHAUSTED, nothing stored), or every sync the way a failing fsync does;
+// or holds every enqueue until released (a writer caught mid-batch); or throws from shard reads
+// (a bug that ends a delivery loop). Everything else goes straight through. The test seam for
+// backpressure (P6), drain and loop restarts. Thread-safe.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 
 #include "storage/outbox.h"
 
@@ -19,10 +24,29 @@ class FailingOutbox final : public storage::Outbox {
   // While on, writes succeed (records become visible) but syncing them fails.
   void set_fail_syncs(bool fail) { fail_syncs_ = fail; }
   int failed_syncs() const { return failed_syncs_.load(); }
+  // While on, each enqueue waits (its batch in hand) until switched off; held_writes() counts
+  // the enqueues that began waiting.
+  void set_hold_writes(bool hold) {
+    {
+      std::lock_guard lock(hold_mu_);
+      hold_writes_ = hold;
+    }
+    released_.notify_all();
+  }
+  int held_writes() const { return held_writes_.load(); }
+  // While on, ReadShard throws.
+  void set_throw_on_reads(bool on) { throw_on_reads_ = on; }
 
   uint32_t shard_count() const override { return inner_->shard_count(); }
   Result<std::vector<storage::EnqueueResult>> EnqueueBuffered(
       std::span<const v1::BattleResult> batch) override {
+    {
+      std::unique_lock lock(hold_mu_);
+      if (hold_writes_) {
+        ++held_writes_;
+        released_.wait(lock, [&] { return !hold_writes_; });
+      }
+    }
     if (fail_writes_) {
       ++failed_writes_;
       return ResourceExhaustedError("simulated: no space left on device");
@@ -38,6 +62,7 @@ class FailingOutbox final : public storage::Outbox {
   }
   Result<std::vector<storage::OutboxRecord>> ReadShard(uint32_t shard, uint64_t after,
                                                        size_t max) override {
+    if (throw_on_reads_) throw std::runtime_error("simulated: a bug in the read path");
     return inner_->ReadShard(shard, after, max);
   }
   Status Ack(const storage::OutboxRecord& r) override { return inner_->Ack(r); }
@@ -61,6 +86,11 @@ class FailingOutbox final : public storage::Outbox {
   std::atomic<int> failed_writes_{0};
   std::atomic<bool> fail_syncs_{false};
   std::atomic<int> failed_syncs_{0};
+  std::mutex hold_mu_;
+  std::condition_variable released_;
+  bool hold_writes_ = false;  // guarded by hold_mu_
+  std::atomic<int> held_writes_{0};
+  std::atomic<bool> throw_on_reads_{false};
 };
 
 }  // namespace verdict::testing
