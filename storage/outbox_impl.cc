@@ -51,7 +51,8 @@ class OutboxImpl final : public Outbox {
         options_(options),
         clock_(options.clock ? options.clock : SystemClock::Default()),
         shards_(shard_count) {
-    write_options_.sync = !options.unsafe_disable_wal_for_test;
+    write_options_.sync =
+        !options.unsafe_disable_wal_for_test && !options.unsafe_skip_wal_sync_for_test;
     write_options_.disableWAL = options.unsafe_disable_wal_for_test;
     buffered_options_.sync = false;
     buffered_options_.disableWAL = options.unsafe_disable_wal_for_test;
@@ -211,7 +212,7 @@ class OutboxImpl final : public Outbox {
     // Every write counted here has returned, so the log sync below covers it.
     const uint64_t target = written_.load();
     if (synced_ >= target) return Status::Ok();  // an earlier sync already covered it
-    if (options_.unsafe_disable_wal_for_test) {
+    if (options_.unsafe_skip_wal_sync_for_test || options_.unsafe_disable_wal_for_test) {
       synced_ = target;
       return Status::Ok();
     }
@@ -607,10 +608,19 @@ class RocksLogToSpdlog final : public rocksdb::Logger {
   }
 };
 
+// Options every open shares: RocksDB's log goes to spdlog, file I/O through options.env.
+rocksdb::DBOptions CommonDbOptions(const OutboxOptions& options) {
+  rocksdb::DBOptions db_options;
+  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
+  if (options.env) db_options.env = options.env.get();
+  return db_options;
+}
+
 // The shard count an existing outbox was created with, or nullopt for a new directory.
-Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir) {
+Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir,
+                                                   const OutboxOptions& options) {
   std::vector<std::string> names;
-  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir, &names);
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(CommonDbOptions(options), dir, &names);
   if (!s.ok()) return std::optional<uint32_t>();  // no database here yet
   if (std::find(names.begin(), names.end(), kMetaCf) == names.end()) {
     return FailedPreconditionError(dir + " is a RocksDB database but not a verdict outbox");
@@ -621,9 +631,7 @@ Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir) {
   for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  rocksdb::DBOptions db_options;
-  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
-  s = rocksdb::DB::OpenForReadOnly(db_options, dir, descriptors, &handles, &raw);
+  s = rocksdb::DB::OpenForReadOnly(CommonDbOptions(options), dir, descriptors, &handles, &raw);
   if (!s.ok()) return FromRocks(s, "opening outbox " + dir + " to read its shard count");
   std::unique_ptr<rocksdb::DB> db(raw);
   const size_t meta = std::find(names.begin(), names.end(), kMetaCf) - names.begin();
@@ -656,10 +664,8 @@ Result<std::unique_ptr<Outbox>> OpenOutboxReadOnly(const std::string& dir,
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   const rocksdb::ColumnFamilyOptions cf;
-  rocksdb::DBOptions db_options;
-  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
   rocksdb::Status s = rocksdb::DB::OpenForReadOnly(
-      db_options, dir, Descriptors(options.shard_count, cf, cf, cf), &handles, &raw);
+      CommonDbOptions(options), dir, Descriptors(options.shard_count, cf, cf, cf), &handles, &raw);
   if (!s.ok()) return FromRocks(s, "opening outbox " + dir + " read-only");
   std::unique_ptr<rocksdb::DB> db(raw);
   db->DestroyColumnFamilyHandle(handles.back()).PermitUncheckedError();
@@ -688,7 +694,7 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
     return InvalidArgumentError("shard count must be between 1 and 1000, got " +
                                 std::to_string(options.shard_count));
   }
-  auto existing = ExistingShardCount(dir);
+  auto existing = ExistingShardCount(dir, options);
   if (!existing.ok()) return existing.status();
   if (options.read_only) {
     if (!existing->has_value()) return NotFoundError("no outbox in " + dir);
@@ -711,7 +717,7 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
     return mkdir_error == std::errc::no_space_on_device ? ResourceExhaustedError(why)
                                                         : UnavailableError(why);
   }
-  rocksdb::DBOptions db_options;
+  rocksdb::DBOptions db_options = CommonDbOptions(options);
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.max_total_wal_size = options.max_total_wal_size;
@@ -719,7 +725,6 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
   db_options.keep_log_file_num = 4;
   db_options.max_background_jobs = 2;
   db_options.allow_fallocate = options.preallocate_files;
-  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
 
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(16 << 20);
