@@ -39,7 +39,8 @@ constexpr size_t kMemtableBytes = size_t{4} << 20;
 constexpr int kMemtablesPerColumnFamily = 4;
 // Background threads: one flush, one compaction. A second flush thread does not help on two
 // cores, and two flushes syncing the same closed log after an I/O error make RocksDB built with
-// assertions (Debian's) abort; the power-loss test found it. Default: 2.
+// assertions (Debian's) abort, as a simulated power cut that failed all later I/O showed.
+// Default: 2.
 constexpr int kBackgroundJobs = 2;
 
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
@@ -235,7 +236,8 @@ class OutboxImpl final : public Outbox {
     // queue, so it never runs beside a log append, and a database stopped by an I/O error
     // refuses it before touching the log. SyncWAL does neither: after a failed append it syncs
     // a log writer that has seen the error, which RocksDB built with assertions (as Debian's
-    // is) answers with abort(). The power-loss test hits that within a few cuts.
+    // is) answers with abort(): a simulated power cut that failed all later I/O hit it within a
+    // few cuts.
     rocksdb::WriteBatch empty;
     Status s = FromRocks(db_->Write(sync_options_, &empty), "syncing the outbox log");
     if (!s.ok()) {

@@ -19,15 +19,12 @@ std::string WithoutTrailingSlash(std::string dir) {
   return dir;
 }
 
-rocksdb::IOStatus PowerIsOff() { return rocksdb::IOStatus::IOError("power cut (PowerCutFs)"); }
-
 }  // namespace
 
 template <typename Op>
 rocksdb::IOStatus PowerCutFs::Mutate(Op op) {
   std::lock_guard lock(mu_);
   if (cut_in_ && --*cut_in_ == 0) cut_ = true;
-  if (cut_) return PowerIsOff();
   return op();
 }
 
@@ -114,7 +111,7 @@ class PowerCutFile : public rocksdb::FSWritableFileOwnerWrapper {
   rocksdb::IOStatus Synced() {
     return fs_->Mutate([&] {
       auto& state = fs_->files_[name_];
-      state.synced = state.size;
+      if (!fs_->cut_) state.synced = state.size;
       return rocksdb::IOStatus::OK();
     });
   }
@@ -140,7 +137,7 @@ class PowerCutDirectory : public rocksdb::FSDirectoryWrapper {
  private:
   rocksdb::IOStatus Synced() {
     return fs_->Mutate([&] {
-      fs_->DirectorySynced(name_);
+      if (!fs_->cut_) fs_->DirectorySynced(name_);
       return rocksdb::IOStatus::OK();
     });
   }
@@ -152,24 +149,8 @@ class PowerCutDirectory : public rocksdb::FSDirectoryWrapper {
 PowerCutFs::PowerCutFs(std::shared_ptr<rocksdb::FileSystem> base)
     : FileSystemWrapper(std::move(base)) {}
 
-// RocksDB waits a second after a failed flush before it tries again. Once the power is off
-// nothing is ever going to succeed, so the wait only slows the test down.
-class PowerCutEnv : public rocksdb::EnvWrapper {
- public:
-  explicit PowerCutEnv(const std::shared_ptr<PowerCutFs>& fs)
-      : EnvWrapper(rocksdb::NewCompositeEnv(fs)), fs_(fs) {}
-  static const char* kClassName() { return "PowerCutEnv"; }
-  const char* Name() const override { return kClassName(); }
-  void SleepForMicroseconds(int micros) override {
-    if (!fs_->is_cut()) EnvWrapper::SleepForMicroseconds(micros);
-  }
-
- private:
-  std::shared_ptr<PowerCutFs> fs_;
-};
-
 std::shared_ptr<rocksdb::Env> PowerCutFs::NewEnv(const std::shared_ptr<PowerCutFs>& fs) {
-  return std::make_shared<PowerCutEnv>(fs);
+  return rocksdb::NewCompositeEnv(fs);
 }
 
 void PowerCutFs::Cut() {
@@ -287,6 +268,7 @@ rocksdb::IOStatus PowerCutFs::DeleteFile(const std::string& fname,
                                          const rocksdb::IOOptions& options,
                                          rocksdb::IODebugContext* dbg) {
   return Mutate([&] {
+    if (cut_) return rocksdb::IOStatus::OK();  // never reaches the disk
     rocksdb::IOStatus s = target()->DeleteFile(fname, options, dbg);
     if (s.ok()) files_.erase(fname);
     return s;
