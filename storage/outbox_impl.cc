@@ -740,6 +740,10 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
   db_options.db_write_buffer_size = options.total_memtable_bytes;
   db_options.keep_log_file_num = 4;
   db_options.max_background_jobs = kBackgroundJobs;
+  // A write group's log stage runs beside the previous group's memtable stage, so the fsync of
+  // SyncEnqueued's empty synced write overlaps the memtable insert of the batch written before
+  // it, which the write queue would otherwise serialize (bench/RESULTS.md, "Ingest tail").
+  db_options.enable_pipelined_write = true;
   db_options.allow_fallocate = options.preallocate_files;
 
   rocksdb::BlockBasedTableOptions table;
