@@ -26,6 +26,10 @@
 #include "common/status.h"
 #include "verdict/v1/verdict.pb.h"
 
+namespace rocksdb {
+class Env;
+}
+
 namespace verdict::storage {
 
 struct OutboxOptions {
@@ -64,10 +68,21 @@ struct OutboxOptions {
   // write. The fault suite turns it off so that filling the disk bites at once.
   // Default: true.
   bool preallocate_files = true;
+
+  // The RocksDB environment every file operation goes through. Tests pass one whose file
+  // system simulates a power cut (tests/support/power_cut_fs.h). The outbox keeps it alive.
+  // Default: nullptr, meaning rocksdb::Env::Default().
+  std::shared_ptr<rocksdb::Env> env = nullptr;
+
   // Test-only: writes without the write-ahead log, so Enqueue acknowledges records that exist
   // only in memory. It exists so the crash test can show that it detects lost records.
   // Default: false. Never set it outside tests.
   bool unsafe_disable_wal_for_test = false;
+  // Test-only: writes the log but never fsyncs it (SyncEnqueued and synced writes return
+  // without waiting for the disk), so Enqueue acknowledges records that sit in the page cache.
+  // A killed process loses none of them; a power cut loses them. It exists so the power-loss
+  // test can show that it detects the missing fsync. Default: false. Never set it outside tests.
+  bool unsafe_skip_wal_sync_for_test = false;
 };
 
 // A record as stored in a shard.

@@ -28,6 +28,21 @@ namespace {
 
 using namespace format;
 
+// Memtable sizing for a queue whose records live seconds. RocksDB stops all writes when a
+// column family has max_write_buffer_number memtables that are full or flushing; with its
+// default (2), the outbox-wide memtable budget switching several shards at once stopped ingest
+// until a flush finished, dozens of times in a 5 s benchmark ("Stopping writes because we have
+// 2 immutable memtables"). Smaller memtables, and more of them per shard, let a shard switch
+// without waiting for a flush, at the same worst-case memory per shard (16 MiB).
+// Default: 4 MiB per memtable, 4 memtables per shard.
+constexpr size_t kMemtableBytes = size_t{4} << 20;
+constexpr int kMemtablesPerColumnFamily = 4;
+// Background threads: one flush, one compaction. A second flush thread does not help on two
+// cores, and two flushes syncing the same closed log after an I/O error make RocksDB built with
+// assertions (Debian's) abort, as a simulated power cut that failed all later I/O showed.
+// Default: 2.
+constexpr int kBackgroundJobs = 2;
+
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return Status::Ok();
   std::string msg = what + ": " + s.ToString();
@@ -51,12 +66,14 @@ class OutboxImpl final : public Outbox {
         options_(options),
         clock_(options.clock ? options.clock : SystemClock::Default()),
         shards_(shard_count) {
-    write_options_.sync = !options.unsafe_disable_wal_for_test;
+    write_options_.sync =
+        !options.unsafe_disable_wal_for_test && !options.unsafe_skip_wal_sync_for_test;
     write_options_.disableWAL = options.unsafe_disable_wal_for_test;
     buffered_options_.sync = false;
     buffered_options_.disableWAL = options.unsafe_disable_wal_for_test;
     ack_options_.sync = false;
     ack_options_.disableWAL = options.unsafe_disable_wal_for_test;
+    sync_options_.sync = true;
   }
 
   ~OutboxImpl() override {
@@ -210,11 +227,19 @@ class OutboxImpl final : public Outbox {
     // Every write counted here has returned, so the log sync below covers it.
     const uint64_t target = written_.load();
     if (synced_ >= target) return Status::Ok();  // an earlier sync already covered it
-    if (needs_resume_.exchange(false)) {
-      rocksdb::Status r = db_->Resume();
-      if (!r.ok()) spdlog::warn("outbox: resume after write failure: {}", r.ToString());
+    if (options_.unsafe_skip_wal_sync_for_test || options_.unsafe_disable_wal_for_test) {
+      synced_ = target;
+      return Status::Ok();
     }
-    Status s = FromRocks(db_->SyncWAL(), "syncing the outbox log");
+    VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
+    // An empty synced write rather than DB::SyncWAL: it fsyncs every log through RocksDB's write
+    // queue, so it never runs beside a log append, and a database stopped by an I/O error
+    // refuses it before touching the log. SyncWAL does neither: after a failed append it syncs
+    // a log writer that has seen the error, which RocksDB built with assertions (as Debian's
+    // is) answers with abort(): a simulated power cut that failed all later I/O hit it within a
+    // few cuts.
+    rocksdb::WriteBatch empty;
+    Status s = FromRocks(db_->Write(sync_options_, &empty), "syncing the outbox log");
     if (!s.ok()) {
       needs_resume_ = true;
       return s;
@@ -404,13 +429,20 @@ class OutboxImpl final : public Outbox {
   }
   Status WriteRecovering(rocksdb::WriteBatch* wb, const char* what,
                          const rocksdb::WriteOptions& write_options) {
-    if (needs_resume_.exchange(false)) {
-      rocksdb::Status r = db_->Resume();
-      if (!r.ok()) spdlog::warn("outbox: resume after write failure: {}", r.ToString());
-    }
+    VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
     Status s = FromRocks(db_->Write(write_options, wb), what);
     if (!s.ok()) needs_resume_ = true;
     return s;
+  }
+
+  // After a failed write or sync, asks RocksDB to resume; while it cannot (the disk is still
+  // full or failing), nothing else is tried.
+  Status ResumeAfterFailure() {
+    if (!needs_resume_.exchange(false)) return Status::Ok();
+    rocksdb::Status r = db_->Resume();
+    if (r.ok()) return Status::Ok();
+    needs_resume_ = true;
+    return FromRocks(r, "resuming the outbox after a write failure");
   }
 
   // The stored copy of a record with this index key, if any. The stored record must be
@@ -556,6 +588,7 @@ class OutboxImpl final : public Outbox {
   rocksdb::WriteOptions write_options_;     // synced
   rocksdb::WriteOptions buffered_options_;  // EnqueueBuffered: synced later by SyncEnqueued
   rocksdb::WriteOptions ack_options_;
+  rocksdb::WriteOptions sync_options_;  // SyncEnqueued: an empty synced write
 
   std::mutex write_mu_;  // serializes sequence allocation and the writes that use it
   uint64_t next_sequence_ = 1;
@@ -591,10 +624,19 @@ class RocksLogToSpdlog final : public rocksdb::Logger {
   }
 };
 
+// Options every open shares: RocksDB's log goes to spdlog, file I/O through options.env.
+rocksdb::DBOptions CommonDbOptions(const OutboxOptions& options) {
+  rocksdb::DBOptions db_options;
+  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
+  if (options.env) db_options.env = options.env.get();
+  return db_options;
+}
+
 // The shard count an existing outbox was created with, or nullopt for a new directory.
-Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir) {
+Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir,
+                                                   const OutboxOptions& options) {
   std::vector<std::string> names;
-  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir, &names);
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(CommonDbOptions(options), dir, &names);
   if (!s.ok()) return std::optional<uint32_t>();  // no database here yet
   if (std::find(names.begin(), names.end(), kMetaCf) == names.end()) {
     return FailedPreconditionError(dir + " is a RocksDB database but not a verdict outbox");
@@ -605,9 +647,7 @@ Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir) {
   for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  rocksdb::DBOptions db_options;
-  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
-  s = rocksdb::DB::OpenForReadOnly(db_options, dir, descriptors, &handles, &raw);
+  s = rocksdb::DB::OpenForReadOnly(CommonDbOptions(options), dir, descriptors, &handles, &raw);
   if (!s.ok()) return FromRocks(s, "opening outbox " + dir + " to read its shard count");
   std::unique_ptr<rocksdb::DB> db(raw);
   const size_t meta = std::find(names.begin(), names.end(), kMetaCf) - names.begin();
@@ -640,10 +680,8 @@ Result<std::unique_ptr<Outbox>> OpenOutboxReadOnly(const std::string& dir,
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   const rocksdb::ColumnFamilyOptions cf;
-  rocksdb::DBOptions db_options;
-  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
   rocksdb::Status s = rocksdb::DB::OpenForReadOnly(
-      db_options, dir, Descriptors(options.shard_count, cf, cf, cf), &handles, &raw);
+      CommonDbOptions(options), dir, Descriptors(options.shard_count, cf, cf, cf), &handles, &raw);
   if (!s.ok()) return FromRocks(s, "opening outbox " + dir + " read-only");
   std::unique_ptr<rocksdb::DB> db(raw);
   db->DestroyColumnFamilyHandle(handles.back()).PermitUncheckedError();
@@ -672,7 +710,7 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
     return InvalidArgumentError("shard count must be between 1 and 1000, got " +
                                 std::to_string(options.shard_count));
   }
-  auto existing = ExistingShardCount(dir);
+  auto existing = ExistingShardCount(dir, options);
   if (!existing.ok()) return existing.status();
   if (options.read_only) {
     if (!existing->has_value()) return NotFoundError("no outbox in " + dir);
@@ -695,15 +733,18 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
     return mkdir_error == std::errc::no_space_on_device ? ResourceExhaustedError(why)
                                                         : UnavailableError(why);
   }
-  rocksdb::DBOptions db_options;
+  rocksdb::DBOptions db_options = CommonDbOptions(options);
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.max_total_wal_size = options.max_total_wal_size;
   db_options.db_write_buffer_size = options.total_memtable_bytes;
   db_options.keep_log_file_num = 4;
-  db_options.max_background_jobs = 2;
+  db_options.max_background_jobs = kBackgroundJobs;
+  // A write group's log stage runs beside the previous group's memtable stage, so the fsync of
+  // SyncEnqueued's empty synced write overlaps the memtable insert of the batch written before
+  // it, which the write queue would otherwise serialize (bench/RESULTS.md, "Ingest tail").
+  db_options.enable_pipelined_write = true;
   db_options.allow_fallocate = options.preallocate_files;
-  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
 
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(16 << 20);
@@ -711,7 +752,8 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   rocksdb::ColumnFamilyOptions base;
   base.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  base.write_buffer_size = 8 << 20;
+  base.write_buffer_size = kMemtableBytes;
+  base.max_write_buffer_number = kMemtablesPerColumnFamily;
 
   rocksdb::ColumnFamilyOptions shard_options = base;
   // A queue deletes everything it writes: compact files dense with tombstones early so reads
