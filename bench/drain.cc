@@ -121,8 +121,12 @@ double HistogramP99Ms(const std::string& text, const std::string& name) {
 // The lobby, in this process, on a free port.
 class InProcessLobby {
  public:
-  InProcessLobby(const std::string& conninfo, int pool) : hub_(Store(conninfo, pool), conninfo) {
+  InProcessLobby(const std::string& conninfo, int pool, double coalesce_ms)
+      : hub_(Store(conninfo, pool), conninfo) {
     lobby::ServiceOptions service_options;
+    service_options.coalesce_wait =
+        std::chrono::microseconds(static_cast<int64_t>(coalesce_ms * 1000));
+    service_options.db_workers = pool;
     service_options.node_tokens.push_back({kNode, kToken});
     service_ =
         std::make_unique<lobby::SettlementService>(*store_, nullptr, service_options, registry_);
@@ -419,7 +423,7 @@ int RunDrain(const DrainOptions& o) {
   }
   // The lobby as deployed by default (8 DB workers): more concurrent transactions than that
   // only queue up on a 2-core machine.
-  InProcessLobby lobby(conninfo, o.lobby_db_pool);
+  InProcessLobby lobby(conninfo, o.lobby_db_pool, o.lobby_coalesce_ms);
   if (lobby.port() == 0) return 1;
   // Node and serial baseline reach the lobby through the latency proxy when one is asked for.
   uint16_t port = lobby.port();

@@ -75,6 +75,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
   drain_cmd->add_option("--svg", drain.svg, "write the chart of drain rate by shard count");
+  drain_cmd
+      ->add_option("--lobby-coalesce-ms", drain.lobby_coalesce_ms,
+                   "the lobby's group-commit wait (its --coalesce-wait-ms; 0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0));
   drain_cmd->add_option("--lobby-db-pool", drain.lobby_db_pool, "the lobby's DB workers")
       ->capture_default_str()
       ->check(CLI::Range(1, 512));
