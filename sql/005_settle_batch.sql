@@ -220,4 +220,4 @@ $$;
 -- The single-room function is replaced by a batch of one.
 DROP FUNCTION verdict_settle(bigint, text, text, smallint, boolean, bigint, text, text, bytea,
                              bigint[], smallint[], integer[], integer[], integer[], bigint[],
-                             boolean[], integer, boolean, bigint);
+                             boolean[], integer, boolean);
