@@ -503,14 +503,15 @@ TEST_F(DelivererTest, BatchOfOneSendsEachRecordAloneToTheSingleEndpoint) {
   EXPECT_EQ(Metric("verdict_node_delivery_batches_total"), 0);
 }
 
-// Five rooms with three records each, interleaved in one shard, batches of at most four: each
-// batch holds at most one record per room, and each room's records are settled in order.
+// Five rooms with three records each, stored room after room in one shard, batches of at most
+// four: each batch holds at most one record per room (the first of each room in the window),
+// and each room's records are settled in order.
 TEST_F(DelivererTest, BatchesHoldOneRecordPerRoomAndKeepEachRoomsOrder) {
   batch_ = 4;
   OpenOutbox(1);
   std::vector<v1::BattleResult> results;
-  for (int64_t ended = 1; ended <= 3; ++ended) {
-    for (uint64_t room = 1; room <= 5; ++room) results.push_back(MakeResult(room, ended));
+  for (uint64_t room = 1; room <= 5; ++room) {
+    for (int64_t ended = 1; ended <= 3; ++ended) results.push_back(MakeResult(room, ended));
   }
   Enqueue(results);
   StartDeliverer();
@@ -530,12 +531,13 @@ TEST_F(DelivererTest, BatchesHoldOneRecordPerRoomAndKeepEachRoomsOrder) {
         << "two records of one room in batch " << batch;
   }
   EXPECT_EQ(largest, 4u);
-  EXPECT_EQ(rooms_of_batch.size(), 4u);  // 15 records, 4 per batch at most
+  // Rooms 1-4 go three times four at a time, then room 5 alone three times.
+  EXPECT_EQ(rooms_of_batch.size(), 6u);
   for (const auto& [room, order] : order_of_room) {
     EXPECT_EQ(order, (std::vector<int64_t>{1, 2, 3})) << "room " << room;
   }
-  EXPECT_EQ(Metric("verdict_node_delivery_batches_total"), 4);
-  EXPECT_EQ(Metric("verdict_node_delivery_batch_records_count"), 4);
+  EXPECT_EQ(Metric("verdict_node_delivery_batches_total"), 6);
+  EXPECT_EQ(Metric("verdict_node_delivery_batch_records_count"), 6);
   EXPECT_EQ(Metric("verdict_node_delivery_batch_records_sum"), 15);
 }
 
