@@ -24,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <google/protobuf/struct.pb.h>
@@ -44,6 +45,10 @@ using net::awaitable;
 using net::use_awaitable;
 
 constexpr char kSettlementsPath[] = "/v1/settlements";
+constexpr char kBatchPath[] = "/v1/settlements:batch";
+// The lobby's limits for one batch: results, and bytes (less room for the framing).
+constexpr size_t kMaxBatchResults = 256;
+constexpr size_t kMaxBatchBytes = (4u << 20) - (64u << 10);
 constexpr int64_t kForever = std::numeric_limits<int64_t>::max();
 // A shard logs 2xx answers that are not receipts at most this often.
 constexpr int64_t kBadReceiptLogIntervalMs = 60'000;
@@ -57,6 +62,7 @@ struct Attempt {
     kConnectionFailed,  // could not talk to the lobby at all: back the shard off
     kAuthRejected,      // 401/403: the node's token is refused; pause every shard
     kStopped,           // the deliverer is stopping
+    kNoBatchEndpoint,   // 404/405 on the batch path: the lobby predates it; send singly
   };
   Kind kind = Kind::kRetryRoom;
   std::string cause;  // short label for metrics and logs: "http_503", "timeout", "connect", …
@@ -81,27 +87,40 @@ int64_t RetryAfterMs(const http::response<http::string_body>& res) {
   return std::stoll(value) * 1000;
 }
 
-// Whether a 2xx body is the lobby's receipt for `result`: same room and outcome. An HTML page
-// from a proxy, an empty body or another room's receipt is not, and says why in `why`.
-bool IsReceiptFor(const http::response<http::string_body>& res, const v1::BattleResult& result,
-                  v1::SettlementReceipt* receipt, std::string* why) {
+// Decodes a 2xx body as `message` per its Content-Type; false (and why) if it is not one: an
+// HTML page from a proxy, an empty body.
+bool DecodeAnswer(const http::response<http::string_body>& res, google::protobuf::Message* message,
+                  std::string* why) {
   const std::string type = Header(res, http::field::content_type);
   const auto format = wire::FormatOfContentType(type);
   if (!format) {
-    *why = "Content-Type '" + type.substr(0, 64) + "' is not a receipt";
+    *why = "Content-Type '" + type.substr(0, 64) + "' is not a " + message->GetTypeName();
     return false;
   }
   std::string error;
-  if (!wire::DecodeBody(res.body(), *format, receipt, &error)) {
-    *why = "body is not a receipt: " + error.substr(0, 200);
-    return false;
-  }
-  if (receipt->room_id() != result.room_id() || receipt->outcome() != result.outcome()) {
-    *why = "receipt is for room " + std::to_string(receipt->room_id()) + " outcome " +
-           std::to_string(receipt->outcome());
+  if (!wire::DecodeBody(res.body(), *format, message, &error)) {
+    *why = "body is not a " + message->GetTypeName() + ": " + error.substr(0, 200);
     return false;
   }
   return true;
+}
+
+// Whether `receipt` is the lobby's receipt for `result`: same room and outcome. Another room's
+// receipt is not, and says why in `why`.
+bool ReceiptMatches(const v1::SettlementReceipt& receipt, const v1::BattleResult& result,
+                    std::string* why) {
+  if (receipt.room_id() != result.room_id() || receipt.outcome() != result.outcome()) {
+    *why = "receipt is for room " + std::to_string(receipt.room_id()) + " outcome " +
+           std::to_string(receipt.outcome());
+    return false;
+  }
+  return true;
+}
+
+// Whether a 2xx body is the lobby's receipt for `result`, and if not why.
+bool IsReceiptFor(const http::response<http::string_body>& res, const v1::BattleResult& result,
+                  v1::SettlementReceipt* receipt, std::string* why) {
+  return DecodeAnswer(res, receipt, why) && ReceiptMatches(*receipt, result, why);
 }
 
 // A problem body (RFC 9457) with `retryable: false` makes the refusal terminal, with its code;
@@ -155,6 +174,77 @@ Attempt Classify(const http::response<http::string_body>& res, const v1::BattleR
   }
   ReadProblem(res, &a);
   return a;
+}
+
+// What one item of a batch reply means for its record: the same as the single endpoint's
+// answer would (a matching receipt acks, a problem with retryable: false is terminal with its
+// code, anything else is retried).
+Attempt ItemAttempt(const v1::SettlementItem& item, const v1::BattleResult& result,
+                    int64_t retry_after_ms) {
+  Attempt a;  // kRetryRoom
+  if (item.has_receipt()) {
+    if (!ReceiptMatches(item.receipt(), result, &a.message)) {
+      a.cause = "bad_receipt";
+      return a;
+    }
+    a.kind = Attempt::Kind::kDelivered;
+    a.duplicate = item.receipt().duplicate();
+    return a;
+  }
+  if (!item.has_problem()) {
+    a.cause = "bad_receipt";
+    a.message = "batch item holds neither a receipt nor a problem";
+    return a;
+  }
+  const v1::Problem& problem = item.problem();
+  a.cause = "http_" + std::to_string(problem.status());
+  a.message = problem.detail();
+  a.retry_after_ms = retry_after_ms;
+  if (problem.retryable()) return a;
+  a.kind = Attempt::Kind::kTerminal;
+  a.code = problem.code().empty() ? a.cause : problem.code();
+  return a;
+}
+
+// Reads the lobby's answer to a batch of `records`: one Attempt per record, in order, or one
+// Attempt about the whole request (a refused token, no batch endpoint). A 200 whose items do
+// not decode or do not match the records in number acks nothing (bad_receipt); a receipt acks
+// only the record of its room and outcome. Whole-request refusals (400, 413, 415, 503, a
+// proxy's 502) are about the request, not one result: every record is retried, none is
+// dead-lettered. `ack_whole` is the test-only negative control that skips reading the items.
+std::vector<Attempt> ClassifyBatch(const http::response<http::string_body>& res,
+                                   const std::vector<storage::OutboxRecord>& records,
+                                   bool ack_whole) {
+  const int status = res.result_int();
+  if (status == 404 || status == 405) {
+    return {Attempt{Attempt::Kind::kNoBatchEndpoint, "http_" + std::to_string(status), "",
+                    std::string(res.reason())}};
+  }
+  if (status < 200 || status >= 300) {
+    Attempt a = Classify(res, records.front().result);
+    if (a.kind == Attempt::Kind::kAuthRejected) return {a};
+    a.kind = Attempt::Kind::kRetryRoom;
+    a.code.clear();
+    return std::vector<Attempt>(records.size(), a);
+  }
+  if (ack_whole)
+    return std::vector<Attempt>(records.size(), Attempt{Attempt::Kind::kDelivered, "", "", ""});
+  v1::SettlementBatchReply reply;
+  std::string why;
+  if (DecodeAnswer(res, &reply, &why) && reply.items_size() != static_cast<int>(records.size())) {
+    why = std::to_string(reply.items_size()) + " items for " + std::to_string(records.size()) +
+          " results";
+  }
+  if (!why.empty()) {
+    return std::vector<Attempt>(records.size(),
+                                Attempt{Attempt::Kind::kRetryRoom, "bad_receipt", "", why});
+  }
+  std::vector<Attempt> out;
+  const int64_t retry_after_ms = RetryAfterMs(res);
+  for (size_t i = 0; i < records.size(); ++i) {
+    out.push_back(ItemAttempt(reply.items(static_cast<int>(i)), records[i].result, retry_after_ms));
+  }
+  return out;
 }
 
 // Backoff after `failures` failures in a row: initial doubling to max, jittered when `rng` is
@@ -211,6 +301,16 @@ class Deliverer::Impl {
   // Until when every shard waits because the token was refused (0: no pause).
   int64_t auth_paused_until_ms() const { return auth_paused_until_ms_.load(); }
 
+  // How many records the next request of a shard may carry: 1 once single requests are in
+  // force (batch 1, or a lobby without the batch path).
+  size_t BatchLimit() const {
+    if (single_requests_.load()) return 1;
+    return std::clamp<size_t>(options_.batch, 1, kMaxBatchResults);
+  }
+  // The lobby answered 404/405 on the batch path: every shard sends single requests from now
+  // on. One warning.
+  void FallBackToSingleRequests(uint32_t shard, const Attempt& a);
+
   // Runs `work` on the disk thread; the calling loop resumes on its strand when it is done.
   // Exceptions from `work` propagate to the caller.
   awaitable<void> OnDiskThread(std::function<void()> work);
@@ -232,6 +332,8 @@ class Deliverer::Impl {
   metrics::LabeledCounter& dead_lettered_;
   metrics::LabeledCounter& loop_restarts_;
   metrics::Histogram& attempt_seconds_;
+  metrics::Counter& batches_;
+  metrics::Histogram& batch_records_;
   std::atomic<int> in_flight_{0};
   std::atomic<uint64_t> resolved_{0};
 
@@ -247,6 +349,7 @@ class Deliverer::Impl {
   std::atomic<int64_t> auth_paused_until_ms_{0};
   std::atomic<bool> auth_failing_{false};
   std::atomic<uint64_t> auth_acceptances_{0};
+  std::atomic<bool> single_requests_;
 
   net::io_context ioc_;
   std::vector<std::unique_ptr<ShardLoop>> loops_;
@@ -328,26 +431,28 @@ class ShardLoop {
         co_await SleepUntil(paused_until);
         continue;
       }
-      std::optional<size_t> next = PickNext(now);
+      const size_t limit = owner_.BatchLimit();
+      std::vector<size_t> picked = PickDeliverable(now, limit);
       bool read_failed = false;
-      while (!next && maybe_more_ && window_.size() < owner_.options_.max_window) {
+      while (picked.size() < limit && maybe_more_ && window_.size() < owner_.options_.max_window) {
         const auto read = co_await Refill();
         if (!read.ok()) {
           read_failed = true;
           break;
         }
         if (*read == 0) break;
-        next = PickNext(now);
+        picked = PickDeliverable(now, limit);
       }
       if (read_failed) continue;  // the shard backs off (see Refill)
-      if (!next) {
+      if (picked.empty()) {
         if (window_.empty()) ResetFailures();  // idle with the shard read to its end
         co_await SleepUntil(EarliestRoomRetry());
         continue;
       }
-      const storage::OutboxRecord record = window_[*next];
-      const Attempt attempt = co_await Deliver(record);
-      co_await Apply(record, attempt);
+      std::vector<storage::OutboxRecord> records;
+      for (size_t i : picked) records.push_back(window_[i]);
+      const std::vector<Attempt> attempts = co_await Deliver(records, limit > 1);
+      co_await ApplyAll(records, attempts);
     }
     CloseConnection();
   }
@@ -359,18 +464,31 @@ class ShardLoop {
     uint64_t sequence = 0;  // the record whose attempt failed
   };
 
-  // The first record in shard order whose room is not waiting out a backoff. Because every
-  // record of a waiting room is skipped, a room's later records never overtake its earlier ones.
-  std::optional<size_t> PickNext(int64_t now) const {
-    for (size_t i = 0; i < window_.size(); ++i) {
-      auto it = backoff_.find(window_[i].result.room_id());
-      if (it == backoff_.end() || it->second.until_ms <= now) return i;
-      if (owner_.options_.unsafe_ignore_room_order_for_test &&
-          it->second.sequence != window_[i].sequence) {
-        return i;
-      }
+  // Up to `limit` records in shard order (positions in the window), each the first of its room
+  // in the window, of a room not waiting out a backoff, together under the lobby's batch size.
+  // Because every record after a room's first is skipped, a room's later records never overtake
+  // its earlier ones, and a batch never holds two records of one room.
+  std::vector<size_t> PickDeliverable(int64_t now, size_t limit) const {
+    const bool unsafe = owner_.options_.unsafe_ignore_room_order_for_test;
+    std::vector<size_t> picked;
+    std::set<uint64_t> rooms_seen;
+    size_t bytes = 0;
+    for (size_t i = 0; i < window_.size() && picked.size() < limit; ++i) {
+      const storage::OutboxRecord& r = window_[i];
+      if (!rooms_seen.insert(r.result.room_id()).second && !unsafe) continue;
+      if (Waiting(r, now)) continue;
+      bytes += r.result.ByteSizeLong() + 16;
+      if (!picked.empty() && bytes > kMaxBatchBytes) break;
+      picked.push_back(i);
     }
-    return std::nullopt;
+    return picked;
+  }
+
+  // Whether `r`'s room waits out a backoff (with P3 off, only the record that failed waits).
+  bool Waiting(const storage::OutboxRecord& r, int64_t now) const {
+    auto it = backoff_.find(r.result.room_id());
+    if (it == backoff_.end() || it->second.until_ms <= now) return false;
+    return !owner_.options_.unsafe_ignore_room_order_for_test || it->second.sequence == r.sequence;
   }
 
   // Reads the next records after what the window holds, on the disk thread (a read may
@@ -491,25 +609,55 @@ class ShardLoop {
     co_return co_await ReadOn(*stream_, res);
   }
 
-  awaitable<Attempt> Deliver(const storage::OutboxRecord& record) {
+  // Sends `records` (one request, a batch or a single record) and reads the answer: one
+  // Attempt per record, or one about the whole request.
+  awaitable<std::vector<Attempt>> Deliver(const std::vector<storage::OutboxRecord>& records,
+                                          bool batch) {
     if (owner_.options_.unsafe_ack_before_send_for_test) {
-      owner_.outbox_.Ack(record).IgnoreError();
+      for (const auto& record : records) owner_.outbox_.Ack(record).IgnoreError();
     }
     const auto started = std::chrono::steady_clock::now();
     ++owner_.in_flight_;
-    Attempt a = co_await Exchange(record);
+    std::vector<Attempt> attempts;
+    if (batch) {
+      attempts = co_await ExchangeBatch(records);
+    } else {
+      attempts.push_back(co_await Exchange(records.front()));
+    }
     --owner_.in_flight_;
     owner_.attempt_seconds_.Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    if (stopping_) a.kind = Attempt::Kind::kStopped;
-    co_return a;
+    if (stopping_) attempts = {Attempt{Attempt::Kind::kStopped, "stopped", "", ""}};
+    co_return attempts;
   }
 
-  // One POST, retried once on a fresh connection if a reused keep-alive connection turns out
-  // to be stale.
   awaitable<Attempt> Exchange(const storage::OutboxRecord& record) {
+    http::response<http::string_body> res;
+    std::optional<Attempt> failed =
+        co_await Post(kSettlementsPath, wire::DeterministicBytes(record.result), &res);
+    if (failed) co_return *failed;
+    co_return Classify(res, record.result);
+  }
+
+  awaitable<std::vector<Attempt>> ExchangeBatch(const std::vector<storage::OutboxRecord>& records) {
+    v1::SettlementBatch batch;
+    for (const auto& record : records) *batch.add_results() = record.result;
+    owner_.batches_.Add();
+    owner_.batch_records_.Observe(static_cast<double>(records.size()));
+    http::response<http::string_body> res;
+    std::optional<Attempt> failed =
+        co_await Post(kBatchPath, wire::DeterministicBytes(batch), &res);
+    if (failed) co_return std::vector<Attempt>{*failed};
+    co_return ClassifyBatch(res, records, owner_.options_.unsafe_ack_whole_batch_for_test);
+  }
+
+  // One POST of `body` to `path`, retried once on a fresh connection if a reused keep-alive
+  // connection turns out to be stale. Fills `res` and returns nullopt, or returns the attempt
+  // that got no answer.
+  awaitable<std::optional<Attempt>> Post(const char* path, std::string body,
+                                         http::response<http::string_body>* res) {
     const Deliverer::Impl::Endpoint& endpoint = owner_.endpoints_[endpoint_];
-    http::request<http::string_body> req{http::verb::post, kSettlementsPath, 11};
+    http::request<http::string_body> req{http::verb::post, path, 11};
     req.set(http::field::host, endpoint.host + ":" + endpoint.port);
     sent_token_ = owner_.Token();
     sent_acceptances_ = owner_.auth_acceptances();
@@ -518,7 +666,7 @@ class ShardLoop {
     req.set(http::field::accept, std::string(wire::kProtobufType));
     req.set(http::field::user_agent, "verdict-node");
     req.keep_alive(true);
-    req.body() = wire::DeterministicBytes(record.result);
+    req.body() = std::move(body);
     req.prepare_payload();
 
     for (int tries = 0; tries < 2; ++tries) {
@@ -536,8 +684,8 @@ class ShardLoop {
         if (!fresh && !stopping_) continue;
         co_return Attempt{Attempt::Kind::kConnectionFailed, "write", "", ec.message()};
       }
-      http::response<http::string_body> res;
-      ec = co_await Read(res);
+      *res = {};
+      ec = co_await Read(*res);
       if (ec) {
         CloseConnection();
         if (ec == beast::error::timeout) {
@@ -546,10 +694,22 @@ class ShardLoop {
         if (!fresh && !stopping_) continue;
         co_return Attempt{Attempt::Kind::kConnectionFailed, "read", "", ec.message()};
       }
-      if (!res.keep_alive()) CloseConnection();
-      co_return Classify(res, record.result);
+      if (!res->keep_alive()) CloseConnection();
+      co_return std::nullopt;
     }
     co_return Attempt{Attempt::Kind::kConnectionFailed, "stale", "", "connection lost twice"};
+  }
+
+  // Acts on the answer to `records`: per record, or once when it was about the whole request.
+  awaitable<void> ApplyAll(const std::vector<storage::OutboxRecord>& records,
+                           const std::vector<Attempt>& attempts) {
+    if (attempts.size() != records.size()) {
+      co_await Apply(records.front(), attempts.front());
+      co_return;
+    }
+    for (size_t i = 0; i < records.size() && !stopping_; ++i) {
+      co_await Apply(records[i], attempts[i]);
+    }
   }
 
   awaitable<void> Apply(const storage::OutboxRecord& record, const Attempt& a) {
@@ -578,6 +738,11 @@ class ShardLoop {
         co_return;
       case Attempt::Kind::kConnectionFailed:
         ConnectionFailed(a);
+        co_return;
+      case Attempt::Kind::kNoBatchEndpoint:
+        // The records stay where they are and go out singly at once: no backoff.
+        connection_failures_ = 0;
+        owner_.FallBackToSingleRequests(shard_, a);
         co_return;
     }
   }
@@ -772,7 +937,15 @@ Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
       attempt_seconds_((registry ? *registry : fallback_registry_)
                            .AddHistogram("verdict_node_delivery_attempt_seconds",
                                          "Duration of one delivery attempt.")),
+      batches_((registry ? *registry : fallback_registry_)
+                   .AddCounter("verdict_node_delivery_batches_total",
+                               "Batch requests sent (POST /v1/settlements:batch).")),
+      batch_records_((registry ? *registry : fallback_registry_)
+                         .AddHistogram("verdict_node_delivery_batch_records",
+                                       "Records carried by one batch request.",
+                                       {1, 2, 4, 8, 16, 32, 64, 128, 256})),
       token_(options_.token),
+      single_requests_(options_.batch <= 1),
       ioc_(options_.io_threads),
       disk_pool_(std::max(1, options_.disk_threads)) {
   metrics::Registry& r = registry ? *registry : fallback_registry_;
@@ -939,6 +1112,14 @@ void Deliverer::Impl::OnAuthAccepted() {
     auth_paused_until_ms_ = 0;
   }
   if (auth_failing_.exchange(false)) spdlog::info("the lobby accepts this node's token again");
+}
+
+void Deliverer::Impl::FallBackToSingleRequests(uint32_t shard, const Attempt& a) {
+  if (single_requests_.exchange(true)) return;
+  spdlog::warn(
+      "shard={}: the lobby has no {} ({}: {}); every shard sends one result per request to {} "
+      "from now on (restart the node to try batches again)",
+      shard, kBatchPath, a.cause, a.message, kSettlementsPath);
 }
 
 Status Deliverer::Impl::Health() const {

@@ -1,10 +1,12 @@
 // Deliverer: moves results from the outbox to the lobby. One asynchronous loop per outbox
 // shard runs on a small pool of I/O threads, each loop with its own keep-alive HTTP connection,
-// so shards deliver in parallel while each shard keeps per-room order (P3). A record is acked
-// only after a 2xx carrying the lobby's receipt for it; a problem body with `retryable: false`
-// dead-letters it (P4); 401/403 pause every shard until the token works again; anything else
-// keeps it and retries with backoff. Blocking outbox calls run on a separate disk thread, never
-// on the I/O threads. Knows the outbox interface and HTTP, nothing of rooms.
+// so shards deliver in parallel while each shard keeps per-room order (P3). A loop sends up to
+// `batch` records per request (POST /v1/settlements:batch), at most one per room, or one record
+// per request (POST /v1/settlements) at `batch` 1 or against a lobby without the batch path. A
+// record is acked only after a 2xx carrying the lobby's receipt for it; a problem with
+// `retryable: false` dead-letters it (P4); 401/403 pause every shard until the token works
+// again; anything else keeps it and retries with backoff. Blocking outbox calls run on a separate
+// disk thread, never on the I/O threads. Knows the outbox interface and HTTP, nothing of rooms.
 // Thread-safety: Start/Stop from one thread; Wake, SetToken and Health from any thread.
 #pragma once
 
@@ -51,6 +53,11 @@ struct DelivererOptions {
   // rooms at its head wait out their backoff. Defaults: 128 and 4096.
   size_t read_batch = 128;
   size_t max_window = 4096;
+  // Records one request carries at most (POST /v1/settlements:batch, capped at the lobby's 256
+  // and kept under its 4 MiB), never two of one room. 1 sends each record alone to
+  // POST /v1/settlements. A lobby that answers 404 or 405 on the batch path makes every shard
+  // fall back to single requests until the deliverer restarts. Default: 64.
+  size_t batch = 64;
   // Time source for backoff decisions. Not owned. Default: nullptr (system clock).
   const Clock* clock = nullptr;
   // Test-only negative control: acks a record before sending it, so a crash in between loses
@@ -59,6 +66,10 @@ struct DelivererOptions {
   // Test-only negative control: holds back only the failed record, not its room, so a room's
   // later records may overtake it (P3 off). Default: false. Never set it outside tests.
   bool unsafe_ignore_room_order_for_test = false;
+  // Test-only negative control: a 200 to a batch acks every record in it without reading the
+  // items, so a record the lobby refused or could not settle is lost. Default: false. Never set
+  // it outside tests.
+  bool unsafe_ack_whole_batch_for_test = false;
 };
 
 class Deliverer {

@@ -29,6 +29,7 @@ struct Flags {
   std::string log_level = "info";
   std::string node_id, outbox, lobby, token, token_file, metrics_listen, admin_token;
   uint32_t shards = 16;
+  size_t batch = delivery::DelivererOptions{}.batch;
   uint64_t simulate_rooms = 0;
   uint64_t simulate_first_room = 0;
   uint64_t simulate_first_player = 1;
@@ -145,6 +146,7 @@ int RunNode(const Flags& flags, const std::function<Result<std::string>()>& rere
   options.token = *token;
   options.metrics_listen = flags.metrics_listen;
   options.delivery.tls_ca_file = flags.tls_ca;
+  options.delivery.batch = flags.batch;
   options.delivery.unsafe_ack_before_send_for_test = flags.unsafe_ack_before_send;
   options.writer.unsafe_drop_failed_batches_for_test = flags.unsafe_drop_failed_batches;
   options.preallocate_outbox_files = !flags.outbox_no_preallocate;
@@ -491,6 +493,12 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
   c.run->add_option("--shards", flags.shards, "outbox shards (fixed at creation)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  c.run
+      ->add_option("--batch", flags.batch,
+                   "results per delivery request (POST /v1/settlements:batch); 1 sends each "
+                   "alone to POST /v1/settlements")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   c.run->add_option("--metrics-listen", flags.metrics_listen, "HOST:PORT for /metrics, /healthz");
   c.run->add_option("--simulate-rooms", flags.simulate_rooms, "simulated battles to play");
   c.run->add_option("--simulate-rate", flags.simulate_rate, "simulated battles started per second")

@@ -1,7 +1,9 @@
 // FakeLobby: an in-process HTTP server on 127.0.0.1:0 that plays the lobby for delivery tests.
 // A test scripts its answers with a handler; the fake records every request, counts requests
-// in flight, and by default answers 200 with a SettlementReceipt. One thread per connection,
-// so a handler may hold a request (delay) without blocking others. Thread-safe.
+// in flight, and by default answers 200 with a SettlementReceipt. It serves the batch path too:
+// each result of a batch is recorded and answered by the same handler, as one item of the
+// reply, unless a batch handler scripts the whole answer. One thread per connection, so a
+// handler may hold a request (delay) without blocking others. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -11,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +27,9 @@ struct FakeRequest {
   bool decoded = false;
   std::string authorization;
   int attempt = 0;  // 1 for the first request with this (room_id, ended_at_ms), 2 for the next…
+  // 0 for POST /v1/settlements; for POST /v1/settlements:batch, the number of that batch
+  // request (1, 2, …), one FakeRequest per result in it.
+  int batch = 0;
 };
 
 struct FakeReply {
@@ -33,6 +39,9 @@ struct FakeReply {
   std::vector<std::pair<std::string, std::string>> headers;
   std::chrono::milliseconds delay{0};  // hold the request this long before answering
   bool close_after_reply = false;      // drop the connection after answering, unannounced
+  // Set by ProblemReply: what a batch item carries for it.
+  std::string code;
+  bool retryable = false;
 };
 
 // A terminal (retryable: false) or retryable problem reply, as the lobby writes them.
@@ -44,6 +53,11 @@ std::string UnreachableUrl();
 class FakeLobby {
  public:
   using Handler = std::function<FakeReply(const FakeRequest&)>;
+  // Answers a whole batch request (its results, in order) verbatim, or nullopt to answer it
+  // item by item with the handler: a 2xx is a receipt item (the fake's own, or the reply's body
+  // parsed as a receipt), a problem is a problem item, and 401, 403 or any other non-2xx
+  // answers the whole request.
+  using BatchHandler = std::function<std::optional<FakeReply>(const std::vector<FakeRequest>&)>;
 
   FakeLobby();
   ~FakeLobby();
@@ -52,6 +66,7 @@ class FakeLobby {
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   void SetHandler(Handler handler);
+  void SetBatchHandler(BatchHandler handler);
 
   // Every request so far, in arrival order.
   std::vector<FakeRequest> requests() const;
@@ -65,6 +80,12 @@ class FakeLobby {
  private:
   void AcceptLoop();
   void Serve(int fd);
+  // Records the results of one request (one, or a batch's) and picks the handlers for them.
+  std::vector<FakeRequest> Record(const std::string& target, const std::string& body,
+                                  const std::string& authorization, Handler* handler,
+                                  BatchHandler* batch_handler);
+  FakeReply AnswerBatch(const std::vector<FakeRequest>& requests, const Handler& handler,
+                        const BatchHandler& batch_handler, std::vector<bool>* accepted);
 
   uint16_t port_ = 0;
   int listen_fd_ = -1;
@@ -72,6 +93,8 @@ class FakeLobby {
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   Handler handler_;
+  BatchHandler batch_handler_;
+  int batches_ = 0;
   std::vector<FakeRequest> requests_;
   std::vector<v1::BattleResult> accepted_;
   std::vector<int> connection_fds_;
