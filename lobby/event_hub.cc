@@ -68,13 +68,6 @@ void EventHub::Wake() {
   }
 }
 
-size_t EventHub::subscriber_count() const {
-  std::lock_guard lock(mu_);
-  size_t n = 0;
-  for (const auto& s : subscribers_) n += s.expired() ? 0 : 1;
-  return n;
-}
-
 void EventHub::FetchPage(int64_t after, std::optional<std::string> node_id, size_t limit,
                          std::function<void(Result<FeedPage>)> done) {
   boost::asio::post(pages_,

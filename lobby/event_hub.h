@@ -62,7 +62,6 @@ class EventHub {
   void Committed();
   // The newest place in the feed handed to subscribers (0 before the first read).
   int64_t head() const { return head_.load(); }
-  size_t subscriber_count() const;
 
   // Reads one page of the feed for a subscriber (see SettlementStore::EventsAfter) on a page
   // thread, and calls `done` there.

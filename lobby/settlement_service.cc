@@ -522,7 +522,7 @@ void SettlementService::SettleInTurn(std::vector<Attempt> attempts) {
 
 void SettlementService::Drain() {
   std::unique_lock lock(turns_mu_);
-  const bool coalescing = options_.coalesce_wait.count() > 0;
+  const bool coalescing = Coalescing();
   const int limit = coalescing ? options_.settle_concurrency : options_.db_workers;
   if (drainers_ >= limit) return;  // the running transactions take what is ready after theirs
   ++drainers_;
@@ -572,7 +572,7 @@ std::vector<SettlementService::Attempt> SettlementService::TakeBatch() {
   ready_.pop_front();
   if (batch.front().alone) return batch;
   // Coalescing takes any ready rooms; without it, only the rest of the same request's.
-  const bool coalescing = options_.coalesce_wait.count() > 0;
+  const bool coalescing = Coalescing();
   for (auto it = ready_.begin(); it != ready_.end() && batch.size() < options_.max_batch_rooms;) {
     if (it->alone || (!coalescing && it->request != batch.front().request)) {
       ++it;

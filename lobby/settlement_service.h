@@ -131,6 +131,8 @@ class SettlementService {
   // Settles ready attempts, a transaction at a time, while any are ready, unless enough
   // transactions already run (they will take them). Called on DB workers.
   void Drain();
+  // Whether ready rooms of different requests share transactions (group commit).
+  bool Coalescing() const { return options_.coalesce_wait.count() > 0; }
   // The next transaction's attempts, taken from ready_. Caller holds turns_mu_.
   std::vector<Attempt> TakeBatch();
   // Runs one transaction for `batch`; one outcome per attempt.

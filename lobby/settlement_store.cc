@@ -177,8 +177,6 @@ class ConnectionPool {
     return Lease(this, std::move(conn));
   }
 
-  const std::string& conninfo() const { return conninfo_; }
-
  private:
   void Return(std::unique_ptr<pqxx::connection> conn) {
     {

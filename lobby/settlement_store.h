@@ -120,12 +120,6 @@ class SettlementStore {
   // (may be null) stops the statement from another thread.
   virtual std::vector<Result<SettleOutcome>> SettleBattles(
       const std::vector<SettleRequest>& requests, bool wait, Cancellation* cancel) = 0;
-  // One room, waiting for its lock: a batch of one.
-  Result<SettleOutcome> SettleBattle(const v1::BattleResult& result, const std::string& node_id,
-                                     const std::string& fingerprint,
-                                     Cancellation* cancel = nullptr) {
-    return SettleBattles({{&result, node_id, fingerprint}}, /*wait=*/true, cancel).front();
-  }
 
   // The receipt of `room_id`; with a node_id, only if the room belongs to that node.
   virtual Result<std::optional<v1::SettlementReceipt>> GetReceipt(
