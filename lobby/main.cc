@@ -382,8 +382,8 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
   serve
       ->add_option("--coalesce-wait-ms", flags.coalesce_wait_ms,
                    "group commit: settlements of concurrent requests share one transaction, which "
-                   "waits up to this long for more to join; 0 turns it off (a transaction per "
-                   "request)")
+                   "waits up to this long for more to join while another is running; 0 turns it "
+                   "off (a transaction per request)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1000.0));
   serve

@@ -527,16 +527,21 @@ void SettlementService::Drain() {
   if (drainers_ >= limit) return;  // the running transactions take what is ready after theirs
   ++drainers_;
   while (!ready_.empty()) {
-    if (coalescing && ready_.size() < options_.max_batch_rooms && !ready_.front().alone) {
-      // Group commit: a moment for concurrent requests to join this transaction.
+    if (coalescing && settling_ > 0 && ready_.size() < options_.max_batch_rooms &&
+        !ready_.front().alone) {
+      // Group commit: while another transaction runs, the database is busy anyway, so a moment
+      // for concurrent requests to join this one costs little. With none running there is
+      // nothing to wait for: a lone request (a serial sender, a quiet lobby) goes at once.
       more_ready_.wait_for(lock, options_.coalesce_wait,
                            [&] { return ready_.size() >= options_.max_batch_rooms; });
       if (ready_.empty()) break;  // another transaction took them meanwhile
     }
     std::vector<Attempt> batch = TakeBatch();
+    ++settling_;
     lock.unlock();
     std::vector<Result<SettleOutcome>> outcomes = SettleBatch(batch);
     lock.lock();
+    --settling_;
     std::vector<size_t> finished;
     std::vector<std::vector<Attempt>> sharing(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {

@@ -43,8 +43,9 @@ struct ServiceOptions {
   // Settlements from different requests that are ready together go into one transaction (group
   // commit): at most `settle_concurrency` transactions run at once, each taking up to
   // `max_batch_rooms` ready rooms, and one that finds fewer waits up to `coalesce_wait` for
-  // more. A zero wait turns coalescing off: each request's rooms then settle in their own
-  // transaction, up to one per DB worker. Default: 2 ms, 4, 256.
+  // more while another transaction is running (with none running it starts at once). A zero wait
+  // turns coalescing off: each request's rooms then settle in their own transaction, up to one per
+  // DB worker. Default: 2 ms, 4, 256.
   std::chrono::microseconds coalesce_wait{2000};
   int settle_concurrency = 4;
   size_t max_batch_rooms = 256;
@@ -157,6 +158,7 @@ class SettlementService {
   std::map<uint64_t, Turn> turns_;  // rooms with an attempt ready or running
   std::deque<Attempt> ready_;       // attempts whose room's turn it is, not yet running
   int drainers_ = 0;                // transactions being prepared or running
+  int settling_ = 0;                // transactions running in the database
   uint64_t next_request_ = 0;
 
   metrics::LabeledCounter& settlements_;
