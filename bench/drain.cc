@@ -6,7 +6,11 @@
 //   serial    the design verdict replaces: one file per result, one deliverer sending one
 //             request at a time over a keep-alive connection, deleting each file after a 2xx;
 //   ceiling   pgbench running the lobby's own settlement statement (verdict_settle_batch) against
-//             the same database, at a fixed concurrency: what PostgreSQL itself can commit.
+//             the same database, at a fixed concurrency: what PostgreSQL itself can commit, one
+//             room per call (the single-room ceiling) and the largest batch per call (the batch
+//             ceiling).
+// Each verdict run is repeated for every `--batch` size (records per request); at batch 1 it is
+// also run against a second lobby that does not coalesce, to measure group commit alone.
 // The lobby runs in this process (verdict::lobby on a free port), like a lobby next to the
 // database.
 #include "bench/drain.h"
@@ -16,6 +20,7 @@
 
 #include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -25,6 +30,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <pqxx/pqxx>
 #include <sstream>
 #include <thread>
@@ -159,42 +165,45 @@ class InProcessLobby {
 struct Row {
   std::string mode;
   uint32_t shards = 0;
+  size_t batch = 1;  // records per request (verdict), rooms per call (pgbench)
   double per_s = 0;
   double p99_ms = 0;
   double empty_after_s = 0;      // time until the outbox was empty
   double predicted_empty_s = 0;  // N / (C - R), for runs that kept producing
+  double coalesce_ms = 0;        // the lobby's group-commit wait
 };
 
 // Fills an outbox with `n` results while nothing delivers, then times the deliverers until
 // the outbox is empty. With `produce_rate` > 0 new results keep arriving at that rate while
 // it drains (up to n more, pre-allocated), as on a host whose battles go on.
-Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t shards, uint64_t base,
-               uint64_t n, const std::string& lobby_url, double produce_rate = 0) {
+Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t shards, size_t batch,
+               uint64_t base, uint64_t n, const std::string& lobby_url, double produce_rate = 0) {
   const char* mode = produce_rate > 0 ? "verdict_producing" : "verdict";
-  std::fprintf(stderr, "  verdict, %u shard%s%s: allocating and filling %llu results\n", shards,
-               shards == 1 ? "" : "s", produce_rate > 0 ? ", producing meanwhile" : "",
-               static_cast<unsigned long long>(n));
+  std::fprintf(stderr, "  verdict, %u shard%s, batch %zu%s: allocating and filling %llu results\n",
+               shards, shards == 1 ? "" : "s", batch,
+               produce_rate > 0 ? ", producing meanwhile" : "", static_cast<unsigned long long>(n));
   const uint64_t extra = produce_rate > 0 ? n : 0;
   AllocateRooms(conninfo, base, n + extra);
   auto outbox = storage::OpenOutbox(dir, {.shard_count = shards});
   if (!outbox.ok()) {
     std::fprintf(stderr, "outbox: %s\n", outbox.status().ToString().c_str());
-    return {mode, shards};
+    return {mode, shards, batch};
   }
   for (uint64_t first = 1; first <= n; first += 1000) {
-    std::vector<v1::BattleResult> batch;
+    std::vector<v1::BattleResult> results;
     for (uint64_t slot = first; slot <= std::min(n, first + 999); ++slot) {
-      batch.push_back(ResultFor(base, slot));
+      results.push_back(ResultFor(base, slot));
     }
-    if (!(*outbox)->Enqueue(batch).ok()) return {mode, shards};
+    if (!(*outbox)->Enqueue(results).ok()) return {mode, shards, batch};
   }
   metrics::Registry registry;
   delivery::DelivererOptions options;
   options.lobby_urls = {lobby_url};
   options.token = kToken;
+  options.batch = batch;
   delivery::Deliverer deliverer(**outbox, options, &registry);
   const auto start = SteadyClock::now();
-  if (!deliverer.Start().ok()) return {mode, shards};
+  if (!deliverer.Start().ok()) return {mode, shards, batch};
   std::atomic<bool> drained{false};
   std::atomic<uint64_t> produced{0};
   std::thread producer([&] {
@@ -202,9 +211,9 @@ Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t sha
     while (!drained && produced < extra) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       const auto due = static_cast<uint64_t>(Seconds(SteadyClock::now() - start) * produce_rate);
-      std::vector<v1::BattleResult> batch;
-      while (produced < std::min(due, extra)) batch.push_back(ResultFor(base, n + ++produced));
-      if (!batch.empty() && (*outbox)->Enqueue(batch).ok()) deliverer.Wake();
+      std::vector<v1::BattleResult> results;
+      while (produced < std::min(due, extra)) results.push_back(ResultFor(base, n + ++produced));
+      if (!results.empty() && (*outbox)->Enqueue(results).ok()) deliverer.Wake();
     }
   });
   auto last_print = start;
@@ -229,7 +238,7 @@ Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t sha
                  static_cast<unsigned long long>(receipts),
                  static_cast<unsigned long long>(settled));
   }
-  Row row{mode, shards, settled / elapsed,
+  Row row{mode, shards, batch, settled / elapsed,
           HistogramP99Ms(registry.RenderText(), "verdict_node_delivery_attempt_seconds")};
   row.empty_after_s = elapsed;
   return row;
@@ -293,71 +302,102 @@ Row RunSerial(const std::string& conninfo, const std::string& dir, uint64_t base
   const double elapsed = Seconds(SteadyClock::now() - start);
   ::close(dir_fd);
   std::sort(latencies.begin(), latencies.end());
-  return {"serial", 1, n / elapsed, latencies.empty() ? 0 : latencies[latencies.size() * 99 / 100]};
+  return {"serial", 1, 1, n / elapsed,
+          latencies.empty() ? 0 : latencies[latencies.size() * 99 / 100]};
 }
 
-// pgbench running the lobby's settlement itself (verdict_settle_batch of one room): one statement
-// per transaction, rooms from a sequence.
+// pgbench running the lobby's settlement itself: verdict_settle_batch of `batch` rooms per call,
+// one call per transaction, the rooms of call k from a sequence (base + k * batch + 1 …), each
+// seating the players ResultFor gives it. Reports rooms settled per second.
 Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t base, uint64_t n,
-               uint32_t clients) {
-  std::fprintf(stderr, "  pgbench ceiling: %u clients, %llu settlements\n", clients,
-               static_cast<unsigned long long>(n));
-  AllocateRooms(conninfo, base, n);
+               uint32_t clients, size_t batch) {
+  const uint64_t calls = std::max<uint64_t>(1, n / batch / clients);
+  std::fprintf(stderr, "  pgbench ceiling: %u clients, %llu calls each of %zu room%s\n", clients,
+               static_cast<unsigned long long>(calls), batch, batch == 1 ? "" : "s");
+  AllocateRooms(conninfo, base, calls * clients * batch);
   {
     pqxx::connection conn(conninfo);
     pqxx::nontransaction tx(conn);
-    tx.exec("DROP SEQUENCE IF EXISTS verdict_bench_rooms");
-    tx.exec("CREATE SEQUENCE verdict_bench_rooms START " + std::to_string(base + 1));
+    tx.exec("DROP SEQUENCE IF EXISTS verdict_bench_calls");
+    tx.exec("CREATE SEQUENCE verdict_bench_calls MINVALUE 0 START 0");
   }
   std::filesystem::create_directories(dir);
   const std::string script = dir + "/settle.sql";
+  const std::string b = std::to_string(batch), fill = "ARRAY[" + b + "]";
   std::ofstream(script)
-      << "SELECT s.status FROM (SELECT nextval('verdict_bench_rooms') AS room) r, LATERAL "
-         "verdict_settle_batch(ARRAY[r.room], ARRAY['"
-      << kNode
-      << "'], '{SETTLED}', '{1}'::smallint[], '{f}', ARRAY[1700000000000], '{replays/bench}', "
-         "'{\"\"}', ARRAY[decode(repeat('ab', 32), 'hex')], array_fill(r.room, ARRAY[10]), "
-         "ARRAY(SELECT (r.room - "
+      << "SELECT count(*) FROM (SELECT nextval('verdict_bench_calls') AS k) c,\n"
+         "LATERAL (SELECT array_agg(c.k * "
+      << b << " + i ORDER BY i) AS slots FROM generate_series(1, " << b
+      << ") i) r,\n"
+         "LATERAL (SELECT array_agg("
       << base
-      << ") * 10 + g FROM generate_series(1, 10) g), '{1,1,1,1,1,2,2,2,2,2}'::smallint[], "
-         "'{1,2,3,4,5,6,7,8,9,10}'::integer[], '{0,0,0,0,0,0,0,0,0,0}'::integer[], "
-         "'{0,0,0,0,0,0,0,0,0,0}'::integer[], '{100,200,300,400,500,600,700,800,900,1000}'"
-         "::bigint[], '{f,f,f,f,f,f,f,f,f,f}'::boolean[], 32, 0, true) s;\n";
-  const std::string command = "pgbench -n -r -c " + std::to_string(clients) + " -j 2 -t " +
-                              std::to_string(n / clients) + " -f " + script + " '" + conninfo +
-                              "' 2>&1";
+      << " + slot ORDER BY slot, g) AS rooms, array_agg(slot * 10 + g ORDER BY slot, g) AS ids,\n"
+         "  array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY slot, g) AS teams,\n"
+         "  array_agg(g ORDER BY slot, g) AS kills, array_agg(0 ORDER BY slot, g) AS zeros,\n"
+         "  array_agg(100 * g::bigint ORDER BY slot, g) AS scores,\n"
+         "  array_agg(false ORDER BY slot, g) AS disconnected\n"
+         "  FROM unnest(r.slots) slot, generate_series(1, 10) g) p,\n"
+         "LATERAL verdict_settle_batch(ARRAY(SELECT "
+      << base << " + slot FROM unnest(r.slots) slot), array_fill('" << kNode << "'::text, " << fill
+      << "),\n  array_fill('SETTLED'::text, " << fill << "), array_fill(1::smallint, " << fill
+      << "), array_fill(false, " << fill << "),\n  array_fill(1700000000000::bigint, " << fill
+      << "), array_fill('replays/bench'::text, " << fill << "), array_fill(''::text, " << fill
+      << "),\n  array_fill(decode(repeat('ab', 32), 'hex'), " << fill
+      << "), p.rooms, p.ids, p.teams, p.kills, p.zeros, p.zeros,\n"
+         "  p.scores, p.disconnected, 32, 0, true) s WHERE s.status = 'settled';\n";
+  const std::string command = "pgbench -n -c " + std::to_string(clients) + " -j 2 -t " +
+                              std::to_string(calls) + " -f " + script + " '" + conninfo + "' 2>&1";
   FILE* out = ::popen(command.c_str(), "r");
   std::string text;
   char buf[4096];
   while (out && std::fgets(buf, sizeof(buf), out)) text += buf;
   if (out) ::pclose(out);
-  Row row{"pgbench", clients};
+  Row row{"pgbench", clients, batch};
   const size_t tps = text.find("tps = ");
   if (tps == std::string::npos) {
     std::fprintf(stderr, "pgbench failed:\n%s\n", text.c_str());
     return row;
   }
-  row.per_s = std::stod(text.substr(tps + 6));
+  const uint64_t settled = ReceiptsBetween(conninfo, base, calls * clients * batch);
+  if (settled < calls * clients * batch) {
+    std::fprintf(stderr, "    warning: pgbench settled %llu of %llu rooms\n",
+                 static_cast<unsigned long long>(settled),
+                 static_cast<unsigned long long>(calls * clients * batch));
+  }
+  row.per_s = std::stod(text.substr(tps + 6)) * batch;
   row.p99_ms = NAN;  // pgbench reports an average, not a p99
   return row;
 }
 
-// Drain rate against shard count, with the serial design and the PostgreSQL ceiling as
-// horizontal lines; shard counts are spaced evenly (they are usually powers of a base).
+// Drain rate against shard count, one line per batch size, with the serial design and the two
+// PostgreSQL ceilings as horizontal lines; shard counts are spaced evenly (they are usually
+// powers of a base).
 bool WriteSvg(const std::string& path, const std::vector<Row>& rows, double rtt_ms) {
-  std::vector<const Row*> verdict;
-  double serial = 0, ceiling = 0, top = 1;
+  std::map<size_t, std::vector<const Row*>> lines;  // batch -> the plain drains, by shard count
+  std::vector<uint32_t> shard_counts;
+  std::vector<std::pair<double, std::string>> levels;  // horizontal lines
+  double top = 1;
   for (const Row& r : rows) {
-    if (r.mode == "verdict") verdict.push_back(&r);  // the plain drains
-    if (r.mode == "serial") serial = r.per_s;
-    if (r.mode == "pgbench") ceiling = r.per_s;
+    if (r.mode == "verdict") {
+      lines[r.batch].push_back(&r);
+      if (std::find(shard_counts.begin(), shard_counts.end(), r.shards) == shard_counts.end()) {
+        shard_counts.push_back(r.shards);
+      }
+    }
+    if (r.mode == "serial") levels.emplace_back(r.per_s, "serial file-per-result");
+    if (r.mode == "pgbench") {
+      levels.emplace_back(r.per_s, "pgbench, " + std::to_string(r.batch) + " room" +
+                                       (r.batch == 1 ? "" : "s") + " per call");
+    }
     top = std::max(top, r.per_s);
   }
   top *= 1.15;
   constexpr double kW = 640, kH = 400, kLeft = 70, kRight = 20, kTop = 40, kBottom = 50;
-  const auto x = [&](size_t i) {
-    return verdict.size() < 2 ? kLeft + (kW - kLeft - kRight) / 2
-                              : kLeft + i * (kW - kLeft - kRight) / (verdict.size() - 1);
+  const auto x = [&](uint32_t shards) {
+    const size_t i =
+        std::find(shard_counts.begin(), shard_counts.end(), shards) - shard_counts.begin();
+    return shard_counts.size() < 2 ? kLeft + (kW - kLeft - kRight) / 2
+                                   : kLeft + i * (kW - kLeft - kRight) / (shard_counts.size() - 1);
   };
   const auto y = [&](double v) { return kH - kBottom - v / top * (kH - kTop - kBottom); };
   std::ofstream svg(path);
@@ -366,7 +406,8 @@ bool WriteSvg(const std::string& path, const std::vector<Row>& rows, double rtt_
       << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       << "<text x=\"" << kW / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">"
-      << "Backlog drain rate by shard count (added round trip " << rtt_ms << " ms)</text>\n"
+      << "Backlog drain rate by shard count and batch (added round trip " << rtt_ms
+      << " ms)</text>\n"
       << "<line x1=\"" << kLeft << "\" y1=\"" << y(0) << "\" x2=\"" << kW - kRight << "\" y2=\""
       << y(0) << "\" stroke=\"black\"/>\n"
       << "<line x1=\"" << kLeft << "\" y1=\"" << y(0) << "\" x2=\"" << kLeft << "\" y2=\"" << kTop
@@ -380,30 +421,57 @@ bool WriteSvg(const std::string& path, const std::vector<Row>& rows, double rtt_
     svg << "<text x=\"" << kLeft - 6 << "\" y=\"" << y(v) + 4 << "\" text-anchor=\"end\">"
         << static_cast<long>(v) << "</text>\n";
   }
-  const auto hline = [&](double v, const char* color, const std::string& label) {
-    if (v <= 0) return;
+  for (uint32_t shards : shard_counts) {
+    svg << "<text x=\"" << x(shards) << "\" y=\"" << y(0) + 16 << "\" text-anchor=\"middle\">"
+        << shards << "</text>\n";
+  }
+  for (const auto& [v, label] : levels) {
+    if (v <= 0) continue;
     svg << "<line x1=\"" << kLeft << "\" y1=\"" << y(v) << "\" x2=\"" << kW - kRight << "\" y2=\""
-        << y(v) << "\" stroke=\"" << color << "\" stroke-dasharray=\"6 4\"/>\n"
-        << "<text x=\"" << kW - kRight << "\" y=\"" << y(v) - 5 << "\" text-anchor=\"end\" fill=\""
-        << color << "\">" << label << " " << static_cast<long>(v) << "/s</text>\n";
-  };
-  hline(ceiling, "#b03030", "PostgreSQL ceiling (pgbench)");
-  hline(serial, "#707070", "serial file-per-result");
-  svg << "<polyline fill=\"none\" stroke=\"#2060c0\" stroke-width=\"2\" points=\"";
-  for (size_t i = 0; i < verdict.size(); ++i) svg << x(i) << "," << y(verdict[i]->per_s) << " ";
-  svg << "\"/>\n";
-  for (size_t i = 0; i < verdict.size(); ++i) {
-    svg << "<circle cx=\"" << x(i) << "\" cy=\"" << y(verdict[i]->per_s)
-        << "\" r=\"4\" fill=\"#2060c0\"/>\n"
-        << "<text x=\"" << x(i) << "\" y=\"" << y(0) + 16 << "\" text-anchor=\"middle\">"
-        << verdict[i]->shards << "</text>\n"
-        << "<text x=\"" << x(i) << "\" y=\"" << y(verdict[i]->per_s) - 9
-        << "\" text-anchor=\"middle\" fill=\"#2060c0\">" << static_cast<long>(verdict[i]->per_s)
-        << "</text>\n";
+        << y(v) << "\" stroke=\"#909090\" stroke-dasharray=\"6 4\"/>\n"
+        << "<text x=\"" << kW - kRight << "\" y=\"" << y(v) - 5
+        << "\" text-anchor=\"end\" fill=\"#606060\">" << label << " " << static_cast<long>(v)
+        << "/s</text>\n";
+  }
+  static constexpr const char* kColors[] = {"#2060c0", "#c06020", "#20a040", "#a020a0", "#a0a020"};
+  size_t line = 0;
+  for (const auto& [batch, points] : lines) {
+    const char* color = kColors[line % std::size(kColors)];
+    svg << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"";
+    for (const Row* r : points) svg << x(r->shards) << "," << y(r->per_s) << " ";
+    svg << "\"/>\n";
+    for (const Row* r : points) {
+      svg << "<circle cx=\"" << x(r->shards) << "\" cy=\"" << y(r->per_s) << "\" r=\"4\" fill=\""
+          << color << "\"/>\n"
+          << "<text x=\"" << x(r->shards) + 6 << "\" y=\"" << y(r->per_s) - 8 << "\" fill=\""
+          << color << "\">" << static_cast<long>(r->per_s) << "</text>\n";
+    }
+    svg << "<text x=\"" << kLeft + 10 << "\" y=\"" << kTop + 14 * (line + 1) << "\" fill=\""
+        << color << "\">batch " << batch << "</text>\n";
+    ++line;
   }
   svg << "</svg>\n";
   return static_cast<bool>(svg);
 }
+
+// A lobby in this process and the URL a node reaches it at: through a latency proxy when a round
+// trip is asked for.
+struct LobbyEndpoint {
+  LobbyEndpoint(const std::string& conninfo, int pool, double coalesce_ms, double rtt_ms)
+      : lobby(conninfo, pool, coalesce_ms) {
+    port = lobby.port();
+    if (port != 0 && rtt_ms > 0) {
+      proxy = std::make_unique<LatencyProxy>(
+          port, std::chrono::microseconds(static_cast<int64_t>(rtt_ms * 1000)));
+      port = proxy->Start();
+    }
+    url = "http://127.0.0.1:" + std::to_string(port);
+  }
+  InProcessLobby lobby;
+  std::unique_ptr<LatencyProxy> proxy;
+  uint16_t port = 0;
+  std::string url;
+};
 
 }  // namespace
 
@@ -422,23 +490,21 @@ int RunDrain(const DrainOptions& o) {
     return 1;
   }
   // The lobby as deployed by default (8 DB workers): more concurrent transactions than that
-  // only queue up on a 2-core machine.
-  InProcessLobby lobby(conninfo, o.lobby_db_pool, o.lobby_coalesce_ms);
-  if (lobby.port() == 0) return 1;
-  // Node and serial baseline reach the lobby through the latency proxy when one is asked for.
-  uint16_t port = lobby.port();
-  std::unique_ptr<LatencyProxy> proxy;
-  if (o.rtt_ms > 0) {
-    proxy = std::make_unique<LatencyProxy>(
-        port, std::chrono::microseconds(static_cast<int64_t>(o.rtt_ms * 1000)));
-    port = proxy->Start();
-    if (port == 0) return 1;
+  // only queue up on a 2-core machine. A second one without group commit measures it at batch 1.
+  LobbyEndpoint lobby(conninfo, o.lobby_db_pool, o.lobby_coalesce_ms, o.rtt_ms);
+  if (lobby.port == 0) return 1;
+  std::unique_ptr<LobbyEndpoint> uncoalesced;
+  if (o.lobby_coalesce_ms > 0 &&
+      std::find(o.batches.begin(), o.batches.end(), size_t{1}) != o.batches.end()) {
+    uncoalesced = std::make_unique<LobbyEndpoint>(conninfo, o.lobby_db_pool, 0, o.rtt_ms);
+    if (uncoalesced->port == 0) return 1;
   }
-  const std::string url = "http://127.0.0.1:" + std::to_string(port);
   const std::string root = TempRoot();
   std::fprintf(stderr, "drain: backlog %llu, shards", static_cast<unsigned long long>(o.backlog));
   for (uint32_t s : o.shards) std::fprintf(stderr, " %u", s);
-  std::fprintf(stderr, "; lobby at %s (%.1f ms added round trip); files in %s\n", url.c_str(),
+  std::fprintf(stderr, ", batch");
+  for (size_t b : o.batches) std::fprintf(stderr, " %zu", b);
+  std::fprintf(stderr, "; lobby at %s (%.1f ms added round trip); files in %s\n", lobby.url.c_str(),
                o.rtt_ms, root.c_str());
 
   // Each run settles its own range of room ids, so one database serves them all.
@@ -447,37 +513,70 @@ int RunDrain(const DrainOptions& o) {
                      .count() %
                  100'000 * 10;
   std::vector<Row> rows;
-  for (uint32_t shards : o.shards) {
-    const std::string dir = root + "/verdict-" + std::to_string(shards);
-    rows.push_back(RunVerdict(conninfo, dir, shards, ++run * kRunSpan, o.backlog, url));
-    if (o.produce_rate > 0) {
-      // Same shard count while new results keep arriving: the measured time to empty against
-      // the N / (C - R) predicted from the drain rate C just measured.
-      const double c = rows.back().per_s;
-      Row producing = RunVerdict(conninfo, dir + "-producing", shards, ++run * kRunSpan, o.backlog,
-                                 url, o.produce_rate);
-      producing.predicted_empty_s =
-          c > o.produce_rate ? o.backlog / (c - o.produce_rate) : INFINITY;
-      rows.push_back(producing);
+  for (size_t batch : o.batches) {
+    for (uint32_t shards : o.shards) {
+      const std::string dir =
+          root + "/verdict-" + std::to_string(batch) + "-" + std::to_string(shards);
+      rows.push_back(
+          RunVerdict(conninfo, dir, shards, batch, ++run * kRunSpan, o.backlog, lobby.url));
+      rows.back().coalesce_ms = o.lobby_coalesce_ms;
+      if (batch == 1 && uncoalesced) {
+        std::fprintf(stderr, "  ... against a lobby that does not coalesce\n");
+        rows.push_back(RunVerdict(conninfo, dir + "-uncoalesced", shards, batch, ++run * kRunSpan,
+                                  o.backlog, uncoalesced->url));
+        rows.back().mode = "verdict_uncoalesced";
+      }
+      if (o.produce_rate > 0) {
+        // Same shard count while new results keep arriving: the measured time to empty against
+        // the N / (C - R) predicted from the drain rate C just measured.
+        const double c = rows.back().per_s;
+        Row producing = RunVerdict(conninfo, dir + "-producing", shards, batch, ++run * kRunSpan,
+                                   o.backlog, lobby.url, o.produce_rate);
+        producing.coalesce_ms = o.lobby_coalesce_ms;
+        producing.predicted_empty_s =
+            c > o.produce_rate ? o.backlog / (c - o.produce_rate) : INFINITY;
+        rows.push_back(producing);
+      }
     }
   }
-  rows.push_back(RunSerial(conninfo, root + "/serial", ++run * kRunSpan, o.serial_backlog, port));
+  rows.push_back(
+      RunSerial(conninfo, root + "/serial", ++run * kRunSpan, o.serial_backlog, lobby.port));
+  rows.back().coalesce_ms = o.lobby_coalesce_ms;
+  const size_t largest = *std::max_element(o.batches.begin(), o.batches.end());
   const Row pg =
-      RunPgbench(conninfo, root + "/pgbench", ++run * kRunSpan, o.backlog, o.pg_concurrency);
+      RunPgbench(conninfo, root + "/pgbench", ++run * kRunSpan, o.backlog, o.pg_concurrency, 1);
   rows.push_back(pg);
+  Row pg_batch;
+  if (largest > 1) {
+    pg_batch = RunPgbench(conninfo, root + "/pgbench-batch", ++run * kRunSpan, o.backlog,
+                          o.pg_concurrency, largest);
+    rows.push_back(pg_batch);
+  }
   std::error_code ignored;
   std::filesystem::remove_all(root, ignored);
 
   FILE* table = o.output.json ? stderr : stdout;
-  std::fprintf(table, "\n%-28s %8s %12s %10s %12s\n", "design", "shards", "results/s", "p99 ms",
-               "empty after");
-  double serial = 0, at16 = 0;
+  std::fprintf(table, "\n%-30s %6s %8s %12s %10s %12s\n", "design", "batch", "shards", "results/s",
+               "p99 ms", "empty after");
+  // The headline compares 16 shards (or the most measured) at the deliverer's default batch (or
+  // the largest measured).
+  const uint32_t headline_shards =
+      std::find(o.shards.begin(), o.shards.end(), 16u) != o.shards.end()
+          ? 16
+          : *std::max_element(o.shards.begin(), o.shards.end());
+  const size_t default_batch = delivery::DelivererOptions{}.batch;
+  const size_t headline_batch =
+      std::find(o.batches.begin(), o.batches.end(), default_batch) != o.batches.end()
+          ? default_batch
+          : largest;
+  double serial = 0, headline = 0, coalesced = 0, uncoalesced_rate = 0;
   Report report("drain");
   for (const Row& r : rows) {
-    const char* label = r.mode == "verdict"             ? "verdict deliverers"
-                        : r.mode == "verdict_producing" ? "  ... while producing"
-                        : r.mode == "serial"            ? "serial, file per result"
-                                                        : "pgbench verdict_settle_batch";
+    const char* label = r.mode == "verdict"               ? "verdict deliverers"
+                        : r.mode == "verdict_uncoalesced" ? "  ... lobby not coalescing"
+                        : r.mode == "verdict_producing"   ? "  ... while producing"
+                        : r.mode == "serial"              ? "serial, file per result"
+                                                          : "pgbench verdict_settle_batch";
     std::string empty;
     if (r.empty_after_s > 0) {
       char buf[64];
@@ -490,23 +589,37 @@ int RunDrain(const DrainOptions& o) {
     }
     char p99[32] = "-";
     if (!std::isnan(r.p99_ms)) std::snprintf(p99, sizeof(p99), "%.1f", r.p99_ms);
-    std::fprintf(table, "%-28s %8u %12.0f %10s %12s\n", label, r.shards, r.per_s, p99,
+    std::fprintf(table, "%-30s %6zu %8u %12.0f %10s %12s\n", label, r.batch, r.shards, r.per_s, p99,
                  empty.c_str());
-    std::map<std::string, double> values = {
-        {"shards", double(r.shards)}, {"per_s", r.per_s}, {"p99_ms", r.p99_ms}};
+    std::map<std::string, double> values = {{"shards", double(r.shards)},
+                                            {"batch", double(r.batch)},
+                                            {"per_s", r.per_s},
+                                            {"p99_ms", r.p99_ms},
+                                            {"coalesce_ms", r.coalesce_ms}};
     if (r.empty_after_s > 0) values["empty_after_s"] = r.empty_after_s;
     if (r.mode == "verdict_producing") values["predicted_empty_s"] = r.predicted_empty_s;
     report.Row({{"mode", r.mode}}, values);
     if (r.mode == "serial") serial = r.per_s;
-    if (r.mode == "verdict" && r.shards == 16) at16 = r.per_s;
+    if (r.shards != headline_shards) continue;
+    if (r.mode == "verdict" && r.batch == headline_batch) headline = r.per_s;
+    if (r.mode == "verdict" && r.batch == 1) coalesced = r.per_s;
+    if (r.mode == "verdict_uncoalesced") uncoalesced_rate = r.per_s;
   }
   report.Field("backlog", static_cast<double>(o.backlog));
   report.Field("pg_ceiling_per_s", pg.per_s);
-  if (at16 > 0) {
+  if (pg_batch.per_s > 0) report.Field("pg_batch_ceiling_per_s", pg_batch.per_s);
+  const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0; };
+  if (headline > 0) {
     std::fprintf(table,
-                 "\nat 16 shards verdict drains at %.2fx the PostgreSQL ceiling and %.1fx "
-                 "the serial design\n",
-                 pg.per_s > 0 ? at16 / pg.per_s : 0, serial > 0 ? at16 / serial : 0);
+                 "\nat %u shards, batch %zu, verdict drains at %.2fx the single-room PostgreSQL "
+                 "ceiling, %.2fx the batch ceiling and %.1fx the serial design\n",
+                 headline_shards, headline_batch, ratio(headline, pg.per_s),
+                 ratio(headline, pg_batch.per_s), ratio(headline, serial));
+  }
+  if (coalesced > 0 && uncoalesced_rate > 0) {
+    std::fprintf(table, "at %u shards, batch 1, the lobby's group commit gives %.2fx\n",
+                 headline_shards, ratio(coalesced, uncoalesced_rate));
+    report.Field("coalescing_gain", ratio(coalesced, uncoalesced_rate));
   }
   if (!o.svg.empty()) {
     if (!WriteSvg(o.svg, rows, o.rtt_ms)) {

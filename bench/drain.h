@@ -12,6 +12,7 @@ namespace verdict::bench {
 struct DrainOptions {
   uint64_t backlog = 100'000;                     // results waiting when the lobby comes back
   std::vector<uint32_t> shards = {1, 4, 16, 64};  // outbox shard counts to measure
+  std::vector<size_t> batches = {1, 16, 64};      // records per request (deliverer --batch)
   uint64_t serial_backlog = 5'000;                // the serial baseline drains this many
   uint32_t pg_concurrency = 16;                   // pgbench clients for the ceiling
   int lobby_db_pool = 8;                          // the in-process lobby's DB workers

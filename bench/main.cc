@@ -56,6 +56,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   drain_cmd
+      ->add_option("--batch", drain.batches,
+                   "records per request to measure, comma-separated (the node's --batch; at 1 "
+                   "the drain also runs against a lobby that does not coalesce)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{256}));
+  drain_cmd
       ->add_option("--serial-backlog", drain.serial_backlog,
                    "results the serial baseline drains (its rate does not depend on it)")
       ->capture_default_str()
