@@ -457,8 +457,8 @@ bool WriteSvg(const std::string& path, const std::vector<Row>& rows, double rtt_
 // A lobby in this process and the URL a node reaches it at: through a latency proxy when a round
 // trip is asked for.
 struct LobbyEndpoint {
-  LobbyEndpoint(const std::string& conninfo, int pool, double coalesce_ms, double rtt_ms)
-      : lobby(conninfo, pool, coalesce_ms) {
+  LobbyEndpoint(const std::string& conninfo, int pool, double coalesce, double rtt_ms)
+      : lobby(conninfo, pool, coalesce), coalesce_ms(coalesce) {
     port = lobby.port();
     if (port != 0 && rtt_ms > 0) {
       proxy = std::make_unique<LatencyProxy>(
@@ -468,93 +468,63 @@ struct LobbyEndpoint {
     url = "http://127.0.0.1:" + std::to_string(port);
   }
   InProcessLobby lobby;
+  double coalesce_ms;
   std::unique_ptr<LatencyProxy> proxy;
   uint16_t port = 0;
   std::string url;
 };
 
-}  // namespace
-
-int RunDrain(const DrainOptions& o) {
-  std::string conninfo = o.db;
-  try {
-    pqxx::connection check(conninfo);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cannot reach PostgreSQL (%s): %s\n",
-                 conninfo.empty() ? "PG* environment" : conninfo.c_str(), e.what());
-    return 1;
-  }
-  auto migrated = lobby::Migrate(conninfo);
-  if (!migrated.ok()) {
-    std::fprintf(stderr, "%s\n", migrated.status().ToString().c_str());
-    return 1;
-  }
-  // The lobby as deployed by default (8 DB workers): more concurrent transactions than that
-  // only queue up on a 2-core machine. A second one without group commit measures it at batch 1.
-  LobbyEndpoint lobby(conninfo, o.lobby_db_pool, o.lobby_coalesce_ms, o.rtt_ms);
-  if (lobby.port == 0) return 1;
-  std::unique_ptr<LobbyEndpoint> uncoalesced;
-  if (o.lobby_coalesce_ms > 0 &&
-      std::find(o.batches.begin(), o.batches.end(), size_t{1}) != o.batches.end()) {
-    uncoalesced = std::make_unique<LobbyEndpoint>(conninfo, o.lobby_db_pool, 0, o.rtt_ms);
-    if (uncoalesced->port == 0) return 1;
-  }
-  const std::string root = TempRoot();
-  std::fprintf(stderr, "drain: backlog %llu, shards", static_cast<unsigned long long>(o.backlog));
-  for (uint32_t s : o.shards) std::fprintf(stderr, " %u", s);
-  std::fprintf(stderr, ", batch");
-  for (size_t b : o.batches) std::fprintf(stderr, " %zu", b);
-  std::fprintf(stderr, "; lobby at %s (%.1f ms added round trip); files in %s\n", lobby.url.c_str(),
-               o.rtt_ms, root.c_str());
-
+// Every drain the options ask for, then the serial design and the pgbench ceilings; one row each.
+std::vector<Row> RunAll(const DrainOptions& o, const std::string& conninfo, const std::string& root,
+                        const LobbyEndpoint& lobby, const LobbyEndpoint* uncoalesced) {
   // Each run settles its own range of room ids, so one database serves them all.
   uint64_t run = std::chrono::duration_cast<std::chrono::seconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count() %
                  100'000 * 10;
   std::vector<Row> rows;
+  const auto drain = [&](const std::string& dir, uint32_t shards, size_t batch,
+                         const LobbyEndpoint& to, double produce_rate = 0) {
+    Row row =
+        RunVerdict(conninfo, dir, shards, batch, ++run * kRunSpan, o.backlog, to.url, produce_rate);
+    row.coalesce_ms = to.coalesce_ms;
+    return row;
+  };
   for (size_t batch : o.batches) {
     for (uint32_t shards : o.shards) {
       const std::string dir =
           root + "/verdict-" + std::to_string(batch) + "-" + std::to_string(shards);
-      rows.push_back(
-          RunVerdict(conninfo, dir, shards, batch, ++run * kRunSpan, o.backlog, lobby.url));
-      rows.back().coalesce_ms = o.lobby_coalesce_ms;
+      rows.push_back(drain(dir, shards, batch, lobby));
+      const double c = rows.back().per_s;
       if (batch == 1 && uncoalesced) {
         std::fprintf(stderr, "  ... against a lobby that does not coalesce\n");
-        rows.push_back(RunVerdict(conninfo, dir + "-uncoalesced", shards, batch, ++run * kRunSpan,
-                                  o.backlog, uncoalesced->url));
+        rows.push_back(drain(dir + "-uncoalesced", shards, batch, *uncoalesced));
         rows.back().mode = "verdict_uncoalesced";
       }
       if (o.produce_rate > 0) {
         // Same shard count while new results keep arriving: the measured time to empty against
         // the N / (C - R) predicted from the drain rate C just measured.
-        const double c = rows.back().per_s;
-        Row producing = RunVerdict(conninfo, dir + "-producing", shards, batch, ++run * kRunSpan,
-                                   o.backlog, lobby.url, o.produce_rate);
-        producing.coalesce_ms = o.lobby_coalesce_ms;
-        producing.predicted_empty_s =
+        rows.push_back(drain(dir + "-producing", shards, batch, lobby, o.produce_rate));
+        rows.back().predicted_empty_s =
             c > o.produce_rate ? o.backlog / (c - o.produce_rate) : INFINITY;
-        rows.push_back(producing);
       }
     }
   }
   rows.push_back(
       RunSerial(conninfo, root + "/serial", ++run * kRunSpan, o.serial_backlog, lobby.port));
-  rows.back().coalesce_ms = o.lobby_coalesce_ms;
+  rows.back().coalesce_ms = lobby.coalesce_ms;
+  rows.push_back(
+      RunPgbench(conninfo, root + "/pgbench", ++run * kRunSpan, o.backlog, o.pg_concurrency, 1));
   const size_t largest = *std::max_element(o.batches.begin(), o.batches.end());
-  const Row pg =
-      RunPgbench(conninfo, root + "/pgbench", ++run * kRunSpan, o.backlog, o.pg_concurrency, 1);
-  rows.push_back(pg);
-  Row pg_batch;
   if (largest > 1) {
-    pg_batch = RunPgbench(conninfo, root + "/pgbench-batch", ++run * kRunSpan, o.backlog,
-                          o.pg_concurrency, largest);
-    rows.push_back(pg_batch);
+    rows.push_back(RunPgbench(conninfo, root + "/pgbench-batch", ++run * kRunSpan, o.backlog,
+                              o.pg_concurrency, largest));
   }
-  std::error_code ignored;
-  std::filesystem::remove_all(root, ignored);
+  return rows;
+}
 
+// The table (stdout, or stderr under --json), the headline ratios, the report and the chart.
+int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
   FILE* table = o.output.json ? stderr : stdout;
   std::fprintf(table, "\n%-30s %6s %8s %12s %10s %12s\n", "design", "batch", "shards", "results/s",
                "p99 ms", "empty after");
@@ -568,8 +538,8 @@ int RunDrain(const DrainOptions& o) {
   const size_t headline_batch =
       std::find(o.batches.begin(), o.batches.end(), default_batch) != o.batches.end()
           ? default_batch
-          : largest;
-  double serial = 0, headline = 0, coalesced = 0, uncoalesced_rate = 0;
+          : *std::max_element(o.batches.begin(), o.batches.end());
+  double serial = 0, pg = 0, pg_batch = 0, headline = 0, coalesced = 0, uncoalesced = 0;
   Report report("drain");
   for (const Row& r : rows) {
     const char* label = r.mode == "verdict"               ? "verdict deliverers"
@@ -600,26 +570,27 @@ int RunDrain(const DrainOptions& o) {
     if (r.mode == "verdict_producing") values["predicted_empty_s"] = r.predicted_empty_s;
     report.Row({{"mode", r.mode}}, values);
     if (r.mode == "serial") serial = r.per_s;
+    if (r.mode == "pgbench") (r.batch == 1 ? pg : pg_batch) = r.per_s;
     if (r.shards != headline_shards) continue;
     if (r.mode == "verdict" && r.batch == headline_batch) headline = r.per_s;
     if (r.mode == "verdict" && r.batch == 1) coalesced = r.per_s;
-    if (r.mode == "verdict_uncoalesced") uncoalesced_rate = r.per_s;
+    if (r.mode == "verdict_uncoalesced") uncoalesced = r.per_s;
   }
   report.Field("backlog", static_cast<double>(o.backlog));
-  report.Field("pg_ceiling_per_s", pg.per_s);
-  if (pg_batch.per_s > 0) report.Field("pg_batch_ceiling_per_s", pg_batch.per_s);
+  report.Field("pg_ceiling_per_s", pg);
+  if (pg_batch > 0) report.Field("pg_batch_ceiling_per_s", pg_batch);
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0; };
   if (headline > 0) {
     std::fprintf(table,
                  "\nat %u shards, batch %zu, verdict drains at %.2fx the single-room PostgreSQL "
                  "ceiling, %.2fx the batch ceiling and %.1fx the serial design\n",
-                 headline_shards, headline_batch, ratio(headline, pg.per_s),
-                 ratio(headline, pg_batch.per_s), ratio(headline, serial));
+                 headline_shards, headline_batch, ratio(headline, pg), ratio(headline, pg_batch),
+                 ratio(headline, serial));
   }
-  if (coalesced > 0 && uncoalesced_rate > 0) {
+  if (coalesced > 0 && uncoalesced > 0) {
     std::fprintf(table, "at %u shards, batch 1, the lobby's group commit gives %.2fx\n",
-                 headline_shards, ratio(coalesced, uncoalesced_rate));
-    report.Field("coalescing_gain", ratio(coalesced, uncoalesced_rate));
+                 headline_shards, ratio(coalesced, uncoalesced));
+    report.Field("coalescing_gain", ratio(coalesced, uncoalesced));
   }
   if (!o.svg.empty()) {
     if (!WriteSvg(o.svg, rows, o.rtt_ms)) {
@@ -629,6 +600,45 @@ int RunDrain(const DrainOptions& o) {
     std::fprintf(stderr, "chart written to %s\n", o.svg.c_str());
   }
   return report.Emit(o.output);
+}
+
+}  // namespace
+
+int RunDrain(const DrainOptions& o) {
+  const std::string& conninfo = o.db;
+  try {
+    pqxx::connection check(conninfo);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cannot reach PostgreSQL (%s): %s\n",
+                 conninfo.empty() ? "PG* environment" : conninfo.c_str(), e.what());
+    return 1;
+  }
+  auto migrated = lobby::Migrate(conninfo);
+  if (!migrated.ok()) {
+    std::fprintf(stderr, "%s\n", migrated.status().ToString().c_str());
+    return 1;
+  }
+  // The lobby as deployed by default (8 DB workers): more concurrent transactions than that
+  // only queue up on a 2-core machine. A second one without group commit measures it at batch 1.
+  LobbyEndpoint lobby(conninfo, o.lobby_db_pool, o.lobby_coalesce_ms, o.rtt_ms);
+  if (lobby.port == 0) return 1;
+  std::unique_ptr<LobbyEndpoint> uncoalesced;
+  if (o.lobby_coalesce_ms > 0 &&
+      std::find(o.batches.begin(), o.batches.end(), size_t{1}) != o.batches.end()) {
+    uncoalesced = std::make_unique<LobbyEndpoint>(conninfo, o.lobby_db_pool, 0, o.rtt_ms);
+    if (uncoalesced->port == 0) return 1;
+  }
+  const std::string root = TempRoot();
+  std::fprintf(stderr, "drain: backlog %llu, shards", static_cast<unsigned long long>(o.backlog));
+  for (uint32_t s : o.shards) std::fprintf(stderr, " %u", s);
+  std::fprintf(stderr, ", batch");
+  for (size_t b : o.batches) std::fprintf(stderr, " %zu", b);
+  std::fprintf(stderr, "; lobby at %s (%.1f ms added round trip); files in %s\n", lobby.url.c_str(),
+               o.rtt_ms, root.c_str());
+  const std::vector<Row> rows = RunAll(o, conninfo, root, lobby, uncoalesced.get());
+  std::error_code ignored;
+  std::filesystem::remove_all(root, ignored);
+  return Summarize(o, rows);
 }
 
 }  // namespace verdict::bench
