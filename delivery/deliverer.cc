@@ -1011,7 +1011,7 @@ void Deliverer::Impl::Stop() {
   for (auto& loop : loops_) loop->Stop();
   {
     std::unique_lock lock(mu_);
-    loops_done_.wait_for(lock, std::chrono::seconds(2), [&] { return running_ == 0; });
+    loops_done_.wait_for(lock, options_.stop_timeout, [&] { return running_ == 0; });
   }
   disk_pool_.join();
   ioc_.stop();

@@ -58,6 +58,9 @@ struct DelivererOptions {
   // POST /v1/settlements. A lobby that answers 404 or 405 on the batch path makes every shard
   // fall back to single requests until the deliverer restarts. Default: 64.
   size_t batch = 64;
+  // How long Stop waits for the shard loops to end once it has closed their connections (an
+  // attempt in flight is abandoned, its record kept). Default: 2 s.
+  std::chrono::milliseconds stop_timeout{2000};
   // Time source for backoff decisions. Not owned. Default: nullptr (system clock).
   const Clock* clock = nullptr;
   // Test-only negative control: acks a record before sending it, so a crash in between loses

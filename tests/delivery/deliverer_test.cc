@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <optional>
 #include <thread>
@@ -51,6 +52,7 @@ class DelivererTest : public ::testing::Test {
     options.unsafe_ignore_room_order_for_test = unsafe_ignore_room_order_;
     options.unsafe_ack_whole_batch_for_test = unsafe_ack_whole_batch_;
     options.batch = batch_;
+    options.stop_timeout = stop_timeout_;
     deliverer_ = std::make_unique<Deliverer>(*outbox_, options, &registry_);
     ASSERT_TRUE(deliverer_->Start().ok());
   }
@@ -184,6 +186,7 @@ class DelivererTest : public ::testing::Test {
   bool unsafe_ignore_room_order_ = false;
   bool unsafe_ack_whole_batch_ = false;
   size_t batch_ = 1;  // today's single requests unless a test asks for batches
+  std::chrono::milliseconds stop_timeout_ = 2s;
   std::unique_ptr<storage::Outbox> outbox_;
   std::unique_ptr<Deliverer> deliverer_;
 };
@@ -390,17 +393,27 @@ TEST_F(DelivererTest, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
 }
 
 TEST_F(DelivererTest, StopAbandonsAnAttemptInFlightWithoutLosingTheRecord) {
-  lobby_.SetHandler([](const FakeRequest&) {
-    FakeReply reply;
-    reply.delay = 3s;
-    return reply;
+  // The lobby holds the request until the test lets it go (30 s at most) and then answers with
+  // the room's receipt; the attempt and Stop would both wait a minute. A Stop that waited for the
+  // attempt instead of abandoning it would return only after the lobby had answered.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  lobby_.SetHandler([released](const FakeRequest&) {
+    released.wait_for(30s);
+    return FakeReply{};
   });
+  stop_timeout_ = 60s;
+  attempt_timeout_ = 60s;
   OpenOutbox();
   StartDeliverer();
   Enqueue({MakeResult(40)});
   ASSERT_TRUE(lobby_.WaitForRequests(1, 5s));
   deliverer_->Stop();
+  EXPECT_TRUE(lobby_.accepted().empty()) << "Stop waited for the lobby's answer";
+  release.set_value();
   EXPECT_EQ(Pending(), 1u);
+  EXPECT_TRUE(lobby_.WaitForAccepted(1, 5s)) << "the lobby never answered the held request";
+  EXPECT_EQ(Pending(), 1u) << "an answer that came after Stop acked the record";
 }
 
 // A proxy, a health page or a misrouted ingress answering 200 settles nothing: only the lobby's
