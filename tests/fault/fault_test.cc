@@ -11,7 +11,8 @@
 // reply; two lobby instances on the one database receiving the same backlog at once, one from
 // the node and one from resenders posting the same results in random batches; PostgreSQL
 // terminating the lobby's
-// sessions again and again, mostly in the middle of a settlement statement.
+// sessions again and again, mostly in the middle of a settlement statement; and rooms held by
+// another session's locks, so that a batch's 200 carries retryable problems beside its receipts.
 //
 // `fault_test` runs the short form (seconds; ./scripts/test runs it). `fault_test --long` runs
 // cycles of the same faults for minutes (VERDICT_FAULT_CYCLES, default 12: over 100 kills) and
@@ -20,8 +21,9 @@
 // The negative controls turn one protection off each and show that the same checker reports the
 // damage: the checker against hand-made violations, and whole runs with the node acking before
 // sending (the deliver.* kill points), dropping batches it could not write (the writer.* kill
-// points and the full disk), and the lobby releasing players before its commit (the lobby kill
-// point and the PostgreSQL crash).
+// points and the full disk), acking a whole batch on a 200 without reading its items (the stuck
+// rooms), and the lobby releasing players before its commit (the lobby kill point and the
+// PostgreSQL crash).
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -59,6 +61,7 @@ void Sleep(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
 // Protections a run turns off (negative controls).
 struct Unsafe {
   bool ack_before_send = false;        // node: delete before the lobby answered
+  bool ack_whole_batch = false;        // node: a 200 acks every record of the batch, unread
   bool drop_failed_batches = false;    // node: drop what the outbox could not write
   bool release_before_commit = false;  // lobby: free the players before the settlement commits
   bool skip_settle_guard = false;      // lobby: no lock, no receipt check (and no unique keys)
@@ -221,6 +224,9 @@ struct Tally {
   // PostgreSQL terminating the lobby's sessions.
   int terminations = 0;
   int terminated_mid_settlement = 0;  // the session was running the settlement statement
+  // Rooms held by another session's locks while their batches arrived.
+  int stuck_rooms = 0;
+  uint64_t stuck_items_unavailable = 0;  // items the lobby answered UNAVAILABLE meanwhile
   // The node's batch requests (read from its /metrics before each kill, not at failpoints).
   uint64_t batches = 0;
   uint64_t batches_of_several = 0;
@@ -236,9 +242,11 @@ struct Tally {
            " records delivered to both, settled " + n(overlap_settled[0]) + " by one lobby and " +
            n(overlap_settled[1]) + " by the other, " + n(overlap_unavailable) +
            " unavailable answers, " + n(deadlocks) + " deadlocks), " + n(terminations) +
-           " lobby sessions terminated (" + n(terminated_mid_settlement) + " mid-settlement);\n  " +
-           n(batches) + " batch requests seen, " + n(batches_of_several) + " of several records, " +
-           n(batched_records) + " records in them";
+           " lobby sessions terminated (" + n(terminated_mid_settlement) + " mid-settlement), " +
+           n(stuck_rooms) + " stuck rooms (" + n(stuck_items_unavailable) +
+           " items answered unavailable);\n  " + n(batches) + " batch requests seen, " +
+           n(batches_of_several) + " of several records, " + n(batched_records) +
+           " records in them";
   }
 };
 
@@ -331,6 +339,7 @@ class FaultSuite : public ::testing::Test {
       args.push_back("--exit-when-drained");
     }
     if (unsafe_.ack_before_send) args.push_back("--unsafe-ack-before-send");
+    if (unsafe_.ack_whole_batch) args.push_back("--unsafe-ack-whole-batch");
     if (unsafe_.drop_failed_batches) args.push_back("--unsafe-drop-failed-batches");
     return args;
   }
@@ -524,6 +533,36 @@ class FaultSuite : public ::testing::Test {
     KillNode();
   }
 
+  // Some rooms are held by another session's locks (a stuck transaction elsewhere) while their
+  // results arrive in batches: the lobby answers those items UNAVAILABLE after its lock timeout
+  // (short here) and settles the rest of each batch, in a 200. The node must keep the stuck
+  // rooms' records and deliver them once the locks are gone.
+  void StickRoomsInBatches() {
+    StartNode("", kBacklogLoad);
+    Sleep(1000ms);
+    auto holder = std::make_unique<pqxx::connection>(conninfo_);
+    // Every eighth room in play; its result is yet to come.
+    const int stuck = pqxx::nontransaction(*holder)
+                          .exec(
+                              "WITH r AS MATERIALIZED (SELECT room_id FROM battle_rooms "
+                              "WHERE room_id > " +
+                              std::to_string(first_room_) +
+                              " AND room_id % 8 = 0) "
+                              "SELECT count(*) FROM r WHERE pg_try_advisory_lock(room_id)")[0][0]
+                          .as<int>();
+    LetABacklogBuild();
+    StartLobby({}, {"--lock-timeout-ms", "250"});
+    Sleep(3000ms);
+    tally_.stuck_items_unavailable +=
+        MetricValue(Metrics(lobby_port_), "verdict_lobby_settlements_total{code=\"UNAVAILABLE\"}");
+    tally_.stuck_rooms += stuck;
+    holder.reset();  // the locks go with the session
+    lobby_.reset();
+    StartLobby();
+    Sleep(1500ms);
+    KillNode();
+  }
+
   // PostgreSQL's count of deadlocks in the suite's database (since its last crash). A session
   // reports its counts by the time it ends.
   int64_t Deadlocks() {
@@ -611,6 +650,7 @@ class FaultSuite : public ::testing::Test {
     KillLobbyAfterCommit();
     OverlapTwoLobbies();
     TerminateLobbySessions();
+    StickRoomsInBatches();
     CrashDatabase();
     FillDisk();
     WriteCorruptRecords(2);
@@ -675,13 +715,14 @@ TEST_F(FaultSuite, NothingLostNothingTwiceUnderEveryFault) {
   EXPECT_GE(tally_.failpoint_kills, 4 * cycles - 1) << "failpoints were not reached";
   // Evidence that the batch faults bit: batches of several records were in flight, the lobby
   // died after a commit each cycle and the rooms of that commit came back as duplicates,
-  // sessions were terminated while settling.
+  // sessions were terminated while settling, stuck rooms were answered unavailable.
   EXPECT_GT(tally_.batches_of_several, 0u);
   EXPECT_EQ(tally_.lobby_kills, cycles) << "the lobby was not killed after a commit";
   EXPECT_GT(tally_.redelivered_after_lobby_kills, 0u);
   EXPECT_EQ(tally_.overlaps, cycles);
   EXPECT_EQ(tally_.deadlocks, 0);
   EXPECT_GT(tally_.terminated_mid_settlement, 0);
+  EXPECT_GT(tally_.stuck_items_unavailable, 0u);
   EXPECT_GT(report.settled, 0u);
   EXPECT_GT(report.stored, 0u);
   if (mounted_) {
@@ -703,6 +744,20 @@ TEST_F(FaultSuite, NegativeControlAckBeforeSendIsCaught) {
   const InvariantReport report = DrainAndCheck();
   std::printf("ack before send: %s\n", report.Summary().c_str());
   EXPECT_TRUE(report.Violates("P1")) << "results lost by acking early went unnoticed";
+}
+
+// Negative control for the stuck rooms: a node that takes a batch's 200 as an ack of every record
+// in it, without reading the items, loses the records the lobby answered with a retryable
+// problem, and the checker reports them (P1). The same fault passes in the suite above.
+TEST_F(FaultSuite, NegativeControlAckingTheWholeBatchIsCaught) {
+  unsafe_.ack_whole_batch = true;
+  StartLobby();
+  StickRoomsInBatches();
+  const InvariantReport report = DrainAndCheck();
+  std::printf("ack the whole batch: %d stuck rooms, %llu items answered unavailable; %s\n",
+              tally_.stuck_rooms, static_cast<unsigned long long>(tally_.stuck_items_unavailable),
+              report.Summary().c_str());
+  EXPECT_TRUE(report.Violates("P1")) << "results acked with a retryable problem went unnoticed";
 }
 
 // Negative control for the full disk and the writer.* kill points: a node that drops the
