@@ -469,11 +469,6 @@ HttpReply SettlementService::SettlementReply(const HttpRequest& request,
   if (!outcome.ok()) return Unavailable(outcome.status(), path);
   v1::SettlementReceipt receipt = outcome->receipt;
   receipt.set_room_id(room_id);
-  if (outcome->status == SettleStatus::kSettled &&
-      CheckFailpoint("settle.after_commit_before_reply") == FailAction::kError) {
-    // Injected fault: committed, but the node hears only an error, as if the reply was lost.
-    return Unavailable(UnavailableError("failpoint settle.after_commit_before_reply"), path);
-  }
   switch (outcome->status) {
     case SettleStatus::kSettled:
     case SettleStatus::kDuplicate:
@@ -617,7 +612,18 @@ std::vector<Result<SettleOutcome>> SettlementService::SettleBatch(
     }
     outcomes[index[k]] = std::move(settled[k]);
   }
-  if (committed && hub_) hub_->Committed();  // committed: only now may subscribers hear of it
+  if (!committed) return outcomes;
+  if (hub_) hub_->Committed();  // committed: only now may subscribers hear of it
+  // The one transaction of every request in it (a batch, coalesced singles, a single) has
+  // committed and nobody has been answered yet: where a lobby that dies loses only its replies.
+  if (CheckFailpoint("settle.after_commit_before_reply") == FailAction::kError) {
+    // Injected fault: committed, but the clients hear only an error, as if the reply was lost.
+    for (auto& outcome : outcomes) {
+      if (outcome.ok() && outcome->status == SettleStatus::kSettled) {
+        outcome = UnavailableError("failpoint settle.after_commit_before_reply");
+      }
+    }
+  }
   return outcomes;
 }
 

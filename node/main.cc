@@ -40,6 +40,7 @@ struct Flags {
   std::string tls_ca;
   bool unsafe_ack_before_send = false;
   bool unsafe_drop_failed_batches = false;
+  bool unsafe_ack_whole_batch = false;
   bool outbox_no_preallocate = false;
   int progress_ms = 2000;
   std::string input = "-";
@@ -148,9 +149,11 @@ int RunNode(const Flags& flags, const std::function<Result<std::string>()>& rere
   options.delivery.tls_ca_file = flags.tls_ca;
   options.delivery.batch = flags.batch;
   options.delivery.unsafe_ack_before_send_for_test = flags.unsafe_ack_before_send;
+  options.delivery.unsafe_ack_whole_batch_for_test = flags.unsafe_ack_whole_batch;
   options.writer.unsafe_drop_failed_batches_for_test = flags.unsafe_drop_failed_batches;
   options.preallocate_outbox_files = !flags.outbox_no_preallocate;
-  if (flags.unsafe_ack_before_send || flags.unsafe_drop_failed_batches) {
+  if (flags.unsafe_ack_before_send || flags.unsafe_drop_failed_batches ||
+      flags.unsafe_ack_whole_batch) {
     spdlog::error("UNSAFE test switches are on: this node can lose results");
   }
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> stored_log(nullptr, &std::fclose);
@@ -518,6 +521,7 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
   // Negative controls for the fault suite: each turns a protection off (never in production).
   c.run->add_flag("--unsafe-ack-before-send", flags.unsafe_ack_before_send)->group("");
   c.run->add_flag("--unsafe-drop-failed-batches", flags.unsafe_drop_failed_batches)->group("");
+  c.run->add_flag("--unsafe-ack-whole-batch", flags.unsafe_ack_whole_batch)->group("");
   // For the fault suite: a full disk then fails the next write, not the next flush.
   c.run->add_flag("--outbox-no-preallocate", flags.outbox_no_preallocate)->group("");
   c.run->add_option("--stored-log", flags.stored_log,

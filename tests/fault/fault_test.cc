@@ -5,6 +5,15 @@
 // corrupt records written into the outbox — and then drained and held to verdict's promises by
 // the invariant checker (invariants.h).
 //
+// The node delivers in batches (`--batch`, default 64). The batch faults first let a backlog pile
+// up in the outbox while the lobby is away, so that requests of many records are in flight when
+// they strike: the lobby killed after the commit of a batch's one transaction and before its
+// reply; two lobby instances on the one database receiving the same backlog at once, one from
+// the node and one from resenders posting the same results in random batches; PostgreSQL
+// terminating the lobby's
+// sessions again and again, mostly in the middle of a settlement statement; and rooms held by
+// another session's locks, so that a batch's 200 carries retryable problems beside its receipts.
+//
 // `fault_test` runs the short form (seconds; ./scripts/test runs it). `fault_test --long` runs
 // cycles of the same faults for minutes (VERDICT_FAULT_CYCLES, default 12: over 100 kills) and
 // prints the figures tests/fault/RESULTS.md records.
@@ -12,8 +21,9 @@
 // The negative controls turn one protection off each and show that the same checker reports the
 // damage: the checker against hand-made violations, and whole runs with the node acking before
 // sending (the deliver.* kill points), dropping batches it could not write (the writer.* kill
-// points and the full disk), and the lobby releasing players before its commit (the lobby kill
-// point and the PostgreSQL crash).
+// points and the full disk), acking a whole batch on a 200 without reading its items (the stuck
+// rooms), and the lobby releasing players before its commit (the lobby kill point and the
+// PostgreSQL crash).
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -27,11 +37,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <pqxx/pqxx>
 #include <random>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/fault/invariants.h"
+#include "tests/support/http_client.h"
 #include "tests/support/private_postgres.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -47,25 +61,197 @@ void Sleep(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
 // Protections a run turns off (negative controls).
 struct Unsafe {
   bool ack_before_send = false;        // node: delete before the lobby answered
+  bool ack_whole_batch = false;        // node: a 200 acks every record of the batch, unread
   bool drop_failed_batches = false;    // node: drop what the outbox could not write
   bool release_before_commit = false;  // lobby: free the players before the settlement commits
   bool skip_settle_guard = false;      // lobby: no lock, no receipt check (and no unique keys)
+};
+
+// How the simulated battle host plays: battles started per second and how long each lasts.
+struct Load {
+  int rooms_per_s = 60;
+  int battle_ms = 150;
+};
+
+// Long battles, many at once: when the lobby goes away their results pile up in the outbox, and
+// the node then delivers that backlog in batches of many records.
+constexpr Load kBacklogLoad{120, 1200};
+
+// One verdict-node process: simulating battles, or only draining the outbox.
+struct NodeRun {
+  bool simulate = true;
+  Load load;
+  size_t batch = 0;  // --batch; 0: the node's default
+
+  static NodeRun Simulating(const Load& load) {
+    NodeRun run;
+    run.load = load;
+    return run;
+  }
+  // Delivers what the outbox holds and exits.
+  static NodeRun Draining(size_t batch = 0) {
+    NodeRun run;
+    run.simulate = false;
+    run.batch = batch;
+    return run;
+  }
+};
+
+// A process's /metrics: the value of `series` (the text before the value, labels included),
+// 0 if absent.
+double MetricValue(const std::string& metrics, const std::string& series) {
+  const std::string start = series + ' ';
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(start, 0) == 0) return std::atof(line.c_str() + start.size());
+  }
+  return 0;
+}
+
+// The largest value of the labeled series `name` (0 if none).
+double MetricMax(const std::string& metrics, const std::string& name) {
+  double max = 0;
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + '{', 0) != 0) continue;
+    max = std::max(max, std::atof(line.c_str() + line.rfind(' ') + 1));
+  }
+  return max;
+}
+
+std::string Metrics(uint16_t port) {
+  const HttpResponse r = HttpCall(port, "GET", "/metrics", {}, "", 2s);
+  return r.status == 200 ? r.body : "";
+}
+
+// Posts results to a lobby as node-a from several threads at once, each request a batch of 4
+// to 32 of the results still without a receipt, picked and ordered at random, so that the
+// threads' batches overlap. Retries retryable answers; any other answer is a violation. Stops
+// when every result has a receipt, or after 60 s (a violation). Thread-safe.
+class Resender {
+ public:
+  Resender(uint16_t port, std::vector<v1::BattleResult> results)
+      : port_(port),
+        results_(std::move(results)),
+        deadline_(std::chrono::steady_clock::now() + 60s) {
+    for (size_t i = 0; i < results_.size(); ++i) pending_.insert(i);
+  }
+
+  // One thread's work; `seed` varies its picks.
+  void Run(int seed) {
+    std::mt19937 rng(seed);
+    for (;;) {
+      v1::SettlementBatch batch;
+      std::vector<size_t> picked;
+      {
+        std::lock_guard lock(mu_);
+        if (pending_.empty()) return;
+        if (std::chrono::steady_clock::now() > deadline_) {
+          violations_.push_back(std::to_string(pending_.size()) +
+                                " results without a receipt after 60 s (deadlock?)");
+          pending_.clear();
+          return;
+        }
+        picked.assign(pending_.begin(), pending_.end());
+      }
+      std::shuffle(picked.begin(), picked.end(), rng);
+      picked.resize(std::min(picked.size(), std::uniform_int_distribution<size_t>(4, 32)(rng)));
+      for (size_t i : picked) *batch.add_results() = results_[i];
+      const HttpResponse r = HttpCall(port_, "POST", "/v1/settlements:batch",
+                                      {{"Authorization", "Bearer token-a"},
+                                       {"Content-Type", "application/x-protobuf"},
+                                       {"Accept", "application/x-protobuf"}},
+                                      batch.SerializeAsString());
+      v1::SettlementBatchReply reply;
+      if (r.status != 200 || !reply.ParseFromString(r.body) ||
+          reply.items_size() != static_cast<int>(picked.size())) {
+        if (r.status != 503 && r.status != 0) {
+          std::lock_guard lock(mu_);
+          violations_.push_back("a batch was answered " + std::to_string(r.status) + ": " + r.body);
+        }
+        Sleep(100ms);
+        continue;
+      }
+      std::lock_guard lock(mu_);
+      for (size_t k = 0; k < picked.size(); ++k) {
+        const v1::SettlementItem& item = reply.items(static_cast<int>(k));
+        const uint64_t room = results_[picked[k]].room_id();
+        if (item.has_receipt()) {
+          auto [seen, fresh] = matches_.emplace(room, item.receipt().match_id());
+          if (!fresh && seen->second != item.receipt().match_id()) {
+            violations_.push_back("P2: room " + std::to_string(room) + " was answered matches " +
+                                  std::to_string(seen->second) + " and " +
+                                  std::to_string(item.receipt().match_id()));
+          }
+          pending_.erase(picked[k]);
+        } else if (!item.problem().retryable()) {
+          violations_.push_back("room " + std::to_string(room) + " was refused: " +
+                                item.problem().code() + " " + item.problem().detail());
+          pending_.erase(picked[k]);
+        }
+      }
+    }
+  }
+
+  // Read once every Run has returned.
+  const std::map<uint64_t, uint64_t>& matches() const { return matches_; }  // room → match
+  const std::vector<std::string>& violations() const { return violations_; }
+
+ private:
+  const uint16_t port_;
+  const std::vector<v1::BattleResult> results_;
+  const std::chrono::steady_clock::time_point deadline_;
+  std::mutex mu_;
+  std::set<size_t> pending_;  // indexes into results_
+  std::map<uint64_t, uint64_t> matches_;
+  std::vector<std::string> violations_;
 };
 
 struct Tally {
   int kills = 0;  // node SIGKILLs, at failpoints and at random
   int failpoint_kills = 0;
   int lobby_kills = 0;
+  uint64_t redelivered_after_lobby_kills = 0;  // answered duplicate: their commit's reply was lost
   int database_crashes = 0;
   int disk_full = 0;
   uint64_t corrupt_written = 0;
+  // Two lobbies receiving the same backlog at once.
+  int overlaps = 0;
+  uint64_t overlap_records = 0;      // results of the backlogs, each delivered to both
+  uint64_t overlap_settled[2] = {};  // rooms each of the two lobbies settled
+  uint64_t overlap_unavailable = 0;  // results the two lobbies answered UNAVAILABLE
+  int64_t deadlocks = 0;             // PostgreSQL's count, over the overlaps
+  // PostgreSQL terminating the lobby's sessions.
+  int terminations = 0;
+  int terminated_mid_settlement = 0;  // the session was running the settlement statement
+  // Rooms held by another session's locks while their batches arrived.
+  int stuck_rooms = 0;
+  uint64_t stuck_items_unavailable = 0;  // items the lobby answered UNAVAILABLE meanwhile
+  // The node's batch requests (read from its /metrics before each kill, not at failpoints).
+  uint64_t batches = 0;
+  uint64_t batches_of_several = 0;
+  uint64_t batched_records = 0;
+
   std::string Summary() const {
-    return std::to_string(kills) + " node kills (" + std::to_string(failpoint_kills) +
-           " at failpoints), " + std::to_string(lobby_kills) + " lobby kills after commit, " +
-           std::to_string(database_crashes) + " PostgreSQL crashes, " + std::to_string(disk_full) +
-           " full disks, " + std::to_string(corrupt_written) + " corrupt records";
+    auto n = [](auto v) { return std::to_string(v); };
+    return n(kills) + " node kills (" + n(failpoint_kills) + " at failpoints), " + n(lobby_kills) +
+           " lobby kills after commit (" + n(redelivered_after_lobby_kills) +
+           " rooms redelivered after them, answered duplicate), " + n(database_crashes) +
+           " PostgreSQL crashes, " + n(disk_full) + " full disks, " + n(corrupt_written) +
+           " corrupt records;\n  " + n(overlaps) + " two-lobby overlaps (" + n(overlap_records) +
+           " records delivered to both, settled " + n(overlap_settled[0]) + " by one lobby and " +
+           n(overlap_settled[1]) + " by the other, " + n(overlap_unavailable) +
+           " unavailable answers, " + n(deadlocks) + " deadlocks), " + n(terminations) +
+           " lobby sessions terminated (" + n(terminated_mid_settlement) + " mid-settlement), " +
+           n(stuck_rooms) + " stuck rooms (" + n(stuck_items_unavailable) +
+           " items answered unavailable);\n  " + n(batches) + " batch requests seen, " +
+           n(batches_of_several) + " of several records, " + n(batched_records) +
+           " records in them";
   }
 };
+
+// Names the lobby's sessions in pg_stat_activity, so that a fault can pick them out.
+constexpr const char* kLobbyApplication = "verdict-lobby";
 
 class FaultSuite : public ::testing::Test {
  protected:
@@ -77,6 +263,7 @@ class FaultSuite : public ::testing::Test {
       pqxx::nontransaction(admin).exec("CREATE DATABASE verdict");
     }
     conninfo_ = pg_->conninfo("verdict");
+    lobby_conninfo_ = conninfo_ + " application_name=" + kLobbyApplication;
     ASSERT_EQ(RunCommand({LobbyBinary(), "--db", conninfo_, "migrate"}).exit_code, 0);
     lobby_port_ = FreeLoopbackPort();
     outbox_ = dir_.Sub("outbox");
@@ -93,19 +280,28 @@ class FaultSuite : public ::testing::Test {
     if (mounted_) ::umount2(outbox_.c_str(), MNT_DETACH);
   }
 
-  void StartLobby(const std::map<std::string, std::string>& env = {}) {
-    std::vector<std::string> args;
-    if (unsafe_.release_before_commit) args.push_back("--unsafe-release-before-commit");
-    if (unsafe_.skip_settle_guard) args.push_back("--unsafe-skip-settle-guard");
-    for (int attempt = 0; attempt < 50 && !lobby_; ++attempt) {
-      lobby_ =
-          LobbyProcess::Start(conninfo_, args, env, "127.0.0.1:" + std::to_string(lobby_port_));
-      if (!lobby_) Sleep(100ms);  // the port may linger for a moment after a kill
-    }
+  void StartLobby(const std::map<std::string, std::string>& env = {},
+                  std::vector<std::string> args = {}) {
+    lobby_ = LobbyOn(lobby_port_, env, std::move(args));
     ASSERT_NE(lobby_, nullptr);
   }
 
-  std::vector<std::string> NodeArgs(bool simulate) {
+  // A lobby instance on the suite's database, listening on `port`.
+  std::unique_ptr<LobbyProcess> LobbyOn(uint16_t port,
+                                        const std::map<std::string, std::string>& env,
+                                        std::vector<std::string> args) {
+    if (unsafe_.release_before_commit) args.push_back("--unsafe-release-before-commit");
+    if (unsafe_.skip_settle_guard) args.push_back("--unsafe-skip-settle-guard");
+    std::unique_ptr<LobbyProcess> lobby;
+    for (int attempt = 0; attempt < 50 && !lobby; ++attempt) {
+      lobby = LobbyProcess::Start(lobby_conninfo_, args, env, "127.0.0.1:" + std::to_string(port));
+      if (!lobby) Sleep(100ms);  // the port may linger for a moment after a kill
+    }
+    return lobby;
+  }
+
+  std::vector<std::string> NodeArgs(const NodeRun& run) {
+    node_metrics_port_ = FreeLoopbackPort();
     std::vector<std::string> args = {NodeBinary(),
                                      "--log-level",
                                      "warn",
@@ -120,41 +316,64 @@ class FaultSuite : public ::testing::Test {
                                      "4",
                                      "--lobby",
                                      "http://127.0.0.1:" + std::to_string(lobby_port_),
+                                     "--metrics-listen",
+                                     "127.0.0.1:" + std::to_string(node_metrics_port_),
                                      "--stored-log",
                                      dir_.Sub("stored.log"),
                                      "--progress-ms",
                                      "60000",
                                      "--outbox-no-preallocate"};
-    if (simulate) {
+    if (run.batch) args.insert(args.end(), {"--batch", std::to_string(run.batch)});
+    if (run.simulate) {
       ++runs_;
+      first_room_ = runs_ * 10'000'000;
       const std::vector<std::string> sim = {
-          "--admin-token", "admin-token", "--simulate-rooms", "1000000", "--simulate-rate", "60",
-          "--simulate-battle-ms", "150",
+          "--admin-token", "admin-token", "--simulate-rooms", "1000000", "--simulate-rate",
+          std::to_string(run.load.rooms_per_s), "--simulate-battle-ms",
+          std::to_string(run.load.battle_ms),
           // Fresh rooms and players each run: players of battles cut short stay in battle.
-          "--simulate-first-room", std::to_string(runs_ * 10'000'000), "--simulate-first-player",
+          "--simulate-first-room", std::to_string(first_room_), "--simulate-first-player",
           std::to_string(runs_ * 10'000 + 1)};
       args.insert(args.end(), sim.begin(), sim.end());
     } else {
       args.push_back("--exit-when-drained");
     }
     if (unsafe_.ack_before_send) args.push_back("--unsafe-ack-before-send");
+    if (unsafe_.ack_whole_batch) args.push_back("--unsafe-ack-whole-batch");
     if (unsafe_.drop_failed_batches) args.push_back("--unsafe-drop-failed-batches");
     return args;
   }
 
-  void StartNode(const std::string& failpoints = "") {
+  void StartNode(const std::string& failpoints = "", const Load& load = {}) {
     std::map<std::string, std::string> env;
     if (!failpoints.empty()) env["VERDICT_FAILPOINTS"] = failpoints;
-    node_ = ChildProcess::Start(NodeArgs(true), env, dir_.Sub("node.log"));
+    node_ = ChildProcess::Start(NodeArgs(NodeRun::Simulating(load)), env, dir_.Sub("node.log"));
     ASSERT_NE(node_, nullptr);
   }
 
-  void KillNode() {
+  // Kills the node, first reading from its /metrics the batches it sent. Returns how many of
+  // the records it delivered the lobby answered as duplicates.
+  uint64_t KillNode() {
+    uint64_t duplicates = 0;
     if (node_ && node_->Running()) {
+      const std::string m = Metrics(node_metrics_port_);
+      const double requests = MetricValue(m, "verdict_node_delivery_batch_records_count");
+      tally_.batches += requests;
+      tally_.batches_of_several +=
+          requests - MetricValue(m, "verdict_node_delivery_batch_records_bucket{le=\"1\"}");
+      tally_.batched_records += MetricValue(m, "verdict_node_delivery_batch_records_sum");
+      duplicates = MetricValue(m, "verdict_node_delivered_total{result=\"duplicate\"}");
       node_->Kill();
       ++tally_.kills;
     }
     node_.reset();
+    return duplicates;
+  }
+
+  // Takes the lobby away for a moment while battles end: their results pile up in the outbox.
+  void LetABacklogBuild(std::chrono::milliseconds outage = 1500ms) {
+    lobby_.reset();
+    Sleep(outage);
   }
 
   // The node crashes itself at `failpoint` (armed for one hit); if the point is not reached in
@@ -176,17 +395,181 @@ class FaultSuite : public ::testing::Test {
     KillNode();
   }
 
-  // The lobby dies after committing a settlement and before answering it; a new one replaces it.
+  // The lobby dies after the commit of a transaction and before answering it, while the node
+  // delivers a backlog in batches; a new one replaces it. Every room of that transaction is
+  // delivered again and must be answered as a duplicate.
   void KillLobbyAfterCommit() {
-    StartNode();
-    lobby_.reset();
+    StartNode("", kBacklogLoad);
+    Sleep(1000ms);
+    LetABacklogBuild();
     StartLobby({{"VERDICT_FAILPOINTS", "settle.after_commit_before_reply=crash*1"}});
     for (int i = 0; i < 100 && lobby_->Running(); ++i) Sleep(100ms);
     if (!lobby_->Running()) ++tally_.lobby_kills;
     lobby_.reset();
     StartLobby();
-    Sleep(500ms);
+    // Until the node, out of its backoff, has delivered the backlog again: no record in its
+    // outbox is older than a second (or six seconds passed).
+    for (int i = 0; i < 60; ++i) {
+      Sleep(100ms);
+      const std::string m = Metrics(node_metrics_port_);
+      if (!m.empty() && MetricMax(m, "verdict_node_outbox_oldest_age_seconds") < 1) break;
+    }
+    tally_.redelivered_after_lobby_kills += KillNode();
+  }
+
+  // Two lobby instances on the one database receive the same backlog at once: once a backlog has
+  // piled up, the node delivers its outbox to one, eight records a request, while three
+  // resenders post the same results to the other, each in batches of random rooms in random
+  // order, so the lobbies' transactions overlap in many rooms, locked from different batches. Each
+  // room must settle once, every receipt name the room's one match, and neither lobby deadlock nor
+  // give up.
+  void OverlapTwoLobbies() {
+    StartNode("", {120, 2000});  // a larger backlog: the battles of two seconds
+    Sleep(2000ms);
+    LetABacklogBuild(2500ms);
     KillNode();
+    const std::vector<v1::BattleResult> backlog = PendingResults();
+
+    StartLobby();
+    const int64_t deadlocks_before = Deadlocks();
+    const uint16_t other_port = FreeLoopbackPort();
+    std::unique_ptr<LobbyProcess> other = LobbyOn(other_port, {}, {});
+    ASSERT_NE(other, nullptr);
+    node_ = ChildProcess::Start(NodeArgs(NodeRun::Draining(8)), {}, dir_.Sub("node.log"));
+    // The resenders start with the node's first batch.
+    for (int i = 0; i < 5000; ++i) {
+      if (MetricValue(Metrics(node_metrics_port_), "verdict_node_delivery_batch_records_count") > 0)
+        break;
+      Sleep(2ms);
+    }
+    Resender resender(other_port, backlog);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 3; ++i) threads.emplace_back([&resender, i] { resender.Run(i); });
+    for (auto& t : threads) t.join();
+    if (!node_->WaitFor(60s)) {
+      fault_violations_.push_back("overlap: the node did not drain within 60 s (deadlock?)");
+    }
+    node_.reset();
+    for (int i = 0; i < 2; ++i) {
+      const std::string m = Metrics(i == 0 ? lobby_port_ : other_port);
+      tally_.overlap_settled[i] += MetricValue(m, "verdict_lobby_settlements_total{code=\"OK\"}");
+      tally_.overlap_unavailable +=
+          MetricValue(m, "verdict_lobby_settlements_total{code=\"UNAVAILABLE\"}");
+    }
+    // Stopped, their sessions end and report their statistics.
+    other.reset();
+    lobby_.reset();
+    StartLobby();
+    for (const std::string& v : resender.violations()) fault_violations_.push_back("overlap: " + v);
+    pqxx::connection conn(conninfo_);
+    for (const auto& row :
+         pqxx::nontransaction(conn).exec("SELECT room_id, match_id FROM settlement_receipts")) {
+      const auto heard = resender.matches().find(row[0].as<uint64_t>());
+      if (heard != resender.matches().end() && heard->second != row[1].as<uint64_t>()) {
+        fault_violations_.push_back("P2: room " + row[0].as<std::string>() +
+                                    " was answered match " + std::to_string(heard->second) +
+                                    " by the second lobby, but settled as match " +
+                                    row[1].as<std::string>());
+      }
+    }
+    ++tally_.overlaps;
+    tally_.overlap_records += backlog.size();
+    tally_.deadlocks += Deadlocks() - deadlocks_before;
+  }
+
+  // The results pending in the outbox's shards (the node must not be running).
+  std::vector<v1::BattleResult> PendingResults() {
+    std::vector<std::string> names;
+    EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), outbox_, &names).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    EXPECT_TRUE(
+        rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), outbox_, descriptors, &handles, &raw)
+            .ok());
+    std::vector<v1::BattleResult> results;
+    if (!raw) return results;
+    std::unique_ptr<rocksdb::DB> db(raw);
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i].rfind("shard-", 0) != 0) continue;
+      std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), handles[i]));
+      for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        v1::Envelope envelope;  // the suite's corrupt values do not parse, or carry no result
+        if (envelope.ParseFromArray(it->value().data(), static_cast<int>(it->value().size())) &&
+            envelope.has_result()) {
+          results.push_back(envelope.result());
+        }
+      }
+    }
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    return results;
+  }
+
+  // PostgreSQL ends the lobby's sessions under it, again and again for three seconds, while the
+  // node catches up on a backlog in batches: sessions running the settlement statement at once,
+  // and every tenth round all of them, idle ones too.
+  void TerminateLobbySessions() {
+    StartNode("", kBacklogLoad);
+    Sleep(1000ms);
+    LetABacklogBuild();
+    StartLobby();
+    pqxx::connection admin(conninfo_);
+    const auto until = std::chrono::steady_clock::now() + 3s;
+    for (int round = 0; std::chrono::steady_clock::now() < until; ++round) {
+      const std::string settling = "state = 'active' AND query LIKE '%verdict_settle_batch%'";
+      const pqxx::result ended = pqxx::nontransaction(admin).exec(
+          "SELECT pg_terminate_backend(pid), " + settling +
+          " FROM pg_stat_activity WHERE datname = current_database() AND application_name = '" +
+          kLobbyApplication + "'" + (round % 10 == 9 ? "" : " AND " + settling));
+      for (const auto& row : ended) {
+        if (!row[0].as<bool>()) continue;
+        ++tally_.terminations;
+        tally_.terminated_mid_settlement += row[1].as<bool>();
+      }
+      Sleep(10ms);
+    }
+    Sleep(1500ms);
+    KillNode();
+  }
+
+  // Some rooms are held by another session's locks (a stuck transaction elsewhere) while their
+  // results arrive in batches: the lobby answers those items UNAVAILABLE after its lock timeout
+  // (short here) and settles the rest of each batch, in a 200. The node must keep the stuck
+  // rooms' records and deliver them once the locks are gone.
+  void StickRoomsInBatches() {
+    StartNode("", kBacklogLoad);
+    Sleep(1000ms);
+    auto holder = std::make_unique<pqxx::connection>(conninfo_);
+    // Every eighth room in play; its result is yet to come.
+    const int stuck = pqxx::nontransaction(*holder)
+                          .exec(
+                              "WITH r AS MATERIALIZED (SELECT room_id FROM battle_rooms "
+                              "WHERE room_id > " +
+                              std::to_string(first_room_) +
+                              " AND room_id % 8 = 0) "
+                              "SELECT count(*) FROM r WHERE pg_try_advisory_lock(room_id)")[0][0]
+                          .as<int>();
+    LetABacklogBuild();
+    StartLobby({}, {"--lock-timeout-ms", "250"});
+    Sleep(3000ms);
+    tally_.stuck_items_unavailable +=
+        MetricValue(Metrics(lobby_port_), "verdict_lobby_settlements_total{code=\"UNAVAILABLE\"}");
+    tally_.stuck_rooms += stuck;
+    holder.reset();  // the locks go with the session
+    lobby_.reset();
+    StartLobby();
+    Sleep(1500ms);
+    KillNode();
+  }
+
+  // PostgreSQL's count of deadlocks in the suite's database (since its last crash). A session
+  // reports its counts by the time it ends.
+  int64_t Deadlocks() {
+    pqxx::connection conn(conninfo_);
+    return pqxx::nontransaction(conn)
+        .exec1("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")[0]
+        .as<int64_t>();
   }
 
   void CrashDatabase() {
@@ -265,6 +648,9 @@ class FaultSuite : public ::testing::Test {
       RandomKill(rng);
     }
     KillLobbyAfterCommit();
+    OverlapTwoLobbies();
+    TerminateLobbySessions();
+    StickRoomsInBatches();
     CrashDatabase();
     FillDisk();
     WriteCorruptRecords(2);
@@ -272,27 +658,34 @@ class FaultSuite : public ::testing::Test {
 
   // Stops the faults, lets a clean node drain everything, and checks.
   InvariantReport DrainAndCheck() {
-    node_ = ChildProcess::Start(NodeArgs(false), {}, dir_.Sub("node.log"));
+    node_ = ChildProcess::Start(NodeArgs(NodeRun::Draining()), {}, dir_.Sub("node.log"));
     EXPECT_TRUE(node_->WaitFor(120s)) << "the outbox did not drain";
     node_.reset();
     const CommandResult listing = RunCommand(
         {NodeBinary(), "outbox", "--outbox", outbox_, "ls", "--json", "--limit", "10000000"});
     v1::OutboxListing parsed;
     EXPECT_TRUE(ParseListing(listing.out, &parsed)) << listing.out;
-    return CheckInvariants(conninfo_, parsed, ReadStoredLog(dir_.Sub("stored.log")),
-                           tally_.corrupt_written);
+    InvariantReport report = CheckInvariants(
+        conninfo_, parsed, ReadStoredLog(dir_.Sub("stored.log")), tally_.corrupt_written);
+    report.violations.insert(report.violations.end(), fault_violations_.begin(),
+                             fault_violations_.end());
+    return report;
   }
 
   TempDir dir_;
   std::unique_ptr<PrivatePostgres> pg_;
   std::string conninfo_;
+  std::string lobby_conninfo_;  // the same database, the lobby's sessions named
   uint16_t lobby_port_ = 0;
+  uint16_t node_metrics_port_ = 0;
+  uint64_t first_room_ = 0;  // the simulating node's rooms are numbered after it
   std::string outbox_;
   bool mounted_ = false;
   std::unique_ptr<LobbyProcess> lobby_;
   std::unique_ptr<ChildProcess> node_;
   Unsafe unsafe_;
   Tally tally_;
+  std::vector<std::string> fault_violations_;  // found by a fault itself, beyond the checker's
   int runs_ = 0;
   uint64_t corrupt_sequence_ = 0;
 };
@@ -320,6 +713,16 @@ TEST_F(FaultSuite, NothingLostNothingTwiceUnderEveryFault) {
               minutes, tally_.Summary().c_str(), stalls, report.Summary().c_str());
   for (const auto& v : report.violations) ADD_FAILURE() << v;
   EXPECT_GE(tally_.failpoint_kills, 4 * cycles - 1) << "failpoints were not reached";
+  // Evidence that the batch faults bit: batches of several records were in flight, the lobby
+  // died after a commit each cycle and the rooms of that commit came back as duplicates,
+  // sessions were terminated while settling, stuck rooms were answered unavailable.
+  EXPECT_GT(tally_.batches_of_several, 0u);
+  EXPECT_EQ(tally_.lobby_kills, cycles) << "the lobby was not killed after a commit";
+  EXPECT_GT(tally_.redelivered_after_lobby_kills, 0u);
+  EXPECT_EQ(tally_.overlaps, cycles);
+  EXPECT_EQ(tally_.deadlocks, 0);
+  EXPECT_GT(tally_.terminated_mid_settlement, 0);
+  EXPECT_GT(tally_.stuck_items_unavailable, 0u);
   EXPECT_GT(report.settled, 0u);
   EXPECT_GT(report.stored, 0u);
   if (mounted_) {
@@ -341,6 +744,20 @@ TEST_F(FaultSuite, NegativeControlAckBeforeSendIsCaught) {
   const InvariantReport report = DrainAndCheck();
   std::printf("ack before send: %s\n", report.Summary().c_str());
   EXPECT_TRUE(report.Violates("P1")) << "results lost by acking early went unnoticed";
+}
+
+// Negative control for the stuck rooms: a node that takes a batch's 200 as an ack of every record
+// in it, without reading the items, loses the records the lobby answered with a retryable
+// problem, and the checker reports them (P1). The same fault passes in the suite above.
+TEST_F(FaultSuite, NegativeControlAckingTheWholeBatchIsCaught) {
+  unsafe_.ack_whole_batch = true;
+  StartLobby();
+  StickRoomsInBatches();
+  const InvariantReport report = DrainAndCheck();
+  std::printf("ack the whole batch: %d stuck rooms, %llu items answered unavailable; %s\n",
+              tally_.stuck_rooms, static_cast<unsigned long long>(tally_.stuck_items_unavailable),
+              report.Summary().c_str());
+  EXPECT_TRUE(report.Violates("P1")) << "results acked with a retryable problem went unnoticed";
 }
 
 // Negative control for the full disk and the writer.* kill points: a node that drops the
