@@ -1,11 +1,15 @@
-// Behaviour of the RocksDB outbox: idempotent enqueue, FIFO per shard across reopen, the
-// shard function, oversize and undecodable records, dead letter and redrive, stats, and
-// tombstone hygiene.
+// Behaviour of the RocksDB outbox: idempotent enqueue, staging until the sync, a full disk, FIFO
+// per shard across reopen, the shard function, oversize and undecodable records, dead letter and
+// redrive, stats, and tombstone hygiene.
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 #include <rocksdb/perf_context.h>
 #include <rocksdb/perf_level.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -14,6 +18,7 @@
 #include "storage/outbox_format.h"
 #include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace verdict::storage {
 namespace {
@@ -186,6 +191,50 @@ TEST(OutboxTest, RepeatOfAStagedRecordIsStoredOnce) {
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].result.winner_team(), 1u);
   EXPECT_TRUE(MustEnqueueOne(*outbox, MakeResult(7)).already_present);
+}
+
+TEST(OutboxTest, FullDiskFailsTheSyncAndARetryAfterSpaceIsFreedStoresTheBatchOnce) {
+  TempDir dir;
+  const std::string disk = dir.Sub("disk");
+  std::filesystem::create_directories(disk);
+  // A small file system of its own, to fill (root only).
+  if (::geteuid() != 0 || ::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=16m") != 0) {
+    GTEST_SKIP() << "needs root to mount a small file system to fill";
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  OutboxOptions options;
+  options.preallocate_files = false;  // so the full disk fails the next log append
+  auto outbox = MustOpen(disk + "/outbox", options);
+  ASSERT_TRUE(MustEnqueueOne(*outbox, MakeResult(1)).status.ok());
+
+  const std::string filler = disk + "/filler";
+  {
+    std::ofstream out(filler, std::ios::binary);
+    const std::string chunk(1 << 16, 'x');
+    while (out.write(chunk.data(), chunk.size()) && out.flush()) {
+    }
+  }
+  std::vector<v1::BattleResult> batch;
+  for (uint64_t room = 2; room <= 65; ++room) batch.push_back(MakeResult(room));
+  ASSERT_TRUE(outbox->EnqueueBuffered(batch).ok());
+  EXPECT_EQ(outbox->SyncEnqueued().code(), StatusCode::kResourceExhausted);
+  // While the outbox cannot write, it stages nothing more: the caller keeps its batch.
+  EXPECT_FALSE(outbox->EnqueueBuffered(std::vector<v1::BattleResult>{MakeResult(66)}).ok());
+  EXPECT_FALSE(outbox->SyncEnqueued().ok());
+
+  std::filesystem::remove(filler);
+  EXPECT_TRUE(testing::WaitUntil([&] { return outbox->SyncEnqueued().ok(); }));
+  outbox.reset();
+  outbox = MustOpen(disk + "/outbox", options);
+  std::map<uint64_t, int> stored;
+  for (uint32_t s = 0; s < outbox->shard_count(); ++s) {
+    for (const auto& r : ReadAll(*outbox, s)) ++stored[r.result.room_id()];
+  }
+  ASSERT_EQ(stored.size(), 65u);
+  for (auto [room, copies] : stored) EXPECT_EQ(copies, 1) << "room " << room;
 }
 
 TEST(OutboxTest, ShardIsFifoAcrossReopenAndSequencesNeverGoBack) {
