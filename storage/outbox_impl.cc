@@ -797,7 +797,8 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
   db_options.db_write_buffer_size = options.total_memtable_bytes;
   db_options.keep_log_file_num = 4;
   db_options.max_background_jobs = kBackgroundJobs;
-  // A write group's log stage runs beside the previous group's memtable stage.
+  // A write group's log stage runs beside the previous group's memtable stage, so deliverers'
+  // acks and the next synced write need not wait for the memtable insert of a large group.
   db_options.enable_pipelined_write = true;
   db_options.allow_fallocate = options.preallocate_files;
 
