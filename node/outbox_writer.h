@@ -1,14 +1,14 @@
 // OutboxWriter: moves results from the ResultChannel into the outbox with explicit group
-// commit, in two stages so the fsync of one batch overlaps the work on the next:
-//   the writer thread takes what the channel holds (up to a batch) and writes it with one
-//   buffered WriteBatch (Outbox::EnqueueBuffered), in channel order, so sequences follow the
-//   order results were pushed;
-//   the sync thread fsyncs the log (Outbox::SyncEnqueued) once for every batch written before
-//   the sync began, and only then reports them stored.
-// A busy host pays one fsync per group of batches, not per result, and the CPU encodes the
-// next batch while the disk syncs the last. When the outbox cannot write or sync (disk full,
-// I/O error) the writer keeps its batch and retries every retry_interval, the sync thread
-// likewise, and neither takes more: the channel fills and rooms finishing wait (P6).
+// commit, in two stages so the synced write of some batches overlaps the work on the next:
+//   the writer thread takes what the channel holds (up to a batch) and prepares it
+//   (Outbox::EnqueueBuffered: lookups, sequences, encoding), in channel order, so sequences
+//   follow the order results were pushed;
+//   the sync thread writes every batch prepared before the sync began with one synced write
+//   (Outbox::SyncEnqueued), and only then reports them stored.
+// A busy host pays one fsync per group of batches, not per result, and the CPU prepares the
+// next batch while the disk syncs the last. When the outbox cannot prepare or write (disk
+// full, I/O error) the failing stage keeps its batches and retries every retry_interval, and
+// neither takes more: the channel fills and rooms finishing wait (P6).
 // Start/Stop from one thread.
 #pragma once
 
@@ -30,7 +30,7 @@ namespace verdict::node {
 struct OutboxWriterOptions {
   // Most results written by one WriteBatch. Default: 256.
   size_t max_batch = 256;
-  // Batches written but not yet synced beyond which the writer waits for the sync thread.
+  // Batches prepared but not yet written beyond which the writer waits for the sync thread.
   // Default: 4.
   size_t max_unsynced_batches = 4;
   // Wait between attempts while the outbox fails. Default: 1 s.
@@ -74,9 +74,10 @@ class OutboxWriter {
 
   void RunWriter();
   void RunSyncer();
-  // Writes one batch, retrying while the outbox fails; false if it gave up (shutdown deadline).
+  // Prepares one batch, retrying while the outbox fails; false if it gave up (shutdown deadline).
   bool WriteBatch(const Batch& batch);
-  // Syncs, retrying while the outbox fails; false if it gave up (shutdown deadline).
+  // Writes what was prepared, retrying while the outbox fails; false if it gave up (shutdown
+  // deadline).
   bool Sync();
   // Logs a failure once per stall and decides: true to retry after retry_interval, false to
   // give up (past the shutdown deadline).
@@ -101,7 +102,7 @@ class OutboxWriter {
   std::chrono::steady_clock::time_point stop_deadline_;
   std::atomic<size_t> abandoned_{0};
 
-  // Batches written and waiting for the sync thread, in write order.
+  // Batches prepared and waiting for the sync thread, in order.
   std::mutex mu_;
   std::condition_variable written_cv_;  // a batch was added, or the writer finished
   std::condition_variable synced_cv_;   // unsynced_ shrank

@@ -172,17 +172,19 @@ class Outbox {
     return results;
   }
 
-  // Group commit in two steps, so one writer can encode and write the next batch while the
-  // previous one is being fsynced. EnqueueBuffered writes the batch as one atomic WriteBatch
-  // (to the log and the memtables, not yet fsynced): its records are visible to ReadShard at
-  // once, but are durable only after the next SyncEnqueued returns OK. Nothing may be reported
-  // stored before that. (A record delivered before its fsync and then lost in a crash was never
-  // reported stored; if the lobby settled it, a redelivery is answered as a duplicate.)
-  // Errors as for Enqueue: after one, nothing of the batch was written.
+  // Group commit in two steps, so one thread can prepare the next batch while another writes
+  // and fsyncs the ones before it. EnqueueBuffered does the batch's lookups, assigns its
+  // sequences and encodes it, and stages it in memory, whole or (after an error) not at all.
+  // Nothing is written yet: its records are not visible to ReadShard or Stats, and are dropped
+  // if the outbox closes, until the next SyncEnqueued writes them. Its results are final
+  // (sequences, refusals, repeats, also of records staged and not yet written), but nothing may
+  // be reported stored before that SyncEnqueued returns OK.
+  // Errors as for Enqueue: after one, nothing of the batch was staged.
   virtual Result<std::vector<EnqueueResult>> EnqueueBuffered(
       std::span<const v1::BattleResult> batch) = 0;
-  // Makes every record written by EnqueueBuffered before this call durable (fsyncs the
-  // write-ahead log). An error means they are not known to be durable; call it again.
+  // Writes every batch staged before this call with one synced WriteBatch, in staging order,
+  // and returns once it is in the write-ahead log and fsynced. An error means they are not
+  // known to be durable: they stay staged, and the next call writes them again first.
   virtual Status SyncEnqueued() = 0;
 
   // Up to `max_records` records of `shard` with sequence > `after_sequence`, in enqueue order

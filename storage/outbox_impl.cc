@@ -10,7 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
-#include <unordered_set>
+#include <optional>
+#include <unordered_map>
 
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
@@ -69,11 +70,8 @@ class OutboxImpl final : public Outbox {
     write_options_.sync =
         !options.unsafe_disable_wal_for_test && !options.unsafe_skip_wal_sync_for_test;
     write_options_.disableWAL = options.unsafe_disable_wal_for_test;
-    buffered_options_.sync = false;
-    buffered_options_.disableWAL = options.unsafe_disable_wal_for_test;
     ack_options_.sync = false;
     ack_options_.disableWAL = options.unsafe_disable_wal_for_test;
-    sync_options_.sync = true;
   }
 
   ~OutboxImpl() override {
@@ -131,23 +129,35 @@ class OutboxImpl final : public Outbox {
   Result<std::vector<EnqueueResult>> EnqueueBuffered(
       std::span<const v1::BattleResult> batch) override {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
+    // While the outbox cannot write (a full disk), staging more would only hold more in memory:
+    // refuse, so the caller keeps its batch.
+    VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
     std::lock_guard lock(write_mu_);
     std::vector<EnqueueResult> results(batch.size());
-    rocksdb::WriteBatch wb;
+    std::vector<Put> puts;
     uint64_t next = next_sequence_;
     const int64_t now = clock_->NowMs();
-    // Index keys written earlier in this batch, so a record repeated within one batch is
-    // stored once.
-    std::unordered_set<std::string> batch_keys;
-    std::vector<std::pair<uint32_t, size_t>> shard_growth;  // (shard, bytes) to count on success
+    // Index keys staged earlier in this batch (position of the first), so a record repeated
+    // within one batch is stored once.
+    std::unordered_map<std::string, size_t> batch_keys;
+    // Records staged by this batch, for the idempotency check of later batches until written.
+    std::vector<std::pair<std::string, StagedRecord>> staged_records;
+    std::vector<std::pair<uint32_t, size_t>> shard_growth;  // (shard, bytes) to count once written
     uint64_t new_quarantined = 0;
 
-    // The whole batch's idempotency lookups in one MultiGet.
     std::vector<std::string> index_keys;
+    std::vector<std::string> canonicals;
     index_keys.reserve(batch.size());
+    canonicals.reserve(batch.size());
     for (const auto& result : batch) {
       index_keys.push_back(IndexKey(result.room_id(), result.ended_at_ms()));
+      canonicals.push_back(wire::DeterministicBytes(result));
     }
+    // Staged records before the database: one leaves the staged index only after its write
+    // succeeded, so a record not staged now is either in the database already or nowhere.
+    const std::vector<std::optional<EnqueueResult>> staged_hits =
+        FindStaged(batch, index_keys, canonicals);
+    // The whole batch's idempotency lookups in one MultiGet.
     const std::vector<rocksdb::Slice> key_slices(index_keys.begin(), index_keys.end());
     std::vector<rocksdb::PinnableSlice> index_values(batch.size());
     std::vector<rocksdb::Status> index_statuses(batch.size());
@@ -163,9 +173,14 @@ class OutboxImpl final : public Outbox {
       }
       out.shard = RoomShard(result.room_id(), shard_count_);
       const std::string& index_key = index_keys[i];
-      const std::string canonical = wire::DeterministicBytes(result);
-      if (batch_keys.contains(index_key)) {
-        out = FindEarlierInBatch(batch, i, results, canonical);
+      const std::string& canonical = canonicals[i];
+      if (auto earlier = batch_keys.find(index_key); earlier != batch_keys.end()) {
+        const size_t j = earlier->second;
+        out = Repeated(results[j], canonicals[j] == canonical, result);
+        continue;
+      }
+      if (staged_hits[i]) {
+        out = *staged_hits[i];
         continue;
       }
       if (!index_statuses[i].IsNotFound()) {
@@ -179,7 +194,7 @@ class OutboxImpl final : public Outbox {
           continue;
         }
       }
-      batch_keys.insert(index_key);
+      batch_keys.emplace(index_key, i);
 
       out.sequence = next++;
       if (canonical.size() > options_.max_record_bytes) {
@@ -192,59 +207,50 @@ class OutboxImpl final : public Outbox {
                             " bytes, over the " + std::to_string(options_.max_record_bytes) +
                             "-byte limit");
         envelope.set_shard(out.shard);
-        wb.Put(QuarantineCf(), SequenceKey(out.sequence), SerializeEnvelope(envelope));
-        wb.Put(MetaCf(), index_key, EncodeIndex({Area::kQuarantine, out.shard, out.sequence}));
+        puts.push_back({QuarantineCf(), SequenceKey(out.sequence), SerializeEnvelope(envelope)});
+        puts.push_back(
+            {MetaCf(), index_key, EncodeIndex({Area::kQuarantine, out.shard, out.sequence})});
         out.status = ResourceExhaustedError("result for room " + std::to_string(result.room_id()) +
                                             " refused: " + envelope.detail() +
                                             "; kept whole in quarantine (reason oversize)");
         ++new_quarantined;
-        continue;
+      } else {
+        std::string value = ShardValue(out.sequence, now, canonical);
+        shard_growth.emplace_back(out.shard, value.size());
+        puts.push_back({ShardCf(out.shard), SequenceKey(out.sequence), std::move(value)});
+        puts.push_back({MetaCf(), index_key, EncodeIndex({Area::kShard, out.shard, out.sequence})});
       }
-      std::string value = ShardValue(out.sequence, now, canonical);
-      shard_growth.emplace_back(out.shard, value.size());
-      wb.Put(ShardCf(out.shard), SequenceKey(out.sequence), value);
-      wb.Put(MetaCf(), index_key, EncodeIndex({Area::kShard, out.shard, out.sequence}));
+      staged_records.emplace_back(index_key, StagedRecord{out, canonical});
     }
-    if (wb.Count() == 0) return results;
+    if (puts.empty()) return results;
 
     std::string next_value;
     PutBigEndian(&next_value, next, 8);
-    wb.Put(MetaCf(), kNextSequenceKey, next_value);
-    VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "enqueue", buffered_options_));
-    written_.fetch_add(1);
-    next_sequence_ = next;
-    for (auto [shard, bytes] : shard_growth) {
-      shards_[shard].records += 1;
-      shards_[shard].bytes += bytes;
+    puts.push_back({MetaCf(), kNextSequenceKey, std::move(next_value)});
+    {
+      std::lock_guard staged_lock(staged_mu_);
+      for (const Put& p : puts) staged_.batch.Put(p.cf, p.key, p.value);
+      staged_.next_sequence = next;
+      staged_.shard_growth.insert(staged_.shard_growth.end(), shard_growth.begin(),
+                                  shard_growth.end());
+      staged_.quarantined += new_quarantined;
+      for (auto& [key, record] : staged_records) staged_index_.emplace(key, std::move(record));
     }
-    quarantined_ += new_quarantined;
+    next_sequence_ = next;
     return results;
   }
 
   Status SyncEnqueued() override {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
     std::lock_guard lock(sync_mu_);
-    // Every write counted here has returned, so the log sync below covers it.
-    const uint64_t target = written_.load();
-    if (synced_ >= target) return Status::Ok();  // an earlier sync already covered it
-    if (options_.unsafe_skip_wal_sync_for_test || options_.unsafe_disable_wal_for_test) {
-      synced_ = target;
-      return Status::Ok();
+    // Batches whose write failed go first, so a shard's records appear in sequence order
+    // (deliverers read on from the last sequence they saw).
+    if (committing_.batch.Count() > 0) VERDICT_RETURN_IF_ERROR(WriteCommitting());
+    {
+      std::lock_guard staged_lock(staged_mu_);
+      std::swap(committing_, staged_);
     }
-    VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
-    // An empty synced write rather than DB::SyncWAL: it fsyncs every log through RocksDB's write
-    // queue, so it never runs beside a log append, and a database stopped by an I/O error
-    // refuses it before touching the log. SyncWAL does neither: after a failed append it syncs
-    // a log writer that has seen the error, which RocksDB built with assertions (as Debian's
-    // is) answers with abort(): a simulated power cut that failed all later I/O hit it within a
-    // few cuts.
-    rocksdb::WriteBatch empty;
-    Status s = FromRocks(db_->Write(sync_options_, &empty), "syncing the outbox log");
-    if (!s.ok()) {
-      needs_resume_ = true;
-      return s;
-    }
-    synced_ = target;
+    if (committing_.batch.Count() > 0) VERDICT_RETURN_IF_ERROR(WriteCommitting());
     return Status::Ok();
   }
 
@@ -337,6 +343,9 @@ class OutboxImpl final : public Outbox {
   Result<RedriveReport> Redrive(SideArea from, std::optional<uint64_t> room_id) override {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
     std::lock_guard lock(write_mu_);
+    // Staged records have lower sequences than the ones given here: write them first, so a
+    // shard's records appear in sequence order.
+    VERDICT_RETURN_IF_ERROR(SyncEnqueued());
     auto listed = ListSide(from, room_id);
     if (!listed.ok()) return listed.status();
     RedriveReport report;
@@ -402,6 +411,27 @@ class OutboxImpl final : public Outbox {
     std::atomic<uint64_t> low_water{0};
     std::atomic<uint64_t> records{0};
     std::atomic<uint64_t> bytes{0};
+  };
+
+  // One write of a column family, prepared by EnqueueBuffered.
+  struct Put {
+    rocksdb::ColumnFamilyHandle* cf;
+    std::string key;
+    std::string value;
+  };
+
+  // A record staged and not yet written, for the idempotency check of later batches.
+  struct StagedRecord {
+    EnqueueResult result;
+    std::string canonical;  // its deterministic serialization
+  };
+
+  // Batches staged by EnqueueBuffered, as the one WriteBatch that SyncEnqueued writes.
+  struct StagedWrites {
+    rocksdb::WriteBatch batch;
+    uint64_t next_sequence = 0;  // every staged record's sequence is below it
+    std::vector<std::pair<uint32_t, size_t>> shard_growth;  // (shard, bytes) to count once written
+    uint64_t quarantined = 0;
   };
 
   // Column family handles: shards first, then quarantine, dead-letter, meta.
@@ -484,27 +514,52 @@ class OutboxImpl final : public Outbox {
     return std::optional<EnqueueResult>(out);
   }
 
-  // The outcome of a record whose index key appeared earlier in the same batch.
-  static EnqueueResult FindEarlierInBatch(std::span<const v1::BattleResult> batch, size_t i,
-                                          const std::vector<EnqueueResult>& results,
-                                          const std::string& canonical) {
-    for (size_t j = 0; j < i; ++j) {
-      if (batch[j].room_id() != batch[i].room_id() ||
-          batch[j].ended_at_ms() != batch[i].ended_at_ms()) {
-        continue;
-      }
-      EnqueueResult out = results[j];
-      if (wire::DeterministicBytes(batch[j]) != canonical) {
-        out.status =
-            AlreadyExistsError("a different result for room " + std::to_string(batch[i].room_id()) +
-                               " with the same ended_at_ms is earlier in this batch");
-        out.already_present = false;
-      } else {
-        out.already_present = true;
-      }
-      return out;
+  // The outcome of a record enqueued again before its first copy was written (earlier in the
+  // same batch, or staged by an earlier one): where the first copy went if the two are the
+  // same, ALREADY_EXISTS if they differ.
+  static EnqueueResult Repeated(EnqueueResult first, bool same, const v1::BattleResult& result) {
+    first.already_present = same;
+    if (!same) {
+      first.status = AlreadyExistsError(
+          "a different result for room " + std::to_string(result.room_id()) + " with ended_at_ms " +
+          std::to_string(result.ended_at_ms()) + " is already enqueued");
     }
-    return EnqueueResult{InternalError("batch bookkeeping lost a record"), false, 0, 0};
+    return first;
+  }
+
+  // For each record of a batch, the outcome of enqueuing it again if it is staged and not yet
+  // written.
+  std::vector<std::optional<EnqueueResult>> FindStaged(std::span<const v1::BattleResult> batch,
+                                                       const std::vector<std::string>& index_keys,
+                                                       const std::vector<std::string>& canonicals) {
+    std::vector<std::optional<EnqueueResult>> hits(batch.size());
+    std::lock_guard lock(staged_mu_);
+    if (staged_index_.empty()) return hits;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      auto it = staged_index_.find(index_keys[i]);
+      if (it == staged_index_.end()) continue;
+      hits[i] = Repeated(it->second.result, it->second.canonical == canonicals[i], batch[i]);
+    }
+    return hits;
+  }
+
+  // Writes committing_ with one synced write, then counts its records and drops them from the
+  // staged index. On failure committing_ is kept for the next attempt.
+  Status WriteCommitting() {
+    VERDICT_RETURN_IF_ERROR(WriteRecovering(&committing_.batch, "enqueue"));
+    for (auto [shard, bytes] : committing_.shard_growth) {
+      shards_[shard].records += 1;
+      shards_[shard].bytes += bytes;
+    }
+    quarantined_ += committing_.quarantined;
+    {
+      std::lock_guard lock(staged_mu_);
+      std::erase_if(staged_index_, [&](const auto& entry) {
+        return entry.second.result.sequence < committing_.next_sequence;
+      });
+    }
+    committing_ = StagedWrites();
+    return Status::Ok();
   }
 
   Status QuarantineUndecodable(uint32_t shard, const rocksdb::Slice& key,
@@ -585,21 +640,23 @@ class OutboxImpl final : public Outbox {
   const std::string dir_;
   const OutboxOptions options_;
   const Clock* clock_;
-  rocksdb::WriteOptions write_options_;     // synced
-  rocksdb::WriteOptions buffered_options_;  // EnqueueBuffered: synced later by SyncEnqueued
+  rocksdb::WriteOptions write_options_;  // synced
   rocksdb::WriteOptions ack_options_;
-  rocksdb::WriteOptions sync_options_;  // SyncEnqueued: an empty synced write
 
-  std::mutex write_mu_;  // serializes sequence allocation and the writes that use it
+  // Lock order: write_mu_, then sync_mu_, then staged_mu_.
+  std::mutex write_mu_;  // serializes sequence allocation and the staging or writes that use it
   uint64_t next_sequence_ = 1;
   std::vector<ShardState> shards_;
   std::atomic<uint64_t> quarantined_{0};
   std::atomic<uint64_t> dead_lettered_{0};
   std::atomic<bool> needs_resume_{false};
-  // Buffered enqueue writes done, and how many of them the last successful log sync covered.
-  std::atomic<uint64_t> written_{0};
-  std::mutex sync_mu_;
-  uint64_t synced_ = 0;  // guarded by sync_mu_
+
+  std::mutex staged_mu_;
+  StagedWrites staged_;  // guarded by staged_mu_: what EnqueueBuffered staged since the last sync
+  // Index key -> record, for every record staged or being written and not yet written.
+  std::unordered_map<std::string, StagedRecord> staged_index_;  // guarded by staged_mu_
+  std::mutex sync_mu_;                                          // one SyncEnqueued at a time
+  StagedWrites committing_;  // guarded by sync_mu_: taken from staged_, or left by a failed write
 };
 
 // RocksDB's info log, sent to the process's log instead of a LOG file in the outbox. On a full
@@ -740,9 +797,8 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
   db_options.db_write_buffer_size = options.total_memtable_bytes;
   db_options.keep_log_file_num = 4;
   db_options.max_background_jobs = kBackgroundJobs;
-  // A write group's log stage runs beside the previous group's memtable stage, so the fsync of
-  // SyncEnqueued's empty synced write overlaps the memtable insert of the batch written before
-  // it, which the write queue would otherwise serialize (bench/RESULTS.md, "Ingest tail").
+  // A write group's log stage runs beside the previous group's memtable stage, so deliverers'
+  // acks and the next synced write need not wait for the memtable insert of a large group.
   db_options.enable_pipelined_write = true;
   db_options.allow_fallocate = options.preallocate_files;
 

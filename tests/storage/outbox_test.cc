@@ -1,11 +1,15 @@
-// Behaviour of the RocksDB outbox: idempotent enqueue, FIFO per shard across reopen, the
-// shard function, oversize and undecodable records, dead letter and redrive, stats, and
-// tombstone hygiene.
+// Behaviour of the RocksDB outbox: idempotent enqueue, staging until the sync, a full disk, FIFO
+// per shard across reopen, the shard function, oversize and undecodable records, dead letter and
+// redrive, stats, and tombstone hygiene.
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 #include <rocksdb/perf_context.h>
 #include <rocksdb/perf_level.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -14,6 +18,7 @@
 #include "storage/outbox_format.h"
 #include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace verdict::storage {
 namespace {
@@ -143,6 +148,93 @@ TEST(OutboxTest, RoomZeroIsRefusedWithoutFailingTheBatch) {
   EXPECT_EQ((*out)[0].status.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE((*out)[1].status.ok());
   EXPECT_EQ(outbox->Stats()->records, 1u);
+}
+
+TEST(OutboxTest, StagedBatchesAreInvisibleUntilSyncedThenStoredInOrder) {
+  TempDir dir;
+  auto outbox = MustOpen(dir.path());
+  const auto rooms = RoomsOfShard(4, 16, 3);
+  const std::vector<v1::BattleResult> first = {MakeResult(rooms[0]), MakeResult(rooms[1])};
+  const std::vector<v1::BattleResult> second = {MakeResult(rooms[2])};
+  ASSERT_TRUE(outbox->EnqueueBuffered(first).ok());
+  ASSERT_TRUE(outbox->EnqueueBuffered(second).ok());
+  // Nothing is written before the sync, so nothing undurable can be read and delivered.
+  EXPECT_TRUE(ReadAll(*outbox, 4).empty());
+  EXPECT_EQ(outbox->Stats()->records, 0u);
+
+  ASSERT_TRUE(outbox->SyncEnqueued().ok());
+  EXPECT_EQ(RoomsIn(ReadAll(*outbox, 4)), rooms);
+  EXPECT_EQ(outbox->Stats()->records, 3u);
+  ASSERT_TRUE(outbox->SyncEnqueued().ok());  // nothing staged: nothing to do
+  EXPECT_EQ(ReadAll(*outbox, 4).size(), 3u);
+}
+
+TEST(OutboxTest, RepeatOfAStagedRecordIsStoredOnce) {
+  TempDir dir;
+  auto outbox = MustOpen(dir.path());
+  const std::vector<v1::BattleResult> first = {MakeResult(7)};
+  auto staged = outbox->EnqueueBuffered(first);
+  ASSERT_TRUE(staged.ok());
+  auto changed = MakeResult(7);
+  changed.set_winner_team(2);
+  // Staged again before the first copy was written: the same one, and a different one.
+  const std::vector<v1::BattleResult> again = {MakeResult(7), changed};
+  auto repeated = outbox->EnqueueBuffered(again);
+  ASSERT_TRUE(repeated.ok());
+  EXPECT_TRUE((*repeated)[0].status.ok()) << (*repeated)[0].status.ToString();
+  EXPECT_TRUE((*repeated)[0].already_present);
+  EXPECT_EQ((*repeated)[0].sequence, (*staged)[0].sequence);
+  EXPECT_EQ((*repeated)[1].status.code(), StatusCode::kAlreadyExists);
+
+  ASSERT_TRUE(outbox->SyncEnqueued().ok());
+  auto stored = ReadAll(*outbox, RoomShard(7, 16));
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].result.winner_team(), 1u);
+  EXPECT_TRUE(MustEnqueueOne(*outbox, MakeResult(7)).already_present);
+}
+
+TEST(OutboxTest, FullDiskFailsTheSyncAndARetryAfterSpaceIsFreedStoresTheBatchOnce) {
+  TempDir dir;
+  const std::string disk = dir.Sub("disk");
+  std::filesystem::create_directories(disk);
+  // A small file system of its own, to fill (root only).
+  if (::geteuid() != 0 || ::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=16m") != 0) {
+    GTEST_SKIP() << "needs root to mount a small file system to fill";
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  OutboxOptions options;
+  options.preallocate_files = false;  // so the full disk fails the next log append
+  auto outbox = MustOpen(disk + "/outbox", options);
+  ASSERT_TRUE(MustEnqueueOne(*outbox, MakeResult(1)).status.ok());
+
+  const std::string filler = disk + "/filler";
+  {
+    std::ofstream out(filler, std::ios::binary);
+    const std::string chunk(1 << 16, 'x');
+    while (out.write(chunk.data(), chunk.size()) && out.flush()) {
+    }
+  }
+  std::vector<v1::BattleResult> batch;
+  for (uint64_t room = 2; room <= 65; ++room) batch.push_back(MakeResult(room));
+  ASSERT_TRUE(outbox->EnqueueBuffered(batch).ok());
+  EXPECT_EQ(outbox->SyncEnqueued().code(), StatusCode::kResourceExhausted);
+  // While the outbox cannot write, it stages nothing more: the caller keeps its batch.
+  EXPECT_FALSE(outbox->EnqueueBuffered(std::vector<v1::BattleResult>{MakeResult(66)}).ok());
+  EXPECT_FALSE(outbox->SyncEnqueued().ok());
+
+  std::filesystem::remove(filler);
+  EXPECT_TRUE(testing::WaitUntil([&] { return outbox->SyncEnqueued().ok(); }));
+  outbox.reset();
+  outbox = MustOpen(disk + "/outbox", options);
+  std::map<uint64_t, int> stored;
+  for (uint32_t s = 0; s < outbox->shard_count(); ++s) {
+    for (const auto& r : ReadAll(*outbox, s)) ++stored[r.result.room_id()];
+  }
+  ASSERT_EQ(stored.size(), 65u);
+  for (auto [room, copies] : stored) EXPECT_EQ(copies, 1) << "room " << room;
 }
 
 TEST(OutboxTest, ShardIsFifoAcrossReopenAndSequencesNeverGoBack) {
@@ -358,6 +450,22 @@ TEST(OutboxTest, DeadLetterThenRedriveGoesToTheTailWithANewSequence) {
   EXPECT_EQ(outbox->Stats()->dead_lettered, 0u);
   // The redriven record is indexed again: re-enqueue is a no-op.
   EXPECT_TRUE(MustEnqueueOne(*outbox, MakeResult(rooms[0])).already_present);
+}
+
+TEST(OutboxTest, RedriveWritesStagedRecordsFirstSoAShardStaysInSequenceOrder) {
+  TempDir dir;
+  auto outbox = MustOpen(dir.path());
+  const auto rooms = RoomsOfShard(2, 16, 2);
+  ASSERT_TRUE(MustEnqueueOne(*outbox, MakeResult(rooms[0])).status.ok());
+  ASSERT_TRUE(outbox->DeadLetter(ReadAll(*outbox, 2).at(0), "ROSTER_MISMATCH", "no").ok());
+  const std::vector<v1::BattleResult> staged = {MakeResult(rooms[1])};
+  ASSERT_TRUE(outbox->EnqueueBuffered(staged).ok());
+
+  // The redriven record gets a higher sequence than the staged one; a deliverer that read it
+  // first would read on past the staged one.
+  ASSERT_TRUE(outbox->Redrive(SideArea::kDeadLetter, std::nullopt).ok());
+  auto shard = ReadAll(*outbox, 2);
+  EXPECT_EQ(RoomsIn(shard), (std::vector<uint64_t>{rooms[1], rooms[0]}));
 }
 
 TEST(OutboxTest, RedriveFiltersByRoom) {
