@@ -686,7 +686,13 @@ HttpReply SettlementService::MessageReply(int status, const google::protobuf::Me
                                           const HttpRequest& request) {
   const wire::BodyFormat format = wire::ReplyFormat(
       request.accept, wire::FormatOfContentType(request.content_type), wire::BodyFormat::kJson);
-  return {status, std::string(wire::ContentTypeOf(format)), wire::EncodeBody(message, format), {}};
+  auto body = wire::EncodeBody(message, format);
+  if (!body.ok()) {
+    // Never a 2xx with an empty body: the client would take it for an answer.
+    spdlog::error("cannot encode the {} reply: {}", status, body.status().ToString());
+    return ProblemReply(ErrorCode::kInternal, body.status().message(), "");
+  }
+  return {status, std::string(wire::ContentTypeOf(format)), std::move(*body), {}};
 }
 
 }  // namespace verdict::lobby

@@ -64,7 +64,7 @@ std::vector<std::string> SplitComma(const std::string& s) {
   return out;
 }
 
-std::string ResultJson(const v1::BattleResult& r) {
+Result<std::string> ResultJson(const v1::BattleResult& r) {
   return wire::EncodeBody(r, wire::BodyFormat::kJson);
 }
 
@@ -416,7 +416,11 @@ int RunList(const Flags& flags, std::optional<uint64_t> room) {
       out += std::string(i ? "," : "") + "{\"room_id\":\"" + std::to_string(l.room_id) +
              "\",\"where\":\"" + l.where + "\",\"sequence\":" + std::to_string(l.sequence) +
              ",\"reason\":\"" + Escape(l.reason) + "\",\"detail\":\"" + Escape(l.detail) + "\"";
-      if (room && l.decodable) out += ",\"result\":" + ResultJson(l.result);
+      if (room && l.decodable) {
+        auto json = ResultJson(l.result);
+        if (!json.ok()) return Fail(json.status().ToString());
+        out += ",\"result\":" + *json;
+      }
       out += "}";
     }
     // Complete unless --limit cut it short (reconciliation refuses a partial listing).

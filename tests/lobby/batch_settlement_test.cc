@@ -22,7 +22,7 @@ HttpResponse PostBatch(uint16_t port, const std::vector<v1::BattleResult>& resul
   v1::SettlementBatch batch;
   for (const auto& r : results) *batch.add_results() = r;
   return HttpCall(port, "POST", "/v1/settlements:batch", LobbyFixture::JsonHeaders(token),
-                  wire::EncodeBody(batch, wire::BodyFormat::kJson));
+                  wire::EncodeBody(batch, wire::BodyFormat::kJson).value());
 }
 
 v1::SettlementBatchReply Items(const HttpResponse& r) {
@@ -224,7 +224,7 @@ TEST_F(BatchSettlementTest, ProtobufBatchesWork) {
   const HttpResponse r =
       HttpCall(lobby->port(), "POST", "/v1/settlements:batch",
                {{"Content-Type", "application/x-protobuf"}, {"Authorization", "Bearer token-a"}},
-               wire::EncodeBody(batch, wire::BodyFormat::kProtobuf));
+               wire::EncodeBody(batch, wire::BodyFormat::kProtobuf).value());
   ASSERT_EQ(r.status, 200);
   v1::SettlementBatchReply reply;
   ASSERT_TRUE(reply.ParseFromString(r.body));

@@ -147,7 +147,7 @@ ConcurrencyReport FireTogether(uint16_t port_a, uint16_t port_b, const v1::Battl
       start.arrive_and_wait();
       responses[i] = HttpCall(i % 2 ? port_b : port_a, "POST", "/v1/settlements",
                               LobbyFixture::JsonHeaders("token-a"),
-                              wire::EncodeBody(result, wire::BodyFormat::kJson));
+                              wire::EncodeBody(result, wire::BodyFormat::kJson).value());
     });
   }
   for (auto& t : threads) t.join();
@@ -291,7 +291,7 @@ TEST_F(LobbyTest, MissingOrWrongTokenIs401) {
   ASSERT_NE(lobby, nullptr);
   MustAllocate(lobby->port(), 11);
   const DbSnapshot before = Snapshot();
-  const std::string body = wire::EncodeBody(MakeResult(11), wire::BodyFormat::kJson);
+  const std::string body = wire::EncodeBody(MakeResult(11), wire::BodyFormat::kJson).value();
   for (const char* auth : {"", "Bearer wrong", "Bearer token-a-but-longer", "Basic x", "Bearer ",
                            "Bearer admin-token"}) {
     std::map<std::string, std::string> headers = {{"Content-Type", "application/json"}};
@@ -372,7 +372,7 @@ TEST_F(LobbyTest, ProtobufBodiesWorkAndFingerprintIgnoresEncoding) {
   const auto r =
       HttpCall(lobby->port(), "POST", "/v1/settlements",
                {{"Content-Type", "application/x-protobuf"}, {"Authorization", "Bearer token-a"}},
-               wire::EncodeBody(MakeResult(13), wire::BodyFormat::kProtobuf));
+               wire::EncodeBody(MakeResult(13), wire::BodyFormat::kProtobuf).value());
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.headers.at("content-type"), "application/x-protobuf");
   v1::SettlementReceipt receipt;
@@ -535,14 +535,14 @@ TEST_F(LobbyTest, AllocationRulesAndReads) {
   // Room 32 would seat the same ten players: they are busy in room 31.
   v1::RoomAllocation busy = MakeAllocation(32, "node-a", 311, 10);
   auto r = HttpCall(lobby->port(), "POST", "/v1/rooms", JsonHeaders("admin-token"),
-                    wire::EncodeBody(busy, wire::BodyFormat::kJson));
+                    wire::EncodeBody(busy, wire::BodyFormat::kJson).value());
   EXPECT_EQ(r.status, 409);
   EXPECT_NE(r.body.find("PLAYER_BUSY"), std::string::npos) << r.body;
   EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "1");
   // Uneven teams and unknown nodes are refused.
   busy.mutable_seats(9)->set_team(1);
   r = HttpCall(lobby->port(), "POST", "/v1/rooms", JsonHeaders("admin-token"),
-               wire::EncodeBody(busy, wire::BodyFormat::kJson));
+               wire::EncodeBody(busy, wire::BodyFormat::kJson).value());
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(Allocate(lobby->port(), 33, "node-z").status, 400);
 

@@ -64,7 +64,7 @@ TEST_F(NodeEndToEndTest, EnqueueFromJsonAndTheOutboxCommands) {
   {
     std::ofstream out(good);
     for (uint64_t room : {1, 2, 3}) {
-      out << wire::EncodeBody(MakeResult(room), wire::BodyFormat::kJson) << "\n";
+      out << wire::EncodeBody(MakeResult(room), wire::BodyFormat::kJson).value() << "\n";
     }
   }
   auto r = RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, good});
@@ -74,7 +74,7 @@ TEST_F(NodeEndToEndTest, EnqueueFromJsonAndTheOutboxCommands) {
   EXPECT_EQ(r.out, "0 new, 3 already present\n");
 
   const std::string bad = dir.Sub("bad.jsonl");
-  std::ofstream(bad) << wire::EncodeBody(MakeResult(4), wire::BodyFormat::kJson)
+  std::ofstream(bad) << wire::EncodeBody(MakeResult(4), wire::BodyFormat::kJson).value()
                      << "\n{\"room_id\": \"5\", \"outcome\": \n";
   r = RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, bad});
   EXPECT_EQ(r.exit_code, 1);
@@ -119,7 +119,7 @@ TEST_F(NodeEndToEndTest, DeadLetteredResultIsRedrivenOnceTheCauseIsFixed) {
   TempDir dir;
   const std::string outbox = dir.Sub("outbox");
   const std::string file = dir.Sub("result.json");
-  std::ofstream(file) << wire::EncodeBody(MakeResult(61), wire::BodyFormat::kJson);
+  std::ofstream(file) << wire::EncodeBody(MakeResult(61), wire::BodyFormat::kJson).value();
   ASSERT_EQ(RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, file}).exit_code, 0);
 
   // Room 61 was never allocated: the lobby refuses it as final, the node dead-letters it.
@@ -162,7 +162,7 @@ TEST_F(NodeEndToEndTest, DeliversOverTlsOnlyToALobbyItTrusts) {
     std::ofstream out(results);
     for (uint64_t room : {11, 12, 13}) {
       MustAllocate(plain->port(), room);
-      out << wire::EncodeBody(MakeResult(room), wire::BodyFormat::kJson) << "\n";
+      out << wire::EncodeBody(MakeResult(room), wire::BodyFormat::kJson).value() << "\n";
     }
   }
   const std::string outbox = dir.Sub("outbox");
