@@ -15,7 +15,9 @@ OutboxWriter::OutboxWriter(ResultChannel& channel, storage::Outbox& outbox,
       on_stored_(std::move(on_stored)),
       stored_counter_((registry ? *registry : fallback_registry_)
                           .AddCounter("verdict_node_results_stored_total",
-                                      "Results made durable in the outbox.")),
+                                      "Results written and synced to the outbox, including "
+                                      "those it refused (oversize, a different record of the "
+                                      "same room), which are logged as errors.")),
       failures_counter_(
           (registry ? *registry : fallback_registry_)
               .AddCounter("verdict_node_outbox_write_failures_total",
