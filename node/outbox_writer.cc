@@ -22,10 +22,10 @@ OutboxWriter::OutboxWriter(ResultChannel& channel, storage::Outbox& outbox,
           (registry ? *registry : fallback_registry_)
               .AddCounter("verdict_node_outbox_write_failures_total",
                           "Outbox writes and syncs that failed and will be retried.")),
-      batch_seconds_((registry ? *registry : fallback_registry_)
-                         .AddHistogram("verdict_node_outbox_write_seconds",
-                                       "Duration of one outbox log sync, which makes every batch "
-                                       "written before it durable.")) {}
+      sync_seconds_((registry ? *registry : fallback_registry_)
+                        .AddHistogram("verdict_node_outbox_sync_seconds",
+                                      "Duration of one outbox log sync, which makes every batch "
+                                      "written before it durable (the writes are not timed).")) {}
 
 OutboxWriter::~OutboxWriter() { Stop(); }
 
@@ -130,7 +130,7 @@ bool OutboxWriter::Sync() {
     const auto started = std::chrono::steady_clock::now();
     Status s = outbox_.SyncEnqueued();
     if (s.ok()) {
-      batch_seconds_.Observe(
+      sync_seconds_.Observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
       if (sync_failing_.exchange(false)) spdlog::info("outbox syncs succeed again");
       return true;

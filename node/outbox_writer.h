@@ -95,7 +95,7 @@ class OutboxWriter {
   metrics::Registry fallback_registry_;
   metrics::Counter& stored_counter_;
   metrics::Counter& failures_counter_;
-  metrics::Histogram& batch_seconds_;
+  metrics::Histogram& sync_seconds_;
   std::atomic<uint64_t> stored_{0};
   std::atomic<bool> write_failing_{false};
   std::atomic<bool> sync_failing_{false};
