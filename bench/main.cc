@@ -1,9 +1,12 @@
 // verdict-bench: measures verdict side by side with the design it replaces and with the
 // physical ceiling, in one run, and reports ratios. Modes: ingest, drain, scale.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +15,13 @@
 #include "bench/events.h"
 #include "bench/ingest.h"
 #include "bench/scale.h"
+
+namespace {
+
+// The descriptor that holds verdict-bench's own stdout while pg_virtualenv runs it.
+constexpr const char* kStdoutFdVariable = "VERDICT_BENCH_STDOUT_FD";
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // stdout carries the table (or the JSON object); logs go to stderr.
@@ -144,8 +154,24 @@ int main(int argc, char** argv) {
   const bool needs_db = drain_cmd->parsed() || events_cmd->parsed();
   if (needs_db) {
     const std::string& db = drain_cmd->parsed() ? drain.db : events.db;
+    if (const char* fd = std::getenv(kStdoutFdVariable)) {
+      // Inside pg_virtualenv: take back the stdout it was started with (see below).
+      const int saved = std::atoi(fd);
+      ::dup2(saved, STDOUT_FILENO);
+      ::close(saved);
+      ::unsetenv(kStdoutFdVariable);
+    }
     if (db.empty() && !std::getenv("PGHOST") && !std::getenv("VERDICT_BENCH_PG_STARTED")) {
-      // No database given: run again inside a throwaway cluster.
+      // No database given: run again inside a throwaway cluster. pg_virtualenv reports on its
+      // stdout ("Creating new PostgreSQL cluster", "Dropping cluster"), so it gets our stderr
+      // there, and the run inside takes our stdout back from a descriptor kept open across exec:
+      // stdout carries the table or the one JSON object and nothing else.
+      const int saved = ::fcntl(STDOUT_FILENO, F_DUPFD, 3);
+      if (saved < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        std::perror("verdict-bench: cannot set stdout aside");
+        return 1;
+      }
+      ::setenv(kStdoutFdVariable, std::to_string(saved).c_str(), 1);
       ::setenv("VERDICT_BENCH_PG_STARTED", "1", 1);
       std::vector<char*> args = {const_cast<char*>("pg_virtualenv")};
       for (int i = 0; i < argc; ++i) args.push_back(argv[i]);

@@ -36,12 +36,6 @@ void LabeledCounter::Add(const std::string& value, uint64_t n) {
   values_[value] += n;
 }
 
-uint64_t LabeledCounter::value(const std::string& value) const {
-  std::lock_guard lock(mu_);
-  auto it = values_.find(value);
-  return it == values_.end() ? 0 : it->second;
-}
-
 std::map<std::string, uint64_t> LabeledCounter::Snapshot() const {
   std::lock_guard lock(mu_);
   return values_;

@@ -28,7 +28,6 @@ class LabeledCounter {
  public:
   explicit LabeledCounter(std::string label) : label_(std::move(label)) {}
   void Add(const std::string& value, uint64_t n = 1);
-  uint64_t value(const std::string& value) const;
   std::map<std::string, uint64_t> Snapshot() const;
   const std::string& label() const { return label_; }
 

@@ -71,7 +71,12 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design, like absl::StatusOr
-  Result(Status status) : v_(std::move(status)) {}  // NOLINT; must not be OK
+  // `status` must not be OK: a Result holds a value or says why it has none. An OK status is a
+  // caller's bug, and becomes INTERNAL rather than a Result that is neither (as
+  // absl::StatusOr does), so the caller sees an error instead of a missing value.
+  Result(Status status)  // NOLINT: implicit by design
+      : v_(status.ok() ? Status(StatusCode::kInternal, "Result constructed from an OK status")
+                       : std::move(status)) {}
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }

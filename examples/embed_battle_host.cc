@@ -59,11 +59,14 @@ int main() {
   // During the battle.
   (*room)->RecordStats(3, /*kills=*/12, /*deaths=*/4, /*assists=*/7, /*score=*/2400).IgnoreError();
   (*room)->SetOnline(9, false).IgnoreError();  // a player dropped
-  // At the end every client reports who won; six of nine eligible votes decide it, and the
-  // room finishes itself: the result is on its way to the outbox (durable) and the lobby.
+  // At the end every client reports who won; more than half of the nine eligible seats (five
+  // votes) decide it, and the room finishes itself: its result is queued for the outbox, durable
+  // once the node's writer has synced it (NodeOptions::on_stored), and then delivered.
   for (uint64_t player = 1; player <= 10; ++player) (*room)->Report(player, 1).IgnoreError();
 
-  // On exit: whatever is queued is stored before the node stops; delivery resumes next start.
-  (*node)->Shutdown();
+  // On exit: Shutdown stores what is still queued (within writer.shutdown_deadline) and returns
+  // how many results it could not; what is stored and not yet delivered goes out after the next
+  // start.
+  if ((*node)->Shutdown() > 0) return 1;
   return 0;
 }

@@ -14,7 +14,8 @@
 namespace verdict::lobby {
 namespace {
 
-// Counts notifications; their payload is empty: a notification only says "read the feed".
+// Takes the notifications get_notifs() reads and does nothing with them: a notification only
+// wakes the hub's poll, and its payload is empty, as it only says "read the feed".
 class WakeOnNotify final : public pqxx::notification_receiver {
  public:
   explicit WakeOnNotify(pqxx::connection_base& conn)
@@ -64,7 +65,7 @@ void EventHub::Committed() { Wake(); }
 void EventHub::Wake() {
   const uint64_t one = 1;
   if (::write(wake_fd_, &one, sizeof(one)) < 0) {
-    // EAGAIN: the counter is already non-zero, so the hub is already woken.
+    // EAGAIN: the counter is at its maximum, far from zero, so the hub is woken anyway.
   }
 }
 
@@ -146,7 +147,7 @@ void EventHub::Run() {
     ::poll(fds, 2, static_cast<int>(options_.poll_interval.count()));
     uint64_t count = 0;
     if (::read(wake_fd_, &count, sizeof(count)) < 0) {
-      // EAGAIN: woken by the timeout or the database, not by Wake.
+      // EAGAIN: woken by the interval or the database, not by Wake; nothing to reset.
     }
     if (conn && (fds[1].revents & (POLLIN | POLLERR | POLLHUP))) {
       try {

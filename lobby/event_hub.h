@@ -2,8 +2,10 @@
 // feed's order cannot skip an event). Its thread numbers committed events (the sequencer; the
 // lobby instances take turns), reads the feed past its cursor in pages and hands each page to
 // every live subscriber. It wakes on this instance's commits, on any instance's NOTIFY and every
-// poll interval: NOTIFY only makes events arrive sooner, and a lost one delays an event by at
-// most one interval. Subscribers that are behind page the feed themselves through FetchPage.
+// poll interval: NOTIFY only makes events arrive sooner, and while the database answers, a lost
+// one delays an event by at most one interval (plus, when another instance holds the
+// sequencer's turn, until that instance has numbered it). Subscribers that are behind page the
+// feed themselves through FetchPage.
 // All methods are thread-safe.
 #pragma once
 
@@ -60,7 +62,8 @@ class EventHub {
   void Subscribe(std::weak_ptr<EventSubscriber> subscriber);
   // This instance committed a settlement: number and publish it without waiting.
   void Committed();
-  // The newest place in the feed handed to subscribers (0 before the first read).
+  // The newest place in the feed the hub has read to: the feed's head at Start, then the last
+  // page handed to subscribers (0 while the database has not answered).
   int64_t head() const { return head_.load(); }
 
   // Reads one page of the feed for a subscriber (see SettlementStore::EventsAfter) on a page

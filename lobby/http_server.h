@@ -27,8 +27,10 @@ struct ServerOptions {
   // Open connections (HTTP and WebSocket) beyond which new ones get 503 and are closed.
   // Default: 1024.
   size_t max_connections = 1024;
-  // Requests waiting for a DB worker beyond which new ones get 503 at once.
-  // Default: 4096.
+  // Requests waiting for a DB worker beyond which new ones get 503 at once. A connection has at
+  // most one request waiting, so this binds only when set below max_connections.
+  // Default: 4096, above the default max_connections: by default the connection cap bounds the
+  // queue.
   size_t max_queued_requests = 4096;
   // Open /v1/events subscriptions beyond which new ones get 503.
   // Default: 64.

@@ -19,6 +19,7 @@ const ErrorInfo& InfoOf(ErrorCode code) {
       {"IDEMPOTENCY_MISMATCH", 422, false, "Same room and outcome, different payload"},
       {"ROSTER_MISMATCH", 422, false, "Players do not match the roster"},
       {"UNAVAILABLE", 503, true, "Temporarily unavailable"},
+      {"INTERNAL", 500, false, "Internal error"},
   };
   return kInfos[static_cast<int>(code)];
 }

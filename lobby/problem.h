@@ -23,6 +23,8 @@ enum class ErrorCode {
   kIdempotencyMismatch,   // 422
   kRosterMismatch,        // 422
   kUnavailable,           // 503 + Retry-After, the only retryable one
+  kInternal,              // 500, a failure a retry would repeat (a refused write, a reply with no
+                          // encoding)
 };
 
 struct ErrorInfo {

@@ -59,6 +59,17 @@ const char* CodeOf(SettleStatus status) {
   return "ROSTER_MISMATCH";
 }
 
+// The problem a failed store call answers with: INTERNAL when the database refused the request
+// itself (the same call fails again, so a node dead-letters it), UNAVAILABLE otherwise.
+ErrorCode ProblemOf(const Status& failed) {
+  return failed.code() == StatusCode::kInternal ? ErrorCode::kInternal : ErrorCode::kUnavailable;
+}
+
+// The counter label of a settlement's outcome.
+const char* CodeOf(const Result<SettleOutcome>& outcome) {
+  return outcome.ok() ? CodeOf(outcome->status) : InfoOf(ProblemOf(outcome.status())).code;
+}
+
 }  // namespace
 
 bool ConstantTimeEquals(const std::string& a, const std::string& b) {
@@ -174,7 +185,8 @@ void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cance
   if (path == "/readyz") {
     if (!get) return done(ProblemReply(ErrorCode::kMethodNotAllowed, "use GET", path));
     Status ready = store_.CheckReady();
-    if (!ready.ok()) return done(Unavailable(ready, path));
+    // Not ready is never final: an unmigrated schema or an unreachable database is for later.
+    if (!ready.ok()) return done(Unavailable(ready.message(), path));
     return done({200, "text/plain", "ready\n", {}});
   }
 
@@ -244,8 +256,8 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
   }
   auto outcome = store_.AllocateRoom(allocation);
   if (!outcome.ok()) {
-    allocations_.Add("UNAVAILABLE");
-    return Unavailable(outcome.status(), path);
+    allocations_.Add(InfoOf(ProblemOf(outcome.status())).code);
+    return FailureReply(outcome.status(), path);
   }
   switch (outcome->status) {
     case AllocateStatus::kAllocated:
@@ -315,11 +327,11 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
                      room = attempt->result.room_id(),
                      node = caller.node_id](const Result<SettleOutcome>& outcome) {
     if (!outcome.ok()) {
-      spdlog::warn("room={} node={}: settlement unavailable: {}", room, node,
+      spdlog::warn("room={} node={}: settlement failed: {}", room, node,
                    outcome.status().ToString());
     }
     const HttpReply reply = SettlementReply(request_format, outcome, room);
-    answer(outcome.ok() ? CodeOf(outcome->status) : "UNAVAILABLE", reply);
+    answer(CodeOf(outcome), reply);
   };
   std::vector<Attempt> one;
   one.push_back(std::move(*attempt));
@@ -346,7 +358,7 @@ struct SettlementService::BatchReply {
   std::mutex mu;
   v1::SettlementBatchReply reply;
   size_t pending = 0;
-  size_t unavailable = 0;    // items the database could not answer
+  size_t unavailable = 0;    // items the database could not answer now (UNAVAILABLE)
   size_t settled_items = 0;  // items that went to the database
   HttpRequest format;
   ReplyFn done;
@@ -365,7 +377,8 @@ void SetProblem(v1::SettlementItem* item, ErrorCode code, const std::string& det
 
 // The item a single settlement's reply would have been.
 void SetItem(v1::SettlementItem* item, const Result<SettleOutcome>& outcome, uint64_t room_id) {
-  if (!outcome.ok()) return SetProblem(item, ErrorCode::kUnavailable, outcome.status().message());
+  if (!outcome.ok())
+    return SetProblem(item, ProblemOf(outcome.status()), outcome.status().message());
   switch (outcome->status) {
     case SettleStatus::kSettled:
     case SettleStatus::kDuplicate:
@@ -437,11 +450,13 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
     }
     attempt->cancel = cancel;
     attempt->finish = [this, collect, i, room](const Result<SettleOutcome>& outcome) {
-      settlements_.Add(outcome.ok() ? CodeOf(outcome->status) : "UNAVAILABLE");
+      settlements_.Add(CodeOf(outcome));
       std::unique_lock lock(collect->mu);
       SetItem(collect->reply.mutable_items(i), outcome, room);
       ++collect->settled_items;
-      if (!outcome.ok()) ++collect->unavailable;
+      if (!outcome.ok() && ProblemOf(outcome.status()) == ErrorCode::kUnavailable) {
+        ++collect->unavailable;
+      }
       if (--collect->pending > 0) return;
       lock.unlock();
       FinishBatch(*collect);
@@ -456,8 +471,7 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
 void SettlementService::FinishBatch(BatchReply& batch) {
   if (batch.settled_items > 0 && batch.unavailable == batch.settled_items) {
     // Nothing reached the database: the whole request is unavailable, as a single one would be.
-    return batch.done(
-        Unavailable(UnavailableError("the database cannot settle now"), std::string(kBatchPath)));
+    return batch.done(Unavailable("the database cannot settle now", std::string(kBatchPath)));
   }
   batch.done(MessageReply(200, batch.reply, batch.format));
 }
@@ -466,7 +480,7 @@ HttpReply SettlementService::SettlementReply(const HttpRequest& request,
                                              const Result<SettleOutcome>& outcome,
                                              uint64_t room_id) {
   const std::string path = "/v1/settlements";
-  if (!outcome.ok()) return Unavailable(outcome.status(), path);
+  if (!outcome.ok()) return FailureReply(outcome.status(), path);
   v1::SettlementReceipt receipt = outcome->receipt;
   receipt.set_room_id(room_id);
   switch (outcome->status) {
@@ -540,8 +554,14 @@ void SettlementService::Drain() {
     std::vector<size_t> finished;
     std::vector<std::vector<Attempt>> sharing(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {
-      if (outcomes[i].ok() && outcomes[i]->status == SettleStatus::kBusy) {
-        // Its lock is held elsewhere: it keeps its turn and goes first, to settle on its own.
+      const bool busy = outcomes[i].ok() && outcomes[i]->status == SettleStatus::kBusy;
+      // One room's refused settlement (a check violation, say) fails the whole transaction, and
+      // so every room in it with the same INTERNAL error: only on its own does a room show
+      // whether the refusal is its own.
+      const bool refused_together = batch.size() > 1 && !outcomes[i].ok() &&
+                                    outcomes[i].status().code() == StatusCode::kInternal;
+      if (busy || refused_together) {
+        // It keeps its turn and goes first, to settle on its own (waiting for its lock).
         batch[i].alone = true;
         ready_.push_front(std::move(batch[i]));
         continue;
@@ -665,7 +685,7 @@ HttpReply SettlementService::GetSettlement(const HttpRequest& request, const Cal
                                            uint64_t room_id) {
   auto receipt = store_.GetReceipt(
       room_id, caller.admin ? std::nullopt : std::optional<std::string>(caller.node_id));
-  if (!receipt.ok()) return Unavailable(receipt.status(), "/v1/settlements");
+  if (!receipt.ok()) return FailureReply(receipt.status(), "/v1/settlements");
   if (!receipt->has_value()) {
     return ProblemReply(ErrorCode::kRoomUnknown, "no settlement of this room is visible to you",
                         "/v1/settlements");
@@ -677,22 +697,32 @@ HttpReply SettlementService::GetSettlement(const HttpRequest& request, const Cal
 
 HttpReply SettlementService::GetPlayer(const HttpRequest& request, uint64_t player_id) {
   auto player = store_.GetPlayer(player_id);
-  if (!player.ok()) return Unavailable(player.status(), "/v1/players");
+  if (!player.ok()) return FailureReply(player.status(), "/v1/players");
   if (!player->has_value()) {
     return ProblemReply(ErrorCode::kNotFound, "no such player", "/v1/players");
   }
   return MessageReply(200, **player, request);
 }
 
-HttpReply SettlementService::Unavailable(const Status& status, const std::string& instance) {
-  return ProblemReply(ErrorCode::kUnavailable, status.message(), instance, options_.retry_after_s);
+HttpReply SettlementService::Unavailable(const std::string& detail, const std::string& instance) {
+  return ProblemReply(ErrorCode::kUnavailable, detail, instance, options_.retry_after_s);
+}
+
+HttpReply SettlementService::FailureReply(const Status& failed, const std::string& instance) {
+  return ProblemReply(ProblemOf(failed), failed.message(), instance, options_.retry_after_s);
 }
 
 HttpReply SettlementService::MessageReply(int status, const google::protobuf::Message& message,
                                           const HttpRequest& request) {
   const wire::BodyFormat format = wire::ReplyFormat(
       request.accept, wire::FormatOfContentType(request.content_type), wire::BodyFormat::kJson);
-  return {status, std::string(wire::ContentTypeOf(format)), wire::EncodeBody(message, format), {}};
+  auto body = wire::EncodeBody(message, format);
+  if (!body.ok()) {
+    // Never a 2xx with an empty body: the client would take it for an answer.
+    spdlog::error("cannot encode the {} reply: {}", status, body.status().ToString());
+    return ProblemReply(ErrorCode::kInternal, body.status().message(), "");
+  }
+  return {status, std::string(wire::ContentTypeOf(format)), std::move(*body), {}};
 }
 
 }  // namespace verdict::lobby

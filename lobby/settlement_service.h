@@ -99,7 +99,7 @@ class SettlementService {
     std::string node_id;
     std::string fingerprint;
     uint64_t request = 0;  // which request it came from: its rooms settle together
-    bool alone = false;    // was busy in a batch: settle it on its own, waiting for its lock
+    bool alone = false;    // busy or refused in a batch: settle it on its own, waiting for its lock
     std::shared_ptr<Cancellation> cancel;
     std::function<void(const Result<SettleOutcome>&)> finish;  // builds and sends the reply
     std::string key() const;  // identical attempts have the same key
@@ -142,7 +142,11 @@ class SettlementService {
   // makes the room's next attempt, if any, ready. Caller holds turns_mu_.
   std::vector<Attempt> EndTurn(const Attempt& ran, const Result<SettleOutcome>& outcome);
   bool HasToken(const std::string& node_id) const;
-  HttpReply Unavailable(const Status& status, const std::string& instance);
+  // 503 UNAVAILABLE with Retry-After: the client should try again later.
+  HttpReply Unavailable(const std::string& detail, const std::string& instance);
+  // The problem of a failed store call: 500 INTERNAL (not retryable) for an error the same call
+  // would meet again, 503 UNAVAILABLE otherwise.
+  HttpReply FailureReply(const Status& failed, const std::string& instance);
   HttpReply MessageReply(int status, const google::protobuf::Message& message,
                          const HttpRequest& request);
 

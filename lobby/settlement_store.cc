@@ -5,6 +5,7 @@
 #include <pqxx/pqxx>
 #include <random>
 #include <sstream>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 
@@ -142,6 +143,7 @@ class ConnectionPool {
       if (pool_) pool_->Return(std::move(conn_));
     }
     pqxx::connection& conn() { return *conn_; }
+    bool open() const { return conn_ && conn_->is_open(); }
     // The connection is suspect (lost, or its state unknown): close it instead of reusing it.
     void Discard() { conn_.reset(); }
 
@@ -196,8 +198,24 @@ class ConnectionPool {
   const std::chrono::milliseconds timeout_;
 };
 
-// Runs `body(lease)` translating libpqxx failures: a lost connection or any SQL error is
-// UNAVAILABLE (the same call may succeed later), and the connection is not reused.
+// Whether a statement that failed with `sqlstate` may succeed if run again unchanged: the
+// connection or the server went away (class 08, 57P01-57P03), the transaction lost a race
+// (40001 serialization failure, 40P01 deadlock), the server ran short (class 53), or it waited
+// too long or was stopped: 55P03 is the lock timeout on a room another session holds, 57014 the
+// statement timeout or the cancel of a request whose client hung up. Anything else (a data
+// exception, a constraint violation, a missing function) fails the same way every time. An
+// empty SQLSTATE (a failure on the client's side) is not known to be deterministic: retryable.
+// (libpqxx 6 throws class 40 and some of 08 and 53 as other exceptions; RunDb sorts those.)
+bool RetryableSqlState(const std::string& sqlstate) {
+  if (sqlstate.empty()) return true;
+  const std::string_view s = sqlstate;
+  return s.starts_with("08") || s.starts_with("53") || s == "57P01" || s == "57P02" ||
+         s == "57P03" || s == "40001" || s == "40P01" || s == "55P03" || s == "57014";
+}
+
+// Runs `body(lease)` translating libpqxx failures: a lost connection, or an SQL error that a
+// retry may fix (RetryableSqlState), is UNAVAILABLE; any other error is INTERNAL, since the same
+// call would fail again. The connection is not reused after either.
 template <typename T, typename F>
 Result<T> RunDb(ConnectionPool& pool, const char* what, F body) {
   auto lease = pool.Acquire();
@@ -208,14 +226,40 @@ Result<T> RunDb(ConnectionPool& pool, const char* what, F body) {
     lease->Discard();
     spdlog::warn("{}: database connection lost: {}", what, e.what());
     return UnavailableError(std::string(what) + ": database connection lost");
-  } catch (const pqxx::sql_error& e) {
+  } catch (const pqxx::transaction_rollback& e) {
+    // libpqxx 6 reports class 40 apart from sql_error, without its SQLSTATE. A serialization
+    // failure, a deadlock or a statement of unknown completion may succeed when run again (the
+    // receipt makes a repeat harmless); another rollback, such as a deferred constraint
+    // violated at commit (40002), fails the same way.
     lease->Discard();
-    spdlog::warn("{}: SQL error {}: {}", what, e.sqlstate(), e.what());
-    return UnavailableError(std::string(what) + ": database error " + e.sqlstate());
+    const bool retry = dynamic_cast<const pqxx::serialization_failure*>(&e) ||
+                       dynamic_cast<const pqxx::deadlock_detected*>(&e) ||
+                       dynamic_cast<const pqxx::statement_completion_unknown*>(&e);
+    if (retry) {
+      spdlog::warn("{}: transaction rolled back: {}", what, e.what());
+      return UnavailableError(std::string(what) + ": transaction rolled back, retry it");
+    }
+    spdlog::error("{}: transaction rolled back, a retry would fail the same way: {}", what,
+                  e.what());
+    return InternalError(std::string(what) + ": transaction rolled back: " + e.what());
+  } catch (const pqxx::sql_error& e) {
+    const bool lost = !lease->open();
+    lease->Discard();
+    if (lost || RetryableSqlState(e.sqlstate())) {
+      spdlog::warn("{}: SQL error {}: {}", what, e.sqlstate(), e.what());
+      return UnavailableError(std::string(what) + ": database error " + e.sqlstate());
+    }
+    spdlog::error("{}: SQL error {}, a retry would fail the same way: {}", what, e.sqlstate(),
+                  e.what());
+    return InternalError(std::string(what) + ": database error " + e.sqlstate());
   } catch (const std::exception& e) {
+    // Not an error the server reported: a connection that broke in an unexpected way is
+    // retried, anything else (a row that does not convert, a misuse of libpqxx) is a bug.
+    const bool lost = !lease->open();
     lease->Discard();
     spdlog::error("{}: {}", what, e.what());
-    return UnavailableError(std::string(what) + ": " + e.what());
+    if (lost) return UnavailableError(std::string(what) + ": database connection lost");
+    return InternalError(std::string(what) + ": " + e.what());
   }
 }
 
@@ -350,7 +394,9 @@ class PgSettlementStore final : public SettlementStore {
           return out;
         });
     if (commit_unknown) return ResolveUnknownCommit(requests, attempt_id);
-    if (!settled.ok()) return {requests.size(), Result<SettleOutcome>(settled.status())};
+    if (!settled.ok()) {
+      return {requests.size(), Result<SettleOutcome>(UnlessNotReady(settled.status()))};
+    }
     return {settled->begin(), settled->end()};
   }
 
@@ -454,6 +500,17 @@ class PgSettlementStore final : public SettlementStore {
       outcomes.push_back(std::move(out));
     }
     return outcomes;
+  }
+
+  // `failed` as it is, unless it is INTERNAL while the database is not the one this lobby
+  // expects (not migrated yet, say): then the error is the deployment's, not the results', and
+  // they wait (UNAVAILABLE) instead of being refused for good.
+  Status UnlessNotReady(const Status& failed) {
+    if (failed.code() != StatusCode::kInternal) return failed;
+    Status ready = CheckReady();
+    if (ready.ok()) return failed;
+    return UnavailableError(failed.message() + " (the database is not ready: " + ready.message() +
+                            ")");
   }
 
   // Rows of events_page_*: (seq, node_id, payload, head), one row of NULLs and the head when

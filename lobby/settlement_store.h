@@ -1,9 +1,10 @@
 // SettlementStore: the lobby's PostgreSQL adapter. It owns a pool of connections (one per DB
 // worker), runs allocation and settlement as the one-statement functions of sql/, reads the
-// event feed, and translates libpqxx errors into Status (UNAVAILABLE for anything a retry may
-// fix). Every statement runs under a lock timeout and a statement timeout on a connection with
-// TCP keepalives, so no call can hold its worker indefinitely. Every call blocks: call it from
-// DB worker threads, never from I/O threads. Thread-safe.
+// event feed, and translates libpqxx errors into Status: UNAVAILABLE for anything a retry may
+// fix, INTERNAL for an error the same call would meet again. Every statement runs under a lock
+// timeout and a statement timeout on a connection with TCP keepalives, so no call can hold its
+// worker indefinitely. Every call blocks: call it from DB worker threads, never from I/O threads.
+// Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -114,8 +115,12 @@ class SettlementStore {
   // Settles `requests` (distinct rooms, each validated) in one transaction, and returns one
   // outcome per request in the same order. kSettled only once the commit is known; a commit
   // whose outcome is unknown is resolved per room by reading the receipts (kSettled if this
-  // call committed it), and a room without a receipt is then UNAVAILABLE. A failed call is
-  // UNAVAILABLE for every request and has changed nothing. `wait`: wait for each room's lock
+  // call committed it), and a room without a receipt is then UNAVAILABLE. A failed call has
+  // changed nothing and fails every request alike: UNAVAILABLE if a retry may succeed (the
+  // connection or server went away, a serialization failure or deadlock, a lock or statement
+  // timeout, `cancel`, the server short of resources, a database not migrated yet), INTERNAL if
+  // the database refused the settlement itself (a data exception, a check violation): the same
+  // call would fail again. `wait`: wait for each room's lock
   // (under the lock timeout); otherwise a room another transaction holds is kBusy. `cancel`
   // (may be null) stops the statement from another thread.
   virtual std::vector<Result<SettleOutcome>> SettleBattles(

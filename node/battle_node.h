@@ -50,8 +50,11 @@ struct NodeOptions {
   std::string metrics_listen;
   // Time source for rooms, outbox ages and backoff. Not owned. Default: system clock.
   const Clock* clock = nullptr;
-  // Called with each batch of results once it is durable in the outbox (P1: from here on it
-  // cannot be lost), on the writer's sync thread; keep it short. Default: none.
+  // Called with each batch of results once the outbox has answered for all of it durably, on
+  // the writer's sync thread; keep it short. Most results are then stored (P1: from here on they
+  // cannot be lost), but the batch also holds those the outbox refused, which were logged as
+  // errors: one over the size limit (kept in quarantine as "oversize"), one whose room already
+  // has a different record (ALREADY_EXISTS; that record is the one delivered). Default: none.
   std::function<void(const std::vector<v1::BattleResult>&)> on_stored;
   // Test seam: wraps the opened outbox (for example in one whose writes fail). Default: none.
   std::function<std::unique_ptr<storage::Outbox>(std::unique_ptr<storage::Outbox>)> wrap_outbox;

@@ -65,7 +65,7 @@ std::vector<std::string> SplitComma(const std::string& s) {
   return out;
 }
 
-std::string ResultJson(const v1::BattleResult& r) {
+Result<std::string> ResultJson(const v1::BattleResult& r) {
   return wire::EncodeBody(r, wire::BodyFormat::kJson);
 }
 
@@ -182,10 +182,15 @@ int RunNode(const Flags& flags, const std::function<Result<std::string>()>& rere
   if (!started.ok()) return Fail(started.status().ToString());
   BattleNode& node = **started;
   if (node.metrics_port()) std::printf("metrics on port %u\n", node.metrics_port());
-  const uint64_t initial_backlog = node.outbox().Stats()->records;
-  std::printf("node %s: %llu result(s) waiting in the outbox at start\n", flags.node_id.c_str(),
-              static_cast<unsigned long long>(initial_backlog));
-  std::fflush(stdout);
+  if (auto initial = node.outbox().Stats(); initial.ok()) {
+    std::printf("node %s: %llu result(s) waiting in the outbox at start\n", flags.node_id.c_str(),
+                static_cast<unsigned long long>(initial->records));
+    std::fflush(stdout);
+  } else {
+    // The node runs without the count: writing and delivering do not need it.
+    spdlog::warn("node {}: cannot count the outbox's backlog at start: {}", flags.node_id,
+                 initial.status().ToString());
+  }
 
   std::unique_ptr<Simulator> simulator;
   if (simulate) {
@@ -419,7 +424,11 @@ int RunList(const Flags& flags, std::optional<uint64_t> room) {
       out += std::string(i ? "," : "") + "{\"room_id\":\"" + std::to_string(l.room_id) +
              "\",\"where\":\"" + l.where + "\",\"sequence\":" + std::to_string(l.sequence) +
              ",\"reason\":\"" + Escape(l.reason) + "\",\"detail\":\"" + Escape(l.detail) + "\"";
-      if (room && l.decodable) out += ",\"result\":" + ResultJson(l.result);
+      if (room && l.decodable) {
+        auto json = ResultJson(l.result);
+        if (!json.ok()) return Fail(json.status().ToString());
+        out += ",\"result\":" + *json;
+      }
       out += "}";
     }
     // Complete unless --limit cut it short (reconciliation refuses a partial listing).

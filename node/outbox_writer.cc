@@ -15,12 +15,14 @@ OutboxWriter::OutboxWriter(ResultChannel& channel, storage::Outbox& outbox,
       on_stored_(std::move(on_stored)),
       stored_counter_((registry ? *registry : fallback_registry_)
                           .AddCounter("verdict_node_results_stored_total",
-                                      "Results made durable in the outbox.")),
+                                      "Results written and synced to the outbox, including "
+                                      "those it refused (oversize, a different record of the "
+                                      "same room), which are logged as errors.")),
       failures_counter_(
           (registry ? *registry : fallback_registry_)
               .AddCounter("verdict_node_outbox_write_failures_total",
                           "Outbox writes and syncs that failed and will be retried.")),
-      batch_seconds_((registry ? *registry : fallback_registry_)
+      sync_seconds_((registry ? *registry : fallback_registry_)
                          .AddHistogram("verdict_node_outbox_write_seconds",
                                        "Duration of one synced outbox write, which makes every "
                                        "batch prepared before it durable.")) {}
@@ -128,7 +130,7 @@ bool OutboxWriter::Sync() {
     const auto started = std::chrono::steady_clock::now();
     Status s = outbox_.SyncEnqueued();
     if (s.ok()) {
-      batch_seconds_.Observe(
+      sync_seconds_.Observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
       if (sync_failing_.exchange(false)) spdlog::info("outbox syncs succeed again");
       return true;

@@ -47,8 +47,10 @@ struct OutboxWriterOptions {
 
 class OutboxWriter {
  public:
-  // Called on the sync thread with each batch, in write order, once it is durable (the node
-  // wakes its deliverers there; the benchmark measures enqueue latency).
+  // Called on the sync thread with each batch, in write order, once the sync after its write
+  // succeeded (the node wakes its deliverers there; the benchmark measures enqueue latency).
+  // The batch includes the results the outbox refused (see storage::EnqueueResult), logged as
+  // errors when written; stored() counts them too.
   using StoredCallback = std::function<void(const std::vector<v1::BattleResult>&)>;
 
   // `channel` and `outbox` must outlive the writer. `registry` may be null.
@@ -94,7 +96,7 @@ class OutboxWriter {
   metrics::Registry fallback_registry_;
   metrics::Counter& stored_counter_;
   metrics::Counter& failures_counter_;
-  metrics::Histogram& batch_seconds_;
+  metrics::Histogram& sync_seconds_;
   std::atomic<uint64_t> stored_{0};
   std::atomic<bool> write_failing_{false};
   std::atomic<bool> sync_failing_{false};

@@ -77,13 +77,17 @@ std::string DeterministicBytes(const google::protobuf::Message& message) {
   return out;
 }
 
-std::string EncodeBody(const google::protobuf::Message& message, BodyFormat format) {
+Result<std::string> EncodeBody(const google::protobuf::Message& message, BodyFormat format) {
   if (format == BodyFormat::kProtobuf) return DeterministicBytes(message);
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) {
+    return InternalError("cannot write " + message.GetTypeName() +
+                         " as JSON: " + std::string(status.message()));
+  }
   return out;
 }
 

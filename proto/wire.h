@@ -9,6 +9,8 @@
 
 #include <google/protobuf/message.h>
 
+#include "common/status.h"
+
 namespace verdict::wire {
 
 enum class BodyFormat { kProtobuf, kJson };
@@ -36,7 +38,8 @@ bool DecodeBody(std::string_view body, BodyFormat format, google::protobuf::Mess
 // sorted), the same for a message decoded from protobuf or from JSON.
 std::string DeterministicBytes(const google::protobuf::Message& message);
 
-// Protobuf: deterministic binary. JSON: proto field names, default values printed.
-std::string EncodeBody(const google::protobuf::Message& message, BodyFormat format);
+// Protobuf: deterministic binary. JSON: proto field names, default values printed; INTERNAL if
+// the message has no JSON form (a well-known type out of its range, an Any of an unknown type).
+Result<std::string> EncodeBody(const google::protobuf::Message& message, BodyFormat format);
 
 }  // namespace verdict::wire

@@ -35,7 +35,7 @@ void DecodeAndValidate(const http::request<http::string_body>& request) {
       if (!again.ParseFromString(bytes) || verdict::wire::DeterministicBytes(again) != bytes) {
         __builtin_trap();
       }
-      verdict::wire::EncodeBody(result, verdict::wire::BodyFormat::kJson);
+      verdict::wire::EncodeBody(result, verdict::wire::BodyFormat::kJson).value();
     }
   }
   verdict::v1::RoomAllocation allocation;

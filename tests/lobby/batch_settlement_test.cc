@@ -22,7 +22,7 @@ HttpResponse PostBatch(uint16_t port, const std::vector<v1::BattleResult>& resul
   v1::SettlementBatch batch;
   for (const auto& r : results) *batch.add_results() = r;
   return HttpCall(port, "POST", "/v1/settlements:batch", LobbyFixture::JsonHeaders(token),
-                  wire::EncodeBody(batch, wire::BodyFormat::kJson));
+                  wire::EncodeBody(batch, wire::BodyFormat::kJson).value());
 }
 
 v1::SettlementBatchReply Items(const HttpResponse& r) {
@@ -95,6 +95,38 @@ TEST_F(BatchSettlementTest, EachItemIsWhatTheSingleEndpointWouldAnswer) {
   ASSERT_EQ(again.items_size(), 1);
   EXPECT_TRUE(again.items(0).receipt().duplicate());
   EXPECT_EQ(again.items(0).receipt().match_id(), reply.items(0).receipt().match_id());
+}
+
+TEST_F(BatchSettlementTest, ARoomTheDatabaseRefusesIsRefusedAloneAndTheOthersSettle) {
+  // A test-only constraint that one strange result breaks: its check violation fails the one
+  // transaction of the whole batch, yet only that room may be refused (for good, as the single
+  // endpoint would) and the others must settle.
+  db_->Exec("ALTER TABLE match_players ADD CONSTRAINT test_kills_below_1000 CHECK (kills < 1000)");
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room : {41, 42, 43}) MustAllocate(lobby->port(), room);
+  v1::BattleResult strange = MakeResult(42);
+  strange.mutable_players(0)->set_kills(5000);
+
+  const HttpResponse r = PostBatch(lobby->port(), {MakeResult(41), strange, MakeResult(43)});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const v1::SettlementBatchReply reply = Items(r);
+  std::vector<std::string> codes;
+  for (const auto& item : reply.items()) codes.push_back(CodeOf(item));
+  EXPECT_EQ(codes, (std::vector<std::string>{"SETTLED", "INTERNAL", "SETTLED"}));
+  ASSERT_EQ(reply.items_size(), 3);
+  EXPECT_EQ(reply.items(1).problem().status(), 500u);
+  EXPECT_FALSE(reply.items(1).problem().retryable());
+  EXPECT_EQ(Q("SELECT string_agg(room_id::text, ',' ORDER BY room_id) FROM matches"), "41,43");
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_room_seats WHERE room_id = 42"), "10")
+      << "the refused room's roster was touched";
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room = 42"), "10");
+
+  // Refused alone, all items refused: still one 200 with the items, not a 503 to retry.
+  const HttpResponse alone = PostBatch(lobby->port(), {strange});
+  ASSERT_EQ(alone.status, 200) << alone.body;
+  ASSERT_EQ(Items(alone).items_size(), 1);
+  EXPECT_EQ(CodeOf(Items(alone).items(0)), "INTERNAL");
 }
 
 TEST_F(BatchSettlementTest, WholeRequestErrorsKeepTheirStatus) {
@@ -224,7 +256,7 @@ TEST_F(BatchSettlementTest, ProtobufBatchesWork) {
   const HttpResponse r =
       HttpCall(lobby->port(), "POST", "/v1/settlements:batch",
                {{"Content-Type", "application/x-protobuf"}, {"Authorization", "Bearer token-a"}},
-               wire::EncodeBody(batch, wire::BodyFormat::kProtobuf));
+               wire::EncodeBody(batch, wire::BodyFormat::kProtobuf).value());
   ASSERT_EQ(r.status, 200);
   v1::SettlementBatchReply reply;
   ASSERT_TRUE(reply.ParseFromString(r.body));

@@ -60,7 +60,7 @@ class LobbyFixture : public ::testing::Test {
   HttpResponse Allocate(uint16_t port, uint64_t room_id, const std::string& node = "node-a") {
     const v1::RoomAllocation a = MakeAllocation(room_id, node, room_id * 10 + 1, 10);
     return HttpCall(port, "POST", "/v1/rooms", JsonHeaders("admin-token"),
-                    wire::EncodeBody(a, wire::BodyFormat::kJson));
+                    wire::EncodeBody(a, wire::BodyFormat::kJson).value());
   }
 
   void MustAllocate(uint16_t port, uint64_t room_id, const std::string& node = "node-a") {
@@ -71,7 +71,7 @@ class LobbyFixture : public ::testing::Test {
   HttpResponse Settle(uint16_t port, const v1::BattleResult& result,
                       const std::string& token = "token-a") {
     return HttpCall(port, "POST", "/v1/settlements", JsonHeaders(token),
-                    wire::EncodeBody(result, wire::BodyFormat::kJson));
+                    wire::EncodeBody(result, wire::BodyFormat::kJson).value());
   }
 
   static v1::SettlementReceipt Receipt(const HttpResponse& r) {

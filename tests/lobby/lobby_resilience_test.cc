@@ -61,7 +61,7 @@ TEST_F(LobbyResilienceTest, StuckRoomHoldsOneWorkerAndOtherRoomsKeepSettling) {
     attempts.emplace_back([&] {
       // Each client gives up after 3 s, as a node's attempt timeout would.
       HttpCall(lobby->port(), "POST", "/v1/settlements", JsonHeaders("token-a"),
-               wire::EncodeBody(MakeResult(81), wire::BodyFormat::kJson), 3s);
+               wire::EncodeBody(MakeResult(81), wire::BodyFormat::kJson).value(), 3s);
     });
   }
   auto q = [this](const std::string& sql) { return Q(sql); };
@@ -120,13 +120,13 @@ TEST_F(LobbyResilienceTest, ClientThatHangsUpIsCancelledAndFreesItsWorker) {
   auto q = [this](const std::string& sql) { return Q(sql); };
   const HttpResponse gave_up =
       HttpCall(lobby->port(), "POST", "/v1/settlements", JsonHeaders("token-a"),
-               wire::EncodeBody(MakeResult(84), wire::BodyFormat::kJson), 1s);
+               wire::EncodeBody(MakeResult(84), wire::BodyFormat::kJson).value(), 1s);
   EXPECT_EQ(gave_up.status, 0) << "the stuck room answered";
   EXPECT_TRUE(WaitFor([&] { return SettlementsWaitingForALock(q) == "0"; }))
       << "the abandoned attempt still waits for the room's lock";
   const HttpResponse other =
       HttpCall(lobby->port(), "POST", "/v1/settlements", JsonHeaders("token-a"),
-               wire::EncodeBody(MakeResult(85), wire::BodyFormat::kJson), 10s);
+               wire::EncodeBody(MakeResult(85), wire::BodyFormat::kJson).value(), 10s);
   EXPECT_EQ(other.status, 200) << other.body << other.error;
   EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts WHERE room_id = 84"), "0");
 }
@@ -238,7 +238,7 @@ TEST(LobbyCommitUnknownTest, ConnectionLostAfterCommitIsAnsweredAsThisRequestsSe
   };
   const v1::RoomAllocation allocation = MakeAllocation(91, "node-a", 911, 10);
   ASSERT_EQ(HttpCall(lobby->port(), "POST", "/v1/rooms", LobbyFixture::JsonHeaders("admin-token"),
-                     wire::EncodeBody(allocation, wire::BodyFormat::kJson))
+                     wire::EncodeBody(allocation, wire::BodyFormat::kJson).value())
                 .status,
             201);
   WsClient events;
@@ -250,7 +250,7 @@ TEST(LobbyCommitUnknownTest, ConnectionLostAfterCommitIsAnsweredAsThisRequestsSe
   std::thread settle([&] {
     answer =
         HttpCall(lobby->port(), "POST", "/v1/settlements", LobbyFixture::JsonHeaders("token-a"),
-                 wire::EncodeBody(MakeResult(91), wire::BodyFormat::kJson));
+                 wire::EncodeBody(MakeResult(91), wire::BodyFormat::kJson).value());
   });
   const bool waiting = WaitFor([&] {
     return q("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") == "1";

@@ -147,7 +147,7 @@ ConcurrencyReport FireTogether(uint16_t port_a, uint16_t port_b, const v1::Battl
       start.arrive_and_wait();
       responses[i] = HttpCall(i % 2 ? port_b : port_a, "POST", "/v1/settlements",
                               LobbyFixture::JsonHeaders("token-a"),
-                              wire::EncodeBody(result, wire::BodyFormat::kJson));
+                              wire::EncodeBody(result, wire::BodyFormat::kJson).value());
     });
   }
   for (auto& t : threads) t.join();
@@ -291,7 +291,7 @@ TEST_F(LobbyTest, MissingOrWrongTokenIs401) {
   ASSERT_NE(lobby, nullptr);
   MustAllocate(lobby->port(), 11);
   const DbSnapshot before = Snapshot();
-  const std::string body = wire::EncodeBody(MakeResult(11), wire::BodyFormat::kJson);
+  const std::string body = wire::EncodeBody(MakeResult(11), wire::BodyFormat::kJson).value();
   for (const char* auth : {"", "Bearer wrong", "Bearer token-a-but-longer", "Basic x", "Bearer ",
                            "Bearer admin-token"}) {
     std::map<std::string, std::string> headers = {{"Content-Type", "application/json"}};
@@ -372,7 +372,7 @@ TEST_F(LobbyTest, ProtobufBodiesWorkAndFingerprintIgnoresEncoding) {
   const auto r =
       HttpCall(lobby->port(), "POST", "/v1/settlements",
                {{"Content-Type", "application/x-protobuf"}, {"Authorization", "Bearer token-a"}},
-               wire::EncodeBody(MakeResult(13), wire::BodyFormat::kProtobuf));
+               wire::EncodeBody(MakeResult(13), wire::BodyFormat::kProtobuf).value());
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.headers.at("content-type"), "application/x-protobuf");
   v1::SettlementReceipt receipt;
@@ -465,6 +465,130 @@ TEST_F(LobbyTest, DatabaseDownIs503WithRetryAfterAndReadyzSaysSo) {
   EXPECT_EQ(HttpCall(lobby->port(), "GET", "/healthz").status, 200);
 }
 
+// A problem reply's retry contract: retryable with Retry-After, or terminal without it.
+void ExpectProblem(const HttpResponse& r, int status, const std::string& code, bool retryable) {
+  EXPECT_EQ(r.status, status) << r.body;
+  EXPECT_NE(
+      r.body.find("\"code\":\"" + code + "\",\"retryable\":" + (retryable ? "true" : "false")),
+      std::string::npos)
+      << r.body;
+  EXPECT_EQ(r.headers.count("retry-after"), retryable ? 1u : 0u) << r.body;
+}
+
+TEST_F(LobbyTest, SettlementTheDatabaseRefusesIsATerminalInternalProblemAndChangesNothing) {
+  // A test-only constraint that one strange result breaks: the settlement's own insert fails
+  // with a check violation (23514), the same way however often it is retried.
+  db_->Exec("ALTER TABLE match_players ADD CONSTRAINT test_kills_below_1000 CHECK (kills < 1000)");
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 31);
+  MustAllocate(lobby->port(), 32);
+  v1::BattleResult strange = MakeResult(31);
+  strange.mutable_players(0)->set_kills(5000);
+  const DbSnapshot before = Snapshot();
+
+  const HttpResponse refused = Settle(lobby->port(), strange);
+  ExpectProblem(refused, 500, "INTERNAL", false);
+  EXPECT_NE(refused.body.find("23514"), std::string::npos) << refused.body;
+  EXPECT_EQ(Snapshot(), before) << "a refused settlement changed the database";
+  ExpectProblem(Settle(lobby->port(), strange), 500, "INTERNAL", false);
+  EXPECT_EQ(Snapshot(), before);
+
+  // Only that result is refused: the next room settles.
+  ASSERT_EQ(Settle(lobby->port(), MakeResult(32)).status, 200);
+  // Once the cause is fixed, the same result (a node's redrive) settles, room and roster intact.
+  db_->Exec("ALTER TABLE match_players DROP CONSTRAINT test_kills_below_1000");
+  const HttpResponse fixed = Settle(lobby->port(), strange);
+  ASSERT_EQ(fixed.status, 200) << fixed.body;
+  EXPECT_FALSE(Receipt(fixed).duplicate());
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), "2");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+}
+
+TEST_F(LobbyTest, DatabaseErrorsAreRetryableExactlyWhenARetryMaySucceed) {
+  // A test-only trigger fails the settlement's insert into matches with the SQLSTATE that
+  // test_settle_failure holds: each kind of database error on demand, on a live connection.
+  db_->Exec(
+      "CREATE TABLE test_settle_failure (sqlstate text NOT NULL);"
+      "CREATE FUNCTION test_fail_settlement() RETURNS trigger LANGUAGE plpgsql AS $$"
+      " DECLARE s text; BEGIN"
+      "  SELECT sqlstate INTO s FROM test_settle_failure;"
+      "  IF s IS NOT NULL THEN RAISE EXCEPTION 'test-only failure %', s USING ERRCODE = s; END IF;"
+      "  RETURN NEW;"
+      " END $$;"
+      "CREATE TRIGGER test_fail_settlement BEFORE INSERT ON matches FOR EACH ROW"
+      " EXECUTE FUNCTION test_fail_settlement()");
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 33);
+  const DbSnapshot before = Snapshot();
+  const std::pair<std::string, bool> cases[] = {
+      // A retry may succeed: the connection or server went away, a lost race, a timeout or a
+      // cancel, a server short of resources.
+      {"08006", true},  // connection_failure
+      {"57P01", true},  // admin_shutdown
+      {"57P03", true},  // cannot_connect_now
+      {"40001", true},  // serialization_failure
+      {"40P01", true},  // deadlock_detected
+      {"55P03", true},  // lock_not_available: the lock timeout on a stuck room
+      {"57014", true},  // query_canceled: statement timeout, or the client hung up
+      {"53100", true},  // disk_full
+      {"53300", true},  // too_many_connections
+      // The same call fails the same way.
+      {"23514", false},  // check_violation
+      {"23505", false},  // unique_violation
+      {"22012", false},  // division_by_zero
+      {"22003", false},  // numeric_value_out_of_range
+      {"P0001", false},  // raise_exception
+      {"XX000", false},  // internal_error
+  };
+  for (const auto& [sqlstate, retryable] : cases) {
+    SCOPED_TRACE(sqlstate);
+    db_->Exec("DELETE FROM test_settle_failure; INSERT INTO test_settle_failure VALUES ('" +
+              sqlstate + "')");
+    const HttpResponse r = Settle(lobby->port(), MakeResult(33));
+    if (retryable) {
+      ExpectProblem(r, 503, "UNAVAILABLE", true);
+    } else {
+      ExpectProblem(r, 500, "INTERNAL", false);
+    }
+    EXPECT_EQ(Snapshot(), before);
+  }
+  db_->Exec("DELETE FROM test_settle_failure");
+  const HttpResponse settled = Settle(lobby->port(), MakeResult(33));
+  ASSERT_EQ(settled.status, 200) << settled.body;
+  EXPECT_FALSE(Receipt(settled).duplicate());
+}
+
+TEST_F(LobbyTest, UnmigratedDatabaseMakesSettlementsWaitNotFail) {
+  // The lobby's statements meet a schema without them (a deploy before `migrate`): that is the
+  // deployment's error, not the results', so they wait (503) instead of being refused for good.
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 34);
+  // As if the newest migration had not run: its version is not recorded and the settlement
+  // function is missing (42883, undefined_function).
+  const std::string version = Q("SELECT max(version) FROM verdict_schema_migrations");
+  const std::string name =
+      Q("SELECT name FROM verdict_schema_migrations WHERE version = " + version);
+  db_->Exec("DELETE FROM verdict_schema_migrations WHERE version = " + version +
+            "; ALTER FUNCTION verdict_settle_batch RENAME TO test_settle_batch_moved");
+  const DbSnapshot before = Snapshot();
+  const HttpResponse waiting = Settle(lobby->port(), MakeResult(34));
+  ExpectProblem(waiting, 503, "UNAVAILABLE", true);
+  EXPECT_NE(waiting.body.find("not ready"), std::string::npos) << waiting.body;
+  EXPECT_EQ(Snapshot(), before);
+
+  // Negative control: with the schema's version in place, the same missing function is the
+  // database refusing the settlement itself, which is terminal.
+  db_->Exec("INSERT INTO verdict_schema_migrations (version, name) VALUES (" + version + ", '" +
+            name + "')");
+  ExpectProblem(Settle(lobby->port(), MakeResult(34)), 500, "INTERNAL", false);
+
+  db_->Exec("ALTER FUNCTION test_settle_batch_moved RENAME TO verdict_settle_batch");
+  ASSERT_EQ(Settle(lobby->port(), MakeResult(34)).status, 200);
+}
+
 TEST_F(LobbyTest, SubscriberGetsEachEventOnceAndResumesWithAfter) {
   auto a = StartLobby();
   auto b = StartLobby();
@@ -535,14 +659,14 @@ TEST_F(LobbyTest, AllocationRulesAndReads) {
   // Room 32 would seat the same ten players: they are busy in room 31.
   v1::RoomAllocation busy = MakeAllocation(32, "node-a", 311, 10);
   auto r = HttpCall(lobby->port(), "POST", "/v1/rooms", JsonHeaders("admin-token"),
-                    wire::EncodeBody(busy, wire::BodyFormat::kJson));
+                    wire::EncodeBody(busy, wire::BodyFormat::kJson).value());
   EXPECT_EQ(r.status, 409);
   EXPECT_NE(r.body.find("PLAYER_BUSY"), std::string::npos) << r.body;
   EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "1");
   // Uneven teams and unknown nodes are refused.
   busy.mutable_seats(9)->set_team(1);
   r = HttpCall(lobby->port(), "POST", "/v1/rooms", JsonHeaders("admin-token"),
-               wire::EncodeBody(busy, wire::BodyFormat::kJson));
+               wire::EncodeBody(busy, wire::BodyFormat::kJson).value());
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(Allocate(lobby->port(), 33, "node-z").status, 400);
 

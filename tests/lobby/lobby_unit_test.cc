@@ -1,5 +1,6 @@
 // Lobby logic that needs no database: validation, tokens, the error table, body formats,
 // fingerprints and query parsing.
+#include <google/protobuf/any.pb.h>
 #include <gtest/gtest.h>
 
 #include "lobby/problem.h"
@@ -74,12 +75,17 @@ TEST(ConstantTimeEqualsTest, ComparesWholeTokens) {
 }
 
 TEST(ProblemTest, EveryCodeHasItsStatusAndOnlyUnavailableIsRetryable) {
-  const std::pair<ErrorCode, int> expected[] = {
-      {ErrorCode::kInvalidArgument, 400},     {ErrorCode::kUnauthenticated, 401},
-      {ErrorCode::kRoomUnknown, 404},         {ErrorCode::kOutcomeConflict, 409},
-      {ErrorCode::kPayloadTooLarge, 413},     {ErrorCode::kUnsupportedMediaType, 415},
-      {ErrorCode::kIdempotencyMismatch, 422}, {ErrorCode::kRosterMismatch, 422},
-      {ErrorCode::kPlayerBusy, 409},          {ErrorCode::kUnavailable, 503}};
+  const std::pair<ErrorCode, int> expected[] = {{ErrorCode::kInvalidArgument, 400},
+                                                {ErrorCode::kUnauthenticated, 401},
+                                                {ErrorCode::kRoomUnknown, 404},
+                                                {ErrorCode::kOutcomeConflict, 409},
+                                                {ErrorCode::kPayloadTooLarge, 413},
+                                                {ErrorCode::kUnsupportedMediaType, 415},
+                                                {ErrorCode::kIdempotencyMismatch, 422},
+                                                {ErrorCode::kRosterMismatch, 422},
+                                                {ErrorCode::kPlayerBusy, 409},
+                                                {ErrorCode::kUnavailable, 503},
+                                                {ErrorCode::kInternal, 500}};
   for (auto [code, status] : expected) {
     EXPECT_EQ(InfoOf(code).http_status, status) << InfoOf(code).code;
     EXPECT_EQ(InfoOf(code).retryable, code == ErrorCode::kUnavailable) << InfoOf(code).code;
@@ -91,6 +97,13 @@ TEST(ProblemTest, EveryCodeHasItsStatusAndOnlyUnavailableIsRetryable) {
   EXPECT_EQ(reply.headers[0], (std::pair<std::string, std::string>{"Retry-After", "3"}));
   EXPECT_NE(reply.body.find(R"("detail":"db \"down\"\n")"), std::string::npos) << reply.body;
   EXPECT_NE(reply.body.find(R"("code":"UNAVAILABLE","retryable":true)"), std::string::npos);
+
+  // INTERNAL: the node dead-letters on retryable false, so it must say so, and ask no retry.
+  const HttpReply internal = ProblemReply(ErrorCode::kInternal, "check violation", "/x", 3);
+  EXPECT_EQ(internal.status, 500);
+  EXPECT_TRUE(internal.headers.empty());
+  EXPECT_NE(internal.body.find(R"("code":"INTERNAL","retryable":false)"), std::string::npos)
+      << internal.body;
 }
 
 TEST(WireTest, ContentTypesAndReplyFormats) {
@@ -106,7 +119,7 @@ TEST(WireTest, ContentTypesAndReplyFormats) {
 }
 
 TEST(WireTest, JsonUsesProtoFieldNamesAndEnumNames) {
-  const std::string json = wire::EncodeBody(MakeResult(3), wire::BodyFormat::kJson);
+  const std::string json = wire::EncodeBody(MakeResult(3), wire::BodyFormat::kJson).value();
   EXPECT_NE(json.find("\"room_id\":\"3\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"winner_team\":1"), std::string::npos);
   EXPECT_NE(json.find("\"outcome\":\"SETTLED\""), std::string::npos);
@@ -118,6 +131,20 @@ TEST(WireTest, JsonUsesProtoFieldNamesAndEnumNames) {
   auto other = MakeResult(3);
   other.mutable_players(2)->set_assists(1);
   EXPECT_NE(Fingerprint(other), Fingerprint(back));
+}
+
+TEST(WireTest, JsonEncodingThatFailsIsAnErrorNotAnEmptyBody) {
+  // An Any of a type nobody knows has no JSON form.
+  google::protobuf::Any unknown;
+  unknown.set_type_url("type.googleapis.com/verdict.v1.NoSuchMessage");
+  unknown.set_value("\x08\x01");
+  auto json = wire::EncodeBody(unknown, wire::BodyFormat::kJson);
+  ASSERT_FALSE(json.ok());
+  EXPECT_EQ(json.status().code(), StatusCode::kInternal);
+  EXPECT_NE(json.status().message().find("google.protobuf.Any"), std::string::npos)
+      << json.status().message();
+  // The binary form needs no type information.
+  EXPECT_TRUE(wire::EncodeBody(unknown, wire::BodyFormat::kProtobuf).ok());
 }
 
 TEST(ParseEventsAfterTest, ReadsTheQuery) {

@@ -280,7 +280,7 @@ TEST_P(SighupTest, ReloadsTheTokenAndDeliveryResumes) {
                : testing::ProblemReply(401, "UNAUTHENTICATED", false);
   });
   WriteFile(dir_.path() + "/result.json",
-            wire::EncodeBody(testing::MakeResult(1), wire::BodyFormat::kJson));
+            wire::EncodeBody(testing::MakeResult(1), wire::BodyFormat::kJson).value());
   ASSERT_EQ(testing::RunCommand({testing::NodeBinary(), "enqueue", "--outbox", outbox_,
                                  dir_.path() + "/result.json"})
                 .exit_code,

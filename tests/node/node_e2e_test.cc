@@ -64,7 +64,7 @@ TEST_F(NodeEndToEndTest, EnqueueFromJsonAndTheOutboxCommands) {
   {
     std::ofstream out(good);
     for (uint64_t room : {1, 2, 3}) {
-      out << wire::EncodeBody(MakeResult(room), wire::BodyFormat::kJson) << "\n";
+      out << wire::EncodeBody(MakeResult(room), wire::BodyFormat::kJson).value() << "\n";
     }
   }
   auto r = RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, good});
@@ -74,7 +74,7 @@ TEST_F(NodeEndToEndTest, EnqueueFromJsonAndTheOutboxCommands) {
   EXPECT_EQ(r.out, "0 new, 3 already present\n");
 
   const std::string bad = dir.Sub("bad.jsonl");
-  std::ofstream(bad) << wire::EncodeBody(MakeResult(4), wire::BodyFormat::kJson)
+  std::ofstream(bad) << wire::EncodeBody(MakeResult(4), wire::BodyFormat::kJson).value()
                      << "\n{\"room_id\": \"5\", \"outcome\": \n";
   r = RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, bad});
   EXPECT_EQ(r.exit_code, 1);
@@ -119,7 +119,7 @@ TEST_F(NodeEndToEndTest, DeadLetteredResultIsRedrivenOnceTheCauseIsFixed) {
   TempDir dir;
   const std::string outbox = dir.Sub("outbox");
   const std::string file = dir.Sub("result.json");
-  std::ofstream(file) << wire::EncodeBody(MakeResult(61), wire::BodyFormat::kJson);
+  std::ofstream(file) << wire::EncodeBody(MakeResult(61), wire::BodyFormat::kJson).value();
   ASSERT_EQ(RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, file}).exit_code, 0);
 
   // Room 61 was never allocated: the lobby refuses it as final, the node dead-letters it.
@@ -143,6 +143,38 @@ TEST_F(NodeEndToEndTest, DeadLetteredResultIsRedrivenOnceTheCauseIsFixed) {
   EXPECT_NE(stats.out.find("\"dead_lettered\":0,"), std::string::npos) << stats.out;
 }
 
+TEST_F(NodeEndToEndTest, ResultTheDatabaseRefusesIsDeadLetteredAndRedrivenAfterTheFix) {
+  // A test-only constraint that this one result breaks: the lobby answers 500 INTERNAL, not
+  // retryable, and the node must dead-letter it rather than retry it forever.
+  db_->Exec("ALTER TABLE match_players ADD CONSTRAINT test_kills_below_1000 CHECK (kills < 1000)");
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 62);
+  TempDir dir;
+  const std::string outbox = dir.Sub("outbox");
+  const std::string file = dir.Sub("result.json");
+  v1::BattleResult strange = MakeResult(62);
+  strange.mutable_players(0)->set_kills(5000);
+  std::ofstream(file) << wire::EncodeBody(strange, wire::BodyFormat::kJson).value();
+  ASSERT_EQ(RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, file}).exit_code, 0);
+
+  auto run = RunCommand(RunArgs(outbox, lobby->port()));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  auto ls = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "ls", "--json"});
+  EXPECT_NE(ls.out.find("\"room_id\":\"62\",\"where\":\"dead-letter\""), std::string::npos)
+      << ls.out;
+  EXPECT_NE(ls.out.find("\"reason\":\"INTERNAL\""), std::string::npos) << ls.out;
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "0");
+
+  db_->Exec("ALTER TABLE match_players DROP CONSTRAINT test_kills_below_1000");
+  const auto redrive = RunCommand(
+      {NodeBinary(), "outbox", "--outbox", outbox, "redrive", "--from", "dead-letter", "62"});
+  ASSERT_EQ(redrive.exit_code, 0) << redrive.out;
+  run = RunCommand(RunArgs(outbox, lobby->port()));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts WHERE room_id = 62"), "1");
+}
+
 // TLS between node and lobby: a lobby serving HTTPS only, a node that trusts its certificate
 // delivers; a node that does not (the system's authorities) delivers nothing and keeps it all.
 TEST_F(NodeEndToEndTest, DeliversOverTlsOnlyToALobbyItTrusts) {
@@ -162,7 +194,7 @@ TEST_F(NodeEndToEndTest, DeliversOverTlsOnlyToALobbyItTrusts) {
     std::ofstream out(results);
     for (uint64_t room : {11, 12, 13}) {
       MustAllocate(plain->port(), room);
-      out << wire::EncodeBody(MakeResult(room), wire::BodyFormat::kJson) << "\n";
+      out << wire::EncodeBody(MakeResult(room), wire::BodyFormat::kJson).value() << "\n";
     }
   }
   const std::string outbox = dir.Sub("outbox");

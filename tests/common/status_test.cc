@@ -1,0 +1,35 @@
+// Status and Result<T>: the rules common/status.h states, checked.
+#include "common/status.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace verdict {
+namespace {
+
+TEST(ResultTest, HoldsAValueOrTheErrorItWasGiven) {
+  Result<int> value(7);
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*value, 7);
+  EXPECT_TRUE(value.status().ok());
+
+  Result<int> error(UnavailableError("database away"));
+  EXPECT_FALSE(error.ok());
+  EXPECT_EQ(error.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(error.status().message(), "database away");
+}
+
+TEST(ResultTest, BuiltFromAnOkStatusIsAnInternalErrorNotAMissingValue) {
+  // Before the check this was a Result that was not ok() yet whose status() said OK: a caller
+  // testing the status went on to read a value that was not there.
+  Result<std::string> wrong(Status::Ok());
+  EXPECT_FALSE(wrong.ok());
+  EXPECT_FALSE(wrong.status().ok());
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInternal);
+  EXPECT_NE(wrong.status().message().find("OK status"), std::string::npos)
+      << wrong.status().message();
+}
+
+}  // namespace
+}  // namespace verdict
