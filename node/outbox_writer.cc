@@ -23,9 +23,9 @@ OutboxWriter::OutboxWriter(ResultChannel& channel, storage::Outbox& outbox,
               .AddCounter("verdict_node_outbox_write_failures_total",
                           "Outbox writes and syncs that failed and will be retried.")),
       sync_seconds_((registry ? *registry : fallback_registry_)
-                         .AddHistogram("verdict_node_outbox_write_seconds",
-                                       "Duration of one synced outbox write, which makes every "
-                                       "batch prepared before it durable.")) {}
+                        .AddHistogram("verdict_node_outbox_write_seconds",
+                                      "Duration of one synced outbox write, which makes every "
+                                      "batch prepared before it durable.")) {}
 
 OutboxWriter::~OutboxWriter() { Stop(); }
 
