@@ -40,8 +40,9 @@ struct OutboxWriterOptions {
   // left after it is given up (logged as an error with every room id) and lost with the
   // process. BattleNode::Shutdown and Stop() measure it from their start. Default: 30 s.
   std::chrono::milliseconds shutdown_deadline{30'000};
-  // Test-only negative control: drops a batch whose write failed instead of holding it (P6
-  // off). Default: false. Never set it outside tests.
+  // Test-only negative control: a batch whose write or sync failed is reported stored instead
+  // of held (P1 and P6 off): it is lost if the process dies before the outbox can write again.
+  // Default: false. Never set it outside tests.
   bool unsafe_drop_failed_batches_for_test = false;
 };
 

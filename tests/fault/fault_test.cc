@@ -585,8 +585,13 @@ class FaultSuite : public ::testing::Test {
 
   void FillDisk() {
     if (!mounted_) return;
-    constexpr const char* kStalled = "holding the results and retrying";  // the writer's warning
-    const size_t stalls_before = NodeLogCount(kStalled);
+    // The writer's warning that it holds the results (or, under the negative control, that it
+    // reports them stored anyway).
+    const auto failed_writes = [&] {
+      return NodeLogCount("holding the results and retrying") +
+             NodeLogCount("UNSAFE: reporting the results stored anyway");
+    };
+    const size_t stalls_before = failed_writes();
     StartNode();
     Sleep(500ms);
     const std::string filler = outbox_ + "/filler";
@@ -598,12 +603,14 @@ class FaultSuite : public ::testing::Test {
     }
     ++tally_.disk_full;
     // Writes fail and finishing rooms wait (P6): hold the disk full until the node has seen a
-    // write fail (or 15 s), and a little longer, however slow the machine is today.
-    for (int i = 0; i < 150 && NodeLogCount(kStalled) == stalls_before; ++i) Sleep(100ms);
+    // write fail (or 15 s), and a little longer, however slow the machine is today; then kill
+    // the node while the disk is still full, so that whatever it has only in memory is lost
+    // with it: results it held are allowed to go (never reported stored), results it reported
+    // stored are not.
+    for (int i = 0; i < 150 && failed_writes() == stalls_before; ++i) Sleep(100ms);
     Sleep(1000ms);
-    std::filesystem::remove(filler);
-    Sleep(1500ms);
     KillNode();
+    std::filesystem::remove(filler);
   }
 
   // How many lines of the node's log (all its runs so far) contain `text`.
