@@ -383,6 +383,7 @@ class ShardLoop {
     net::post(strand_, [this] {
       woken_ = true;
       maybe_more_ = true;
+      ++wakes_;
       timer_.cancel();
     });
   }
@@ -498,6 +499,7 @@ class ShardLoop {
     const size_t want =
         std::min(owner_.options_.read_batch, owner_.options_.max_window - window_.size());
     Result<std::vector<storage::OutboxRecord>> page = InternalError("not read");
+    const uint64_t wakes = wakes_;
     co_await owner_.OnDiskThread(
         [&] { page = owner_.outbox_.ReadShard(shard_, read_through_, want); });
     if (!page.ok()) {
@@ -505,7 +507,10 @@ class ShardLoop {
       shard_until_ms_ = owner_.clock_->NowMs() + 1000;
       co_return page.status();
     }
-    if (page->size() < want) maybe_more_ = false;
+    // A short page means the shard was read to its end, unless a Wake came while the read was
+    // on the disk thread: what it announced may have been written after the read began, and
+    // forgetting it would leave the records until the next Wake.
+    if (page->size() < want && wakes == wakes_) maybe_more_ = false;
     for (auto& r : *page) {
       read_through_ = r.sequence;
       window_.push_back(std::move(r));
@@ -880,6 +885,7 @@ class ShardLoop {
   std::vector<storage::OutboxRecord> window_;  // unresolved records in shard order
   uint64_t read_through_ = 0;                  // highest sequence read into the window
   bool maybe_more_ = true;                     // the shard may hold records after it
+  uint64_t wakes_ = 0;                         // Wake calls so far
   std::map<uint64_t, Backoff> backoff_;
   std::atomic<size_t> rooms_in_backoff_{0};
   int64_t shard_until_ms_ = 0;
