@@ -392,6 +392,23 @@ TEST_F(DelivererTest, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
       << "a stale connection should cost a reconnect, not a retry: " << registry_.RenderText();
 }
 
+// A Wake that comes while a shard read is on the disk thread announces records the read may
+// have missed: the loop must read again rather than sleep until the next Wake. The loop's
+// first read is held with its (empty) page until the record is enqueued and the Wake posted;
+// the strand runs that Wake before the read's continuation, so without the fix the record would
+// wait for another Wake that never comes.
+TEST_F(DelivererTest, WakeDuringAShardReadIsNotForgotten) {
+  OpenOutbox(/*shards=*/1);
+  WrapOutbox();
+  failing_->set_hold_reads(true);
+  StartDeliverer();
+  ASSERT_TRUE(WaitUntil([&] { return failing_->held_reads() == 1; }));
+  Enqueue({MakeResult(45)});
+  failing_->set_hold_reads(false);
+  EXPECT_TRUE(lobby_.WaitForAccepted(1, 10s)) << "the Wake during the read was forgotten";
+  EXPECT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+}
+
 TEST_F(DelivererTest, StopAbandonsAnAttemptInFlightWithoutLosingTheRecord) {
   // The lobby holds the request until the test lets it go (30 s at most) and then answers with
   // the room's receipt; the attempt and Stop would both wait a minute. A Stop that waited for the

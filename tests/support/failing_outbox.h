@@ -1,6 +1,7 @@
 // FailingOutbox: wraps a real outbox and, while switched on, fails every enqueue the way a full
 // disk does (RESOURCE_EXHAUSTED, nothing stored), or every sync the way a failing fsync does;
-// or holds every enqueue until released (a writer caught mid-batch); or throws from shard reads
+// or holds every enqueue until released (a writer caught mid-batch), or every shard read after
+// it has read (a read still in flight); or throws from shard reads
 // (a bug that ends a delivery loop). Everything else goes straight through. The test seam for
 // backpressure (P6), drain and loop restarts. Thread-safe.
 #pragma once
@@ -36,6 +37,16 @@ class FailingOutbox final : public storage::Outbox {
   int held_writes() const { return held_writes_.load(); }
   // While on, ReadShard throws.
   void set_throw_on_reads(bool on) { throw_on_reads_ = on; }
+  // While on, each shard read reads first and then waits, its page in hand, until switched off
+  // (a read still on the disk thread when new records arrive); held_reads() counts them.
+  void set_hold_reads(bool hold) {
+    {
+      std::lock_guard lock(hold_mu_);
+      hold_reads_ = hold;
+    }
+    released_.notify_all();
+  }
+  int held_reads() const { return held_reads_.load(); }
 
   uint32_t shard_count() const override { return inner_->shard_count(); }
   Result<std::vector<storage::EnqueueResult>> EnqueueBuffered(
@@ -63,7 +74,13 @@ class FailingOutbox final : public storage::Outbox {
   Result<std::vector<storage::OutboxRecord>> ReadShard(uint32_t shard, uint64_t after,
                                                        size_t max) override {
     if (throw_on_reads_) throw std::runtime_error("simulated: a bug in the read path");
-    return inner_->ReadShard(shard, after, max);
+    auto page = inner_->ReadShard(shard, after, max);
+    std::unique_lock lock(hold_mu_);
+    if (hold_reads_) {
+      ++held_reads_;
+      released_.wait(lock, [&] { return !hold_reads_; });
+    }
+    return page;
   }
   Status Ack(const storage::OutboxRecord& r) override { return inner_->Ack(r); }
   Status DeadLetter(const storage::OutboxRecord& r, const std::string& code,
@@ -90,6 +107,8 @@ class FailingOutbox final : public storage::Outbox {
   std::condition_variable released_;
   bool hold_writes_ = false;  // guarded by hold_mu_
   std::atomic<int> held_writes_{0};
+  bool hold_reads_ = false;  // guarded by hold_mu_
+  std::atomic<int> held_reads_{0};
   std::atomic<bool> throw_on_reads_{false};
 };
 
