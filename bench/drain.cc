@@ -8,7 +8,10 @@
 //   ceiling   pgbench running the lobby's own settlement statement (verdict_settle_batch) against
 //             the same database, at a fixed concurrency: what PostgreSQL itself can commit, one
 //             room per call (the single-room ceiling) and the largest batch per call (the batch
-//             ceiling).
+//             ceiling);
+//   reference pgbench running the single-room settlement the lobby ran before batched
+//             settlement (bench/reference_settle.sql, one room per transaction): the old
+//             design's ceiling, which batching is measured against.
 // Each verdict run is repeated for every `--batch` size (records per request); at batch 1 it is
 // also run against a second lobby that does not coalesce, to measure group commit alone.
 // The lobby runs in this process (verdict::lobby on a free port), like a lobby next to the
@@ -42,6 +45,7 @@
 #include "lobby/settlement_service.h"
 #include "lobby/settlement_store.h"
 #include "proto/wire.h"
+#include "reference_settle_sql.h"
 #include "storage/outbox.h"
 
 namespace verdict::bench {
@@ -313,20 +317,28 @@ Row RunSerial(const std::string& conninfo, const std::string& dir, uint64_t base
           latencies.empty() ? 0 : latencies[latencies.size() * 99 / 100]};
 }
 
-// pgbench running the lobby's settlement itself: verdict_settle_batch of `batch` rooms per call,
-// one call per transaction, the rooms of call k from a sequence (base + k * batch + 1 …), each
-// seating the players ResultFor gives it. Reports rooms settled per second.
+// Which settlement pgbench runs: the lobby's own statement, or the single-room function the lobby
+// ran before batched settlement (bench/reference_settle.sql), the old design's ceiling.
+enum class Statement { kBatch, kReference };
+
+// pgbench running a settlement itself: verdict_settle_batch of `batch` rooms per call (or the
+// reference function, one room per call), one call per transaction, the rooms of call k from a
+// sequence (base + k * batch + 1 …), each seating the players ResultFor gives it. Reports rooms
+// settled per second.
 Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t base, uint64_t n,
-               uint32_t clients, size_t batch) {
+               uint32_t clients, size_t batch, Statement statement = Statement::kBatch) {
+  if (statement == Statement::kReference) batch = 1;
   const uint64_t calls = std::max<uint64_t>(1, n / batch / clients);
-  std::fprintf(stderr, "  pgbench ceiling: %u clients, %llu calls each of %zu room%s\n", clients,
-               static_cast<unsigned long long>(calls), batch, batch == 1 ? "" : "s");
+  std::fprintf(stderr, "  pgbench %s: %u clients, %llu calls each of %zu room%s\n",
+               statement == Statement::kReference ? "reference (single-room design)" : "ceiling",
+               clients, static_cast<unsigned long long>(calls), batch, batch == 1 ? "" : "s");
   AllocateRooms(conninfo, base, calls * clients * batch);
   {
     pqxx::connection conn(conninfo);
     pqxx::nontransaction tx(conn);
     tx.exec("DROP SEQUENCE IF EXISTS verdict_bench_calls");
     tx.exec("CREATE SEQUENCE verdict_bench_calls MINVALUE 0 START 0");
+    if (statement == Statement::kReference) tx.exec(kReferenceSettleSql);
   }
   std::filesystem::create_directories(dir);
   const std::string script = dir + "/settle.sql";
@@ -344,14 +356,24 @@ Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t bas
          "  array_agg(100 * g::bigint ORDER BY slot, g) AS scores,\n"
          "  array_agg(false ORDER BY slot, g) AS disconnected\n"
          "  FROM unnest(r.slots) slot, generate_series(1, 10) g) p,\n"
-         "LATERAL verdict_settle_batch(ARRAY(SELECT "
-      << base << " + slot FROM unnest(r.slots) slot), array_fill('" << kNode << "'::text, " << fill
-      << "),\n  array_fill('SETTLED'::text, " << fill << "), array_fill(1::smallint, " << fill
-      << "), array_fill(false, " << fill << "),\n  array_fill(1700000000000::bigint, " << fill
-      << "), array_fill('replays/bench'::text, " << fill << "), array_fill(''::text, " << fill
-      << "),\n  array_fill(decode(repeat('ab', 32), 'hex'), " << fill
-      << "), p.rooms, p.ids, p.teams, p.kills, p.zeros, p.zeros,\n"
-         "  p.scores, p.disconnected, 32, 0, true) s WHERE s.status = 'settled';\n";
+         "LATERAL ";
+  if (statement == Statement::kReference) {
+    std::ofstream(script, std::ios::app)
+        << "verdict_bench_settle_one(" << base << " + c.k + 1, '" << kNode
+        << "', 'SETTLED', 1::smallint, false, 1700000000000, 'replays/bench', '',\n"
+           "  decode(repeat('ab', 32), 'hex'), p.ids, p.teams, p.kills, p.zeros, p.zeros, "
+           "p.scores,\n  p.disconnected, 32) s WHERE s.status = 'settled';\n";
+  } else {
+    std::ofstream(script, std::ios::app)
+        << "verdict_settle_batch(ARRAY(SELECT " << base
+        << " + slot FROM unnest(r.slots) slot), array_fill('" << kNode << "'::text, " << fill
+        << "),\n  array_fill('SETTLED'::text, " << fill << "), array_fill(1::smallint, " << fill
+        << "), array_fill(false, " << fill << "),\n  array_fill(1700000000000::bigint, " << fill
+        << "), array_fill('replays/bench'::text, " << fill << "), array_fill(''::text, " << fill
+        << "),\n  array_fill(decode(repeat('ab', 32), 'hex'), " << fill
+        << "), p.rooms, p.ids, p.teams, p.kills, p.zeros, p.zeros,\n"
+           "  p.scores, p.disconnected, 32, 0, true) s WHERE s.status = 'settled';\n";
+  }
   const std::string command = "pgbench -n -c " + std::to_string(clients) + " -j 2 -t " +
                               std::to_string(calls) + " -f " + script + " '" + conninfo + "' 2>&1";
   FILE* out = ::popen(command.c_str(), "r");
@@ -359,7 +381,7 @@ Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t bas
   char buf[4096];
   while (out && std::fgets(buf, sizeof(buf), out)) text += buf;
   if (out) ::pclose(out);
-  Row row{"pgbench", clients, batch};
+  Row row{statement == Statement::kReference ? "pgbench_reference" : "pgbench", clients, batch};
   const size_t tps = text.find("tps = ");
   if (tps == std::string::npos) {
     std::fprintf(stderr, "pgbench failed:\n%s\n", text.c_str());
@@ -392,6 +414,9 @@ bool WriteSvg(const std::string& path, const std::vector<Row>& rows, double rtt_
       }
     }
     if (r.mode == "serial") levels.emplace_back(r.per_s, "serial file-per-result");
+    if (r.mode == "pgbench_reference") {
+      levels.emplace_back(r.per_s, "pgbench, the single-room design");
+    }
     if (r.mode == "pgbench") {
       levels.emplace_back(r.per_s, "pgbench, " + std::to_string(r.batch) + " room" +
                                        (r.batch == 1 ? "" : "s") + " per call");
@@ -522,6 +547,8 @@ std::vector<Row> RunAll(const DrainOptions& o, const std::string& conninfo, cons
   rows.back().coalesce_ms = lobby.coalesce_ms;
   rows.push_back(
       RunPgbench(conninfo, root + "/pgbench", ++run * kRunSpan, o.backlog, o.pg_concurrency, 1));
+  rows.push_back(RunPgbench(conninfo, root + "/pgbench-reference", ++run * kRunSpan, o.backlog,
+                            o.pg_concurrency, 1, Statement::kReference));
   const size_t largest = *std::max_element(o.batches.begin(), o.batches.end());
   if (largest > 1) {
     rows.push_back(RunPgbench(conninfo, root + "/pgbench-batch", ++run * kRunSpan, o.backlog,
@@ -546,13 +573,15 @@ int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
       std::find(o.batches.begin(), o.batches.end(), default_batch) != o.batches.end()
           ? default_batch
           : *std::max_element(o.batches.begin(), o.batches.end());
-  double serial = 0, pg = 0, pg_batch = 0, headline = 0, coalesced = 0, uncoalesced = 0;
+  double serial = 0, pg = 0, pg_batch = 0, pg_reference = 0, headline = 0, coalesced = 0,
+         uncoalesced = 0;
   Report report("drain");
   for (const Row& r : rows) {
     const char* label = r.mode == "verdict"               ? "verdict deliverers"
                         : r.mode == "verdict_uncoalesced" ? "  ... lobby not coalescing"
                         : r.mode == "verdict_producing"   ? "  ... while producing"
                         : r.mode == "serial"              ? "serial, file per result"
+                        : r.mode == "pgbench_reference"   ? "pgbench single-room design"
                                                           : "pgbench verdict_settle_batch";
     std::string empty;
     if (r.empty_after_s > 0) {
@@ -578,6 +607,7 @@ int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
     report.Row({{"mode", r.mode}}, values);
     if (r.mode == "serial") serial = r.per_s;
     if (r.mode == "pgbench") (r.batch == 1 ? pg : pg_batch) = r.per_s;
+    if (r.mode == "pgbench_reference") pg_reference = r.per_s;
     if (r.shards != headline_shards) continue;
     if (r.mode == "verdict" && r.batch == headline_batch) headline = r.per_s;
     if (r.mode == "verdict" && r.batch == 1) coalesced = r.per_s;
@@ -586,13 +616,15 @@ int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
   report.Field("backlog", static_cast<double>(o.backlog));
   report.Field("pg_ceiling_per_s", pg);
   if (pg_batch > 0) report.Field("pg_batch_ceiling_per_s", pg_batch);
+  report.Field("pg_reference_ceiling_per_s", pg_reference);
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0; };
   if (headline > 0) {
     std::fprintf(table,
-                 "\nat %u shards, batch %zu, verdict drains at %.2fx the single-room PostgreSQL "
-                 "ceiling, %.2fx the batch ceiling and %.1fx the serial design\n",
-                 headline_shards, headline_batch, ratio(headline, pg), ratio(headline, pg_batch),
-                 ratio(headline, serial));
+                 "\nat %u shards, batch %zu, verdict drains at %.2fx the single-room design's "
+                 "PostgreSQL ceiling, %.2fx the batch statement's with one room, %.2fx its batch "
+                 "ceiling and %.1fx the serial design\n",
+                 headline_shards, headline_batch, ratio(headline, pg_reference),
+                 ratio(headline, pg), ratio(headline, pg_batch), ratio(headline, serial));
   }
   if (coalesced > 0 && uncoalesced > 0) {
     std::fprintf(table, "at %u shards, batch 1, the lobby's group commit gives %.2fx\n",
