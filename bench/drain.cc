@@ -25,9 +25,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -37,9 +34,12 @@
 #include <pqxx/pqxx>
 #include <sstream>
 #include <thread>
+#include <variant>
 
 #include "bench/latency_proxy.h"
+#include "common/host_port.h"
 #include "delivery/deliverer.h"
+#include "delivery/http_client.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
 #include "lobby/settlement_service.h"
@@ -51,15 +51,13 @@
 namespace verdict::bench {
 namespace {
 
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = net::ip::tcp;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr char kNode[] = "bench-node";
 constexpr char kToken[] = "bench-token";
 constexpr uint64_t kRunSpan = 10'000'000;  // room ids per run: run k uses k * span + 1 …
+// How long the serial deliverer waits before sending a result again after a failure.
+constexpr std::chrono::milliseconds kSerialRetryPause{100};
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -255,7 +253,8 @@ Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t sha
   return row;
 }
 
-// One file per result, one request at a time: the design verdict replaces.
+// One file per result, one request at a time over one keep-alive connection (the node's own HTTP
+// client): the design verdict replaces.
 Row RunSerial(const std::string& conninfo, const std::string& dir, uint64_t base, uint64_t n,
               uint16_t port) {
   std::fprintf(stderr, "  serial file-per-result deliverer: %llu results\n",
@@ -272,40 +271,28 @@ Row RunSerial(const std::string& conninfo, const std::string& dir, uint64_t base
   std::sort(files.begin(), files.end());
 
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  net::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  beast::flat_buffer buffer;
-  bool connected = false;
+  delivery::HttpConnectionOptions options;
+  options.user_agent = "verdict-bench";
+  delivery::BlockingHttpClient client(options);
+  const HttpUrl lobby{"127.0.0.1", port, false};
   std::vector<double> latencies;
   const auto start = SteadyClock::now();
   for (const auto& file : files) {
     std::ifstream in(file, std::ios::binary);
     const std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     for (;;) {
-      beast::error_code ec;
-      if (!connected) {
-        stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port), ec);
-        connected = !ec;
-      }
-      http::request<http::string_body> req(http::verb::post, "/v1/settlements", 11);
-      req.set(http::field::host, "127.0.0.1");
-      req.set(http::field::authorization, std::string("Bearer ") + kToken);
-      req.set(http::field::content_type, std::string(wire::kProtobufType));
-      req.body() = body;
-      req.prepare_payload();
+      delivery::HttpRequest request;
+      request.target = "/v1/settlements";
+      request.bearer_token = kToken;
+      request.content_type = wire::kProtobufType;
+      request.body = body;
       const auto sent = SteadyClock::now();
-      http::response<http::string_body> res;
-      if (connected) http::write(stream, req, ec);
-      if (connected && !ec) http::read(stream, buffer, res, ec);
-      if (!connected || ec) {
-        connected = false;
-        stream.close();
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        continue;
+      const delivery::HttpOutcome outcome = client.Post(lobby, std::move(request));
+      if (const auto* res = std::get_if<delivery::HttpResponse>(&outcome)) {
+        latencies.push_back(Seconds(SteadyClock::now() - sent) * 1000);
+        if (res->status / 100 == 2) break;
       }
-      latencies.push_back(Seconds(SteadyClock::now() - sent) * 1000);
-      if (res.result_int() / 100 == 2) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::this_thread::sleep_for(kSerialRetryPause);
     }
     std::filesystem::remove(file);
     ::fsync(dir_fd);

@@ -3,249 +3,62 @@
 // nothing to do. Each loop runs on its own strand, which also serializes its outbox calls (the
 // outbox allows one reader per shard): a call that may wait on the disk is handed to the disk
 // thread while the loop is suspended awaiting it, so one call of a shard is in progress at a
-// time and the I/O threads never block on an fsync.
+// time and the I/O threads never block on an fsync. Each loop owns one keep-alive connection
+// (http_client.h); what the lobby's answers mean is lobby_answer.h's part.
 #include "delivery/deliverer.h"
 
 #include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
 
+#include <algorithm>
+#include <array>
 #include <boost/asio.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <condition_variable>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <set>
 #include <thread>
+#include <variant>
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 
 #include "common/failpoint.h"
+#include "common/host_port.h"
+#include "delivery/http_client.h"
+#include "delivery/lobby_answer.h"
 #include "proto/wire.h"
 
 namespace verdict::delivery {
 namespace {
 
 namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = net::ip::tcp;
 using net::awaitable;
 using net::use_awaitable;
 
 constexpr char kSettlementsPath[] = "/v1/settlements";
 constexpr char kBatchPath[] = "/v1/settlements:batch";
-// The lobby's limits for one batch: results, and bytes (less room for the framing).
+// The lobby's limits for one batch: results, and bytes (4 MiB, less 64 KiB of room for the
+// request's framing).
 constexpr size_t kMaxBatchResults = 256;
 constexpr size_t kMaxBatchBytes = (4u << 20) - (64u << 10);
+// What a result adds to a batch beyond its own bytes, at most: the field's tag and length.
+constexpr size_t kBatchBytesPerResult = 16;
+// Bounds of the histogram of records per batch request: powers of two up to the lobby's limit.
+constexpr std::array<double, 9> kBatchRecordsBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 constexpr int64_t kForever = std::numeric_limits<int64_t>::max();
 // A shard logs 2xx answers that are not receipts at most this often.
 constexpr int64_t kBadReceiptLogIntervalMs = 60'000;
-
-// What one attempt came to.
-struct Attempt {
-  enum class Kind {
-    kDelivered,         // 2xx: ack
-    kTerminal,          // problem with retryable: false: dead-letter
-    kRetryRoom,         // anything else the lobby (or a timeout) said: back the room off
-    kConnectionFailed,  // could not talk to the lobby at all: back the shard off
-    kAuthRejected,      // 401/403: the node's token is refused; pause every shard
-    kStopped,           // the deliverer is stopping
-    kNoBatchEndpoint,   // 404/405 on the batch path: the lobby predates it; send singly
-  };
-  Kind kind = Kind::kRetryRoom;
-  std::string cause;  // short label for metrics and logs: "http_503", "timeout", "connect", …
-  std::string code;   // the lobby's error code (terminal)
-  std::string message;
-  int64_t retry_after_ms = 0;
-  bool duplicate = false;
-};
-
-std::string Header(const http::response<http::string_body>& res, http::field field) {
-  const auto value = res[field];
-  return std::string(value.data(), value.size());
-}
-
-// The lobby's Retry-After in ms, 0 if absent or not a small number of seconds.
-int64_t RetryAfterMs(const http::response<http::string_body>& res) {
-  const std::string value = Header(res, http::field::retry_after);
-  if (value.empty() || value.size() >= 7 ||
-      value.find_first_not_of("0123456789") != std::string::npos) {
-    return 0;
-  }
-  return std::stoll(value) * 1000;
-}
-
-// Decodes a 2xx body as `message` per its Content-Type; false (and why) if it is not one: an
-// HTML page from a proxy, an empty body.
-bool DecodeAnswer(const http::response<http::string_body>& res, google::protobuf::Message* message,
-                  std::string* why) {
-  const std::string type = Header(res, http::field::content_type);
-  const auto format = wire::FormatOfContentType(type);
-  if (!format) {
-    *why = "Content-Type '" + type.substr(0, 64) + "' is not a " + message->GetTypeName();
-    return false;
-  }
-  std::string error;
-  if (!wire::DecodeBody(res.body(), *format, message, &error)) {
-    *why = "body is not a " + message->GetTypeName() + ": " + error.substr(0, 200);
-    return false;
-  }
-  return true;
-}
-
-// Whether `receipt` is the lobby's receipt for `result`: same room and outcome. Another room's
-// receipt is not, and says why in `why`.
-bool ReceiptMatches(const v1::SettlementReceipt& receipt, const v1::BattleResult& result,
-                    std::string* why) {
-  if (receipt.room_id() != result.room_id() || receipt.outcome() != result.outcome()) {
-    *why = "receipt is for room " + std::to_string(receipt.room_id()) + " outcome " +
-           std::to_string(receipt.outcome());
-    return false;
-  }
-  return true;
-}
-
-// Whether a 2xx body is the lobby's receipt for `result`, and if not why.
-bool IsReceiptFor(const http::response<http::string_body>& res, const v1::BattleResult& result,
-                  v1::SettlementReceipt* receipt, std::string* why) {
-  return DecodeAnswer(res, receipt, why) && ReceiptMatches(*receipt, result, why);
-}
-
-// A problem body (RFC 9457) with `retryable: false` makes the refusal terminal, with its code;
-// anything else (a proxy's bare 404, a retryable problem) leaves `a` to be retried.
-void ReadProblem(const http::response<http::string_body>& res, Attempt* a) {
-  const std::string type = Header(res, http::field::content_type);
-  if (type.substr(0, type.find(';')) != "application/problem+json") return;
-  google::protobuf::Struct problem;
-  if (!google::protobuf::util::JsonStringToMessage(res.body(), &problem).ok()) return;
-  const auto& fields = problem.fields();
-  auto detail = fields.find("detail");
-  if (detail != fields.end() && !detail->second.string_value().empty()) {
-    a->message = detail->second.string_value();
-  }
-  auto retryable = fields.find("retryable");
-  if (retryable == fields.end() ||
-      retryable->second.kind_case() != google::protobuf::Value::kBoolValue ||
-      retryable->second.bool_value()) {
-    return;
-  }
-  a->kind = Attempt::Kind::kTerminal;
-  auto code = fields.find("code");
-  a->code = code != fields.end() ? code->second.string_value() : a->cause;
-  if (a->code.empty()) a->code = a->cause;
-}
-
-// Reads the lobby's answer to the delivery of `result`: its receipt, a terminal problem, a
-// refused token, or something to retry.
-Attempt Classify(const http::response<http::string_body>& res, const v1::BattleResult& result) {
-  Attempt a;
-  const int status = res.result_int();
-  if (status >= 200 && status < 300) {
-    v1::SettlementReceipt receipt;
-    if (!IsReceiptFor(res, result, &receipt, &a.message)) {
-      a.kind = Attempt::Kind::kRetryRoom;
-      a.cause = "bad_receipt";
-      return a;
-    }
-    a.kind = Attempt::Kind::kDelivered;
-    a.duplicate = receipt.duplicate();
-    return a;
-  }
-  a.kind = Attempt::Kind::kRetryRoom;
-  a.cause = "http_" + std::to_string(status);
-  a.message = std::string(res.reason());
-  a.retry_after_ms = RetryAfterMs(res);
-  // About the node, not the result: never terminal for the record.
-  if (status == 401 || status == 403) {
-    a.kind = Attempt::Kind::kAuthRejected;
-    return a;
-  }
-  ReadProblem(res, &a);
-  return a;
-}
-
-// What one item of a batch reply means for its record: the same as the single endpoint's
-// answer would (a matching receipt acks, a problem with retryable: false is terminal with its
-// code, anything else is retried).
-Attempt ItemAttempt(const v1::SettlementItem& item, const v1::BattleResult& result,
-                    int64_t retry_after_ms) {
-  Attempt a;  // kRetryRoom
-  if (item.has_receipt()) {
-    if (!ReceiptMatches(item.receipt(), result, &a.message)) {
-      a.cause = "bad_receipt";
-      return a;
-    }
-    a.kind = Attempt::Kind::kDelivered;
-    a.duplicate = item.receipt().duplicate();
-    return a;
-  }
-  if (!item.has_problem()) {
-    a.cause = "bad_receipt";
-    a.message = "batch item holds neither a receipt nor a problem";
-    return a;
-  }
-  const v1::Problem& problem = item.problem();
-  a.cause = "http_" + std::to_string(problem.status());
-  a.message = problem.detail();
-  a.retry_after_ms = retry_after_ms;
-  if (problem.retryable()) return a;
-  a.kind = Attempt::Kind::kTerminal;
-  a.code = problem.code().empty() ? a.cause : problem.code();
-  return a;
-}
-
-// Reads the lobby's answer to a batch of `records`: one Attempt per record, in order, or one
-// Attempt about the whole request (a refused token, no batch endpoint). A 200 whose items do
-// not decode or do not match the records in number acks nothing (bad_receipt); a receipt acks
-// only the record of its room and outcome. Whole-request refusals (400, 413, 415, 503, a
-// proxy's 502) are about the request, not one result: every record is retried, none is
-// dead-lettered. `ack_whole` is the test-only negative control that skips reading the items.
-std::vector<Attempt> ClassifyBatch(const http::response<http::string_body>& res,
-                                   const std::vector<storage::OutboxRecord>& records,
-                                   bool ack_whole) {
-  const int status = res.result_int();
-  if (status == 404 || status == 405) {
-    return {Attempt{Attempt::Kind::kNoBatchEndpoint, "http_" + std::to_string(status), "",
-                    std::string(res.reason())}};
-  }
-  if (status < 200 || status >= 300) {
-    Attempt a = Classify(res, records.front().result);
-    if (a.kind == Attempt::Kind::kAuthRejected) return {a};
-    a.kind = Attempt::Kind::kRetryRoom;
-    a.code.clear();
-    return std::vector<Attempt>(records.size(), a);
-  }
-  if (ack_whole)
-    return std::vector<Attempt>(records.size(), Attempt{Attempt::Kind::kDelivered, "", "", ""});
-  v1::SettlementBatchReply reply;
-  std::string why;
-  if (DecodeAnswer(res, &reply, &why) && reply.items_size() != static_cast<int>(records.size())) {
-    why = std::to_string(reply.items_size()) + " items for " + std::to_string(records.size()) +
-          " results";
-  }
-  if (!why.empty()) {
-    return std::vector<Attempt>(records.size(),
-                                Attempt{Attempt::Kind::kRetryRoom, "bad_receipt", "", why});
-  }
-  std::vector<Attempt> out;
-  const int64_t retry_after_ms = RetryAfterMs(res);
-  for (size_t i = 0; i < records.size(); ++i) {
-    out.push_back(ItemAttempt(reply.items(static_cast<int>(i)), records[i].result, retry_after_ms));
-  }
-  return out;
-}
+// How long a shard waits before reading its outbox again after a read failed.
+constexpr int64_t kReadFailurePauseMs = 1000;
+// How the node introduces itself to the lobby.
+constexpr char kUserAgent[] = "verdict-node";
 
 // Backoff after `failures` failures in a row: initial doubling to max, jittered when `rng` is
 // given.
@@ -318,12 +131,8 @@ class Deliverer::Impl {
   storage::Outbox& outbox_;
   const DelivererOptions options_;
   const Clock* clock_;
-  struct Endpoint {
-    std::string host, port;
-    bool tls = false;
-  };
-  std::vector<Endpoint> endpoints_;
-  std::optional<net::ssl::context> tls_context_;  // when any endpoint is https
+  std::vector<HttpUrl> endpoints_;       // the lobby URLs, in order
+  std::shared_ptr<TlsTrust> tls_trust_;  // when any endpoint is https
 
   // Metrics (no-ops without a registry).
   metrics::Registry fallback_registry_;
@@ -371,7 +180,11 @@ class ShardLoop {
         strand_(net::make_strand(executor)),
         timer_(strand_),
         restart_timer_(strand_),
-        rng_(std::random_device{}() ^ shard) {}
+        rng_(std::random_device{}() ^ shard),
+        connection_(strand_, {.timeout = owner.options_.attempt_timeout,
+                              .tls = owner.tls_trust_,
+                              .user_agent = kUserAgent,
+                              .failpoint_before_write = "deliver.mid_send"}) {}
 
   net::strand<net::any_io_executor>& strand() { return strand_; }
   uint32_t shard() const { return shard_; }
@@ -393,7 +206,7 @@ class ShardLoop {
       stopping_ = true;
       timer_.cancel();
       restart_timer_.cancel();
-      CloseConnection();
+      connection_.Close();
     });
   }
 
@@ -415,13 +228,13 @@ class ShardLoop {
   // On the strand, after the loop threw: drops what it held (the next run rescans the shard)
   // and calls `then(true)` after `delay_ms`, or `then(false)` if the deliverer stops first.
   void ScheduleRestart(int64_t delay_ms, std::function<void(bool)> then) {
-    CloseConnection();
+    connection_.Close();
     window_.clear();
     read_through_ = 0;
     maybe_more_ = true;
     restart_timer_.expires_after(std::chrono::milliseconds(delay_ms));
     restart_timer_.async_wait(
-        [this, then = std::move(then)](beast::error_code) { then(!stopping_); });
+        [this, then = std::move(then)](boost::system::error_code) { then(!stopping_); });
   }
 
   awaitable<void> Run() {
@@ -455,7 +268,7 @@ class ShardLoop {
       const std::vector<Attempt> attempts = co_await Deliver(records, limit > 1);
       co_await ApplyAll(records, attempts);
     }
-    CloseConnection();
+    connection_.Close();
   }
 
  private:
@@ -478,7 +291,7 @@ class ShardLoop {
       const storage::OutboxRecord& r = window_[i];
       if (!rooms_seen.insert(r.result.room_id()).second && !unsafe) continue;
       if (Waiting(r, now)) continue;
-      bytes += r.result.ByteSizeLong() + 16;
+      bytes += r.result.ByteSizeLong() + kBatchBytesPerResult;
       if (!picked.empty() && bytes > kMaxBatchBytes) break;
       picked.push_back(i);
     }
@@ -494,7 +307,7 @@ class ShardLoop {
 
   // Reads the next records after what the window holds, on the disk thread (a read may
   // quarantine an undecodable record with a synced write); returns how many. On a storage
-  // error the shard backs off for a second.
+  // error the shard pauses for kReadFailurePauseMs.
   awaitable<Result<size_t>> Refill() {
     const size_t want =
         std::min(owner_.options_.read_batch, owner_.options_.max_window - window_.size());
@@ -504,7 +317,7 @@ class ShardLoop {
         [&] { page = owner_.outbox_.ReadShard(shard_, read_through_, want); });
     if (!page.ok()) {
       spdlog::warn("shard={}: cannot read the outbox: {}", shard_, page.status().ToString());
-      shard_until_ms_ = owner_.clock_->NowMs() + 1000;
+      shard_until_ms_ = owner_.clock_->NowMs() + kReadFailurePauseMs;
       co_return page.status();
     }
     // A short page means the shard was read to its end, unless a Wake came while the read was
@@ -539,79 +352,9 @@ class ShardLoop {
       timer_.expires_after(
           std::chrono::milliseconds(std::max<int64_t>(0, until_ms - owner_.clock_->NowMs())));
     }
-    beast::error_code ec;
+    boost::system::error_code ec;
     co_await timer_.async_wait(net::redirect_error(use_awaitable, ec));
     woken_ = false;
-  }
-
-  awaitable<beast::error_code> Connect() {
-    CloseConnection();
-    const Deliverer::Impl::Endpoint& endpoint = owner_.endpoints_[endpoint_];
-    buffer_.clear();
-    beast::error_code ec;
-    tcp::resolver resolver(strand_);
-    auto results = co_await resolver.async_resolve(endpoint.host, endpoint.port,
-                                                   net::redirect_error(use_awaitable, ec));
-    if (ec) co_return ec;
-    if (!endpoint.tls) {
-      stream_.emplace(strand_);
-      stream_->expires_after(owner_.options_.attempt_timeout);
-      co_await stream_->async_connect(results, net::redirect_error(use_awaitable, ec));
-    } else {
-      tls_stream_.emplace(strand_, *owner_.tls_context_);
-      // SNI, and the certificate must name the host we asked for.
-      SSL_set_tlsext_host_name(tls_stream_->native_handle(), endpoint.host.c_str());
-      tls_stream_->set_verify_callback(net::ssl::host_name_verification(endpoint.host));
-      auto& tcp_layer = beast::get_lowest_layer(*tls_stream_);
-      tcp_layer.expires_after(owner_.options_.attempt_timeout);
-      co_await tcp_layer.async_connect(results, net::redirect_error(use_awaitable, ec));
-      if (!ec) {
-        co_await tls_stream_->async_handshake(net::ssl::stream_base::client,
-                                              net::redirect_error(use_awaitable, ec));
-      }
-    }
-    if (!ec) connected_ = true;
-    co_return ec;
-  }
-
-  void CloseConnection() {
-    beast::error_code ignored;
-    if (stream_) {
-      stream_->socket().shutdown(tcp::socket::shutdown_both, ignored);
-      stream_->close();
-      stream_.reset();
-    }
-    if (tls_stream_) {
-      // No TLS close_notify: the lobby treats a closed connection as closed either way.
-      beast::get_lowest_layer(*tls_stream_).socket().shutdown(tcp::socket::shutdown_both, ignored);
-      beast::get_lowest_layer(*tls_stream_).close();
-      tls_stream_.reset();
-    }
-    connected_ = false;
-  }
-
-  // One HTTP write or read on whichever stream is open, under the attempt timeout.
-  template <class Stream>
-  awaitable<beast::error_code> WriteOn(Stream& stream, http::request<http::string_body>& req) {
-    beast::error_code ec;
-    beast::get_lowest_layer(stream).expires_after(owner_.options_.attempt_timeout);
-    co_await http::async_write(stream, req, net::redirect_error(use_awaitable, ec));
-    co_return ec;
-  }
-  template <class Stream>
-  awaitable<beast::error_code> ReadOn(Stream& stream, http::response<http::string_body>& res) {
-    beast::error_code ec;
-    beast::get_lowest_layer(stream).expires_after(owner_.options_.attempt_timeout);
-    co_await http::async_read(stream, buffer_, res, net::redirect_error(use_awaitable, ec));
-    co_return ec;
-  }
-  awaitable<beast::error_code> Write(http::request<http::string_body>& req) {
-    if (tls_stream_) co_return co_await WriteOn(*tls_stream_, req);
-    co_return co_await WriteOn(*stream_, req);
-  }
-  awaitable<beast::error_code> Read(http::response<http::string_body>& res) {
-    if (tls_stream_) co_return co_await ReadOn(*tls_stream_, res);
-    co_return co_await ReadOn(*stream_, res);
   }
 
   // Sends `records` (one request, a batch or a single record) and reads the answer: one
@@ -637,11 +380,9 @@ class ShardLoop {
   }
 
   awaitable<Attempt> Exchange(const storage::OutboxRecord& record) {
-    http::response<http::string_body> res;
-    std::optional<Attempt> failed =
-        co_await Post(kSettlementsPath, wire::DeterministicBytes(record.result), &res);
-    if (failed) co_return *failed;
-    co_return Classify(res, record.result);
+    HttpOutcome outcome = co_await Post(kSettlementsPath, wire::DeterministicBytes(record.result));
+    if (const auto* error = std::get_if<HttpError>(&outcome)) co_return AttemptOfFailure(*error);
+    co_return Classify(std::get<HttpResponse>(outcome), record.result);
   }
 
   awaitable<std::vector<Attempt>> ExchangeBatch(const std::vector<storage::OutboxRecord>& records) {
@@ -649,60 +390,26 @@ class ShardLoop {
     for (const auto& record : records) *batch.add_results() = record.result;
     owner_.batches_.Add();
     owner_.batch_records_.Observe(static_cast<double>(records.size()));
-    http::response<http::string_body> res;
-    std::optional<Attempt> failed =
-        co_await Post(kBatchPath, wire::DeterministicBytes(batch), &res);
-    if (failed) co_return std::vector<Attempt>{*failed};
-    co_return ClassifyBatch(res, records, owner_.options_.unsafe_ack_whole_batch_for_test);
+    HttpOutcome outcome = co_await Post(kBatchPath, wire::DeterministicBytes(batch));
+    if (const auto* error = std::get_if<HttpError>(&outcome)) {
+      co_return std::vector<Attempt>{AttemptOfFailure(*error)};
+    }
+    co_return ClassifyBatch(std::get<HttpResponse>(outcome), records,
+                            owner_.options_.unsafe_ack_whole_batch_for_test);
   }
 
-  // One POST of `body` to `path`, retried once on a fresh connection if a reused keep-alive
-  // connection turns out to be stale. Fills `res` and returns nullopt, or returns the attempt
-  // that got no answer.
-  awaitable<std::optional<Attempt>> Post(const char* path, std::string body,
-                                         http::response<http::string_body>* res) {
-    const Deliverer::Impl::Endpoint& endpoint = owner_.endpoints_[endpoint_];
-    http::request<http::string_body> req{http::verb::post, path, 11};
-    req.set(http::field::host, endpoint.host + ":" + endpoint.port);
+  // One POST of `body` to `path` at the shard's current lobby, with the current token (noted,
+  // so that a refusal can be told stale).
+  awaitable<HttpOutcome> Post(const char* path, std::string body) {
     sent_token_ = owner_.Token();
     sent_acceptances_ = owner_.auth_acceptances();
-    req.set(http::field::authorization, "Bearer " + sent_token_);
-    req.set(http::field::content_type, std::string(wire::kProtobufType));
-    req.set(http::field::accept, std::string(wire::kProtobufType));
-    req.set(http::field::user_agent, "verdict-node");
-    req.keep_alive(true);
-    req.body() = std::move(body);
-    req.prepare_payload();
-
-    for (int tries = 0; tries < 2; ++tries) {
-      bool fresh = false;
-      if (!connected_) {
-        const beast::error_code ec = co_await Connect();
-        if (ec) co_return Attempt{Attempt::Kind::kConnectionFailed, "connect", "", ec.message()};
-        fresh = true;
-      }
-      // A crash here leaves the attempt begun and the request not yet sent.
-      CheckFailpoint("deliver.mid_send");
-      beast::error_code ec = co_await Write(req);
-      if (ec) {
-        CloseConnection();
-        if (!fresh && !stopping_) continue;
-        co_return Attempt{Attempt::Kind::kConnectionFailed, "write", "", ec.message()};
-      }
-      *res = {};
-      ec = co_await Read(*res);
-      if (ec) {
-        CloseConnection();
-        if (ec == beast::error::timeout) {
-          co_return Attempt{Attempt::Kind::kRetryRoom, "timeout", "", "no answer in time"};
-        }
-        if (!fresh && !stopping_) continue;
-        co_return Attempt{Attempt::Kind::kConnectionFailed, "read", "", ec.message()};
-      }
-      if (!res->keep_alive()) CloseConnection();
-      co_return std::nullopt;
-    }
-    co_return Attempt{Attempt::Kind::kConnectionFailed, "stale", "", "connection lost twice"};
+    HttpRequest request;
+    request.target = path;
+    request.bearer_token = sent_token_;
+    request.content_type = wire::kProtobufType;
+    request.accept = wire::kProtobufType;
+    request.body = std::move(body);
+    co_return co_await connection_.Post(owner_.endpoints_[endpoint_], std::move(request));
   }
 
   // Acts on the answer to `records`: per record, or once when it was about the whole request.
@@ -760,7 +467,7 @@ class ShardLoop {
         // Kept in the window: delivered again later, and answered as a duplicate.
         spdlog::warn("room={} shard={}: ack failed: {}", record.result.room_id(), shard_,
                      s.ToString());
-        BackOffRoom(record, 0);
+        BackOffRoom(record, /*retry_after_ms=*/0);
         return;
       }
     }
@@ -775,7 +482,7 @@ class ShardLoop {
     co_await owner_.OnDiskThread([&] { s = owner_.outbox_.DeadLetter(record, a.code, a.message); });
     if (!s.ok()) {
       spdlog::warn("room={} shard={}: dead-letter failed: {}", room, shard_, s.ToString());
-      BackOffRoom(record, 0);
+      BackOffRoom(record, /*retry_after_ms=*/0);
       co_return;
     }
     owner_.dead_lettered_.Add(a.code);
@@ -875,10 +582,7 @@ class ShardLoop {
   std::atomic<int> failures_in_row_{0};
   std::string last_failure_;  // guarded by health_mu_
 
-  std::optional<beast::tcp_stream> stream_;                         // http://
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream_;  // https://
-  beast::flat_buffer buffer_;
-  bool connected_ = false;
+  HttpConnection connection_;  // to endpoints_[endpoint_]
   size_t endpoint_ = 0;
   size_t connection_failures_ = 0;
 
@@ -892,32 +596,6 @@ class ShardLoop {
   bool woken_ = false;
   bool stopping_ = false;
 };
-
-bool ParseLobbyUrl(const std::string& url, std::string* host, uint16_t* port, bool* tls) {
-  *tls = std::string_view(url).starts_with("https://");
-  const std::string_view scheme = *tls ? "https://" : "http://";
-  if (!std::string_view(url).starts_with(scheme)) return false;
-  std::string rest = url.substr(scheme.size());
-  if (const size_t slash = rest.find('/'); slash != std::string::npos) {
-    if (rest.substr(slash) != "/") return false;
-    rest.resize(slash);
-  }
-  if (rest.empty()) return false;
-  const size_t colon = rest.rfind(':');
-  if (colon == std::string::npos) {
-    *host = rest;
-    *port = *tls ? 443 : 80;
-    return true;
-  }
-  const std::string p = rest.substr(colon + 1);
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoul(p) > 65535 || colon == 0) {
-    return false;
-  }
-  *host = rest.substr(0, colon);
-  *port = static_cast<uint16_t>(std::stoul(p));
-  return true;
-}
 
 Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
                       metrics::Registry* registry)
@@ -949,7 +627,7 @@ Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
       batch_records_((registry ? *registry : fallback_registry_)
                          .AddHistogram("verdict_node_delivery_batch_records",
                                        "Records carried by one batch request.",
-                                       {1, 2, 4, 8, 16, 32, 64, 128, 256})),
+                                       {kBatchRecordsBuckets.begin(), kBatchRecordsBuckets.end()})),
       token_(options_.token),
       single_requests_(options_.batch <= 1),
       ioc_(options_.io_threads),
@@ -973,34 +651,21 @@ Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
 Status Deliverer::Impl::Start() {
   if (started_) return FailedPreconditionError("deliverer already started");
   if (options_.lobby_urls.empty()) return InvalidArgumentError("no lobby URL given");
+  std::vector<HttpUrl> endpoints;
   for (const auto& url : options_.lobby_urls) {
-    std::string host;
-    uint16_t port = 0;
-    bool tls = false;
-    if (!ParseLobbyUrl(url, &host, &port, &tls)) {
+    std::optional<HttpUrl> parsed = ParseHttpUrl(url);
+    if (!parsed) {
       return InvalidArgumentError(
-          "lobby URL must look like http://host:port or https://host:port, "
-          "got '" +
-          url + "'");
+          "lobby URL must look like http://host:port or https://host:port, got '" + url + "'");
     }
-    endpoints_.push_back({host, std::to_string(port), tls});
-    if (tls && !tls_context_) {
-      tls_context_.emplace(net::ssl::context::tls_client);
-      tls_context_->set_verify_mode(net::ssl::verify_peer);
-      beast::error_code ec;
-      if (options_.tls_ca_file.empty()) {
-        tls_context_->set_default_verify_paths(ec);
-      } else {
-        tls_context_->load_verify_file(options_.tls_ca_file, ec);
-      }
-      if (ec) {
-        return InvalidArgumentError("cannot load the certificate authorities" +
-                                    (options_.tls_ca_file.empty() ? std::string(" of the system")
-                                                                  : " in " + options_.tls_ca_file) +
-                                    ": " + ec.message());
-      }
-    }
+    endpoints.push_back(std::move(*parsed));
   }
+  if (std::ranges::any_of(endpoints, &HttpUrl::tls)) {
+    Result<std::shared_ptr<TlsTrust>> trust = LoadTlsTrust(options_.tls_ca_file);
+    if (!trust.ok()) return trust.status();
+    tls_trust_ = std::move(trust).value();
+  }
+  endpoints_ = std::move(endpoints);
   started_ = true;
   for (uint32_t s = 0; s < outbox_.shard_count(); ++s) {
     loops_.push_back(std::make_unique<ShardLoop>(*this, s, ioc_.get_executor()));

@@ -115,8 +115,4 @@ class Deliverer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Parses "http://host:port[/]" or "https://host:port[/]" into host, port (default 80 or 443)
-// and whether it is TLS. False if it is not such a URL.
-bool ParseLobbyUrl(const std::string& url, std::string* host, uint16_t* port, bool* tls);
-
 }  // namespace verdict::delivery

@@ -1,6 +1,7 @@
 // LobbyAdminClient: the simulated battle host's blocking client for POST /v1/rooms (room
-// allocation with the admin token). Each call uses a fresh connection and tries the lobby URLs
-// in order. Thread-safe.
+// allocation with the admin token), on the node's HTTP client (delivery/http_client.h). Each
+// call uses a fresh connection and tries the lobby URLs in order, each under `timeout` for
+// connect, write and read. Thread-safe.
 #pragma once
 
 #include <chrono>

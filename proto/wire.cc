@@ -25,8 +25,12 @@ std::string_view Trim(std::string_view s) {
 
 }  // namespace
 
+std::string MediaTypeOf(std::string_view content_type) {
+  return Lower(Trim(content_type.substr(0, content_type.find(';'))));
+}
+
 std::optional<BodyFormat> FormatOfContentType(std::string_view content_type) {
-  const std::string type = Lower(Trim(content_type.substr(0, content_type.find(';'))));
+  const std::string type = MediaTypeOf(content_type);
   if (type == kProtobufType) return BodyFormat::kProtobuf;
   if (type == kJsonType) return BodyFormat::kJson;
   return std::nullopt;

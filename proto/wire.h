@@ -18,6 +18,10 @@ enum class BodyFormat { kProtobuf, kJson };
 inline constexpr std::string_view kProtobufType = "application/x-protobuf";
 inline constexpr std::string_view kJsonType = "application/json";
 
+// The media type of a Content-Type header: lower case, without parameters (such as charset)
+// or the blanks around it.
+std::string MediaTypeOf(std::string_view content_type);
+
 // The format named by a Content-Type header (parameters such as charset are ignored);
 // nullopt for anything else.
 std::optional<BodyFormat> FormatOfContentType(std::string_view content_type);

@@ -727,28 +727,5 @@ TEST_F(DelivererTest, NegativeControlAckingTheWholeBatchIsCaught) {
   EXPECT_NE(DeliverABatchWithProblemItems(), (std::pair<uint64_t, uint64_t>{1, 1}));
 }
 
-TEST(ParseLobbyUrlTest, AcceptsHostAndPortOnly) {
-  std::string host;
-  uint16_t port = 0;
-  bool tls = true;
-  EXPECT_TRUE(ParseLobbyUrl("http://127.0.0.1:8080", &host, &port, &tls));
-  EXPECT_EQ(host, "127.0.0.1");
-  EXPECT_EQ(port, 8080);
-  EXPECT_FALSE(tls);
-  EXPECT_TRUE(ParseLobbyUrl("http://lobby.internal/", &host, &port, &tls));
-  EXPECT_EQ(port, 80);
-  EXPECT_TRUE(ParseLobbyUrl("https://lobby:8443", &host, &port, &tls));
-  EXPECT_TRUE(tls);
-  EXPECT_EQ(port, 8443);
-  EXPECT_TRUE(ParseLobbyUrl("https://lobby", &host, &port, &tls));
-  EXPECT_EQ(port, 443);
-  EXPECT_FALSE(ParseLobbyUrl("ftp://lobby:443", &host, &port, &tls));
-  EXPECT_FALSE(ParseLobbyUrl("http://lobby:99999", &host, &port, &tls));
-  EXPECT_FALSE(ParseLobbyUrl("http://lobby:80/v1", &host, &port, &tls));
-  EXPECT_FALSE(ParseLobbyUrl("lobby:80", &host, &port, &tls));
-  EXPECT_FALSE(ParseLobbyUrl("http://", &host, &port, &tls));
-  EXPECT_FALSE(ParseLobbyUrl("https://", &host, &port, &tls));
-}
-
 }  // namespace
 }  // namespace verdict::delivery

@@ -116,6 +116,7 @@ void FakeLobby::AcceptLoop() {
       return;
     }
     connection_fds_.push_back(fd);
+    ++connections_;
     threads_.emplace_back([this, fd] { Serve(fd); });
   }
 }

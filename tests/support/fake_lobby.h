@@ -73,6 +73,8 @@ class FakeLobby {
   // Results answered with 2xx, in the order they were answered.
   std::vector<v1::BattleResult> accepted() const;
   int max_in_flight() const { return max_in_flight_.load(); }
+  // Connections accepted so far.
+  int connections() const { return connections_.load(); }
   // Waits (bounded) until at least `n` requests have arrived / `n` results were accepted.
   bool WaitForRequests(size_t n, std::chrono::milliseconds timeout) const;
   bool WaitForAccepted(size_t n, std::chrono::milliseconds timeout) const;
@@ -102,6 +104,7 @@ class FakeLobby {
   std::thread accept_thread_;
   std::atomic<int> in_flight_{0};
   std::atomic<int> max_in_flight_{0};
+  std::atomic<int> connections_{0};
 };
 
 }  // namespace verdict::testing
