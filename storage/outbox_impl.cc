@@ -3,11 +3,9 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -365,12 +363,8 @@ class OutboxImpl final : public Outbox {
   // A synced write. After a failed write RocksDB may refuse all writes until resumed (for
   // example after the disk was full), so a failure asks it to resume before the next write.
   Status WriteRecovering(rocksdb::WriteBatch* wb, const char* what) {
-    return WriteRecovering(wb, what, write_options_);
-  }
-  Status WriteRecovering(rocksdb::WriteBatch* wb, const char* what,
-                         const rocksdb::WriteOptions& write_options) {
     VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
-    Status s = FromRocks(db_->Write(write_options, wb), what);
+    Status s = FromRocks(db_->Write(write_options_, wb), what);
     if (!s.ok()) needs_resume_ = true;
     return s;
   }
