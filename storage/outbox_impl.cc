@@ -27,20 +27,41 @@ namespace {
 
 using namespace format;
 
+// RocksDB tuning, and why each setting differs from RocksDB's default. What an operator may
+// choose is in OutboxOptions; these are fixed.
+//
 // Memtable sizing for a queue whose records live seconds. RocksDB stops all writes when a
 // column family has max_write_buffer_number memtables that are full or flushing; with its
 // default (2), the outbox-wide memtable budget switching several shards at once stopped ingest
 // until a flush finished, dozens of times in a 5 s benchmark ("Stopping writes because we have
 // 2 immutable memtables"). Smaller memtables, and more of them per shard, let a shard switch
 // without waiting for a flush, at the same worst-case memory per shard (16 MiB).
-// Default: 4 MiB per memtable, 4 memtables per shard.
 constexpr size_t kMemtableBytes = size_t{4} << 20;
 constexpr int kMemtablesPerColumnFamily = 4;
 // Background threads: one flush, one compaction. A second flush thread does not help on two
 // cores, and two flushes syncing the same closed log after an I/O error make RocksDB built with
 // assertions (Debian's) abort, as a simulated power cut that failed all later I/O showed.
-// Default: 2.
 constexpr int kBackgroundJobs = 2;
+// One block cache for every column family (they share one table factory), for the flushed
+// blocks that a backlog's deliverers and the idempotency lookups read; twice RocksDB's default,
+// and still small beside the battles on the same host.
+constexpr size_t kBlockCacheBytes = size_t{16} << 20;
+// Most idempotency lookups miss: a Bloom filter answers them without reading blocks, with about
+// 1 % false positives at 10 bits per key.
+constexpr double kBloomBitsPerKey = 10;
+// A queue deletes everything it writes: a shard file is compacted early once any 8192
+// consecutive entries hold 4096 tombstones, or half its entries are tombstones, so reads never
+// wade through them.
+constexpr size_t kTombstoneWindow = 8192;
+constexpr size_t kTombstonesInWindow = 4096;
+constexpr double kTombstoneRatio = 0.5;
+// Most idempotency lookups miss, and most keys they look for are in the memtable: a memtable
+// Bloom filter of 5 % of its size (well over ten bits per index entry) answers a miss without
+// walking the skip list.
+constexpr double kMetaMemtableBloomRatio = 0.05;
+
+// Shard column families are named with three digits ("shard-999").
+constexpr uint32_t kMaxShards = 1000;
 
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return Status::Ok();
@@ -693,7 +714,7 @@ class RocksLogToSpdlog final : public rocksdb::Logger {
   }
   void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
     if (level < GetInfoLogLevel()) return;
-    char line[1024];
+    char line[kMaxLineBytes];  // longer lines are cut
     std::vsnprintf(line, sizeof(line), format, ap);
     if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
       spdlog::error("outbox (rocksdb): {}", line);
@@ -701,6 +722,9 @@ class RocksLogToSpdlog final : public rocksdb::Logger {
       spdlog::warn("outbox (rocksdb): {}", line);
     }
   }
+
+ private:
+  static constexpr size_t kMaxLineBytes = 1024;
 };
 
 // Options every open shares: RocksDB's log goes to spdlog, file I/O through options.env.
@@ -772,6 +796,66 @@ Result<std::unique_ptr<Outbox>> OpenOutboxReadOnly(const std::string& dir,
   return std::unique_ptr<Outbox>(std::move(outbox));
 }
 
+// Made here rather than by RocksDB, which logs an error about the missing directory first.
+Status CreateOutboxDirectory(const std::string& dir) {
+  std::error_code mkdir_error;
+  std::filesystem::create_directories(dir, mkdir_error);
+  if (!mkdir_error) return Status::Ok();
+  const std::string why = "cannot create outbox directory " + dir + ": " + mkdir_error.message();
+  return mkdir_error == std::errc::no_space_on_device ? ResourceExhaustedError(why)
+                                                      : UnavailableError(why);
+}
+
+// The database options of an open for writing: the operator's choices from `options`, and the
+// tuning named at the top of this file.
+rocksdb::DBOptions WritableDbOptions(const OutboxOptions& options) {
+  rocksdb::DBOptions db_options = CommonDbOptions(options);
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.max_total_wal_size = options.max_total_wal_size;
+  db_options.db_write_buffer_size = options.total_memtable_bytes;
+  db_options.keep_log_file_num = 4;
+  db_options.max_background_jobs = kBackgroundJobs;
+  // A write group's log stage runs beside the previous group's memtable stage, so deliverers'
+  // acks and the next synced write need not wait for the memtable insert of a large group.
+  db_options.enable_pipelined_write = true;
+  db_options.allow_fallocate = options.preallocate_files;
+  return db_options;
+}
+
+// The column families of an open for writing, tuned for a queue (see the top of this file).
+std::vector<rocksdb::ColumnFamilyDescriptor> WritableDescriptors(uint32_t shard_count) {
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(kBlockCacheBytes);
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(kBloomBitsPerKey));
+  rocksdb::ColumnFamilyOptions base;
+  base.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  base.write_buffer_size = kMemtableBytes;
+  base.max_write_buffer_number = kMemtablesPerColumnFamily;
+
+  rocksdb::ColumnFamilyOptions shard_options = base;
+  shard_options.table_properties_collector_factories.emplace_back(
+      rocksdb::NewCompactOnDeletionCollectorFactory(kTombstoneWindow, kTombstonesInWindow,
+                                                    kTombstoneRatio));
+  // Records live seconds in the common case; compressing them on flush is CPU the writer
+  // needs (ingest is CPU-bound on small hosts).
+  shard_options.compression = rocksdb::kNoCompression;
+
+  rocksdb::ColumnFamilyOptions meta_options = base;
+  meta_options.memtable_whole_key_filtering = true;  // index keys have no prefix extractor
+  meta_options.memtable_prefix_bloom_size_ratio = kMetaMemtableBloomRatio;
+
+  return Descriptors(shard_count, base, shard_options, meta_options);
+}
+
+// Writes a new outbox's shard count, synced, to its meta column family.
+Status RecordShardCount(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* meta, uint32_t shard_count) {
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  return FromRocks(db.Put(sync, meta, kShardCountKey, EncodeShardCount(shard_count)),
+                   "recording shard count");
+}
+
 }  // namespace
 
 const char* SideAreaName(SideArea area) {
@@ -786,9 +870,9 @@ uint64_t RoomHash(uint64_t room_id) {
 }
 
 Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxOptions& options) {
-  if (options.shard_count == 0 || options.shard_count > 1000) {
-    return InvalidArgumentError("shard count must be between 1 and 1000, got " +
-                                std::to_string(options.shard_count));
+  if (options.shard_count == 0 || options.shard_count > kMaxShards) {
+    return InvalidArgumentError("shard count must be between 1 and " + std::to_string(kMaxShards) +
+                                ", got " + std::to_string(options.shard_count));
   }
   auto existing = ExistingShardCount(dir, options);
   if (!existing.ok()) return existing.status();
@@ -805,55 +889,11 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
                                    std::to_string(**existing) + " shards or reshard it explicitly");
   }
 
-  // Made here rather than by RocksDB, which logs an error about the missing directory first.
-  std::error_code mkdir_error;
-  std::filesystem::create_directories(dir, mkdir_error);
-  if (mkdir_error) {
-    const std::string why = "cannot create outbox directory " + dir + ": " + mkdir_error.message();
-    return mkdir_error == std::errc::no_space_on_device ? ResourceExhaustedError(why)
-                                                        : UnavailableError(why);
-  }
-  rocksdb::DBOptions db_options = CommonDbOptions(options);
-  db_options.create_if_missing = true;
-  db_options.create_missing_column_families = true;
-  db_options.max_total_wal_size = options.max_total_wal_size;
-  db_options.db_write_buffer_size = options.total_memtable_bytes;
-  db_options.keep_log_file_num = 4;
-  db_options.max_background_jobs = kBackgroundJobs;
-  // A write group's log stage runs beside the previous group's memtable stage, so deliverers'
-  // acks and the next synced write need not wait for the memtable insert of a large group.
-  db_options.enable_pipelined_write = true;
-  db_options.allow_fallocate = options.preallocate_files;
-
-  rocksdb::BlockBasedTableOptions table;
-  table.block_cache = rocksdb::NewLRUCache(16 << 20);
-  // Most idempotency lookups miss: a Bloom filter answers them without reading blocks.
-  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-  rocksdb::ColumnFamilyOptions base;
-  base.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  base.write_buffer_size = kMemtableBytes;
-  base.max_write_buffer_number = kMemtablesPerColumnFamily;
-
-  rocksdb::ColumnFamilyOptions shard_options = base;
-  // A queue deletes everything it writes: compact files dense with tombstones early so reads
-  // never wade through them.
-  shard_options.table_properties_collector_factories.emplace_back(
-      rocksdb::NewCompactOnDeletionCollectorFactory(8192, 4096, 0.5));
-  // Records live seconds in the common case; compressing them on flush is CPU the writer
-  // needs (ingest is CPU-bound on small hosts).
-  shard_options.compression = rocksdb::kNoCompression;
-
-  // Most idempotency lookups miss, and most hit the memtable: a memtable Bloom filter answers
-  // a miss without walking the skip list.
-  rocksdb::ColumnFamilyOptions meta_options = base;
-  meta_options.memtable_whole_key_filtering = true;
-  meta_options.memtable_prefix_bloom_size_ratio = 0.05;
-
-  const auto descriptors = Descriptors(options.shard_count, base, shard_options, meta_options);
-
+  VERDICT_RETURN_IF_ERROR(CreateOutboxDirectory(dir));
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, dir, descriptors, &handles, &raw);
+  rocksdb::Status s = rocksdb::DB::Open(WritableDbOptions(options), dir,
+                                        WritableDescriptors(options.shard_count), &handles, &raw);
   if (!s.ok()) {
     if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
       return UnavailableError("outbox " + dir + " is in use by another process: " + s.ToString());
@@ -865,14 +905,10 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
   handles.pop_back();
 
   if (!existing->has_value()) {
-    std::string count;
-    PutBigEndian(&count, options.shard_count, 4);
-    rocksdb::WriteOptions sync;
-    sync.sync = true;
-    s = db->Put(sync, handles.back(), kShardCountKey, count);
-    if (!s.ok()) {
+    if (Status recorded = RecordShardCount(*db, handles.back(), options.shard_count);
+        !recorded.ok()) {
       for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
-      return FromRocks(s, "recording shard count");
+      return recorded;
     }
   }
   auto outbox = std::make_unique<OutboxImpl>(std::move(db), std::move(handles), options.shard_count,
