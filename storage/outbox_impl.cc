@@ -814,7 +814,6 @@ rocksdb::DBOptions WritableDbOptions(const OutboxOptions& options) {
   db_options.create_missing_column_families = true;
   db_options.max_total_wal_size = options.max_total_wal_size;
   db_options.db_write_buffer_size = options.total_memtable_bytes;
-  db_options.keep_log_file_num = 4;
   db_options.max_background_jobs = kBackgroundJobs;
   // A write group's log stage runs beside the previous group's memtable stage, so deliverers'
   // acks and the next synced write need not wait for the memtable insert of a large group.
