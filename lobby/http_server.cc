@@ -52,7 +52,7 @@ class HttpServer::Impl {
     registry.AddGauge("verdict_lobby_open_connections", "Open HTTP and WebSocket connections.",
                       [this] { return static_cast<double>(live_.load()); });
     registry.AddGauge("verdict_lobby_queued_requests",
-                      "Requests waiting for or running on a DB worker.",
+                      "Requests waiting for a DB worker to take them.",
                       [this] { return static_cast<double>(queued_.load()); });
     registry.AddGauge("verdict_lobby_event_subscribers", "Open /v1/events subscriptions.",
                       [this] { return static_cast<double>(subscribers_.load()); });
