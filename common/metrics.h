@@ -60,6 +60,9 @@ class Histogram {
 // Latency buckets from 1 ms to 10 s.
 std::vector<double> LatencyBuckets();
 
+// The content type of Registry::RenderText's output: Prometheus's text exposition format.
+inline constexpr char kTextContentType[] = "text/plain; version=0.0.4";
+
 class Registry {
  public:
   Counter& AddCounter(const std::string& name, const std::string& help);

@@ -14,6 +14,10 @@
 namespace verdict::lobby {
 namespace {
 
+// When the LISTEN connection cannot be opened, the hub tries again this much later, and polls
+// meanwhile.
+constexpr std::chrono::seconds kListenRetryInterval{1};
+
 // Takes the notifications get_notifs() reads and does nothing with them: a notification only
 // wakes the hub's poll, and its payload is empty, as it only says "read the feed".
 class WakeOnNotify final : public pqxx::notification_receiver {
@@ -138,7 +142,7 @@ void EventHub::Run() {
         conn.reset();
         spdlog::warn("event feed: no LISTEN connection ({}); polling every {} ms", e.what(),
                      options_.poll_interval.count());
-        next_listen = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        next_listen = std::chrono::steady_clock::now() + kListenRetryInterval;
       }
     }
     SequenceAndPublish();

@@ -26,7 +26,11 @@ namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = net::ip::tcp;
 
+// Beast's number for HTTP/1.1, the version of a reply to a request not parsed.
+constexpr unsigned kHttp11 = 11;
+// A lingering close reads and discards for this long at most, in chunks of this size.
 constexpr std::chrono::seconds kLingerTimeout{2};
+constexpr size_t kLingerReadBytes = 16 * 1024;
 
 std::string PathOf(const std::string& target) { return target.substr(0, target.find('?')); }
 
@@ -48,7 +52,7 @@ class HttpServer::Impl {
     registry.AddGauge("verdict_lobby_open_connections", "Open HTTP and WebSocket connections.",
                       [this] { return static_cast<double>(live_.load()); });
     registry.AddGauge("verdict_lobby_queued_requests",
-                      "Requests waiting for or running on a DB worker.",
+                      "Requests waiting for a DB worker to take them.",
                       [this] { return static_cast<double>(queued_.load()); });
     registry.AddGauge("verdict_lobby_event_subscribers", "Open /v1/events subscriptions.",
                       [this] { return static_cast<double>(subscribers_.load()); });
@@ -397,7 +401,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
 
     if (path == "/v1/events") return Subscribe(std::move(req), target);
     if (path == "/metrics") {
-      return WriteReply({200, "text/plain; version=0.0.4", server_.registry_.RenderText(), {}},
+      return WriteReply({200, metrics::kTextContentType, server_.registry_.RenderText(), {}},
                         keep_alive);
     }
 
@@ -495,7 +499,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
   void WriteReply(HttpReply reply, bool keep_alive) {
     server_.CountReply(reply.status);
     auto res = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(reply.status), version_ ? version_ : 11);
+        static_cast<http::status>(reply.status), version_ ? version_ : kHttp11);
     res->set(http::field::server, "verdict-lobby");
     res->set(http::field::content_type, reply.content_type);
     for (const auto& [name, value] : reply.headers) res->set(name, value);
@@ -536,10 +540,10 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
   HttpServer::Impl& server_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  unsigned version_ = 11;
+  unsigned version_ = kHttp11;
   std::shared_ptr<Cancellation> cancel_;  // of the request on the DB workers, if any
   bool watching_ = false;
-  std::array<char, 16 * 1024> drain_;
+  std::array<char, kLingerReadBytes> drain_;
 };
 
 void HttpServer::Impl::DoAccept() {

@@ -8,7 +8,17 @@
 namespace verdict::node {
 namespace {
 
+// Rates are measured over the samples of the last kRateWindowS seconds, and over at least the
+// kMinRateSamples newest ones however old (a rate needs two).
 constexpr double kRateWindowS = 10;
+constexpr size_t kMinRateSamples = 2;
+// How often the maintenance thread ticks rooms, releases them, and samples stats and rates.
+constexpr std::chrono::seconds kMaintenanceInterval{1};
+// The stored size of a record assumed for the time to a full disk while the outbox is empty
+// and has no records to measure.
+constexpr double kAssumedRecordBytes = 2048;
+// How long Shutdown waits, after closing the channel, for the producers it woke to leave Push.
+constexpr std::chrono::seconds kWokenProducersWait{5};
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 double SteadySeconds() {
@@ -66,8 +76,7 @@ Result<std::unique_ptr<BattleNode>> BattleNode::Start(NodeOptions options) {
   node->Maintain();  // first stats before anyone scrapes
   node->maintenance_ = std::thread([raw] {
     std::unique_lock lock(raw->mu_);
-    while (
-        !raw->stop_cv_.wait_for(lock, std::chrono::seconds(1), [raw] { return raw->stopping_; })) {
+    while (!raw->stop_cv_.wait_for(lock, kMaintenanceInterval, [raw] { return raw->stopping_; })) {
       lock.unlock();
       raw->Maintain();
       lock.lock();
@@ -90,7 +99,7 @@ void BattleNode::Maintain() {
   std::lock_guard lock(mu_);
   if (stats.ok()) last_stats_ = *stats;
   samples_.emplace_back(now, stored(), resolved());
-  while (samples_.size() > 2 && now - std::get<0>(samples_.front()) > kRateWindowS) {
+  while (samples_.size() > kMinRateSamples && now - std::get<0>(samples_.front()) > kRateWindowS) {
     samples_.pop_front();
   }
   const auto& [t0, stored0, resolved0] = samples_.front();
@@ -102,8 +111,9 @@ void BattleNode::Maintain() {
     r.delivery_per_s = (resolved1 - resolved0) / span;
   }
   const double backlog = static_cast<double>(last_stats_.records);
-  const double record_bytes =
-      last_stats_.records > 0 ? static_cast<double>(last_stats_.bytes) / backlog : 2048.0;
+  const double record_bytes = last_stats_.records > 0
+                                  ? static_cast<double>(last_stats_.bytes) / backlog
+                                  : kAssumedRecordBytes;
   r.disk_full_eta_s = r.ingest_per_s > 0
                           ? last_stats_.free_disk_bytes / (record_bytes * r.ingest_per_s)
                           : kInfinity;
@@ -156,7 +166,7 @@ size_t BattleNode::Shutdown() {
   size_t lost = writer_ ? writer_->Stop(deadline) : 0;
   channel_.Close();
   // The close wakes every blocked producer; wait until each has left Push and been counted.
-  channel_.WaitForBlockedProducers(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  channel_.WaitForBlockedProducers(std::chrono::steady_clock::now() + kWokenProducersWait);
   if (maintenance_.joinable()) maintenance_.join();
   lost += channel_.refused();
   if (deliverer_) deliverer_->Stop();

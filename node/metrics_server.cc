@@ -69,7 +69,7 @@ class MetricsServer::Impl {
     res.set(http::field::server, "verdict-node");
     res.keep_alive(false);
     if (req.target() == "/metrics") {
-      res.set(http::field::content_type, "text/plain; version=0.0.4");
+      res.set(http::field::content_type, metrics::kTextContentType);
       res.body() = registry_.RenderText();
     } else if (req.target() == "/healthz") {
       res.set(http::field::content_type, "text/plain");

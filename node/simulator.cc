@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <deque>
-#include <map>
 #include <optional>
 #include <random>
-#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -14,6 +12,47 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kSeatsPerTeam = 5;
+constexpr int kSeatsPerRoom = 2 * kSeatsPerTeam;
+
+// The player pool holds this many rooms' worth of players per battle in play (so every new
+// battle finds ten free ones, three times over), and never fewer than kMinPlayerPool players.
+constexpr int kPoolRoomsPerBattle = 3;
+constexpr uint64_t kMinPlayerPool = 100;
+// The lowest rate the pacing divides by, so a rate of 0 means "very slow", not a division by 0.
+constexpr double kMinRoomsPerS = 0.001;
+// A battle lasts options.battle, give or take this fraction.
+constexpr double kBattleLengthSpread = 0.25;
+// Players the lobby calls busy sit out this long before they are offered again.
+constexpr std::chrono::seconds kBusyPlayerRest{2};
+// After the lobby could not be reached (or answered something unexpected), allocation pauses
+// this long before the same allocation is sent again.
+constexpr std::chrono::milliseconds kLobbyAwayPause{500};
+// Further behind schedule than this (after an outage), the pacing restarts from now instead of
+// bursting to catch up.
+constexpr std::chrono::seconds kMaxCatchUp{1};
+// The longest sleep between turns, so that Stop is heard soon.
+constexpr std::chrono::milliseconds kMaxSleep{50};
+
+// How battles end, as probabilities.
+constexpr double kAbortChance = 0.03;         // the host aborts the battle
+constexpr double kDrawChance = 0.05;          // the true outcome is a draw (else a team, 50:50)
+constexpr double kDisconnectChance = 0.05;    // each player: offline at the end
+constexpr double kKickChance = 0.02;          // one player is kicked at the end
+constexpr double kTruthfulVoteChance = 0.85;  // each vote: the true outcome (else any of three)
+
+// The configured first room id, or one from the clock (seconds × 1,000,000).
+uint64_t FirstRoomId(const SimulatorOptions& options) {
+  if (options.first_room_id) return options.first_room_id;
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  return static_cast<uint64_t>(seconds.count()) * 1'000'000;
+}
+
+uint64_t PlayerPoolSize(const SimulatorOptions& options) {
+  const double concurrent = std::max(1.0, options.rooms_per_s * options.battle.count() / 1000.0);
+  return std::max<uint64_t>(
+      kMinPlayerPool, static_cast<uint64_t>(concurrent * (kPoolRoomsPerBattle * kSeatsPerRoom)));
+}
 
 }  // namespace
 
@@ -22,6 +61,187 @@ struct Simulator::Battle {
   Clock::time_point ends;
   std::vector<uint64_t> players;
 };
+
+// The playing thread's state. Each turn starts the battle that is due, ends the battles that
+// are due, and says when the next turn is.
+class Simulator::Play {
+ public:
+  explicit Play(Simulator& simulator);
+  // One turn at `now`; returns when the next one is due.
+  Clock::time_point Turn(Clock::time_point now);
+
+ private:
+  void ReturnRestedPlayers(Clock::time_point now);
+  bool BattleDue(Clock::time_point now) const;
+  void StartBattle(Clock::time_point now);
+  v1::RoomAllocation NextAllocation();
+  void PlayAllocated(Clock::time_point now, std::vector<uint64_t> players);
+  void PauseForLobby(Clock::time_point now, const AllocateReply& reply);
+  void EndDueBattles(Clock::time_point now);
+  void PlayOutEnd(const Battle& battle);
+  Clock::time_point NextTurn(Clock::time_point now) const;
+
+  Simulator& sim_;
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<double> unit_{0, 1};
+  const RoomContext context_;
+  const Clock::duration interval_;  // between battle starts
+  std::deque<uint64_t> free_players_;
+  std::deque<std::pair<Clock::time_point, uint64_t>> resting_;  // busy at the lobby: retry later
+  std::vector<Battle> battles_;
+  Clock::time_point next_start_;
+  uint64_t next_room_id_;
+  std::optional<v1::RoomAllocation> pending_;  // allocation sent but not yet answered
+  Clock::time_point paused_until_;
+  bool outage_logged_ = false;
+};
+
+Simulator::Play::Play(Simulator& simulator)
+    : sim_(simulator),
+      rng_(sim_.options_.seed ? sim_.options_.seed : std::random_device{}()),
+      context_(sim_.node_.room_context(nullptr, nullptr)),
+      interval_(std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(1.0 / std::max(kMinRoomsPerS, sim_.options_.rooms_per_s)))),
+      next_start_(Clock::now()),
+      next_room_id_(FirstRoomId(sim_.options_) + 1) {
+  const uint64_t pool = PlayerPoolSize(sim_.options_);
+  for (uint64_t p = 0; p < pool; ++p) free_players_.push_back(sim_.options_.first_player_id + p);
+  std::shuffle(free_players_.begin(), free_players_.end(), rng_);
+}
+
+Clock::time_point Simulator::Play::Turn(Clock::time_point now) {
+  // After an outage, resume the steady rate instead of bursting to catch up.
+  if (next_start_ < now - kMaxCatchUp) next_start_ = now;
+  ReturnRestedPlayers(now);
+  if (BattleDue(now)) StartBattle(now);
+  EndDueBattles(now);
+  return NextTurn(now);
+}
+
+void Simulator::Play::ReturnRestedPlayers(Clock::time_point now) {
+  while (!resting_.empty() && resting_.front().first <= now) {
+    free_players_.push_back(resting_.front().second);
+    resting_.pop_front();
+  }
+}
+
+// Due when the pacing allows, the lobby takes allocations and a room's worth of players is free
+// (or an allocation waits to be sent again).
+bool Simulator::Play::BattleDue(Clock::time_point now) const {
+  return sim_.started_ < sim_.options_.rooms && now >= next_start_ && now >= paused_until_ &&
+         (pending_ || free_players_.size() >= kSeatsPerRoom);
+}
+
+// Allocates the next room at the lobby and plays it. An allocation whose answer was lost is
+// sent again unchanged: the lobby treats an identical repeat as a success, so a room is never
+// left allocated with nobody playing it.
+void Simulator::Play::StartBattle(Clock::time_point now) {
+  if (!pending_) pending_ = NextAllocation();
+  std::vector<uint64_t> players;
+  for (const auto& seat : pending_->seats()) players.push_back(seat.player_id());
+  const AllocateReply reply = sim_.lobby_.Allocate(*pending_);
+  if (reply.status == 200 || reply.status == 201) {
+    PlayAllocated(now, std::move(players));
+  } else if (reply.code == "PLAYER_BUSY" || reply.code == "ROOM_EXISTS") {
+    // Nothing was allocated. Busy players sit out a while; a taken id is skipped.
+    for (uint64_t p : players) resting_.emplace_back(now + kBusyPlayerRest, p);
+    if (reply.code == "ROOM_EXISTS") ++next_room_id_;
+    pending_.reset();
+  } else {
+    PauseForLobby(now, reply);
+  }
+}
+
+// The next room id with the first free players, five a team.
+v1::RoomAllocation Simulator::Play::NextAllocation() {
+  v1::RoomAllocation allocation;
+  allocation.set_room_id(next_room_id_);
+  allocation.set_node_id(sim_.node_.node_id());
+  for (int i = 0; i < kSeatsPerRoom; ++i) {
+    v1::Seat* seat = allocation.add_seats();
+    seat->set_player_id(free_players_.front());
+    seat->set_team(i < kSeatsPerTeam ? 1 : 2);
+    free_players_.pop_front();
+  }
+  return allocation;
+}
+
+// The lobby allocated the pending room: the node plays it until its end is due.
+void Simulator::Play::PlayAllocated(Clock::time_point now, std::vector<uint64_t> players) {
+  auto added = sim_.node_.rooms().Add(std::make_unique<Room>(*pending_, context_));
+  if (added.ok()) {
+    const auto length = std::chrono::duration_cast<Clock::duration>(
+        sim_.options_.battle * (1 - kBattleLengthSpread + 2 * kBattleLengthSpread * unit_(rng_)));
+    battles_.push_back({*added, now + length, std::move(players)});
+    ++sim_.started_;
+    next_start_ += interval_;
+  }
+  ++next_room_id_;
+  pending_.reset();
+  if (outage_logged_) spdlog::info("simulator: lobby takes allocations again");
+  outage_logged_ = false;
+}
+
+// The lobby is away (or answered something unexpected): pause, then send the allocation again.
+void Simulator::Play::PauseForLobby(Clock::time_point now, const AllocateReply& reply) {
+  ++sim_.failures_;
+  paused_until_ = now + kLobbyAwayPause;
+  if (!outage_logged_) {
+    spdlog::warn("simulator: cannot allocate rooms ({} {}); battles in play go on", reply.status,
+                 reply.code.empty() ? "unreachable" : reply.code);
+    outage_logged_ = true;
+  }
+}
+
+void Simulator::Play::EndDueBattles(Clock::time_point now) {
+  for (auto it = battles_.begin(); it != battles_.end();) {
+    if (it->ends > now) {
+      ++it;
+      continue;
+    }
+    PlayOutEnd(*it);
+    const auto result = it->room->result();
+    if (result && result->outcome() == v1::ABORTED) ++sim_.aborted_;
+    if (result && result->suspect()) ++sim_.suspect_;
+    for (uint64_t p : it->players) free_players_.push_back(p);
+    ++sim_.finished_;
+    it = battles_.erase(it);
+  }
+}
+
+// The end the way real clients play it: the odd abort; otherwise stats, a few disconnects, the
+// odd kick and votes that mostly agree, and the room finishes.
+void Simulator::Play::PlayOutEnd(const Battle& battle) {
+  Room& room = *battle.room;
+  if (unit_(rng_) < kAbortChance) return room.Abort("host_abort");
+  const uint32_t truth = unit_(rng_) < kDrawChance ? 0 : (unit_(rng_) < 0.5 ? 1 : 2);
+  for (uint64_t p : battle.players) {
+    room.RecordStats(p, /*kills=*/rng_() % 15, /*deaths=*/rng_() % 15, /*assists=*/rng_() % 10,
+                     /*score=*/rng_() % 3000)
+        .IgnoreError();
+    if (unit_(rng_) < kDisconnectChance) room.SetOnline(p, false).IgnoreError();
+  }
+  if (unit_(rng_) < kKickChance) {
+    room.Kick(battle.players[rng_() % battle.players.size()]).IgnoreError();
+  }
+  for (uint64_t p : battle.players) {
+    const uint32_t vote =
+        unit_(rng_) < kTruthfulVoteChance ? truth : static_cast<uint32_t>(rng_() % 3);
+    // Reports after the room decided, or from kicked seats, are refused: that is fine.
+    room.Report(p, vote).IgnoreError();
+  }
+  room.Finish();  // no majority: the host ends it as the fallback would
+}
+
+// The next battle start or end that is due, and no later than kMaxSleep from now.
+Clock::time_point Simulator::Play::NextTurn(Clock::time_point now) const {
+  Clock::time_point wake = now + kMaxSleep;
+  if (sim_.started_ < sim_.options_.rooms) {
+    wake = std::min(wake, std::max(next_start_, paused_until_));
+  }
+  for (const auto& b : battles_) wake = std::min(wake, b.ends);
+  return wake;
+}
 
 Simulator::Simulator(SimulatorOptions options, BattleNode& node)
     : options_(std::move(options)),
@@ -44,124 +264,9 @@ SimulatorCounts Simulator::counts() const {
 }
 
 void Simulator::Run() {
-  std::mt19937_64 rng(options_.seed ? options_.seed : std::random_device{}());
-  const uint64_t first_room =
-      options_.first_room_id
-          ? options_.first_room_id
-          : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                      std::chrono::system_clock::now().time_since_epoch())
-                                      .count()) *
-                1'000'000;
-  // Enough players that every concurrent battle finds ten free ones, three times over.
-  const double concurrent = std::max(1.0, options_.rooms_per_s * options_.battle.count() / 1000.0);
-  const uint64_t pool = std::max<uint64_t>(100, static_cast<uint64_t>(concurrent * 30));
-  std::deque<uint64_t> free_players;
-  for (uint64_t p = 0; p < pool; ++p) free_players.push_back(options_.first_player_id + p);
-  std::shuffle(free_players.begin(), free_players.end(), rng);
-  std::deque<std::pair<Clock::time_point, uint64_t>> cooling;  // busy at the lobby: retry later
-  std::vector<Battle> battles;
-  RoomContext context = node_.room_context(nullptr, nullptr);
-  std::uniform_real_distribution<double> unit(0, 1);
-  const auto interval = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(1.0 / std::max(0.001, options_.rooms_per_s)));
-  Clock::time_point next_start = Clock::now();
-  uint64_t next_room_id = first_room + 1;
-  std::optional<v1::RoomAllocation> pending;  // allocation sent but not yet answered
-  Clock::time_point paused_until;
-  bool outage_logged = false;
-
+  Play play(*this);
   while (!stop_ && finished_ < options_.rooms) {
-    const Clock::time_point now = Clock::now();
-    // After an outage, resume the steady rate instead of bursting to catch up.
-    if (next_start < now - std::chrono::seconds(1)) next_start = now;
-    while (!cooling.empty() && cooling.front().first <= now) {
-      free_players.push_back(cooling.front().second);
-      cooling.pop_front();
-    }
-    // Start the next battle when it is due and the lobby takes allocations. An allocation
-    // whose answer was lost is sent again unchanged: the lobby treats an identical repeat as
-    // a success, so a room is never left allocated with nobody playing it.
-    if (started_ < options_.rooms && now >= next_start && now >= paused_until &&
-        (pending || free_players.size() >= 2 * kSeatsPerTeam)) {
-      if (!pending) {
-        pending.emplace();
-        pending->set_room_id(next_room_id);
-        pending->set_node_id(node_.node_id());
-        for (int i = 0; i < 2 * kSeatsPerTeam; ++i) {
-          v1::Seat* seat = pending->add_seats();
-          seat->set_player_id(free_players.front());
-          seat->set_team(i < kSeatsPerTeam ? 1 : 2);
-          free_players.pop_front();
-        }
-      }
-      std::vector<uint64_t> players;
-      for (const auto& seat : pending->seats()) players.push_back(seat.player_id());
-      const AllocateReply reply = lobby_.Allocate(*pending);
-      if (reply.status == 200 || reply.status == 201) {
-        auto added = node_.rooms().Add(std::make_unique<Room>(*pending, context));
-        if (added.ok()) {
-          const auto length = std::chrono::duration_cast<Clock::duration>(options_.battle *
-                                                                          (0.75 + 0.5 * unit(rng)));
-          battles.push_back({*added, now + length, players});
-          ++started_;
-          next_start += interval;
-        }
-        ++next_room_id;
-        pending.reset();
-        if (outage_logged) spdlog::info("simulator: lobby takes allocations again");
-        outage_logged = false;
-      } else if (reply.code == "PLAYER_BUSY" || reply.code == "ROOM_EXISTS") {
-        // Nothing was allocated. Busy players sit out a while; a taken id is skipped.
-        for (uint64_t p : players) cooling.emplace_back(now + std::chrono::seconds(2), p);
-        if (reply.code == "ROOM_EXISTS") ++next_room_id;
-        pending.reset();
-      } else {
-        // The lobby is away (or answered something unexpected): pause, then send it again.
-        ++failures_;
-        paused_until = now + std::chrono::milliseconds(500);
-        if (!outage_logged) {
-          spdlog::warn("simulator: cannot allocate rooms ({} {}); battles in play go on",
-                       reply.status, reply.code.empty() ? "unreachable" : reply.code);
-          outage_logged = true;
-        }
-      }
-    }
-
-    // End the battles that are due.
-    for (auto it = battles.begin(); it != battles.end();) {
-      if (it->ends > now) {
-        ++it;
-        continue;
-      }
-      Room& room = *it->room;
-      if (unit(rng) < 0.03) {
-        room.Abort("host_abort");
-      } else {
-        const uint32_t truth = unit(rng) < 0.05 ? 0 : (unit(rng) < 0.5 ? 1 : 2);
-        for (uint64_t p : it->players) {
-          room.RecordStats(p, rng() % 15, rng() % 15, rng() % 10, rng() % 3000).IgnoreError();
-          if (unit(rng) < 0.05) room.SetOnline(p, false).IgnoreError();
-        }
-        if (unit(rng) < 0.02) room.Kick(it->players[rng() % it->players.size()]).IgnoreError();
-        for (uint64_t p : it->players) {
-          const uint32_t vote = unit(rng) < 0.85 ? truth : static_cast<uint32_t>(rng() % 3);
-          // Reports after the room decided, or from kicked seats, are refused: that is fine.
-          room.Report(p, vote).IgnoreError();
-        }
-        room.Finish();  // no majority: the host ends it as the fallback would
-      }
-      const auto result = room.result();
-      if (result && result->outcome() == v1::ABORTED) ++aborted_;
-      if (result && result->suspect()) ++suspect_;
-      for (uint64_t p : it->players) free_players.push_back(p);
-      ++finished_;
-      it = battles.erase(it);
-    }
-
-    Clock::time_point wake = now + std::chrono::milliseconds(50);
-    if (started_ < options_.rooms) wake = std::min(wake, std::max(next_start, paused_until));
-    for (const auto& b : battles) wake = std::min(wake, b.ends);
-    std::this_thread::sleep_until(wake);
+    std::this_thread::sleep_until(play.Turn(Clock::now()));
   }
   done_ = finished_ >= options_.rooms;
 }

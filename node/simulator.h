@@ -51,6 +51,7 @@ class Simulator {
 
  private:
   struct Battle;
+  class Play;  // the playing thread's players, battles and pacing (simulator.cc)
   void Run();
 
   const SimulatorOptions options_;

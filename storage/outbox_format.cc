@@ -38,6 +38,28 @@ uint64_t KeySequence(const rocksdb::Slice& key) {
   return key.size() == 8 ? GetBigEndian(key.data(), 8) : 0;
 }
 
+std::string EncodeShardCount(uint32_t shard_count) {
+  std::string v;
+  PutBigEndian(&v, shard_count, 4);
+  return v;
+}
+
+std::optional<uint32_t> DecodeShardCount(const std::string& v) {
+  if (v.size() != 4) return std::nullopt;
+  return static_cast<uint32_t>(GetBigEndian(v.data(), 4));
+}
+
+std::string EncodeNextSequence(uint64_t next) {
+  std::string v;
+  PutBigEndian(&v, next, 8);
+  return v;
+}
+
+std::optional<uint64_t> DecodeNextSequence(const std::string& v) {
+  if (v.size() != 8) return std::nullopt;
+  return GetBigEndian(v.data(), 8);
+}
+
 std::string IndexKey(uint64_t room_id, int64_t ended_at_ms) {
   std::string key(1, kIndexPrefix);
   PutBigEndian(&key, room_id, 8);

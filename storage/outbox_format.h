@@ -54,6 +54,13 @@ uint64_t GetBigEndian(const char* p, int bytes);
 std::string SequenceKey(uint64_t sequence);
 uint64_t KeySequence(const rocksdb::Slice& key);
 
+// The meta column family's "shard_count" and "next_sequence" values, and back (nullopt for a
+// value of the wrong size).
+std::string EncodeShardCount(uint32_t shard_count);
+std::optional<uint32_t> DecodeShardCount(const std::string& v);
+std::string EncodeNextSequence(uint64_t next);
+std::optional<uint64_t> DecodeNextSequence(const std::string& v);
+
 // The idempotency index: key of (room_id, ended_at_ms), and its value.
 std::string IndexKey(uint64_t room_id, int64_t ended_at_ms);
 std::string EncodeIndex(const IndexEntry& e);

@@ -3,11 +3,9 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -29,20 +27,41 @@ namespace {
 
 using namespace format;
 
+// RocksDB tuning, and why each setting differs from RocksDB's default. What an operator may
+// choose is in OutboxOptions; these are fixed.
+//
 // Memtable sizing for a queue whose records live seconds. RocksDB stops all writes when a
 // column family has max_write_buffer_number memtables that are full or flushing; with its
 // default (2), the outbox-wide memtable budget switching several shards at once stopped ingest
 // until a flush finished, dozens of times in a 5 s benchmark ("Stopping writes because we have
 // 2 immutable memtables"). Smaller memtables, and more of them per shard, let a shard switch
 // without waiting for a flush, at the same worst-case memory per shard (16 MiB).
-// Default: 4 MiB per memtable, 4 memtables per shard.
 constexpr size_t kMemtableBytes = size_t{4} << 20;
 constexpr int kMemtablesPerColumnFamily = 4;
 // Background threads: one flush, one compaction. A second flush thread does not help on two
 // cores, and two flushes syncing the same closed log after an I/O error make RocksDB built with
 // assertions (Debian's) abort, as a simulated power cut that failed all later I/O showed.
-// Default: 2.
 constexpr int kBackgroundJobs = 2;
+// One block cache for every column family (they share one table factory), for the flushed
+// blocks that a backlog's deliverers and the idempotency lookups read; twice RocksDB's default,
+// and still small beside the battles on the same host.
+constexpr size_t kBlockCacheBytes = size_t{16} << 20;
+// Most idempotency lookups miss: a Bloom filter answers them without reading blocks, with about
+// 1 % false positives at 10 bits per key.
+constexpr double kBloomBitsPerKey = 10;
+// A queue deletes everything it writes: a shard file is compacted early once any 8192
+// consecutive entries hold 4096 tombstones, or half its entries are tombstones, so reads never
+// wade through them.
+constexpr size_t kTombstoneWindow = 8192;
+constexpr size_t kTombstonesInWindow = 4096;
+constexpr double kTombstoneRatio = 0.5;
+// Most idempotency lookups miss, and most keys they look for are in the memtable: a memtable
+// Bloom filter of 5 % of its size (well over ten bits per index entry) answers a miss without
+// walking the skip list.
+constexpr double kMetaMemtableBloomRatio = 0.05;
+
+// Shard column families are named with three digits ("shard-999").
+constexpr uint32_t kMaxShards = 1000;
 
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return Status::Ok();
@@ -119,7 +138,7 @@ class OutboxImpl final : public Outbox {
     std::string stored;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetaCf(), kNextSequenceKey, &stored);
     if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading next sequence");
-    uint64_t next = s.ok() && stored.size() == 8 ? GetBigEndian(stored.data(), 8) : 1;
+    const uint64_t next = (s.ok() ? DecodeNextSequence(stored) : std::nullopt).value_or(1);
     next_sequence_ = std::max({next, max_seen + 1, uint64_t{1}});
     return Status::Ok();
   }
@@ -133,111 +152,23 @@ class OutboxImpl final : public Outbox {
     // refuse, so the caller keeps its batch.
     VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
     std::lock_guard lock(write_mu_);
-    std::vector<EnqueueResult> results(batch.size());
-    std::vector<Put> puts;
-    uint64_t next = next_sequence_;
-    const int64_t now = clock_->NowMs();
-    // Index keys staged earlier in this batch (position of the first), so a record repeated
-    // within one batch is stored once.
-    std::unordered_map<std::string, size_t> batch_keys;
-    // Records staged by this batch, for the idempotency check of later batches until written.
-    std::vector<std::pair<std::string, StagedRecord>> staged_records;
-    std::vector<std::pair<uint32_t, size_t>> shard_growth;  // (shard, bytes) to count once written
-    uint64_t new_quarantined = 0;
-
-    std::vector<std::string> index_keys;
-    std::vector<std::string> canonicals;
-    index_keys.reserve(batch.size());
-    canonicals.reserve(batch.size());
-    for (const auto& result : batch) {
-      index_keys.push_back(IndexKey(result.room_id(), result.ended_at_ms()));
-      canonicals.push_back(wire::DeterministicBytes(result));
-    }
-    // Staged records before the database: one leaves the staged index only after its write
-    // succeeded, so a record not staged now is either in the database already or nowhere.
-    const std::vector<std::optional<EnqueueResult>> staged_hits =
-        FindStaged(batch, index_keys, canonicals);
-    // The whole batch's idempotency lookups in one MultiGet.
-    const std::vector<rocksdb::Slice> key_slices(index_keys.begin(), index_keys.end());
-    std::vector<rocksdb::PinnableSlice> index_values(batch.size());
-    std::vector<rocksdb::Status> index_statuses(batch.size());
-    db_->MultiGet(rocksdb::ReadOptions(), MetaCf(), batch.size(), key_slices.data(),
-                  index_values.data(), index_statuses.data());
-
+    BatchInProgress b(batch, next_sequence_, clock_->NowMs());
+    LookUpEarlierCopies(b);
     for (size_t i = 0; i < batch.size(); ++i) {
-      const v1::BattleResult& result = batch[i];
-      EnqueueResult& out = results[i];
-      if (result.room_id() == 0) {
-        out.status = InvalidArgumentError("room_id 0 is not a valid room");
+      if (batch[i].room_id() == 0) {
+        b.results[i].status = InvalidArgumentError("room_id 0 is not a valid room");
         continue;
       }
-      out.shard = RoomShard(result.room_id(), shard_count_);
-      const std::string& index_key = index_keys[i];
-      const std::string& canonical = canonicals[i];
-      if (auto earlier = batch_keys.find(index_key); earlier != batch_keys.end()) {
-        const size_t j = earlier->second;
-        out = Repeated(results[j], canonicals[j] == canonical, result);
+      auto earlier = EarlierCopy(b, i);
+      if (!earlier.ok()) return earlier.status();
+      if (earlier->has_value()) {
+        b.results[i] = **earlier;
         continue;
       }
-      if (staged_hits[i]) {
-        out = *staged_hits[i];
-        continue;
-      }
-      if (!index_statuses[i].IsNotFound()) {
-        if (!index_statuses[i].ok()) {
-          return FromRocks(index_statuses[i], "reading idempotency index");
-        }
-        auto existing = ResolveIndexHit(index_values[i].ToString(), canonical);
-        if (!existing.ok()) return existing.status();
-        if (existing->has_value()) {
-          out = **existing;
-          continue;
-        }
-      }
-      batch_keys.emplace(index_key, i);
-
-      out.sequence = next++;
-      if (canonical.size() > options_.max_record_bytes) {
-        v1::Envelope envelope;
-        envelope.set_sequence(out.sequence);
-        envelope.set_enqueued_at_ms(now);
-        *envelope.mutable_result() = result;
-        envelope.set_reason("oversize");
-        envelope.set_detail("serialized result is " + std::to_string(canonical.size()) +
-                            " bytes, over the " + std::to_string(options_.max_record_bytes) +
-                            "-byte limit");
-        envelope.set_shard(out.shard);
-        puts.push_back({QuarantineCf(), SequenceKey(out.sequence), SerializeEnvelope(envelope)});
-        puts.push_back(
-            {MetaCf(), index_key, EncodeIndex({Area::kQuarantine, out.shard, out.sequence})});
-        out.status = ResourceExhaustedError("result for room " + std::to_string(result.room_id()) +
-                                            " refused: " + envelope.detail() +
-                                            "; kept whole in quarantine (reason oversize)");
-        ++new_quarantined;
-      } else {
-        std::string value = ShardValue(out.sequence, now, canonical);
-        shard_growth.emplace_back(out.shard, value.size());
-        puts.push_back({ShardCf(out.shard), SequenceKey(out.sequence), std::move(value)});
-        puts.push_back({MetaCf(), index_key, EncodeIndex({Area::kShard, out.shard, out.sequence})});
-      }
-      staged_records.emplace_back(index_key, StagedRecord{out, canonical});
+      StageNew(b, i);
     }
-    if (puts.empty()) return results;
-
-    std::string next_value;
-    PutBigEndian(&next_value, next, 8);
-    puts.push_back({MetaCf(), kNextSequenceKey, std::move(next_value)});
-    {
-      std::lock_guard staged_lock(staged_mu_);
-      for (const Put& p : puts) staged_.batch.Put(p.cf, p.key, p.value);
-      staged_.next_sequence = next;
-      staged_.shard_growth.insert(staged_.shard_growth.end(), shard_growth.begin(),
-                                  shard_growth.end());
-      staged_.quarantined += new_quarantined;
-      for (auto& [key, record] : staged_records) staged_index_.emplace(key, std::move(record));
-    }
-    next_sequence_ = next;
-    return results;
+    if (!b.puts.empty()) Stage(b);
+    return std::move(b.results);
   }
 
   Status SyncEnqueued() override {
@@ -361,14 +292,12 @@ class OutboxImpl final : public Outbox {
       envelope.set_enqueued_at_ms(clock_->NowMs());
       *envelope.mutable_result() = r.result;
       const std::string value = SerializeEnvelope(envelope);
-      std::string next_value;
-      PutBigEndian(&next_value, sequence + 1, 8);
       rocksdb::WriteBatch wb;
       wb.Delete(SideCf(from), SequenceKey(r.sequence));
       wb.Put(ShardCf(shard), SequenceKey(sequence), value);
       wb.Put(MetaCf(), IndexKey(r.result.room_id(), r.result.ended_at_ms()),
              EncodeIndex({Area::kShard, shard, sequence}));
-      wb.Put(MetaCf(), kNextSequenceKey, next_value);
+      wb.Put(MetaCf(), kNextSequenceKey, EncodeNextSequence(sequence + 1));
       VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "redrive"));
       next_sequence_ = sequence + 1;
       shards_[shard].records += 1;
@@ -455,12 +384,8 @@ class OutboxImpl final : public Outbox {
   // A synced write. After a failed write RocksDB may refuse all writes until resumed (for
   // example after the disk was full), so a failure asks it to resume before the next write.
   Status WriteRecovering(rocksdb::WriteBatch* wb, const char* what) {
-    return WriteRecovering(wb, what, write_options_);
-  }
-  Status WriteRecovering(rocksdb::WriteBatch* wb, const char* what,
-                         const rocksdb::WriteOptions& write_options) {
     VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
-    Status s = FromRocks(db_->Write(write_options, wb), what);
+    Status s = FromRocks(db_->Write(write_options_, wb), what);
     if (!s.ok()) needs_resume_ = true;
     return s;
   }
@@ -541,6 +466,124 @@ class OutboxImpl final : public Outbox {
       hits[i] = Repeated(it->second.result, it->second.canonical == canonicals[i], batch[i]);
     }
     return hits;
+  }
+
+  // One batch as EnqueueBuffered works through it: each record's keys and what was enqueued
+  // before it, the results so far, and the writes the batch adds to staged_.
+  struct BatchInProgress {
+    BatchInProgress(std::span<const v1::BattleResult> batch, uint64_t next, int64_t now)
+        : records(batch),
+          index_values(batch.size()),
+          index_statuses(batch.size()),
+          results(batch.size()),
+          next_sequence(next),
+          now_ms(now) {}
+
+    std::span<const v1::BattleResult> records;
+    std::vector<std::string> index_keys;  // each record's idempotency index key
+    std::vector<std::string> canonicals;  // each record's deterministic serialization
+    // Each record's outcome if an earlier batch staged it and it is not yet written.
+    std::vector<std::optional<EnqueueResult>> staged_hits;
+    // Each record's idempotency index entry as stored (NotFound if none).
+    std::vector<rocksdb::PinnableSlice> index_values;
+    std::vector<rocksdb::Status> index_statuses;
+    // Index keys this batch stores (position of the first), so a record repeated within one
+    // batch is stored once.
+    std::unordered_map<std::string, size_t> stored_keys;
+    std::vector<EnqueueResult> results;
+
+    std::vector<Put> puts;
+    std::vector<std::pair<uint32_t, size_t>> shard_growth;  // (shard, bytes) to count once written
+    // Records staged by this batch, for the idempotency check of later batches until written.
+    std::vector<std::pair<std::string, StagedRecord>> staged_records;
+    uint64_t quarantined = 0;
+    uint64_t next_sequence;  // the sequence the next stored record gets
+    const int64_t now_ms;
+  };
+
+  // Fills the batch's index keys and canonical bytes, and looks up what each record may repeat:
+  // staged records before the database, as one leaves the staged index only after its write
+  // succeeded, so a record not staged now is either in the database already or nowhere. The
+  // database's lookups are one MultiGet for the whole batch.
+  void LookUpEarlierCopies(BatchInProgress& b) {
+    b.index_keys.reserve(b.records.size());
+    b.canonicals.reserve(b.records.size());
+    for (const auto& result : b.records) {
+      b.index_keys.push_back(IndexKey(result.room_id(), result.ended_at_ms()));
+      b.canonicals.push_back(wire::DeterministicBytes(result));
+    }
+    b.staged_hits = FindStaged(b.records, b.index_keys, b.canonicals);
+    const std::vector<rocksdb::Slice> key_slices(b.index_keys.begin(), b.index_keys.end());
+    db_->MultiGet(rocksdb::ReadOptions(), MetaCf(), b.records.size(), key_slices.data(),
+                  b.index_values.data(), b.index_statuses.data());
+  }
+
+  // The outcome of record i if it was enqueued before: earlier in this batch, by an earlier
+  // batch and not yet written, or stored. Nullopt if it is new.
+  Result<std::optional<EnqueueResult>> EarlierCopy(const BatchInProgress& b, size_t i) {
+    if (auto earlier = b.stored_keys.find(b.index_keys[i]); earlier != b.stored_keys.end()) {
+      const size_t j = earlier->second;
+      return std::optional<EnqueueResult>(
+          Repeated(b.results[j], b.canonicals[j] == b.canonicals[i], b.records[i]));
+    }
+    if (b.staged_hits[i]) return b.staged_hits[i];
+    if (b.index_statuses[i].IsNotFound()) return std::optional<EnqueueResult>();
+    if (!b.index_statuses[i].ok()) {
+      return FromRocks(b.index_statuses[i], "reading idempotency index");
+    }
+    return ResolveIndexHit(b.index_values[i].ToString(), b.canonicals[i]);
+  }
+
+  // Gives new record i the next sequence and stages its writes: into its shard, or, over
+  // max_record_bytes, refused and kept whole in quarantine with reason "oversize".
+  void StageNew(BatchInProgress& b, size_t i) {
+    const v1::BattleResult& result = b.records[i];
+    const std::string& index_key = b.index_keys[i];
+    const std::string& canonical = b.canonicals[i];
+    EnqueueResult& out = b.results[i];
+    b.stored_keys.emplace(index_key, i);
+    out.shard = RoomShard(result.room_id(), shard_count_);
+    out.sequence = b.next_sequence++;
+    if (canonical.size() > options_.max_record_bytes) {
+      v1::Envelope envelope;
+      envelope.set_sequence(out.sequence);
+      envelope.set_enqueued_at_ms(b.now_ms);
+      *envelope.mutable_result() = result;
+      envelope.set_reason("oversize");
+      envelope.set_detail("serialized result is " + std::to_string(canonical.size()) +
+                          " bytes, over the " + std::to_string(options_.max_record_bytes) +
+                          "-byte limit");
+      envelope.set_shard(out.shard);
+      b.puts.push_back({QuarantineCf(), SequenceKey(out.sequence), SerializeEnvelope(envelope)});
+      b.puts.push_back(
+          {MetaCf(), index_key, EncodeIndex({Area::kQuarantine, out.shard, out.sequence})});
+      out.status = ResourceExhaustedError("result for room " + std::to_string(result.room_id()) +
+                                          " refused: " + envelope.detail() +
+                                          "; kept whole in quarantine (reason oversize)");
+      ++b.quarantined;
+    } else {
+      std::string value = ShardValue(out.sequence, b.now_ms, canonical);
+      b.shard_growth.emplace_back(out.shard, value.size());
+      b.puts.push_back({ShardCf(out.shard), SequenceKey(out.sequence), std::move(value)});
+      b.puts.push_back({MetaCf(), index_key, EncodeIndex({Area::kShard, out.shard, out.sequence})});
+    }
+    b.staged_records.emplace_back(index_key, StagedRecord{out, canonical});
+  }
+
+  // Adds the batch's writes, and the next sequence after them, to staged_ for the next
+  // SyncEnqueued, and its records to the staged index for later batches.
+  void Stage(BatchInProgress& b) {
+    b.puts.push_back({MetaCf(), kNextSequenceKey, EncodeNextSequence(b.next_sequence)});
+    {
+      std::lock_guard staged_lock(staged_mu_);
+      for (const Put& p : b.puts) staged_.batch.Put(p.cf, p.key, p.value);
+      staged_.next_sequence = b.next_sequence;
+      staged_.shard_growth.insert(staged_.shard_growth.end(), b.shard_growth.begin(),
+                                  b.shard_growth.end());
+      staged_.quarantined += b.quarantined;
+      for (auto& [key, record] : b.staged_records) staged_index_.emplace(key, std::move(record));
+    }
+    next_sequence_ = b.next_sequence;
   }
 
   // Writes committing_ with one synced write, then counts its records and drops them from the
@@ -671,7 +714,7 @@ class RocksLogToSpdlog final : public rocksdb::Logger {
   }
   void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
     if (level < GetInfoLogLevel()) return;
-    char line[1024];
+    char line[kMaxLineBytes];  // longer lines are cut
     std::vsnprintf(line, sizeof(line), format, ap);
     if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
       spdlog::error("outbox (rocksdb): {}", line);
@@ -679,6 +722,9 @@ class RocksLogToSpdlog final : public rocksdb::Logger {
       spdlog::warn("outbox (rocksdb): {}", line);
     }
   }
+
+ private:
+  static constexpr size_t kMaxLineBytes = 1024;
 };
 
 // Options every open shares: RocksDB's log goes to spdlog, file I/O through options.env.
@@ -711,11 +757,12 @@ Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir,
   std::string value;
   s = db->Get(rocksdb::ReadOptions(), handles[meta], kShardCountKey, &value);
   for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
-  if (!s.ok() || value.size() != 4) {
+  const std::optional<uint32_t> count = s.ok() ? DecodeShardCount(value) : std::nullopt;
+  if (!count) {
     return DataLossError("outbox " + dir +
                          " has no readable shard count in its meta column family");
   }
-  return std::optional<uint32_t>(static_cast<uint32_t>(GetBigEndian(value.data(), 4)));
+  return count;
 }
 
 // The column family descriptors of an outbox with `shard_count` shards, in handle order.
@@ -749,6 +796,65 @@ Result<std::unique_ptr<Outbox>> OpenOutboxReadOnly(const std::string& dir,
   return std::unique_ptr<Outbox>(std::move(outbox));
 }
 
+// Made here rather than by RocksDB, which logs an error about the missing directory first.
+Status CreateOutboxDirectory(const std::string& dir) {
+  std::error_code mkdir_error;
+  std::filesystem::create_directories(dir, mkdir_error);
+  if (!mkdir_error) return Status::Ok();
+  const std::string why = "cannot create outbox directory " + dir + ": " + mkdir_error.message();
+  return mkdir_error == std::errc::no_space_on_device ? ResourceExhaustedError(why)
+                                                      : UnavailableError(why);
+}
+
+// The database options of an open for writing: the operator's choices from `options`, and the
+// tuning named at the top of this file.
+rocksdb::DBOptions WritableDbOptions(const OutboxOptions& options) {
+  rocksdb::DBOptions db_options = CommonDbOptions(options);
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.max_total_wal_size = options.max_total_wal_size;
+  db_options.db_write_buffer_size = options.total_memtable_bytes;
+  db_options.max_background_jobs = kBackgroundJobs;
+  // A write group's log stage runs beside the previous group's memtable stage, so deliverers'
+  // acks and the next synced write need not wait for the memtable insert of a large group.
+  db_options.enable_pipelined_write = true;
+  db_options.allow_fallocate = options.preallocate_files;
+  return db_options;
+}
+
+// The column families of an open for writing, tuned for a queue (see the top of this file).
+std::vector<rocksdb::ColumnFamilyDescriptor> WritableDescriptors(uint32_t shard_count) {
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(kBlockCacheBytes);
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(kBloomBitsPerKey));
+  rocksdb::ColumnFamilyOptions base;
+  base.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  base.write_buffer_size = kMemtableBytes;
+  base.max_write_buffer_number = kMemtablesPerColumnFamily;
+
+  rocksdb::ColumnFamilyOptions shard_options = base;
+  shard_options.table_properties_collector_factories.emplace_back(
+      rocksdb::NewCompactOnDeletionCollectorFactory(kTombstoneWindow, kTombstonesInWindow,
+                                                    kTombstoneRatio));
+  // Records live seconds in the common case; compressing them on flush is CPU the writer
+  // needs (ingest is CPU-bound on small hosts).
+  shard_options.compression = rocksdb::kNoCompression;
+
+  rocksdb::ColumnFamilyOptions meta_options = base;
+  meta_options.memtable_whole_key_filtering = true;  // index keys have no prefix extractor
+  meta_options.memtable_prefix_bloom_size_ratio = kMetaMemtableBloomRatio;
+
+  return Descriptors(shard_count, base, shard_options, meta_options);
+}
+
+// Writes a new outbox's shard count, synced, to its meta column family.
+Status RecordShardCount(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* meta, uint32_t shard_count) {
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  return FromRocks(db.Put(sync, meta, kShardCountKey, EncodeShardCount(shard_count)),
+                   "recording shard count");
+}
+
 }  // namespace
 
 const char* SideAreaName(SideArea area) {
@@ -763,9 +869,9 @@ uint64_t RoomHash(uint64_t room_id) {
 }
 
 Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxOptions& options) {
-  if (options.shard_count == 0 || options.shard_count > 1000) {
-    return InvalidArgumentError("shard count must be between 1 and 1000, got " +
-                                std::to_string(options.shard_count));
+  if (options.shard_count == 0 || options.shard_count > kMaxShards) {
+    return InvalidArgumentError("shard count must be between 1 and " + std::to_string(kMaxShards) +
+                                ", got " + std::to_string(options.shard_count));
   }
   auto existing = ExistingShardCount(dir, options);
   if (!existing.ok()) return existing.status();
@@ -782,55 +888,11 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
                                    std::to_string(**existing) + " shards or reshard it explicitly");
   }
 
-  // Made here rather than by RocksDB, which logs an error about the missing directory first.
-  std::error_code mkdir_error;
-  std::filesystem::create_directories(dir, mkdir_error);
-  if (mkdir_error) {
-    const std::string why = "cannot create outbox directory " + dir + ": " + mkdir_error.message();
-    return mkdir_error == std::errc::no_space_on_device ? ResourceExhaustedError(why)
-                                                        : UnavailableError(why);
-  }
-  rocksdb::DBOptions db_options = CommonDbOptions(options);
-  db_options.create_if_missing = true;
-  db_options.create_missing_column_families = true;
-  db_options.max_total_wal_size = options.max_total_wal_size;
-  db_options.db_write_buffer_size = options.total_memtable_bytes;
-  db_options.keep_log_file_num = 4;
-  db_options.max_background_jobs = kBackgroundJobs;
-  // A write group's log stage runs beside the previous group's memtable stage, so deliverers'
-  // acks and the next synced write need not wait for the memtable insert of a large group.
-  db_options.enable_pipelined_write = true;
-  db_options.allow_fallocate = options.preallocate_files;
-
-  rocksdb::BlockBasedTableOptions table;
-  table.block_cache = rocksdb::NewLRUCache(16 << 20);
-  // Most idempotency lookups miss: a Bloom filter answers them without reading blocks.
-  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-  rocksdb::ColumnFamilyOptions base;
-  base.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  base.write_buffer_size = kMemtableBytes;
-  base.max_write_buffer_number = kMemtablesPerColumnFamily;
-
-  rocksdb::ColumnFamilyOptions shard_options = base;
-  // A queue deletes everything it writes: compact files dense with tombstones early so reads
-  // never wade through them.
-  shard_options.table_properties_collector_factories.emplace_back(
-      rocksdb::NewCompactOnDeletionCollectorFactory(8192, 4096, 0.5));
-  // Records live seconds in the common case; compressing them on flush is CPU the writer
-  // needs (ingest is CPU-bound on small hosts).
-  shard_options.compression = rocksdb::kNoCompression;
-
-  // Most idempotency lookups miss, and most hit the memtable: a memtable Bloom filter answers
-  // a miss without walking the skip list.
-  rocksdb::ColumnFamilyOptions meta_options = base;
-  meta_options.memtable_whole_key_filtering = true;
-  meta_options.memtable_prefix_bloom_size_ratio = 0.05;
-
-  const auto descriptors = Descriptors(options.shard_count, base, shard_options, meta_options);
-
+  VERDICT_RETURN_IF_ERROR(CreateOutboxDirectory(dir));
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, dir, descriptors, &handles, &raw);
+  rocksdb::Status s = rocksdb::DB::Open(WritableDbOptions(options), dir,
+                                        WritableDescriptors(options.shard_count), &handles, &raw);
   if (!s.ok()) {
     if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
       return UnavailableError("outbox " + dir + " is in use by another process: " + s.ToString());
@@ -842,14 +904,10 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
   handles.pop_back();
 
   if (!existing->has_value()) {
-    std::string count;
-    PutBigEndian(&count, options.shard_count, 4);
-    rocksdb::WriteOptions sync;
-    sync.sync = true;
-    s = db->Put(sync, handles.back(), kShardCountKey, count);
-    if (!s.ok()) {
+    if (Status recorded = RecordShardCount(*db, handles.back(), options.shard_count);
+        !recorded.ok()) {
       for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
-      return FromRocks(s, "recording shard count");
+      return recorded;
     }
   }
   auto outbox = std::make_unique<OutboxImpl>(std::move(db), std::move(handles), options.shard_count,
