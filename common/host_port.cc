@@ -1,5 +1,7 @@
 #include "common/host_port.h"
 
+#include <limits>
+
 namespace verdict {
 namespace {
 
@@ -14,7 +16,7 @@ std::optional<uint16_t> ParsePort(std::string_view text) {
   }
   unsigned value = 0;
   for (char c : text) value = value * 10 + static_cast<unsigned>(c - '0');
-  if (value > 65535) return std::nullopt;
+  if (value > std::numeric_limits<uint16_t>::max()) return std::nullopt;
   return static_cast<uint16_t>(value);
 }
 

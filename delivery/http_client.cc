@@ -29,10 +29,12 @@ using net::use_awaitable;
 // A request goes out at most this often: once, and once more on a fresh connection when the
 // reused one turned out to be closed.
 constexpr int kTriesPerRequest = 2;
+// HTTP/1.1, in Beast's notation.
+constexpr unsigned kHttpVersion = 11;
 
 http::request<http::string_body> BuildRequest(const HttpUrl& url, HttpRequest request,
                                               const std::string& user_agent) {
-  http::request<http::string_body> req{http::verb::post, request.target, 11};
+  http::request<http::string_body> req{http::verb::post, request.target, kHttpVersion};
   req.set(http::field::host, JoinHostPort(url.host, url.port));
   if (!request.bearer_token.empty()) {
     req.set(http::field::authorization, "Bearer " + request.bearer_token);
