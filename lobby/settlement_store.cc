@@ -26,7 +26,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "$1::bigint[], $2::text[], $3::text[], $4::smallint[], $5::boolean[], $6::bigint[], "
      "$7::text[], $8::text[], $9::bytea[], $10::bigint[], $11::bigint[], $12::smallint[], "
      "$13::integer[], $14::integer[], $15::integer[], $16::bigint[], $17::boolean[], $18, $19, "
-     "$20, $21)"},
+     "$20)"},
     {"receipts_of_rooms",
      "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
      "encode(fingerprint, 'hex'), attempt_id, node_id FROM settlement_receipts "
@@ -356,7 +356,7 @@ class PgSettlementStore final : public SettlementStore {
                 suspects.str(), ended.str(), replays.str(), reasons.str(), prints.str(),
                 player_rooms.str(), ids.str(), teams.str(), kills.str(), deaths.str(),
                 assists.str(), scores.str(), disconnected.str(), options_.k_factor, attempt_id,
-                wait, options_.unsafe_skip_settle_guard));
+                wait));
           };
           if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
             // Injected fault: the same settlement in an explicit transaction whose backend

@@ -48,8 +48,6 @@ struct StoreOptions {
   int keepalive_count = 3;
 
   // Test-only negative controls; never set in production.
-  // Skip the advisory lock, receipt check and room lock (P2 off).
-  bool unsafe_skip_settle_guard = false;
   // Release players' in_battle in its own transaction before settling (P5 off).
   bool unsafe_release_before_commit = false;
 };
