@@ -15,8 +15,9 @@
 namespace verdict::lobby {
 namespace {
 
-// Every statement the lobby runs, prepared on each connection. Nothing is ever built by
-// string concatenation of input: arrays travel as array-literal parameters.
+// Every statement the lobby runs, prepared on each connection (all but the test-only negative
+// control's in SettleBattles). Nothing is ever built by string concatenation of input: arrays
+// travel as array-literal parameters.
 constexpr std::pair<const char*, const char*> kStatements[] = {
     {"allocate",
      "SELECT status, busy_player FROM verdict_allocate($1, $2, $3::bigint[], "
@@ -59,8 +60,6 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "extract(epoch FROM now() - allocated_at)::bigint FROM battle_rooms "
      "WHERE allocated_at < now() - make_interval(secs => $1) ORDER BY allocated_at, room_id"},
     {"schema_version", "SELECT coalesce(max(version), 0) FROM verdict_schema_migrations"},
-    {"unsafe_release_early",
-     "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = ANY ($1::bigint[])"},
 };
 
 constexpr long kMigrationLockKey = 0x7665726469637400;  // "verdict\0"
@@ -346,9 +345,11 @@ class PgSettlementStore final : public SettlementStore {
         pool_, "settle", [&](ConnectionPool::Lease& lease) -> Result<std::vector<SettleOutcome>> {
           Cancellation::Scope cancellable(cancel, [&conn = lease.conn()] { conn.cancel_query(); });
           if (!cancellable.ok()) return CancelledError();
-          if (options_.unsafe_release_before_commit) {
+          if (options_.unsafe_release_before_commit_for_test) {
             pqxx::nontransaction early(lease.conn());
-            early.exec_prepared("unsafe_release_early", rooms.str());
+            early.exec_params(
+                "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = ANY ($1::bigint[])",
+                rooms.str());
           }
           const auto settle = [&](pqxx::transaction_base& tx) {
             return FromSettleRows(tx.exec_prepared(

@@ -47,9 +47,10 @@ struct StoreOptions {
   int keepalive_interval_s = 5;
   int keepalive_count = 3;
 
-  // Test-only negative controls; never set in production.
-  // Release players' in_battle in its own transaction before settling (P5 off).
-  bool unsafe_release_before_commit = false;
+  // Test-only negative control, set by verdict-lobby-testing only: release the players'
+  // in_battle in a transaction of its own before settling (P5 off).
+  // Default: false.
+  bool unsafe_release_before_commit_for_test = false;
 };
 
 enum class AllocateStatus { kAllocated, kDuplicate, kRoomExists, kPlayerBusy };

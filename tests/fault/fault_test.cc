@@ -59,13 +59,22 @@ using namespace std::chrono_literals;
 
 void Sleep(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
 
-// Protections a run turns off (negative controls). (The settlement guard's control is test-only
-// SQL instead: tests/sql/unguarded_settle.sql.)
+// Protections a run turns off (negative controls), with switches that only verdict-node-testing
+// and verdict-lobby-testing have. (The settlement guard's control is test-only SQL instead:
+// tests/sql/unguarded_settle.sql.)
 struct Unsafe {
   bool ack_before_send = false;        // node: delete before the lobby answered
   bool ack_whole_batch = false;        // node: a 200 acks every record of the batch, unread
   bool drop_failed_batches = false;    // node: drop what the outbox could not write
   bool release_before_commit = false;  // lobby: free the players before the settlement commits
+
+  std::string NodeProgram() const {
+    return ack_before_send || ack_whole_batch || drop_failed_batches ? NodeTestingBinary()
+                                                                     : NodeBinary();
+  }
+  std::string LobbyProgram() const {
+    return release_before_commit ? LobbyTestingBinary() : LobbyBinary();
+  }
 };
 
 // How the simulated battle host plays: battles started per second and how long each lasts.
@@ -294,7 +303,8 @@ class FaultSuite : public ::testing::Test {
     if (unsafe_.release_before_commit) args.push_back("--unsafe-release-before-commit");
     std::unique_ptr<LobbyProcess> lobby;
     for (int attempt = 0; attempt < 50 && !lobby; ++attempt) {
-      lobby = LobbyProcess::Start(lobby_conninfo_, args, env, "127.0.0.1:" + std::to_string(port));
+      lobby = LobbyProcess::Start(lobby_conninfo_, args, env, "127.0.0.1:" + std::to_string(port),
+                                  unsafe_.LobbyProgram());
       if (!lobby) Sleep(100ms);  // the port may linger for a moment after a kill
     }
     return lobby;
@@ -302,7 +312,7 @@ class FaultSuite : public ::testing::Test {
 
   std::vector<std::string> NodeArgs(const NodeRun& run) {
     node_metrics_port_ = FreeLoopbackPort();
-    std::vector<std::string> args = {NodeBinary(),
+    std::vector<std::string> args = {unsafe_.NodeProgram(),
                                      "--log-level",
                                      "warn",
                                      "run",

@@ -432,8 +432,9 @@ TEST_F(LobbyTest, DatabaseFailingBeforeCommitIs503AndLeavesTheRoomIntact) {
 // Negative control: releasing in_battle in its own transaction before the settlement commits
 // is exactly the early release P5 forbids; the same probe must see it.
 TEST_F(LobbyTest, NegativeControlReleasingBeforeCommitIsCaught) {
-  auto lobby = StartLobby({"--unsafe-release-before-commit"},
-                          {{"VERDICT_FAILPOINTS", "settle.before_commit=error*1"}});
+  auto lobby = LobbyProcess::Start(db_->conninfo(), {"--unsafe-release-before-commit"},
+                                   {{"VERDICT_FAILPOINTS", "settle.before_commit=error*1"}},
+                                   "127.0.0.1:0", LobbyTestingBinary());
   ASSERT_NE(lobby, nullptr);
   MustAllocate(lobby->port(), 15);
   const FailureProbe probe = SettleWithFailureBeforeCommit(*this, *lobby, 15);
