@@ -45,8 +45,7 @@ struct Flags {
   size_t max_subscribers = 64;
   size_t subscriber_buffer_bytes = size_t{4} << 20;
   std::string tls_cert, tls_key;
-  bool unsafe_skip_settle_guard = false;
-  bool unsafe_release_before_commit = false;
+  bool unsafe_release_before_commit = false;  // verdict-lobby-testing only
   int64_t older_than_s = 0;
   std::vector<std::string> outbox_listings;
   bool json = false;
@@ -269,8 +268,8 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   if (service_options.node_tokens.empty()) {
     spdlog::warn("no node tokens configured: every settlement will be refused with 401");
   }
-  if (flags.unsafe_skip_settle_guard || flags.unsafe_release_before_commit) {
-    spdlog::error("UNSAFE test switches are on: this lobby can settle twice or release early");
+  if (flags.unsafe_release_before_commit) {
+    spdlog::error("UNSAFE test switch is on: this lobby releases players before settling");
   }
 
   StoreOptions store_options;
@@ -279,8 +278,7 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   store_options.k_factor = flags.k_factor;
   store_options.lock_timeout = std::chrono::milliseconds(flags.lock_timeout_ms);
   store_options.statement_timeout = std::chrono::milliseconds(flags.statement_timeout_ms);
-  store_options.unsafe_skip_settle_guard = flags.unsafe_skip_settle_guard;
-  store_options.unsafe_release_before_commit = flags.unsafe_release_before_commit;
+  store_options.unsafe_release_before_commit_for_test = flags.unsafe_release_before_commit;
   auto store = OpenSettlementStore(store_options);
   if (!store.ok()) return Fail(store.status().ToString());
   if (Status ready = (*store)->CheckReady(); !ready.ok()) {
@@ -410,8 +408,13 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
   serve->add_option("--tls-cert", flags.tls_cert,
                     "PEM certificate (chain): with --tls-key, serve HTTPS (and WSS) only");
   serve->add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
-  serve->add_flag("--unsafe-skip-settle-guard", flags.unsafe_skip_settle_guard)->group("");
-  serve->add_flag("--unsafe-release-before-commit", flags.unsafe_release_before_commit)->group("");
+#ifdef VERDICT_UNSAFE_TEST_SWITCHES
+  // verdict-lobby-testing only (lobby/CMakeLists.txt): the tests' negative control for P5.
+  serve
+      ->add_flag("--unsafe-release-before-commit", flags.unsafe_release_before_commit,
+                 "release the players in a transaction of their own before settling")
+      ->group("Negative controls (test build only)");
+#endif
 
   CLI::App* reconcile = app.add_subcommand(
       "reconcile", "list rooms allocated longer ago than a threshold that have no receipt");

@@ -15,8 +15,9 @@
 namespace verdict::lobby {
 namespace {
 
-// Every statement the lobby runs, prepared on each connection. Nothing is ever built by
-// string concatenation of input: arrays travel as array-literal parameters.
+// Every statement the lobby runs, prepared on each connection (all but the test-only negative
+// control's in SettleBattles). Nothing is ever built by string concatenation of input: arrays
+// travel as array-literal parameters.
 constexpr std::pair<const char*, const char*> kStatements[] = {
     {"allocate",
      "SELECT status, busy_player FROM verdict_allocate($1, $2, $3::bigint[], "
@@ -26,7 +27,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "$1::bigint[], $2::text[], $3::text[], $4::smallint[], $5::boolean[], $6::bigint[], "
      "$7::text[], $8::text[], $9::bytea[], $10::bigint[], $11::bigint[], $12::smallint[], "
      "$13::integer[], $14::integer[], $15::integer[], $16::bigint[], $17::boolean[], $18, $19, "
-     "$20, $21)"},
+     "$20)"},
     {"receipts_of_rooms",
      "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
      "encode(fingerprint, 'hex'), attempt_id, node_id FROM settlement_receipts "
@@ -59,8 +60,6 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "extract(epoch FROM now() - allocated_at)::bigint FROM battle_rooms "
      "WHERE allocated_at < now() - make_interval(secs => $1) ORDER BY allocated_at, room_id"},
     {"schema_version", "SELECT coalesce(max(version), 0) FROM verdict_schema_migrations"},
-    {"unsafe_release_early",
-     "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = ANY ($1::bigint[])"},
 };
 
 constexpr long kMigrationLockKey = 0x7665726469637400;  // "verdict\0"
@@ -346,9 +345,11 @@ class PgSettlementStore final : public SettlementStore {
         pool_, "settle", [&](ConnectionPool::Lease& lease) -> Result<std::vector<SettleOutcome>> {
           Cancellation::Scope cancellable(cancel, [&conn = lease.conn()] { conn.cancel_query(); });
           if (!cancellable.ok()) return CancelledError();
-          if (options_.unsafe_release_before_commit) {
+          if (options_.unsafe_release_before_commit_for_test) {
             pqxx::nontransaction early(lease.conn());
-            early.exec_prepared("unsafe_release_early", rooms.str());
+            early.exec_params(
+                "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = ANY ($1::bigint[])",
+                rooms.str());
           }
           const auto settle = [&](pqxx::transaction_base& tx) {
             return FromSettleRows(tx.exec_prepared(
@@ -356,7 +357,7 @@ class PgSettlementStore final : public SettlementStore {
                 suspects.str(), ended.str(), replays.str(), reasons.str(), prints.str(),
                 player_rooms.str(), ids.str(), teams.str(), kills.str(), deaths.str(),
                 assists.str(), scores.str(), disconnected.str(), options_.k_factor, attempt_id,
-                wait, options_.unsafe_skip_settle_guard));
+                wait));
           };
           if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
             // Injected fault: the same settlement in an explicit transaction whose backend

@@ -47,11 +47,10 @@ struct StoreOptions {
   int keepalive_interval_s = 5;
   int keepalive_count = 3;
 
-  // Test-only negative controls; never set in production.
-  // Skip the advisory lock, receipt check and room lock (P2 off).
-  bool unsafe_skip_settle_guard = false;
-  // Release players' in_battle in its own transaction before settling (P5 off).
-  bool unsafe_release_before_commit = false;
+  // Test-only negative control, set by verdict-lobby-testing only: release the players'
+  // in_battle in a transaction of its own before settling (P5 off).
+  // Default: false.
+  bool unsafe_release_before_commit_for_test = false;
 };
 
 enum class AllocateStatus { kAllocated, kDuplicate, kRoomExists, kPlayerBusy };

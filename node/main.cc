@@ -38,6 +38,7 @@ struct Flags {
   bool exit_when_drained = false;
   std::string stored_log;
   std::string tls_ca;
+  // Set by verdict-node-testing only.
   bool unsafe_ack_before_send = false;
   bool unsafe_drop_failed_batches = false;
   bool unsafe_ack_whole_batch = false;
@@ -527,10 +528,23 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
                    "first simulated player id")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 62));
-  // Negative controls for the fault suite: each turns a protection off (never in production).
-  c.run->add_flag("--unsafe-ack-before-send", flags.unsafe_ack_before_send)->group("");
-  c.run->add_flag("--unsafe-drop-failed-batches", flags.unsafe_drop_failed_batches)->group("");
-  c.run->add_flag("--unsafe-ack-whole-batch", flags.unsafe_ack_whole_batch)->group("");
+#ifdef VERDICT_UNSAFE_TEST_SWITCHES
+  // verdict-node-testing only (node/CMakeLists.txt): negative controls for the fault suite,
+  // each turning a protection off.
+  const char* negative_controls = "Negative controls (test build only)";
+  c.run
+      ->add_flag("--unsafe-ack-before-send", flags.unsafe_ack_before_send,
+                 "ack each record before sending it")
+      ->group(negative_controls);
+  c.run
+      ->add_flag("--unsafe-drop-failed-batches", flags.unsafe_drop_failed_batches,
+                 "report a batch the outbox could not write as stored")
+      ->group(negative_controls);
+  c.run
+      ->add_flag("--unsafe-ack-whole-batch", flags.unsafe_ack_whole_batch,
+                 "take a batch's 200 as the ack of every record in it, unread")
+      ->group(negative_controls);
+#endif
   // For the fault suite: a full disk then fails the next write, not the next flush.
   c.run->add_flag("--outbox-no-preallocate", flags.outbox_no_preallocate)->group("");
   c.run->add_option("--stored-log", flags.stored_log,

@@ -22,8 +22,8 @@
 // damage: the checker against hand-made violations, and whole runs with the node acking before
 // sending (the deliver.* kill points), dropping batches it could not write (the writer.* kill
 // points and the full disk), acking a whole batch on a 200 without reading its items (the stuck
-// rooms), and the lobby releasing players before its commit (the lobby kill point and the
-// PostgreSQL crash).
+// rooms), the lobby settling without its guard (the lobby kill point) and the lobby releasing
+// players before its commit (the PostgreSQL crash).
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -45,6 +45,7 @@
 #include <thread>
 
 #include "tests/fault/invariants.h"
+#include "tests/sql/unguarded_settle_sql.h"
 #include "tests/support/http_client.h"
 #include "tests/support/private_postgres.h"
 #include "tests/support/process.h"
@@ -58,13 +59,22 @@ using namespace std::chrono_literals;
 
 void Sleep(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
 
-// Protections a run turns off (negative controls).
+// Protections a run turns off (negative controls), with switches that only verdict-node-testing
+// and verdict-lobby-testing have. (The settlement guard's control is test-only SQL instead:
+// tests/sql/unguarded_settle.sql.)
 struct Unsafe {
   bool ack_before_send = false;        // node: delete before the lobby answered
   bool ack_whole_batch = false;        // node: a 200 acks every record of the batch, unread
   bool drop_failed_batches = false;    // node: drop what the outbox could not write
   bool release_before_commit = false;  // lobby: free the players before the settlement commits
-  bool skip_settle_guard = false;      // lobby: no lock, no receipt check (and no unique keys)
+
+  std::string NodeProgram() const {
+    return ack_before_send || ack_whole_batch || drop_failed_batches ? NodeTestingBinary()
+                                                                     : NodeBinary();
+  }
+  std::string LobbyProgram() const {
+    return release_before_commit ? LobbyTestingBinary() : LobbyBinary();
+  }
 };
 
 // How the simulated battle host plays: battles started per second and how long each lasts.
@@ -291,10 +301,10 @@ class FaultSuite : public ::testing::Test {
                                         const std::map<std::string, std::string>& env,
                                         std::vector<std::string> args) {
     if (unsafe_.release_before_commit) args.push_back("--unsafe-release-before-commit");
-    if (unsafe_.skip_settle_guard) args.push_back("--unsafe-skip-settle-guard");
     std::unique_ptr<LobbyProcess> lobby;
     for (int attempt = 0; attempt < 50 && !lobby; ++attempt) {
-      lobby = LobbyProcess::Start(lobby_conninfo_, args, env, "127.0.0.1:" + std::to_string(port));
+      lobby = LobbyProcess::Start(lobby_conninfo_, args, env, "127.0.0.1:" + std::to_string(port),
+                                  unsafe_.LobbyProgram());
       if (!lobby) Sleep(100ms);  // the port may linger for a moment after a kill
     }
     return lobby;
@@ -302,7 +312,7 @@ class FaultSuite : public ::testing::Test {
 
   std::vector<std::string> NodeArgs(const NodeRun& run) {
     node_metrics_port_ = FreeLoopbackPort();
-    std::vector<std::string> args = {NodeBinary(),
+    std::vector<std::string> args = {unsafe_.NodeProgram(),
                                      "--log-level",
                                      "warn",
                                      "run",
@@ -784,7 +794,6 @@ TEST_F(FaultSuite, NegativeControlDroppingUnwritableBatchesIsCaught) {
 // answered as a duplicate: it is refused (the room is gone) and dead-lettered although it was
 // settled, or, racing, settled twice. The checker reports either.
 TEST_F(FaultSuite, NegativeControlSettlingWithoutTheGuardIsCaught) {
-  unsafe_.skip_settle_guard = true;
   {
     pqxx::connection conn(conninfo_);
     pqxx::work tx(conn);
@@ -793,6 +802,7 @@ TEST_F(FaultSuite, NegativeControlSettlingWithoutTheGuardIsCaught) {
         "ALTER TABLE matches DROP CONSTRAINT matches_room_id_key;"
         "ALTER TABLE settlement_events DROP CONSTRAINT settlement_events_room_id_key;"
         "ALTER TABLE replays DROP CONSTRAINT replays_room_id_key;");
+    tx.exec(kUnguardedSettleSql);
     tx.commit();
   }
   StartLobby();

@@ -16,6 +16,10 @@ for f in bin/verdict-lobby bin/verdict-node include/verdict/node/battle_node.h \
          lib/systemd/system/verdict-node.service; do
   [ -e "$prefix/$f" ] || fail "missing $f"
 done
+# The test builds of the programs, with the negative controls' switches, never ship.
+for f in bin/verdict-lobby-testing bin/verdict-node-testing; do
+  [ ! -e "$prefix/$f" ] || fail "installs $f, a test build"
+done
 ls "$prefix"/lib/*/cmake/verdict/verdictConfig.cmake >/dev/null || fail "no CMake package config"
 ls "$prefix"/lib/*/libverdict_node.a >/dev/null || fail "no libverdict_node.a"
 for sql in "$source"/sql/[0-9][0-9][0-9]_*.sql; do

@@ -47,6 +47,13 @@ expect_field "$dev" Depends 'librocksdb-dev'
 expect_field "$dev" Depends 'libprotobuf-dev'
 if contents "$dev" | grep -q '/bin/'; then fail "libverdict-dev ships binaries"; fi
 
+# Nothing of the negative controls ships: no test build of a program, no test-only SQL.
+for pkg in "$lobby" "$node" "$dev"; do
+  if contents "$pkg" | grep -Eq -- '-testing$|unguarded'; then
+    fail "$(basename "$pkg") ships a test build or test-only SQL"
+  fi
+done
+
 for pkg in "$lobby" "$node"; do
   name=$(dpkg-deb -f "$pkg" Package)
   dpkg-deb -e "$pkg" "$work/control-$name"

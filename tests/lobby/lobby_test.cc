@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "tests/lobby/lobby_fixture.h"
+#include "tests/sql/unguarded_settle_sql.h"
 #include "tests/support/temp_dir.h"
 
 namespace verdict::testing {
@@ -179,12 +180,14 @@ TEST_F(LobbyTest, ConcurrentIdenticalSettlementsOnTwoLobbiesSettleOnce) {
   EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo::text, ',') FROM players"), "1484,1516");
 }
 
-// Negative control: with the advisory lock, receipt check and room lock skipped, the same
-// test no longer sees 32 clean answers. The schema's unique constraints still refuse the
-// second match, so ratings stay single: the defence in depth holds.
+// Negative control: with the advisory lock, receipt check and room lock skipped (the test-only
+// settlement of tests/sql/unguarded_settle.sql), the same test no longer sees 32 clean
+// answers. The schema's unique constraints still refuse the second match, so ratings stay
+// single: the defence in depth holds.
 TEST_F(LobbyTest, NegativeControlWithoutSettleGuardIsCaughtAndConstraintsStillHold) {
-  auto a = StartLobby({"--unsafe-skip-settle-guard"});
-  auto b = StartLobby({"--unsafe-skip-settle-guard"});
+  db_->Exec(kUnguardedSettleSql);
+  auto a = StartLobby();
+  auto b = StartLobby();
   ASSERT_TRUE(a && b);
   MustAllocate(a->port(), 5);
   const ConcurrencyReport report = FireTogether(a->port(), b->port(), MakeResult(5), 32);
@@ -203,8 +206,9 @@ TEST_F(LobbyTest, NegativeControlWithoutGuardOrConstraintsSeesDoubleElo) {
       "ALTER TABLE matches DROP CONSTRAINT matches_room_id_key;"
       "ALTER TABLE settlement_events DROP CONSTRAINT settlement_events_room_id_key;"
       "ALTER TABLE replays DROP CONSTRAINT replays_room_id_key;");
-  auto a = StartLobby({"--unsafe-skip-settle-guard"});
-  auto b = StartLobby({"--unsafe-skip-settle-guard"});
+  db_->Exec(kUnguardedSettleSql);
+  auto a = StartLobby();
+  auto b = StartLobby();
   ASSERT_TRUE(a && b);
   MustAllocate(a->port(), 6);
   // Both lobbies hold a database connection already, so both transactions start at once.
@@ -428,8 +432,9 @@ TEST_F(LobbyTest, DatabaseFailingBeforeCommitIs503AndLeavesTheRoomIntact) {
 // Negative control: releasing in_battle in its own transaction before the settlement commits
 // is exactly the early release P5 forbids; the same probe must see it.
 TEST_F(LobbyTest, NegativeControlReleasingBeforeCommitIsCaught) {
-  auto lobby = StartLobby({"--unsafe-release-before-commit"},
-                          {{"VERDICT_FAILPOINTS", "settle.before_commit=error*1"}});
+  auto lobby = LobbyProcess::Start(db_->conninfo(), {"--unsafe-release-before-commit"},
+                                   {{"VERDICT_FAILPOINTS", "settle.before_commit=error*1"}},
+                                   "127.0.0.1:0", LobbyTestingBinary());
   ASSERT_NE(lobby, nullptr);
   MustAllocate(lobby->port(), 15);
   const FailureProbe probe = SettleWithFailureBeforeCommit(*this, *lobby, 15);
@@ -769,6 +774,19 @@ TEST_F(LobbyTest, ConcurrentMigrationsBothSucceedAndNewerSchemaIsRefused) {
   fresh.Exec("INSERT INTO verdict_schema_migrations (version, name) VALUES (999, 'future')");
   const auto refused = RunCommand({LobbyBinary(), "--db", fresh.conninfo(), "migrate"});
   EXPECT_NE(refused.exit_code, 0);
+}
+
+// The migrated schema carries no test-only switch: one verdict_settle_batch, without the
+// parameter that skipped its guard, and no function of the lobby's sleeps.
+TEST_F(LobbyTest, MigratedSettlementHasNoTestSwitch) {
+  const std::string switched =
+      "SELECT count(*) FROM pg_proc WHERE proname LIKE 'verdict%' "
+      "AND ('p_unsafe_skip_guard' = ANY (proargnames) OR prosrc LIKE '%pg_sleep%')";
+  EXPECT_EQ(Q("SELECT count(*) FROM pg_proc WHERE proname = 'verdict_settle_batch'"), "1");
+  EXPECT_EQ(Q(switched), "0");
+  // Negative control: the test-only settlement is what the query finds.
+  db_->Exec(kUnguardedSettleSql);
+  EXPECT_EQ(Q(switched), "1");
 }
 
 TEST_F(LobbyTest, SlowClientIsDisconnectedAndOthersAreServed) {

@@ -63,6 +63,8 @@ uint16_t FreeLoopbackPort() {
   return port;
 }
 std::string NodeBinary() { return VERDICT_NODE_BINARY; }
+std::string LobbyTestingBinary() { return VERDICT_LOBBY_TESTING_BINARY; }
+std::string NodeTestingBinary() { return VERDICT_NODE_TESTING_BINARY; }
 
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env) {
@@ -83,9 +85,10 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 std::unique_ptr<LobbyProcess> LobbyProcess::Start(const std::string& conninfo,
                                                   const std::vector<std::string>& extra_args,
                                                   const std::map<std::string, std::string>& env,
-                                                  const std::string& listen) {
+                                                  const std::string& listen,
+                                                  const std::string& binary) {
   std::vector<std::string> argv = {
-      LobbyBinary(),  "--db",           conninfo,        "--log-level",  "warn",
+      binary,         "--db",           conninfo,        "--log-level",  "warn",
       "serve",        "--listen",       listen,          "--node-token", "node-a=token-a",
       "--node-token", "node-b=token-b", "--admin-token", "admin-token"};
   if (std::find(extra_args.begin(), extra_args.end(), "--db-pool") == extra_args.end()) {

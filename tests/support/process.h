@@ -18,6 +18,13 @@ struct CommandResult {
   std::string out;     // standard output
 };
 
+// Paths of the binaries under test (set by CMake): the shipped programs, and their -testing
+// builds, which alone have the negative controls' --unsafe-* switches.
+std::string LobbyBinary();
+std::string NodeBinary();
+std::string LobbyTestingBinary();
+std::string NodeTestingBinary();
+
 // Runs argv[0] with `env` added to this process's environment; waits for it.
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env = {});
@@ -31,10 +38,12 @@ class LobbyProcess {
   // --db-pool, plus `extra_args`, and waits until it prints
   // its port. Returns null (after printing why) if it does not come up.
   // `listen` may name a fixed port, so that a restarted lobby is found where the last one was.
+  // `binary` is the program to run (LobbyTestingBinary() for a negative control's switch).
   static std::unique_ptr<LobbyProcess> Start(const std::string& conninfo,
                                              const std::vector<std::string>& extra_args = {},
                                              const std::map<std::string, std::string>& env = {},
-                                             const std::string& listen = "127.0.0.1:0");
+                                             const std::string& listen = "127.0.0.1:0",
+                                             const std::string& binary = LobbyBinary());
   ~LobbyProcess();
 
   uint16_t port() const { return port_; }
@@ -82,9 +91,5 @@ class ChildProcess {
 
 // A TCP port on 127.0.0.1 that was free a moment ago.
 uint16_t FreeLoopbackPort();
-
-// Paths of the binaries under test (set by CMake).
-std::string LobbyBinary();
-std::string NodeBinary();
 
 }  // namespace verdict::testing
