@@ -10,7 +10,7 @@
 #include <iostream>
 #include <sstream>
 
-#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/message.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -61,25 +61,6 @@ std::vector<std::string> SplitComma(const std::string& s) {
   std::string item;
   while (std::getline(in, item, ',')) {
     if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-Result<std::string> ResultJson(const v1::BattleResult& r) {
-  return wire::EncodeBody(r, wire::BodyFormat::kJson);
-}
-
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out.push_back(c);
   }
   return out;
 }
@@ -339,27 +320,37 @@ Result<std::unique_ptr<storage::Outbox>> OpenForReading(const Flags& flags) {
   return storage::OpenOutbox(flags.outbox, {.read_only = true});
 }
 
+// Prints `message` as one line of JSON; the exit status.
+int PrintJson(const google::protobuf::Message& message) {
+  auto json = wire::ToJson(message);
+  if (!json.ok()) return Fail(json.status().ToString());
+  std::printf("%s\n", json->c_str());
+  return 0;
+}
+
+v1::OutboxStats StatsDocument(const storage::OutboxStats& stats) {
+  v1::OutboxStats doc;
+  for (const storage::ShardStats& s : stats.shards) {
+    v1::OutboxStats::Shard* shard = doc.add_shards();
+    shard->set_shard(s.shard);
+    shard->set_records(static_cast<double>(s.records));
+    shard->set_bytes(static_cast<double>(s.bytes));
+    shard->set_oldest_age_ms(static_cast<double>(s.oldest_age_ms));
+  }
+  doc.set_records(static_cast<double>(stats.records));
+  doc.set_bytes(static_cast<double>(stats.bytes));
+  doc.set_quarantined(static_cast<double>(stats.quarantined));
+  doc.set_dead_lettered(static_cast<double>(stats.dead_lettered));
+  doc.set_free_disk_bytes(static_cast<double>(stats.free_disk_bytes));
+  return doc;
+}
+
 int RunStats(const Flags& flags) {
   auto outbox = OpenForReading(flags);
   if (!outbox.ok()) return Fail(outbox.status().ToString());
   auto stats = (*outbox)->Stats();
   if (!stats.ok()) return Fail(stats.status().ToString());
-  if (flags.json) {
-    std::string out = "{\"shards\":[";
-    for (size_t i = 0; i < stats->shards.size(); ++i) {
-      const auto& s = stats->shards[i];
-      out += std::string(i ? "," : "") + "{\"shard\":" + std::to_string(s.shard) +
-             ",\"records\":" + std::to_string(s.records) + ",\"bytes\":" + std::to_string(s.bytes) +
-             ",\"oldest_age_ms\":" + std::to_string(s.oldest_age_ms) + "}";
-    }
-    out += "],\"records\":" + std::to_string(stats->records) +
-           ",\"bytes\":" + std::to_string(stats->bytes) +
-           ",\"quarantined\":" + std::to_string(stats->quarantined) +
-           ",\"dead_lettered\":" + std::to_string(stats->dead_lettered) +
-           ",\"free_disk_bytes\":" + std::to_string(stats->free_disk_bytes) + "}";
-    std::printf("%s\n", out.c_str());
-    return 0;
-  }
+  if (flags.json) return PrintJson(StatsDocument(*stats));
   std::printf("%-6s %10s %12s %14s\n", "SHARD", "RECORDS", "BYTES", "OLDEST_AGE_S");
   for (const auto& s : stats->shards) {
     std::printf("%-6u %10llu %12llu %14.1f\n", s.shard, static_cast<unsigned long long>(s.records),
@@ -418,23 +409,19 @@ int RunList(const Flags& flags, std::optional<uint64_t> room) {
   if (!listed.ok()) return Fail(listed.status().ToString());
   if (room && listed->empty()) return Fail("no record of room " + std::to_string(*room));
   if (flags.json || room) {
-    std::string out = "{\"records\":[";
-    for (size_t i = 0; i < listed->size(); ++i) {
-      const Listed& l = (*listed)[i];
-      out += std::string(i ? "," : "") + "{\"room_id\":\"" + std::to_string(l.room_id) +
-             "\",\"where\":\"" + l.where + "\",\"sequence\":" + std::to_string(l.sequence) +
-             ",\"reason\":\"" + Escape(l.reason) + "\",\"detail\":\"" + Escape(l.detail) + "\"";
-      if (room && l.decodable) {
-        auto json = ResultJson(l.result);
-        if (!json.ok()) return Fail(json.status().ToString());
-        out += ",\"result\":" + *json;
-      }
-      out += "}";
+    v1::OutboxListing doc;
+    for (const Listed& l : *listed) {
+      v1::OutboxListing::Record* record = doc.add_records();
+      record->set_room_id(l.room_id);
+      record->set_where(l.where);
+      record->set_sequence(l.sequence);
+      record->set_reason(wire::ValidUtf8(l.reason));
+      record->set_detail(wire::ValidUtf8(l.detail));
+      if (room && l.decodable) *record->mutable_result() = l.result;
     }
     // Complete unless --limit cut it short (reconciliation refuses a partial listing).
-    const bool complete = room || listed->size() < flags.limit;
-    std::printf("%s],\"complete\":%s}\n", out.c_str(), complete ? "true" : "false");
-    return 0;
+    doc.set_complete(room || listed->size() < flags.limit);
+    return PrintJson(doc);
   }
   std::printf("%-20s %-12s %10s  %s\n", "ROOM_ID", "WHERE", "SEQUENCE", "REASON");
   for (const Listed& l : *listed) {
