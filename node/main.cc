@@ -117,9 +117,10 @@ void ReloadToken(BattleNode& node, const std::function<Result<std::string>()>& r
   spdlog::info("SIGHUP: lobby token reloaded");
 }
 
-int RunNode(const Flags& flags, const std::function<Result<std::string>()>& reread_token) {
+// The node's options from the flags, with the token read from where the flags say.
+Result<NodeOptions> OptionsFrom(const Flags& flags) {
   auto token = ReadToken(flags);
-  if (!token.ok()) return Fail(token.status().message());
+  if (!token.ok()) return token.status();
   NodeOptions options;
   options.node_id = flags.node_id;
   options.outbox_dir = flags.outbox;
@@ -137,118 +138,154 @@ int RunNode(const Flags& flags, const std::function<Result<std::string>()>& rere
       flags.unsafe_ack_whole_batch) {
     spdlog::error("UNSAFE test switches are on: this node can lose results");
   }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> stored_log(nullptr, &std::fclose);
-  if (!flags.stored_log.empty()) {
-    stored_log.reset(std::fopen(flags.stored_log.c_str(), "a"));
-    if (!stored_log) return Fail("cannot append to " + flags.stored_log);
-    // One line per result, written once it is durable: what a crash test may hold the node to.
-    options.on_stored = [log = stored_log.get()](const std::vector<v1::BattleResult>& batch) {
-      for (const auto& r : batch) std::fprintf(log, "%llu\n", (unsigned long long)r.room_id());
-      std::fflush(log);
-    };
-  }
-  const bool simulate = flags.simulate_rooms > 0;
-  if (simulate && flags.admin_token.empty()) {
-    return Fail("--simulate-rooms needs --admin-token to allocate rooms at the lobby");
-  }
+  return options;
+}
 
+using StoredLog = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+// --stored-log: opens the file and has the node append one line per result to it, written once
+// it is durable: what a crash test may hold the node to. Null when there is none.
+Result<StoredLog> OpenStoredLog(const std::string& path, NodeOptions& options) {
+  StoredLog log(nullptr, &std::fclose);
+  if (path.empty()) return log;
+  log.reset(std::fopen(path.c_str(), "a"));
+  if (!log) return NotFoundError("cannot append to " + path);
+  options.on_stored = [file = log.get()](const std::vector<v1::BattleResult>& batch) {
+    for (const auto& r : batch) std::fprintf(file, "%llu\n", (unsigned long long)r.room_id());
+    std::fflush(file);
+  };
+  return log;
+}
+
+// Blocks the signals the node waits for (SIGTERM, SIGINT, SIGHUP) in this thread and every
+// thread started after it, and returns them for sigtimedwait.
+sigset_t BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
-  auto started = BattleNode::Start(options);
-  if (!started.ok()) return Fail(started.status().ToString());
-  BattleNode& node = **started;
+void PrintInitialBacklog(BattleNode& node, const std::string& node_id) {
   if (node.metrics_port()) std::printf("metrics on port %u\n", node.metrics_port());
   if (auto initial = node.outbox().Stats(); initial.ok()) {
-    std::printf("node %s: %llu result(s) waiting in the outbox at start\n", flags.node_id.c_str(),
+    std::printf("node %s: %llu result(s) waiting in the outbox at start\n", node_id.c_str(),
                 static_cast<unsigned long long>(initial->records));
     std::fflush(stdout);
   } else {
     // The node runs without the count: writing and delivering do not need it.
-    spdlog::warn("node {}: cannot count the outbox's backlog at start: {}", flags.node_id,
+    spdlog::warn("node {}: cannot count the outbox's backlog at start: {}", node_id,
                  initial.status().ToString());
   }
+}
 
-  std::unique_ptr<Simulator> simulator;
-  if (simulate) {
-    SimulatorOptions sim;
-    sim.rooms = flags.simulate_rooms;
-    sim.rooms_per_s = flags.simulate_rate;
-    sim.battle = std::chrono::milliseconds(flags.simulate_battle_ms);
-    sim.lobby_urls = options.lobby_urls;
-    sim.admin_token = flags.admin_token;
-    sim.first_room_id = flags.simulate_first_room;
-    sim.first_player_id = flags.simulate_first_player;
-    simulator = std::make_unique<Simulator>(sim, node);
-    simulator->Start();
+// The --simulate-* battle host, started; null without --simulate-rooms.
+std::unique_ptr<Simulator> StartSimulator(const Flags& flags, const NodeOptions& options,
+                                          BattleNode& node) {
+  if (flags.simulate_rooms == 0) return nullptr;
+  SimulatorOptions sim;
+  sim.rooms = flags.simulate_rooms;
+  sim.rooms_per_s = flags.simulate_rate;
+  sim.battle = std::chrono::milliseconds(flags.simulate_battle_ms);
+  sim.lobby_urls = options.lobby_urls;
+  sim.admin_token = flags.admin_token;
+  sim.first_room_id = flags.simulate_first_room;
+  sim.first_player_id = flags.simulate_first_player;
+  auto simulator = std::make_unique<Simulator>(sim, node);
+  simulator->Start();
+  return simulator;
+}
+
+// One progress line: the simulator's rooms, what was stored and delivered, the backlog as it
+// is now and the drain ETA at the current rates.
+void PrintProgress(BattleNode& node, const Simulator* simulator, uint64_t simulate_rooms) {
+  auto stats = node.outbox().Stats();
+  const NodeRates rates = node.rates();
+  std::string sim;
+  if (simulator) {
+    sim = "rooms " + std::to_string(simulator->counts().finished) + "/" +
+          std::to_string(simulate_rooms) + " finished, ";
   }
+  const double backlog = stats.ok() ? static_cast<double>(stats->records) : 0;
+  // Drain ETA N / (C - R) with the backlog as it is now.
+  const double eta = backlog == 0 ? 0
+                     : rates.delivery_per_s > rates.ingest_per_s
+                         ? backlog / (rates.delivery_per_s - rates.ingest_per_s)
+                         : INFINITY;
+  std::printf(
+      "%sstored %llu, delivered %llu, backlog %.0f, dead letter %llu, "
+      "in %.0f/s, out %.0f/s, drain ETA %s\n",
+      sim.c_str(), static_cast<unsigned long long>(node.stored()),
+      static_cast<unsigned long long>(node.resolved()), backlog,
+      static_cast<unsigned long long>(stats.ok() ? stats->dead_lettered : 0), rates.ingest_per_s,
+      rates.delivery_per_s, Seconds(eta).c_str());
+  std::fflush(stdout);
+}
 
-  auto progress = [&] {
-    auto stats = node.outbox().Stats();
-    const NodeRates rates = node.rates();
-    std::string sim;
-    if (simulator) {
-      const SimulatorCounts c = simulator->counts();
-      sim = "rooms " + std::to_string(c.finished) + "/" + std::to_string(flags.simulate_rooms) +
-            " finished, ";
-    }
-    // Drain ETA N / (C - R) with the backlog as it is now.
-    const double backlog = stats.ok() ? static_cast<double>(stats->records) : 0;
-    const double eta = backlog == 0 ? 0
-                       : rates.delivery_per_s > rates.ingest_per_s
-                           ? backlog / (rates.delivery_per_s - rates.ingest_per_s)
-                           : INFINITY;
-    std::printf(
-        "%sstored %llu, delivered %llu, backlog %.0f, dead letter %llu, "
-        "in %.0f/s, out %.0f/s, drain ETA %s\n",
-        sim.c_str(), static_cast<unsigned long long>(node.stored()),
-        static_cast<unsigned long long>(node.resolved()), backlog,
-        static_cast<unsigned long long>(stats.ok() ? stats->dead_lettered : 0), rates.ingest_per_s,
-        rates.delivery_per_s, Seconds(eta).c_str());
-    std::fflush(stdout);
-  };
-
+// Runs until SIGTERM or SIGINT, or with --exit-when-drained until the simulator is done and the
+// node drained; reloads the token on SIGHUP and prints progress every --progress-ms.
+void ServeUntilStopped(const Flags& flags, BattleNode& node, const Simulator* simulator,
+                       const sigset_t& signals,
+                       const std::function<Result<std::string>()>& reread_token) {
   const timespec tick{0, 200'000'000};
   auto last_progress = std::chrono::steady_clock::now();
-  int exit_code = 0;
   for (;;) {
     const int signal = sigtimedwait(&signals, nullptr, &tick);
     if (signal == SIGTERM || signal == SIGINT) {
       spdlog::info("{}: shutting down; queued results are stored first",
                    signal == SIGTERM ? "SIGTERM" : "SIGINT");
-      break;
+      return;
     }
     if (signal == SIGHUP) ReloadToken(node, reread_token);
     if (std::chrono::steady_clock::now() - last_progress >=
         std::chrono::milliseconds(flags.progress_ms)) {
-      progress();
+      PrintProgress(node, simulator, flags.simulate_rooms);
       last_progress = std::chrono::steady_clock::now();
     }
     if (flags.exit_when_drained && (!simulator || simulator->done()) && node.Drained()) {
       std::printf("drained\n");
-      break;
+      return;
     }
   }
+}
+
+void PrintSimulatorSummary(const Simulator& simulator) {
+  const SimulatorCounts c = simulator.counts();
+  std::printf(
+      "simulated rooms: %llu finished (%llu aborted, %llu suspect), "
+      "%llu allocation retries\n",
+      static_cast<unsigned long long>(c.finished), static_cast<unsigned long long>(c.aborted),
+      static_cast<unsigned long long>(c.suspect),
+      static_cast<unsigned long long>(c.allocation_failures));
+}
+
+int RunNode(const Flags& flags, const std::function<Result<std::string>()>& reread_token) {
+  auto options = OptionsFrom(flags);
+  if (!options.ok()) return Fail(options.status().message());
+  auto stored_log = OpenStoredLog(flags.stored_log, *options);
+  if (!stored_log.ok()) return Fail(stored_log.status().message());
+  if (flags.simulate_rooms > 0 && flags.admin_token.empty()) {
+    return Fail("--simulate-rooms needs --admin-token to allocate rooms at the lobby");
+  }
+  const sigset_t signals = BlockStopSignals();  // before any thread starts
+
+  auto started = BattleNode::Start(*options);
+  if (!started.ok()) return Fail(started.status().ToString());
+  BattleNode& node = **started;
+  PrintInitialBacklog(node, flags.node_id);
+  std::unique_ptr<Simulator> simulator = StartSimulator(flags, *options, node);
+  ServeUntilStopped(flags, node, simulator.get(), signals, reread_token);
   if (simulator) simulator->Stop();
   const size_t lost = node.Shutdown();
-  progress();
-  if (simulator) {
-    const SimulatorCounts c = simulator->counts();
-    std::printf(
-        "simulated rooms: %llu finished (%llu aborted, %llu suspect), "
-        "%llu allocation retries\n",
-        static_cast<unsigned long long>(c.finished), static_cast<unsigned long long>(c.aborted),
-        static_cast<unsigned long long>(c.suspect),
-        static_cast<unsigned long long>(c.allocation_failures));
-  }
+  PrintProgress(node, simulator.get(), flags.simulate_rooms);
+  if (simulator) PrintSimulatorSummary(*simulator);
   if (lost > 0) {
-    exit_code = Fail(std::to_string(lost) + " result(s) could not be stored before shutdown");
+    return Fail(std::to_string(lost) + " result(s) could not be stored before shutdown");
   }
-  return exit_code;
+  return 0;
 }
 
 // Reads BattleResults as JSON: one object, or one object per line. Nothing is returned (and
