@@ -210,11 +210,7 @@ void PrintProgress(BattleNode& node, const Simulator* simulator, uint64_t simula
           std::to_string(simulate_rooms) + " finished, ";
   }
   const double backlog = stats.ok() ? static_cast<double>(stats->records) : 0;
-  // Drain ETA N / (C - R) with the backlog as it is now.
-  const double eta = backlog == 0 ? 0
-                     : rates.delivery_per_s > rates.ingest_per_s
-                         ? backlog / (rates.delivery_per_s - rates.ingest_per_s)
-                         : INFINITY;
+  const double eta = BacklogDrainEtaS(backlog, rates.ingest_per_s, rates.delivery_per_s);
   std::printf(
       "%sstored %llu, delivered %llu, backlog %.0f, dead letter %llu, "
       "in %.0f/s, out %.0f/s, drain ETA %s\n",
