@@ -499,6 +499,32 @@ constexpr char kDescription[] =
     "verdict-node: keeps battle results durable on this host and delivers them to "
     "the lobby exactly as often as needed.";
 
+// `enqueue`, and `outbox` with its subcommands: the operator's commands on an outbox.
+void DeclareOutboxCommands(CLI::App& app, Flags& flags, Commands& c) {
+  c.enqueue =
+      app.add_subcommand("enqueue", "store BattleResults given as JSON (one, or one per line)");
+  c.enqueue->add_option("--outbox", flags.outbox, "outbox directory")->required();
+  c.enqueue->add_option("--shards", flags.shards, "shards if the outbox is new")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  c.enqueue->add_option("input", flags.input, "file to read, or - for standard input")
+      ->capture_default_str();
+
+  CLI::App* outbox = app.add_subcommand("outbox", "inspect or repair an outbox");
+  outbox->require_subcommand(1);
+  outbox->add_option("--outbox", flags.outbox, "outbox directory")->required();
+  c.stats = outbox->add_subcommand("stats", "records, bytes and ages per shard");
+  c.stats->add_flag("--json", flags.json, "print JSON");
+  c.ls = outbox->add_subcommand("ls", "pending, quarantined and dead-lettered records");
+  c.ls->add_flag("--json", flags.json, "print JSON");
+  c.ls->add_option("--limit", flags.limit, "most records to list")->capture_default_str();
+  c.show = outbox->add_subcommand("show", "every record of one room, as JSON");
+  c.show->add_option("room_id", flags.room_id, "the room")->required();
+  c.redrive = outbox->add_subcommand("redrive", "move records back from quarantine or dead letter");
+  c.redrive->add_option("--from", flags.from, "quarantine or dead-letter")->required();
+  c.redrive->add_option("room_id", flags.room_id, "only this room");
+}
+
 // Declares every flag of verdict-node on `app`, bound to `flags`. Used to parse the command line
 // and again to re-read it (with its --config file) when SIGHUP reloads the token.
 Commands DeclareFlags(CLI::App& app, Flags& flags) {
@@ -561,29 +587,7 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
       ->capture_default_str()
       ->check(CLI::Range(100, 3'600'000));
 
-  c.enqueue =
-      app.add_subcommand("enqueue", "store BattleResults given as JSON (one, or one per line)");
-  c.enqueue->add_option("--outbox", flags.outbox, "outbox directory")->required();
-  c.enqueue->add_option("--shards", flags.shards, "shards if the outbox is new")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  c.enqueue->add_option("input", flags.input, "file to read, or - for standard input")
-      ->capture_default_str();
-
-  CLI::App* outbox = app.add_subcommand("outbox", "inspect or repair an outbox");
-  outbox->require_subcommand(1);
-  outbox->add_option("--outbox", flags.outbox, "outbox directory")->required();
-  c.stats = outbox->add_subcommand("stats", "records, bytes and ages per shard");
-  c.stats->add_flag("--json", flags.json, "print JSON");
-  c.ls = outbox->add_subcommand("ls", "pending, quarantined and dead-lettered records");
-  c.ls->add_flag("--json", flags.json, "print JSON");
-  c.ls->add_option("--limit", flags.limit, "most records to list")->capture_default_str();
-  c.show = outbox->add_subcommand("show", "every record of one room, as JSON");
-  c.show->add_option("room_id", flags.room_id, "the room")->required();
-  c.redrive = outbox->add_subcommand("redrive", "move records back from quarantine or dead letter");
-  c.redrive->add_option("--from", flags.from, "quarantine or dead-letter")->required();
-  c.redrive->add_option("room_id", flags.room_id, "only this room");
-
+  DeclareOutboxCommands(app, flags, c);
   return c;
 }
 
