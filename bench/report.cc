@@ -7,6 +7,10 @@
 #include <fstream>
 #include <set>
 
+#include <google/protobuf/struct.pb.h>
+
+#include "proto/wire.h"
+
 namespace verdict::bench {
 namespace {
 
@@ -17,27 +21,41 @@ std::string Number(double v) {
   return buf;
 }
 
+// A figure as JSON: a number, or null for one that is not finite (JSON has no infinity).
+google::protobuf::Value JsonNumber(double v) {
+  google::protobuf::Value value;
+  if (std::isfinite(v)) {
+    value.set_number_value(v);
+  } else {
+    value.set_null_value(google::protobuf::NULL_VALUE);
+  }
+  return value;
+}
+
 }  // namespace
+
+Result<std::string> Report::Json() const {
+  google::protobuf::Struct doc;
+  auto& top = *doc.mutable_fields();
+  top["mode"].set_string_value(mode_);
+  for (const auto& [name, value] : fields_) top[name] = JsonNumber(value);
+  google::protobuf::ListValue* rows = top["rows"].mutable_list_value();
+  for (const RowData& row : rows_) {
+    auto& out = *rows->add_values()->mutable_struct_value()->mutable_fields();
+    for (const auto& [name, value] : row.labels) out[name].set_string_value(value);
+    for (const auto& [name, value] : row.values) out[name] = JsonNumber(value);
+  }
+  return wire::ToJson(doc);
+}
 
 int Report::Emit(const OutputOptions& output) const {
   if (output.json) {
-    std::string out = "{\"mode\":\"" + mode_ + "\"";
-    for (const auto& [name, value] : fields_) out += ",\"" + name + "\":" + Number(value);
-    out += ",\"rows\":[";
-    for (size_t i = 0; i < rows_.size(); ++i) {
-      out += i ? ",{" : "{";
-      bool first = true;
-      for (const auto& [name, value] : rows_[i].labels) {
-        out += std::string(first ? "" : ",") + "\"" + name + "\":\"" + value + "\"";
-        first = false;
-      }
-      for (const auto& [name, value] : rows_[i].values) {
-        out += std::string(first ? "" : ",") + "\"" + name + "\":" + Number(value);
-        first = false;
-      }
-      out += "}";
+    auto json = Json();
+    if (!json.ok()) {
+      std::fprintf(stderr, "%s\n", json.status().ToString().c_str());
+      return 1;
     }
-    std::printf("%s]}\n", out.c_str());
+    std::printf("%s\n", json->c_str());
   }
   if (!output.csv_dir.empty()) {
     std::error_code ec;

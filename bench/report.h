@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace verdict::bench {
 
 struct OutputOptions {
@@ -21,6 +23,9 @@ class Report {
   void Row(std::map<std::string, std::string> labels, std::map<std::string, double> values) {
     rows_.push_back({std::move(labels), std::move(values)});
   }
+  // One JSON object: "mode", the fields, and "rows", each row's labels (strings) and values
+  // (numbers; null when not finite). Keys in alphabetical order.
+  Result<std::string> Json() const;
   // Writes JSON and/or CSV as asked; returns the process exit code.
   int Emit(const OutputOptions& output) const;
 

@@ -17,9 +17,9 @@
 #include "common/host_port.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
-#include "lobby/problem.h"
 #include "lobby/settlement_service.h"
 #include "lobby/settlement_store.h"
+#include "proto/wire.h"
 
 namespace {
 
@@ -124,7 +124,7 @@ Result<std::map<std::string, v1::OutboxListing>> ReadListings(const Flags& flags
     std::stringstream text;
     text << in.rdbuf();
     google::protobuf::util::JsonParseOptions options;
-    options.ignore_unknown_fields = true;  // `show` adds the whole result; not needed here
+    options.ignore_unknown_fields = true;  // fields a newer verdict-node may add
     v1::OutboxListing listing;
     if (auto s = google::protobuf::util::JsonStringToMessage(text.str(), &listing, options);
         !s.ok()) {
@@ -181,23 +181,23 @@ int RunReconcile(const Flags& flags) {
   }
   const int lost = counts.count("lost") ? counts.at("lost") : 0;
   if (flags.json) {
-    std::string out = "{\"older_than_s\":" + std::to_string(flags.older_than_s) + ",\"pending\":[";
+    v1::Reconciliation doc;
+    doc.set_older_than_s(static_cast<double>(flags.older_than_s));
     for (size_t i = 0; i < rooms->size(); ++i) {
       const PendingRoom& r = (*rooms)[i];
-      out += std::string(i ? "," : "") + "{\"room_id\":\"" + std::to_string(r.room_id) +
-             "\",\"node_id\":\"" + JsonEscape(r.node_id) +
-             "\",\"allocated_at_ms\":" + std::to_string(r.allocated_at_ms) +
-             ",\"age_s\":" + std::to_string(r.age_s) + ",\"state\":\"" + where[i].state +
-             "\",\"reason\":\"" + JsonEscape(where[i].reason) + "\",\"detail\":\"" +
-             JsonEscape(where[i].detail) + "\"}";
+      v1::Reconciliation::Room* room = doc.add_pending();
+      room->set_room_id(r.room_id);
+      room->set_node_id(wire::ValidUtf8(r.node_id));
+      room->set_allocated_at_ms(static_cast<double>(r.allocated_at_ms));
+      room->set_age_s(static_cast<double>(r.age_s));
+      room->set_state(where[i].state);
+      room->set_reason(wire::ValidUtf8(where[i].reason));
+      room->set_detail(wire::ValidUtf8(where[i].detail));
     }
-    out += "],\"counts\":{";
-    bool first = true;
-    for (const auto& [state, n] : counts) {
-      out += std::string(first ? "" : ",") + "\"" + state + "\":" + std::to_string(n);
-      first = false;
-    }
-    std::printf("%s}}\n", out.c_str());
+    for (const auto& [state, n] : counts) (*doc.mutable_counts())[state] = n;
+    auto json = wire::ToJson(doc);
+    if (!json.ok()) return Fail(json.status().ToString());
+    std::printf("%s\n", json->c_str());
     return lost > 0 ? 3 : 0;
   }
   std::printf("%-20s %-24s %10s  %-13s %s\n", "ROOM_ID", "NODE_ID", "AGE_S", "STATE", "REASON");

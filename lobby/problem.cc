@@ -1,6 +1,9 @@
 #include "lobby/problem.h"
 
-#include <cstdio>
+#include <spdlog/spdlog.h>
+
+#include "proto/wire.h"
+#include "verdict/v1/verdict.pb.h"
 
 namespace verdict::lobby {
 
@@ -24,49 +27,27 @@ const ErrorInfo& InfoOf(ErrorCode code) {
   return kInfos[static_cast<int>(code)];
 }
 
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  return out;
-}
-
 HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::string& instance,
                        int retry_after_s) {
   const ErrorInfo& info = InfoOf(code);
+  v1::ProblemDetails problem;
+  problem.set_type(std::string("urn:verdict:problem:") + info.code);
+  problem.set_title(info.title);
+  problem.set_status(info.http_status);
+  problem.set_detail(wire::ValidUtf8(detail));
+  problem.set_instance(wire::ValidUtf8(instance));
+  problem.set_code(info.code);
+  problem.set_retryable(info.retryable);
   HttpReply reply;
   reply.status = info.http_status;
   reply.content_type = "application/problem+json";
-  reply.body = std::string("{\"type\":\"urn:verdict:problem:") + info.code + "\",\"title\":\"" +
-               info.title + "\",\"status\":" + std::to_string(info.http_status) + ",\"detail\":\"" +
-               JsonEscape(detail) + "\",\"instance\":\"" + JsonEscape(instance) + "\",\"code\":\"" +
-               info.code + "\",\"retryable\":" + (info.retryable ? "true" : "false") + "}";
+  if (auto body = wire::ToJson(problem); body.ok()) {
+    reply.body = std::move(*body);
+  } else {
+    // The status and headers still say what happened.
+    spdlog::error("a {} problem goes out without its body: {}", info.code,
+                  body.status().ToString());
+  }
   if (code == ErrorCode::kUnavailable) {
     reply.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
   }

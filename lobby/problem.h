@@ -36,11 +36,9 @@ struct ErrorInfo {
 
 const ErrorInfo& InfoOf(ErrorCode code);
 
-// The problem reply. `detail` must not reveal more than the caller may know.
+// The problem reply: a v1::ProblemDetails as JSON. `detail` must not reveal more than the caller
+// may know.
 HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::string& instance,
                        int retry_after_s = 1);
-
-// Escapes `s` for use inside a JSON string literal.
-std::string JsonEscape(const std::string& s);
 
 }  // namespace verdict::lobby

@@ -27,6 +27,12 @@ double SteadySeconds() {
 
 }  // namespace
 
+double BacklogDrainEtaS(double backlog, double ingest_per_s, double delivery_per_s) {
+  if (backlog == 0) return 0;
+  if (delivery_per_s <= ingest_per_s) return kInfinity;
+  return backlog / (delivery_per_s - ingest_per_s);
+}
+
 BattleNode::BattleNode(NodeOptions options)
     : options_(std::move(options)),
       clock_(options_.clock ? options_.clock : SystemClock::Default()),
@@ -117,10 +123,7 @@ void BattleNode::Maintain() {
   r.disk_full_eta_s = r.ingest_per_s > 0
                           ? last_stats_.free_disk_bytes / (record_bytes * r.ingest_per_s)
                           : kInfinity;
-  r.backlog_drain_eta_s = backlog == 0 ? 0
-                          : r.delivery_per_s > r.ingest_per_s
-                              ? backlog / (r.delivery_per_s - r.ingest_per_s)
-                              : kInfinity;
+  r.backlog_drain_eta_s = BacklogDrainEtaS(backlog, r.ingest_per_s, r.delivery_per_s);
   rates_ = r;
 }
 

@@ -65,8 +65,13 @@ struct NodeRates {
   double ingest_per_s = 0;         // R: results stored per second
   double delivery_per_s = 0;       // C: results resolved (acked or dead-lettered) per second
   double disk_full_eta_s = 0;      // T = D / (S × R); +inf when nothing comes in
-  double backlog_drain_eta_s = 0;  // N / (C − R); 0 when empty, +inf when it does not drain
+  double backlog_drain_eta_s = 0;  // BacklogDrainEtaS of the backlog and the two rates
 };
+
+// Seconds until a backlog of `backlog` records drains while `ingest_per_s` come in and
+// `delivery_per_s` go out: N / (C − R). 0 for an empty backlog; +inf when it does not drain
+// (C ≤ R).
+double BacklogDrainEtaS(double backlog, double ingest_per_s, double delivery_per_s);
 
 class BattleNode {
  public:

@@ -10,7 +10,7 @@
 #include <iostream>
 #include <sstream>
 
-#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/message.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -62,25 +62,6 @@ std::vector<std::string> SplitComma(const std::string& s) {
   std::string item;
   while (std::getline(in, item, ',')) {
     if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-Result<std::string> ResultJson(const v1::BattleResult& r) {
-  return wire::EncodeBody(r, wire::BodyFormat::kJson);
-}
-
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out.push_back(c);
   }
   return out;
 }
@@ -137,9 +118,10 @@ void ReloadToken(BattleNode& node, const std::function<Result<std::string>()>& r
   spdlog::info("SIGHUP: lobby token reloaded");
 }
 
-int RunNode(const Flags& flags, const std::function<Result<std::string>()>& reread_token) {
+// The node's options from the flags, with the token read from where the flags say.
+Result<NodeOptions> OptionsFrom(const Flags& flags) {
   auto token = ReadToken(flags);
-  if (!token.ok()) return Fail(token.status().message());
+  if (!token.ok()) return token.status();
   NodeOptions options;
   options.node_id = flags.node_id;
   options.outbox_dir = flags.outbox;
@@ -157,118 +139,150 @@ int RunNode(const Flags& flags, const std::function<Result<std::string>()>& rere
       flags.unsafe_ack_whole_batch) {
     spdlog::error("UNSAFE test switches are on: this node can lose results");
   }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> stored_log(nullptr, &std::fclose);
-  if (!flags.stored_log.empty()) {
-    stored_log.reset(std::fopen(flags.stored_log.c_str(), "a"));
-    if (!stored_log) return Fail("cannot append to " + flags.stored_log);
-    // One line per result, written once it is durable: what a crash test may hold the node to.
-    options.on_stored = [log = stored_log.get()](const std::vector<v1::BattleResult>& batch) {
-      for (const auto& r : batch) std::fprintf(log, "%llu\n", (unsigned long long)r.room_id());
-      std::fflush(log);
-    };
-  }
-  const bool simulate = flags.simulate_rooms > 0;
-  if (simulate && flags.admin_token.empty()) {
-    return Fail("--simulate-rooms needs --admin-token to allocate rooms at the lobby");
-  }
+  return options;
+}
 
+using StoredLog = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+// --stored-log: opens the file and has the node append one line per result to it, written once
+// it is durable: what a crash test may hold the node to. Null when there is none.
+Result<StoredLog> OpenStoredLog(const std::string& path, NodeOptions& options) {
+  StoredLog log(nullptr, &std::fclose);
+  if (path.empty()) return log;
+  log.reset(std::fopen(path.c_str(), "a"));
+  if (!log) return NotFoundError("cannot append to " + path);
+  options.on_stored = [file = log.get()](const std::vector<v1::BattleResult>& batch) {
+    for (const auto& r : batch) std::fprintf(file, "%llu\n", (unsigned long long)r.room_id());
+    std::fflush(file);
+  };
+  return log;
+}
+
+// Blocks the signals the node waits for (SIGTERM, SIGINT, SIGHUP) in this thread and every
+// thread started after it, and returns them for sigtimedwait.
+sigset_t BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
-  auto started = BattleNode::Start(options);
-  if (!started.ok()) return Fail(started.status().ToString());
-  BattleNode& node = **started;
+void PrintInitialBacklog(BattleNode& node, const std::string& node_id) {
   if (node.metrics_port()) std::printf("metrics on port %u\n", node.metrics_port());
   if (auto initial = node.outbox().Stats(); initial.ok()) {
-    std::printf("node %s: %llu result(s) waiting in the outbox at start\n", flags.node_id.c_str(),
+    std::printf("node %s: %llu result(s) waiting in the outbox at start\n", node_id.c_str(),
                 static_cast<unsigned long long>(initial->records));
     std::fflush(stdout);
   } else {
     // The node runs without the count: writing and delivering do not need it.
-    spdlog::warn("node {}: cannot count the outbox's backlog at start: {}", flags.node_id,
+    spdlog::warn("node {}: cannot count the outbox's backlog at start: {}", node_id,
                  initial.status().ToString());
   }
+}
 
-  std::unique_ptr<Simulator> simulator;
-  if (simulate) {
-    SimulatorOptions sim;
-    sim.rooms = flags.simulate_rooms;
-    sim.rooms_per_s = flags.simulate_rate;
-    sim.battle = std::chrono::milliseconds(flags.simulate_battle_ms);
-    sim.lobby_urls = options.lobby_urls;
-    sim.admin_token = flags.admin_token;
-    sim.first_room_id = flags.simulate_first_room;
-    sim.first_player_id = flags.simulate_first_player;
-    simulator = std::make_unique<Simulator>(sim, node);
-    simulator->Start();
+// The --simulate-* battle host, started; null without --simulate-rooms.
+std::unique_ptr<Simulator> StartSimulator(const Flags& flags, const NodeOptions& options,
+                                          BattleNode& node) {
+  if (flags.simulate_rooms == 0) return nullptr;
+  SimulatorOptions sim;
+  sim.rooms = flags.simulate_rooms;
+  sim.rooms_per_s = flags.simulate_rate;
+  sim.battle = std::chrono::milliseconds(flags.simulate_battle_ms);
+  sim.lobby_urls = options.lobby_urls;
+  sim.admin_token = flags.admin_token;
+  sim.first_room_id = flags.simulate_first_room;
+  sim.first_player_id = flags.simulate_first_player;
+  auto simulator = std::make_unique<Simulator>(sim, node);
+  simulator->Start();
+  return simulator;
+}
+
+// One progress line: the simulator's rooms, what was stored and delivered, the backlog as it
+// is now and the drain ETA at the current rates.
+void PrintProgress(BattleNode& node, const Simulator* simulator, uint64_t simulate_rooms) {
+  auto stats = node.outbox().Stats();
+  const NodeRates rates = node.rates();
+  std::string sim;
+  if (simulator) {
+    sim = "rooms " + std::to_string(simulator->counts().finished) + "/" +
+          std::to_string(simulate_rooms) + " finished, ";
   }
+  const double backlog = stats.ok() ? static_cast<double>(stats->records) : 0;
+  const double eta = BacklogDrainEtaS(backlog, rates.ingest_per_s, rates.delivery_per_s);
+  std::printf(
+      "%sstored %llu, delivered %llu, backlog %.0f, dead letter %llu, "
+      "in %.0f/s, out %.0f/s, drain ETA %s\n",
+      sim.c_str(), static_cast<unsigned long long>(node.stored()),
+      static_cast<unsigned long long>(node.resolved()), backlog,
+      static_cast<unsigned long long>(stats.ok() ? stats->dead_lettered : 0), rates.ingest_per_s,
+      rates.delivery_per_s, Seconds(eta).c_str());
+  std::fflush(stdout);
+}
 
-  auto progress = [&] {
-    auto stats = node.outbox().Stats();
-    const NodeRates rates = node.rates();
-    std::string sim;
-    if (simulator) {
-      const SimulatorCounts c = simulator->counts();
-      sim = "rooms " + std::to_string(c.finished) + "/" + std::to_string(flags.simulate_rooms) +
-            " finished, ";
-    }
-    // Drain ETA N / (C - R) with the backlog as it is now.
-    const double backlog = stats.ok() ? static_cast<double>(stats->records) : 0;
-    const double eta = backlog == 0 ? 0
-                       : rates.delivery_per_s > rates.ingest_per_s
-                           ? backlog / (rates.delivery_per_s - rates.ingest_per_s)
-                           : INFINITY;
-    std::printf(
-        "%sstored %llu, delivered %llu, backlog %.0f, dead letter %llu, "
-        "in %.0f/s, out %.0f/s, drain ETA %s\n",
-        sim.c_str(), static_cast<unsigned long long>(node.stored()),
-        static_cast<unsigned long long>(node.resolved()), backlog,
-        static_cast<unsigned long long>(stats.ok() ? stats->dead_lettered : 0), rates.ingest_per_s,
-        rates.delivery_per_s, Seconds(eta).c_str());
-    std::fflush(stdout);
-  };
-
+// Runs until SIGTERM or SIGINT, or with --exit-when-drained until the simulator is done and the
+// node drained; reloads the token on SIGHUP and prints progress every --progress-ms.
+void ServeUntilStopped(const Flags& flags, BattleNode& node, const Simulator* simulator,
+                       const sigset_t& signals,
+                       const std::function<Result<std::string>()>& reread_token) {
   const timespec tick{0, 200'000'000};
   auto last_progress = std::chrono::steady_clock::now();
-  int exit_code = 0;
   for (;;) {
     const int signal = sigtimedwait(&signals, nullptr, &tick);
     if (signal == SIGTERM || signal == SIGINT) {
       spdlog::info("{}: shutting down; queued results are stored first",
                    signal == SIGTERM ? "SIGTERM" : "SIGINT");
-      break;
+      return;
     }
     if (signal == SIGHUP) ReloadToken(node, reread_token);
     if (std::chrono::steady_clock::now() - last_progress >=
         std::chrono::milliseconds(flags.progress_ms)) {
-      progress();
+      PrintProgress(node, simulator, flags.simulate_rooms);
       last_progress = std::chrono::steady_clock::now();
     }
     if (flags.exit_when_drained && (!simulator || simulator->done()) && node.Drained()) {
       std::printf("drained\n");
-      break;
+      return;
     }
   }
+}
+
+void PrintSimulatorSummary(const Simulator& simulator) {
+  const SimulatorCounts c = simulator.counts();
+  std::printf(
+      "simulated rooms: %llu finished (%llu aborted, %llu suspect), "
+      "%llu allocation retries\n",
+      static_cast<unsigned long long>(c.finished), static_cast<unsigned long long>(c.aborted),
+      static_cast<unsigned long long>(c.suspect),
+      static_cast<unsigned long long>(c.allocation_failures));
+}
+
+int RunNode(const Flags& flags, const std::function<Result<std::string>()>& reread_token) {
+  auto options = OptionsFrom(flags);
+  if (!options.ok()) return Fail(options.status().message());
+  auto stored_log = OpenStoredLog(flags.stored_log, *options);
+  if (!stored_log.ok()) return Fail(stored_log.status().message());
+  if (flags.simulate_rooms > 0 && flags.admin_token.empty()) {
+    return Fail("--simulate-rooms needs --admin-token to allocate rooms at the lobby");
+  }
+  const sigset_t signals = BlockStopSignals();  // before any thread starts
+
+  auto started = BattleNode::Start(*options);
+  if (!started.ok()) return Fail(started.status().ToString());
+  BattleNode& node = **started;
+  PrintInitialBacklog(node, flags.node_id);
+  std::unique_ptr<Simulator> simulator = StartSimulator(flags, *options, node);
+  ServeUntilStopped(flags, node, simulator.get(), signals, reread_token);
   if (simulator) simulator->Stop();
   const size_t lost = node.Shutdown();
-  progress();
-  if (simulator) {
-    const SimulatorCounts c = simulator->counts();
-    std::printf(
-        "simulated rooms: %llu finished (%llu aborted, %llu suspect), "
-        "%llu allocation retries\n",
-        static_cast<unsigned long long>(c.finished), static_cast<unsigned long long>(c.aborted),
-        static_cast<unsigned long long>(c.suspect),
-        static_cast<unsigned long long>(c.allocation_failures));
-  }
+  PrintProgress(node, simulator.get(), flags.simulate_rooms);
+  if (simulator) PrintSimulatorSummary(*simulator);
   if (lost > 0) {
-    exit_code = Fail(std::to_string(lost) + " result(s) could not be stored before shutdown");
+    return Fail(std::to_string(lost) + " result(s) could not be stored before shutdown");
   }
-  return exit_code;
+  return 0;
 }
 
 // Reads BattleResults as JSON: one object, or one object per line. Nothing is returned (and
@@ -340,27 +354,37 @@ Result<std::unique_ptr<storage::Outbox>> OpenForReading(const Flags& flags) {
   return storage::OpenOutbox(flags.outbox, {.read_only = true});
 }
 
+// Prints `message` as one line of JSON; the exit status.
+int PrintJson(const google::protobuf::Message& message) {
+  auto json = wire::ToJson(message);
+  if (!json.ok()) return Fail(json.status().ToString());
+  std::printf("%s\n", json->c_str());
+  return 0;
+}
+
+v1::OutboxStats StatsDocument(const storage::OutboxStats& stats) {
+  v1::OutboxStats doc;
+  for (const storage::ShardStats& s : stats.shards) {
+    v1::OutboxStats::Shard* shard = doc.add_shards();
+    shard->set_shard(s.shard);
+    shard->set_records(static_cast<double>(s.records));
+    shard->set_bytes(static_cast<double>(s.bytes));
+    shard->set_oldest_age_ms(static_cast<double>(s.oldest_age_ms));
+  }
+  doc.set_records(static_cast<double>(stats.records));
+  doc.set_bytes(static_cast<double>(stats.bytes));
+  doc.set_quarantined(static_cast<double>(stats.quarantined));
+  doc.set_dead_lettered(static_cast<double>(stats.dead_lettered));
+  doc.set_free_disk_bytes(static_cast<double>(stats.free_disk_bytes));
+  return doc;
+}
+
 int RunStats(const Flags& flags) {
   auto outbox = OpenForReading(flags);
   if (!outbox.ok()) return Fail(outbox.status().ToString());
   auto stats = (*outbox)->Stats();
   if (!stats.ok()) return Fail(stats.status().ToString());
-  if (flags.json) {
-    std::string out = "{\"shards\":[";
-    for (size_t i = 0; i < stats->shards.size(); ++i) {
-      const auto& s = stats->shards[i];
-      out += std::string(i ? "," : "") + "{\"shard\":" + std::to_string(s.shard) +
-             ",\"records\":" + std::to_string(s.records) + ",\"bytes\":" + std::to_string(s.bytes) +
-             ",\"oldest_age_ms\":" + std::to_string(s.oldest_age_ms) + "}";
-    }
-    out += "],\"records\":" + std::to_string(stats->records) +
-           ",\"bytes\":" + std::to_string(stats->bytes) +
-           ",\"quarantined\":" + std::to_string(stats->quarantined) +
-           ",\"dead_lettered\":" + std::to_string(stats->dead_lettered) +
-           ",\"free_disk_bytes\":" + std::to_string(stats->free_disk_bytes) + "}";
-    std::printf("%s\n", out.c_str());
-    return 0;
-  }
+  if (flags.json) return PrintJson(StatsDocument(*stats));
   std::printf("%-6s %10s %12s %14s\n", "SHARD", "RECORDS", "BYTES", "OLDEST_AGE_S");
   for (const auto& s : stats->shards) {
     std::printf("%-6u %10llu %12llu %14.1f\n", s.shard, static_cast<unsigned long long>(s.records),
@@ -419,23 +443,19 @@ int RunList(const Flags& flags, std::optional<uint64_t> room) {
   if (!listed.ok()) return Fail(listed.status().ToString());
   if (room && listed->empty()) return Fail("no record of room " + std::to_string(*room));
   if (flags.json || room) {
-    std::string out = "{\"records\":[";
-    for (size_t i = 0; i < listed->size(); ++i) {
-      const Listed& l = (*listed)[i];
-      out += std::string(i ? "," : "") + "{\"room_id\":\"" + std::to_string(l.room_id) +
-             "\",\"where\":\"" + l.where + "\",\"sequence\":" + std::to_string(l.sequence) +
-             ",\"reason\":\"" + Escape(l.reason) + "\",\"detail\":\"" + Escape(l.detail) + "\"";
-      if (room && l.decodable) {
-        auto json = ResultJson(l.result);
-        if (!json.ok()) return Fail(json.status().ToString());
-        out += ",\"result\":" + *json;
-      }
-      out += "}";
+    v1::OutboxListing doc;
+    for (const Listed& l : *listed) {
+      v1::OutboxListing::Record* record = doc.add_records();
+      record->set_room_id(l.room_id);
+      record->set_where(l.where);
+      record->set_sequence(l.sequence);
+      record->set_reason(wire::ValidUtf8(l.reason));
+      record->set_detail(wire::ValidUtf8(l.detail));
+      if (room && l.decodable) *record->mutable_result() = l.result;
     }
     // Complete unless --limit cut it short (reconciliation refuses a partial listing).
-    const bool complete = room || listed->size() < flags.limit;
-    std::printf("%s],\"complete\":%s}\n", out.c_str(), complete ? "true" : "false");
-    return 0;
+    doc.set_complete(room || listed->size() < flags.limit);
+    return PrintJson(doc);
   }
   std::printf("%-20s %-12s %10s  %s\n", "ROOM_ID", "WHERE", "SEQUENCE", "REASON");
   for (const Listed& l : *listed) {
@@ -479,6 +499,32 @@ struct Commands {
 constexpr char kDescription[] =
     "verdict-node: keeps battle results durable on this host and delivers them to "
     "the lobby exactly as often as needed.";
+
+// `enqueue`, and `outbox` with its subcommands: the operator's commands on an outbox.
+void DeclareOutboxCommands(CLI::App& app, Flags& flags, Commands& c) {
+  c.enqueue =
+      app.add_subcommand("enqueue", "store BattleResults given as JSON (one, or one per line)");
+  c.enqueue->add_option("--outbox", flags.outbox, "outbox directory")->required();
+  c.enqueue->add_option("--shards", flags.shards, "shards if the outbox is new")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  c.enqueue->add_option("input", flags.input, "file to read, or - for standard input")
+      ->capture_default_str();
+
+  CLI::App* outbox = app.add_subcommand("outbox", "inspect or repair an outbox");
+  outbox->require_subcommand(1);
+  outbox->add_option("--outbox", flags.outbox, "outbox directory")->required();
+  c.stats = outbox->add_subcommand("stats", "records, bytes and ages per shard");
+  c.stats->add_flag("--json", flags.json, "print JSON");
+  c.ls = outbox->add_subcommand("ls", "pending, quarantined and dead-lettered records");
+  c.ls->add_flag("--json", flags.json, "print JSON");
+  c.ls->add_option("--limit", flags.limit, "most records to list")->capture_default_str();
+  c.show = outbox->add_subcommand("show", "every record of one room, as JSON");
+  c.show->add_option("room_id", flags.room_id, "the room")->required();
+  c.redrive = outbox->add_subcommand("redrive", "move records back from quarantine or dead letter");
+  c.redrive->add_option("--from", flags.from, "quarantine or dead-letter")->required();
+  c.redrive->add_option("room_id", flags.room_id, "only this room");
+}
 
 // Declares every flag of verdict-node on `app`, bound to `flags`. Used to parse the command line
 // and again to re-read it (with its --config file) when SIGHUP reloads the token.
@@ -555,29 +601,7 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
       ->capture_default_str()
       ->check(CLI::Range(100, 3'600'000));
 
-  c.enqueue =
-      app.add_subcommand("enqueue", "store BattleResults given as JSON (one, or one per line)");
-  c.enqueue->add_option("--outbox", flags.outbox, "outbox directory")->required();
-  c.enqueue->add_option("--shards", flags.shards, "shards if the outbox is new")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  c.enqueue->add_option("input", flags.input, "file to read, or - for standard input")
-      ->capture_default_str();
-
-  CLI::App* outbox = app.add_subcommand("outbox", "inspect or repair an outbox");
-  outbox->require_subcommand(1);
-  outbox->add_option("--outbox", flags.outbox, "outbox directory")->required();
-  c.stats = outbox->add_subcommand("stats", "records, bytes and ages per shard");
-  c.stats->add_flag("--json", flags.json, "print JSON");
-  c.ls = outbox->add_subcommand("ls", "pending, quarantined and dead-lettered records");
-  c.ls->add_flag("--json", flags.json, "print JSON");
-  c.ls->add_option("--limit", flags.limit, "most records to list")->capture_default_str();
-  c.show = outbox->add_subcommand("show", "every record of one room, as JSON");
-  c.show->add_option("room_id", flags.room_id, "the room")->required();
-  c.redrive = outbox->add_subcommand("redrive", "move records back from quarantine or dead letter");
-  c.redrive->add_option("--from", flags.from, "quarantine or dead-letter")->required();
-  c.redrive->add_option("room_id", flags.room_id, "only this room");
-
+  DeclareOutboxCommands(app, flags, c);
   return c;
 }
 

@@ -1,14 +1,20 @@
 #include "proto/wire.h"
 
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/type_resolver.h>
+#include <google/protobuf/util/type_resolver_util.h>
 
 #include <algorithm>
 #include <cctype>
+#include <memory>
 
 namespace verdict::wire {
 namespace {
+
+constexpr char kTypeUrlPrefix[] = "type.googleapis.com";
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -23,10 +29,54 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+// The length of the well-formed UTF-8 sequence at the start of `s` (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or 0 if there is none.
+size_t Utf8SequenceLength(std::string_view s) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  size_t length;
+  unsigned char low = 0x80, high = 0xbf;  // the range of the second byte
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    if (lead == 0xe0) low = 0xa0;   // overlong
+    if (lead == 0xed) high = 0x9f;  // surrogates
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    if (lead == 0xf0) low = 0x90;   // overlong
+    if (lead == 0xf4) high = 0x8f;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (s.size() < length || byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
+  }
+  return length;
+}
+
 }  // namespace
 
 std::string MediaTypeOf(std::string_view content_type) {
   return Lower(Trim(content_type.substr(0, content_type.find(';'))));
+}
+
+std::string ValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (!text.empty()) {
+    const size_t length = Utf8SequenceLength(text);
+    if (length == 0) {
+      out += "\xef\xbf\xbd";  // U+FFFD REPLACEMENT CHARACTER
+      text.remove_prefix(1);
+    } else {
+      out.append(text.substr(0, length));
+      text.remove_prefix(length);
+    }
+  }
+  return out;
 }
 
 std::optional<BodyFormat> FormatOfContentType(std::string_view content_type) {
@@ -83,11 +133,22 @@ std::string DeterministicBytes(const google::protobuf::Message& message) {
 
 Result<std::string> EncodeBody(const google::protobuf::Message& message, BodyFormat format) {
   if (format == BodyFormat::kProtobuf) return DeterministicBytes(message);
-  std::string out;
+  return ToJson(message);
+}
+
+Result<std::string> ToJson(const google::protobuf::Message& message) {
+  // What MessageToJsonString does, but from the deterministic bytes: the JSON printer writes
+  // fields in the order of the bytes, and only a deterministic serialization orders map entries.
+  static const std::unique_ptr<google::protobuf::util::TypeResolver> resolver(
+      google::protobuf::util::NewTypeResolverForDescriptorPool(
+          kTypeUrlPrefix, google::protobuf::DescriptorPool::generated_pool()));
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;
-  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
+  std::string out;
+  auto status = google::protobuf::util::BinaryToJsonString(
+      resolver.get(), std::string(kTypeUrlPrefix) + "/" + message.GetDescriptor()->full_name(),
+      DeterministicBytes(message), &out, options);
   if (!status.ok()) {
     return InternalError("cannot write " + message.GetTypeName() +
                          " as JSON: " + std::string(status.message()));

@@ -1,6 +1,7 @@
 // Wire encoding shared by node and lobby: which media types carry verdict messages and how a
 // message is read from and written to an HTTP body (protobuf binary or proto3 JSON with the
-// proto field names). Stateless; thread-safe.
+// proto field names), and the one JSON writer of the programs' other documents. Stateless;
+// thread-safe.
 #pragma once
 
 #include <optional>
@@ -42,8 +43,18 @@ bool DecodeBody(std::string_view body, BodyFormat format, google::protobuf::Mess
 // sorted), the same for a message decoded from protobuf or from JSON.
 std::string DeterministicBytes(const google::protobuf::Message& message);
 
-// Protobuf: deterministic binary. JSON: proto field names, default values printed; INTERNAL if
-// the message has no JSON form (a well-known type out of its range, an Any of an unknown type).
+// Protobuf: deterministic binary. JSON: see ToJson.
 Result<std::string> EncodeBody(const google::protobuf::Message& message, BodyFormat format);
+
+// The proto3 JSON form of a message, on one line: proto field names, default values printed,
+// map entries (and so a google.protobuf.Struct's keys) in key order. Every JSON document verdict
+// writes goes through here, so all share one escaping and one field naming. INTERNAL if the
+// message has no JSON form (a well-known type out of its range, an Any of an unknown type).
+Result<std::string> ToJson(const google::protobuf::Message& message);
+
+// `text` with every byte that is not part of well-formed UTF-8 replaced by U+FFFD. A message's
+// string fields must be UTF-8: protobuf drops other bytes when it writes JSON, and logs an error
+// each time. Text from outside (a request path, a stored detail) goes through here first.
+std::string ValidUtf8(std::string_view text);
 
 }  // namespace verdict::wire

@@ -29,7 +29,7 @@ env -u PGHOST -u VERDICT_BENCH_PG_STARTED STANDIN_PGHOST="${PGHOST:-}" PATH="$wo
 
 lines=$(wc -l <"$work/stdout")
 [ "$lines" -eq 1 ] || { cat "$work/stdout" >&2; fail "stdout holds $lines lines, not one"; }
-grep -Eq '^\{"mode":"events",.*"events":200,.*\}$' "$work/stdout" ||
+grep -Eq '^\{"events":200,.*"mode":"events",.*\}$' "$work/stdout" ||
   { cat "$work/stdout" >&2; fail "stdout is not the events JSON object"; }
 grep -q "Creating new PostgreSQL cluster" "$work/stderr" ||
   fail "pg_virtualenv's first line is not on stderr (did the stand-in run?)"

@@ -1,6 +1,7 @@
 // Lobby logic that needs no database: validation, tokens, the error table, body formats,
 // fingerprints and query parsing.
 #include <google/protobuf/any.pb.h>
+#include <google/protobuf/struct.pb.h>
 #include <gtest/gtest.h>
 
 #include "lobby/problem.h"
@@ -106,6 +107,26 @@ TEST(ProblemTest, EveryCodeHasItsStatusAndOnlyUnavailableIsRetryable) {
       << internal.body;
 }
 
+// The problem body is a v1::ProblemDetails printed by protobuf: any detail and instance, quotes,
+// backslashes, control characters and non-ASCII included, reads back as it was.
+TEST(ProblemTest, BodyIsProblemDetailsAndCarriesAnyTextIntact) {
+  const std::string detail = "a \"quoted\" C:\\path\n\ttab \x01 <tag> caf\xc3\xa9 \xf0\x9f\x8e\xb2";
+  const std::string instance = "/v1/rooms/\"7\"\\caf\xc3\xa9";
+  const HttpReply reply = ProblemReply(ErrorCode::kRoomUnknown, detail, instance);
+  v1::ProblemDetails problem;
+  std::string error;
+  ASSERT_TRUE(wire::DecodeBody(reply.body, wire::BodyFormat::kJson, &problem, &error))
+      << error << " in " << reply.body;
+  EXPECT_EQ(problem.type(), "urn:verdict:problem:ROOM_UNKNOWN");
+  EXPECT_EQ(problem.title(), "Room unknown");
+  EXPECT_EQ(problem.status(), 404u);
+  EXPECT_EQ(problem.detail(), detail);
+  EXPECT_EQ(problem.instance(), instance);
+  EXPECT_EQ(problem.code(), "ROOM_UNKNOWN");
+  EXPECT_FALSE(problem.retryable());
+  EXPECT_EQ(reply.body.find('\n'), std::string::npos) << "one line: " << reply.body;
+}
+
 TEST(WireTest, ContentTypesAndReplyFormats) {
   using wire::BodyFormat;
   EXPECT_EQ(wire::FormatOfContentType("application/json; charset=utf-8"), BodyFormat::kJson);
@@ -131,6 +152,48 @@ TEST(WireTest, JsonUsesProtoFieldNamesAndEnumNames) {
   auto other = MakeResult(3);
   other.mutable_players(2)->set_assists(1);
   EXPECT_NE(Fingerprint(other), Fingerprint(back));
+}
+
+TEST(WireTest, JsonWritesMapEntriesAndStructKeysInKeyOrder) {
+  v1::Reconciliation report;
+  for (const char* state : {"unchecked", "lost", "pending", "dead-lettered"}) {
+    (*report.mutable_counts())[state] = 1;
+  }
+  EXPECT_NE(wire::ToJson(report).value().find(
+                R"("counts":{"dead-lettered":1,"lost":1,"pending":1,"unchecked":1})"),
+            std::string::npos)
+      << wire::ToJson(report).value();
+  google::protobuf::Struct doc;
+  for (const char* key : {"zeta", "mode", "alpha", "rows"}) {
+    (*doc.mutable_fields())[key].set_number_value(1);
+  }
+  EXPECT_EQ(wire::ToJson(doc).value(), R"({"alpha":1,"mode":1,"rows":1,"zeta":1})");
+}
+
+TEST(WireTest, ValidUtf8ReplacesEveryByteOutsideWellFormedUtf8) {
+  const std::string kReplacement = "\xef\xbf\xbd";
+  const std::string valid = "plain caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x8e\xb2 \x01\x7f";
+  EXPECT_EQ(wire::ValidUtf8(valid), valid);
+  EXPECT_EQ(wire::ValidUtf8("a\xff"
+                            "b"),
+            "a" + kReplacement + "b");
+  EXPECT_EQ(wire::ValidUtf8("\x80"), kReplacement);                     // a lone continuation
+  EXPECT_EQ(wire::ValidUtf8("caf\xc3"), "caf" + kReplacement);          // cut short
+  EXPECT_EQ(wire::ValidUtf8("\xc0\xaf"), kReplacement + kReplacement);  // overlong '/'
+  EXPECT_EQ(wire::ValidUtf8("\xe0\x80\xaf"), kReplacement + kReplacement + kReplacement);
+  EXPECT_EQ(wire::ValidUtf8("\xed\xa0\x80"), kReplacement + kReplacement + kReplacement);
+  EXPECT_EQ(wire::ValidUtf8("\xf4\x90\x80\x80"),  // above U+10FFFF
+            kReplacement + kReplacement + kReplacement + kReplacement);
+  EXPECT_EQ(wire::ValidUtf8("\xf4\x8f\xbf\xbf"), "\xf4\x8f\xbf\xbf");  // U+10FFFF itself
+}
+
+// A path that is not UTF-8 still gets a problem body that says it, with the bad bytes replaced.
+TEST(ProblemTest, TextThatIsNotUtf8IsReplacedNotDropped) {
+  const HttpReply reply = ProblemReply(ErrorCode::kNotFound, "no such endpoint", "/v1/\xff\xfe");
+  v1::ProblemDetails problem;
+  std::string error;
+  ASSERT_TRUE(wire::DecodeBody(reply.body, wire::BodyFormat::kJson, &problem, &error)) << error;
+  EXPECT_EQ(problem.instance(), "/v1/\xef\xbf\xbd\xef\xbf\xbd");
 }
 
 TEST(WireTest, JsonEncodingThatFailsIsAnErrorNotAnEmptyBody) {

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -73,6 +74,20 @@ class BattleNodeTest : public ::testing::Test {
   testing::FakeLobby lobby_;
   FailingOutbox* failing_ = nullptr;
 };
+
+// N / (C − R), checked against values worked out by hand.
+TEST(BacklogDrainEtaTest, IsTheBacklogOverTheNetOutflow) {
+  EXPECT_DOUBLE_EQ(BacklogDrainEtaS(1000, 20, 70), 20.0);  // 1000 / (70 − 20)
+  EXPECT_DOUBLE_EQ(BacklogDrainEtaS(300, 0, 40), 7.5);     // 300 / 40
+  EXPECT_DOUBLE_EQ(BacklogDrainEtaS(1, 99.5, 100), 2.0);   // 1 / 0.5
+  // An empty backlog has drained, whatever the rates.
+  EXPECT_EQ(BacklogDrainEtaS(0, 0, 0), 0.0);
+  EXPECT_EQ(BacklogDrainEtaS(0, 50, 10), 0.0);
+  // Going out no faster than coming in, a backlog never drains.
+  EXPECT_EQ(BacklogDrainEtaS(10, 50, 50), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(BacklogDrainEtaS(10, 50, 10), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(BacklogDrainEtaS(10, 0, 0), std::numeric_limits<double>::infinity());
+}
 
 TEST_F(BattleNodeTest, FailingOutboxFillsTheChannelAndFinishWaitsThenNothingIsLost) {
   auto node = StartWithFailingOutbox(testing::UnreachableUrl());

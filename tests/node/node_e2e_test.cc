@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "node/battle_node.h"
+#include "storage/outbox.h"
 #include "tests/lobby/lobby_fixture.h"
 #include "tests/support/temp_dir.h"
 
@@ -92,6 +93,82 @@ TEST_F(NodeEndToEndTest, EnqueueFromJsonAndTheOutboxCommands) {
   EXPECT_EQ(RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "show", "99"}).exit_code, 1);
   EXPECT_NE(RunCommand({NodeBinary(), "outbox", "--outbox", dir.Sub("none"), "stats"}).exit_code,
             0);
+}
+
+// A text no hand-written JSON gets right: quotes, a backslash, control characters, non-ASCII.
+constexpr char kAwkwardText[] =
+    "a \"quoted\" C:\\path\n\ttab \x01 <tag> caf\xc3\xa9 \xf0\x9f\x8e\xb2";
+
+template <typename Message>
+Message ParseJson(const std::string& json) {
+  Message message;
+  std::string error;
+  EXPECT_TRUE(wire::DecodeBody(json, wire::BodyFormat::kJson, &message, &error))
+      << error << " in " << json;
+  return message;
+}
+
+// The outbox documents (`ls`, `show`, `stats`) and the reconciliation that reads `ls` are
+// protobuf messages printed as JSON: a detail of any text arrives as it was written.
+TEST_F(NodeEndToEndTest, OutboxAndReconcileJsonCarryAnyTextIntact) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 81);
+  TempDir dir;
+  const std::string outbox = dir.Sub("outbox");
+  const std::string file = dir.Sub("result.json");
+  std::ofstream(file) << wire::EncodeBody(MakeResult(81), wire::BodyFormat::kJson).value();
+  ASSERT_EQ(RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, file}).exit_code, 0);
+  {
+    auto opened = storage::OpenOutbox(outbox, {});
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    storage::Outbox& box = **opened;
+    const uint32_t shard = storage::RoomShard(81, box.shard_count());
+    auto records = box.ReadShard(shard, 0, 10);
+    ASSERT_TRUE(records.ok() && records->size() == 1u);
+    ASSERT_TRUE(box.DeadLetter(records->front(), "ROSTER_MISMATCH", kAwkwardText).ok());
+  }
+
+  const auto ls = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "ls", "--json"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.out;
+  const auto listing = ParseJson<v1::OutboxListing>(ls.out);
+  ASSERT_EQ(listing.records_size(), 1) << ls.out;
+  EXPECT_EQ(listing.records(0).room_id(), 81u);
+  EXPECT_EQ(listing.records(0).where(), "dead-letter");
+  EXPECT_EQ(listing.records(0).reason(), "ROSTER_MISMATCH");
+  EXPECT_EQ(listing.records(0).detail(), kAwkwardText);
+  EXPECT_FALSE(listing.records(0).has_result()) << "only `show` prints the result";
+  EXPECT_TRUE(listing.complete());
+
+  const auto show = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "show", "81"});
+  ASSERT_EQ(show.exit_code, 0) << show.out;
+  const auto shown = ParseJson<v1::OutboxListing>(show.out);
+  ASSERT_EQ(shown.records_size(), 1) << show.out;
+  EXPECT_EQ(shown.records(0).detail(), kAwkwardText);
+  EXPECT_EQ(wire::DeterministicBytes(shown.records(0).result()),
+            wire::DeterministicBytes(MakeResult(81)));
+
+  const auto stats = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "stats", "--json"});
+  ASSERT_EQ(stats.exit_code, 0) << stats.out;
+  const auto counted = ParseJson<v1::OutboxStats>(stats.out);
+  EXPECT_EQ(counted.records(), 0);
+  EXPECT_EQ(counted.dead_lettered(), 1);
+  EXPECT_EQ(counted.shards_size(), 16);
+  EXPECT_GT(counted.free_disk_bytes(), 0);
+
+  const std::string listing_file = dir.Sub("node-a.json");
+  std::ofstream(listing_file) << ls.out;
+  const auto reconcile =
+      RunCommand({LobbyBinary(), "--db", db_->conninfo(), "reconcile", "--older-than", "0",
+                  "--json", "--outbox", "node-a=" + listing_file});
+  ASSERT_EQ(reconcile.exit_code, 0) << reconcile.out;
+  const auto report = ParseJson<v1::Reconciliation>(reconcile.out);
+  ASSERT_EQ(report.pending_size(), 1) << reconcile.out;
+  EXPECT_EQ(report.pending(0).room_id(), 81u);
+  EXPECT_EQ(report.pending(0).state(), "dead-lettered");
+  EXPECT_EQ(report.pending(0).reason(), "ROSTER_MISMATCH");
+  EXPECT_EQ(report.pending(0).detail(), kAwkwardText);
+  EXPECT_EQ(report.counts().at("dead-lettered"), 1u);
 }
 
 TEST_F(NodeEndToEndTest, StatsWorkWhileARunningNodeHoldsTheOutbox) {
