@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/failpoint.h"
+#include "lobby/constant_time.h"
 #include "lobby/problem.h"
 #include "lobby/validation.h"
 #include "proto/wire.h"
@@ -71,17 +72,6 @@ const char* CodeOf(const Result<SettleOutcome>& outcome) {
 }
 
 }  // namespace
-
-bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  const size_t n = std::max(a.size(), b.size());
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? a[i] : 0;
-    const unsigned char y = i < b.size() ? b[i] : 0;
-    diff |= x ^ y;
-  }
-  return diff == 0;
-}
 
 std::string Fingerprint(const v1::BattleResult& result) {
   const std::string bytes = wire::DeterministicBytes(result);

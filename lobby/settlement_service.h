@@ -175,7 +175,4 @@ class SettlementService {
 // sha256 of the deterministic serialization: the payload fingerprint of DESIGN §3 (32 bytes).
 std::string Fingerprint(const v1::BattleResult& result);
 
-// Compares without an early exit, so timing does not reveal how much of a token matched.
-bool ConstantTimeEquals(const std::string& a, const std::string& b);
-
 }  // namespace verdict::lobby

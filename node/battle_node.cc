@@ -21,10 +21,6 @@ constexpr double kAssumedRecordBytes = 2048;
 constexpr std::chrono::seconds kWokenProducersWait{5};
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-double SteadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 double BacklogDrainEtaS(double backlog, double ingest_per_s, double delivery_per_s) {
@@ -101,7 +97,9 @@ void BattleNode::Maintain() {
   rooms_.TickAll();
   rooms_.ReleaseDue();
   auto stats = outbox_->Stats();
-  const double now = SteadySeconds();
+  // On the node's clock, so that a simulated clock drives the rates (and everything derived
+  // from them) in tests.
+  const double now = clock_->NowMs() / 1000.0;
   std::lock_guard lock(mu_);
   if (stats.ok()) last_stats_ = *stats;
   samples_.emplace_back(now, stored(), resolved());

@@ -48,7 +48,7 @@ struct NodeOptions {
   delivery::DelivererOptions delivery;
   // "HOST:PORT" for /metrics and /healthz; empty for none. Default: empty.
   std::string metrics_listen;
-  // Time source for rooms, outbox ages and backoff. Not owned. Default: system clock.
+  // Time source for rooms, outbox ages, backoff and the rates. Not owned. Default: system clock.
   const Clock* clock = nullptr;
   // Called with each batch of results once the outbox has answered for all of it durably, on
   // the writer's sync thread; keep it short. Most results are then stored (P1: from here on they
@@ -133,7 +133,7 @@ class BattleNode {
   bool stopping_ = false;
   bool shut_down_ = false;
   storage::OutboxStats last_stats_;
-  // (steady seconds, stored, resolved) samples of the last ten seconds.
+  // (clock seconds, stored, resolved) samples of the last ten seconds.
   std::deque<std::tuple<double, uint64_t, uint64_t>> samples_;
   NodeRates rates_;
   std::thread maintenance_;

@@ -33,6 +33,23 @@ using testing::TempDir;
 
 using testing::WaitUntil;
 
+// A simulated clock that counts its reads. Every pass of a shard loop reads the clock at its
+// start, and no pass reads it more than a few times, so a count that moved on by a score says
+// that whole passes ran since; an idle loop (asleep until woken) does not read it at all.
+class CountingClock final : public Clock {
+ public:
+  int64_t NowMs() const override {
+    ++reads_;
+    return clock_.NowMs();
+  }
+  void AdvanceMs(int64_t ms) { clock_.AdvanceMs(ms); }
+  int reads() const { return reads_.load(); }
+
+ private:
+  FakeClock clock_;
+  mutable std::atomic<int> reads_{0};
+};
+
 class DelivererTest : public ::testing::Test {
  protected:
   void OpenOutbox(uint32_t shards = 16) {
@@ -71,6 +88,18 @@ class DelivererTest : public ::testing::Test {
   void Advance(std::chrono::milliseconds by) {
     clock_.AdvanceMs(by.count());
     deliverer_->Wake();
+  }
+
+  // Wakes a one-shard deliverer until its loop has run at least two whole passes since this
+  // call, each of which looked at the clock as it is now: what the loop does at this time, it
+  // has done (an attempt it makes is at the lobby) when this returns. Instead of waiting a while
+  // for something not to happen, however slow the machine is.
+  bool LetTheLoopLookAgain() {
+    const int reads = clock_.reads();
+    return WaitUntil([&] {
+      deliverer_->Wake();
+      return clock_.reads() >= reads + 20;
+    });
   }
 
   // Room 7's first record fails twice; room 8 shares the shard and goes out meanwhile.
@@ -177,7 +206,7 @@ class DelivererTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  FakeClock clock_;
+  CountingClock clock_;
   FakeLobby lobby_;
   metrics::Registry registry_;
   std::chrono::milliseconds attempt_timeout_ = 5s;
@@ -231,12 +260,13 @@ TEST_F(DelivererTest, RetryAfterLongerThanTheBackoffIsRespected) {
     reply.headers.emplace_back("Retry-After", "7");
     return r.attempt == 1 ? reply : FakeReply{};
   });
-  OpenOutbox();
+  OpenOutbox(/*shards=*/1);
   StartDeliverer();
   Enqueue({MakeResult(3)});
   ASSERT_TRUE(WaitUntil([&] { return deliverer_->RoomsInBackoff() == 1; }));
   Advance(5s);  // past the 1 s backoff, short of Retry-After
-  EXPECT_FALSE(lobby_.WaitForRequests(2, 300ms)) << "retried before Retry-After";
+  ASSERT_TRUE(LetTheLoopLookAgain());
+  EXPECT_EQ(lobby_.requests().size(), 1u) << "retried before Retry-After";
   Advance(2500ms);
   ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
   EXPECT_EQ(lobby_.requests().size(), 2u);
@@ -346,25 +376,40 @@ double CpuSeconds() {
          (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
+// Idle, every loop sleeps until woken: from the moment each has read its empty shard, none
+// runs another pass (none reads the clock or its shard) for as long as the test watches.
 TEST_F(DelivererTest, IdleDelivererUsesNoCpuAndWakesOnEnqueue) {
   OpenOutbox();
+  WrapOutbox();
   StartDeliverer();
+  const auto every_shard_read = [&](int times) {
+    for (uint32_t s = 0; s < outbox_->shard_count(); ++s) {
+      if (failing_->reads_of(s) != times) return false;
+    }
+    return true;
+  };
+  // A loop reads the clock at the start of its pass, before it reads its shard.
+  ASSERT_TRUE(WaitUntil([&] { return every_shard_read(1); })) << "a loop did not start";
+  const int clock_reads = clock_.reads();
   const double before = CpuSeconds();
-  std::this_thread::sleep_for(2s);
+  std::this_thread::sleep_for(2s);  // the watch: what must not happen has this long to happen
   const double used = CpuSeconds() - before;
+  EXPECT_EQ(clock_.reads(), clock_reads) << "an idle loop ran another pass";
+  EXPECT_TRUE(every_shard_read(1)) << "an idle loop read its shard again";
   EXPECT_LT(used, 0.05) << "an idle deliverer burned " << used << " s of CPU in 2 s";
   Enqueue({MakeResult(9)});
   EXPECT_TRUE(lobby_.WaitForAccepted(1, 2s)) << "an enqueue did not wake the deliverer";
 }
 
 TEST_F(DelivererTest, UnreachableLobbyBacksOffTheShardAndFailsOver) {
-  OpenOutbox();
+  OpenOutbox(/*shards=*/1);
   StartDeliverer({testing::UnreachableUrl()});
   Enqueue({MakeResult(20)});
   const std::string once = "verdict_node_delivery_retries_total{cause=\"connect\"} 1\n";
   ASSERT_TRUE(WaitUntil([&] { return registry_.RenderText().find(once) != std::string::npos; }));
-  // The whole shard now waits: no second connection attempt until time moves on.
-  std::this_thread::sleep_for(300ms);
+  // The whole shard now waits: no second connection attempt until time moves on, however often
+  // its loop looks.
+  ASSERT_TRUE(LetTheLoopLookAgain());
   EXPECT_NE(registry_.RenderText().find(once), std::string::npos) << "hammered a dead lobby";
   EXPECT_EQ(Pending(), 1u);
 

@@ -9,11 +9,11 @@
 
 #include <random>
 #include <regex>
-#include <thread>
 
 #include "storage/outbox.h"
 #include "tests/lobby/lobby_fixture.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace verdict::testing {
 namespace {
@@ -62,19 +62,36 @@ KillReport RunKillScenario(LobbyFixture& f, bool unsafe) {
   }
   const std::string url = "http://127.0.0.1:" + std::to_string(lobby->port());
   std::mt19937 rng(7);
-  std::uniform_int_distribution<int> delay_ms(50, 400);
+  std::uniform_int_distribution<int> rooms_before_kill(20, 150);
+  auto watch = f.db_->Connect();
+  const auto receipts = [&] {
+    return pqxx::nontransaction(*watch)
+        .exec1("SELECT count(*) FROM settlement_receipts")[0]
+        .as<int>();
+  };
 
   // Two runs die at fixed points first: right after a 2xx and before its ack (a redelivery is
   // certain), and with an attempt begun but its request not yet sent (where acking early
-  // loses the record for certain). Then kills at random moments.
+  // loses the record for certain). Then kills at random moments of the delivery: each run is
+  // killed once the lobby has settled a random 20 to 150 more rooms, so that every kill lands
+  // while it delivers (not before it began, however slow the machine, nor after it finished).
   int status = 0;
   for (const char* point : {"deliver.after_2xx_before_ack=crash*1", "deliver.mid_send=crash*1"}) {
     ::waitpid(StartChild(dir.path(), url, unsafe, point), &status, 0);
     if (WIFSIGNALED(status)) ++report.kills;
   }
   for (int k = 0; k < kRandomKills; ++k) {
+    const int target = receipts() + rooms_before_kill(rng);
     const pid_t pid = StartChild(dir.path(), url, unsafe, "");
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    bool ended = false;  // on its own, the outbox empty (acking early empties it fast)
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          ended = ended || ::waitpid(pid, &status, WNOHANG) == pid;
+          return ended || receipts() >= target;
+        },
+        std::chrono::seconds(60)))
+        << "run " << k << " neither delivered nor ended";
+    if (ended) continue;  // not a kill
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
     if (WIFSIGNALED(status)) ++report.kills;
@@ -100,7 +117,7 @@ using DeliveryKillTest = LobbyFixture;
 
 TEST_F(DeliveryKillTest, EveryRoomSettledExactlyOnceAcrossKills) {
   const KillReport r = RunKillScenario(*this, /*unsafe=*/false);
-  EXPECT_GE(r.kills, 2 + kRandomKills);
+  EXPECT_EQ(r.kills, 2 + kRandomKills) << "a run ended before its kill";
   EXPECT_EQ(r.receipts, std::to_string(kRooms));
   EXPECT_EQ(r.distinct_rooms, std::to_string(kRooms));
   EXPECT_EQ(r.matches, std::to_string(kRooms));

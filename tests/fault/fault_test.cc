@@ -50,6 +50,7 @@
 #include "tests/support/private_postgres.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace verdict::testing {
 namespace {
@@ -386,6 +387,11 @@ class FaultSuite : public ::testing::Test {
     Sleep(outage);
   }
 
+  // A lobby metric's value as its /metrics says now (0 while it cannot be read).
+  double LobbyMetric(const std::string& series) {
+    return MetricValue(Metrics(lobby_port_), series);
+  }
+
   // The node crashes itself at `failpoint` (armed for one hit); if the point is not reached in
   // time the node is killed anyway.
   void CrashNodeAt(const std::string& failpoint) {
@@ -525,8 +531,15 @@ class FaultSuite : public ::testing::Test {
     LetABacklogBuild();
     StartLobby();
     pqxx::connection admin(conninfo_);
-    const auto until = std::chrono::steady_clock::now() + 3s;
-    for (int round = 0; std::chrono::steady_clock::now() < until; ++round) {
+    // Three seconds of it, and on until a session was ended mid-settlement (at most 30 s).
+    const int mid_settlement_before = tally_.terminated_mid_settlement;
+    const auto started = std::chrono::steady_clock::now();
+    const auto going_on = [&] {
+      const auto elapsed = std::chrono::steady_clock::now() - started;
+      return elapsed < 3s ||
+             (elapsed < 30s && tally_.terminated_mid_settlement == mid_settlement_before);
+    };
+    for (int round = 0; going_on(); ++round) {
       const std::string settling = "state = 'active' AND query LIKE '%verdict_settle_batch%'";
       const pqxx::result ended = pqxx::nontransaction(admin).exec(
           "SELECT pg_terminate_backend(pid), " + settling +
@@ -562,9 +575,13 @@ class FaultSuite : public ::testing::Test {
                           .as<int>();
     LetABacklogBuild();
     StartLobby({}, {"--lock-timeout-ms", "250"});
+    // Three seconds of batches, and on until the lobby has answered a stuck room's item
+    // UNAVAILABLE (at most 30 s).
     Sleep(3000ms);
-    tally_.stuck_items_unavailable +=
-        MetricValue(Metrics(lobby_port_), "verdict_lobby_settlements_total{code=\"UNAVAILABLE\"}");
+    const std::string unavailable = "verdict_lobby_settlements_total{code=\"UNAVAILABLE\"}";
+    EXPECT_TRUE(WaitUntil([&] { return LobbyMetric(unavailable) > 0; }, 30s))
+        << "no stuck room was answered UNAVAILABLE";
+    tally_.stuck_items_unavailable += LobbyMetric(unavailable);
     tally_.stuck_rooms += stuck;
     holder.reset();  // the locks go with the session
     lobby_.reset();
@@ -583,8 +600,12 @@ class FaultSuite : public ::testing::Test {
   }
 
   void CrashDatabase() {
+    // Under load: once the lobby settles this node's results (at most 30 s).
+    const std::string settled = "verdict_lobby_settlements_total{code=\"OK\"}";
+    const double settled_before = LobbyMetric(settled);
     StartNode();
-    Sleep(700ms);
+    EXPECT_TRUE(WaitUntil([&] { return LobbyMetric(settled) > settled_before; }, 30s))
+        << "nothing was settled before the database crash";
     ASSERT_TRUE(pg_->Stop(/*immediate=*/true));
     ++tally_.database_crashes;
     Sleep(1500ms);
@@ -821,7 +842,13 @@ TEST_F(FaultSuite, NegativeControlReleaseBeforeCommitIsCaught) {
   // Every settlement fails before its commit: the release (done first) is all that sticks.
   StartLobby({{"VERDICT_FAILPOINTS", "settle.before_commit=error"}});
   StartNode();
+  // Two and a half seconds of it, and on until settlements have failed before their commit
+  // (at most 30 s), the damage done.
   Sleep(2500ms);
+  EXPECT_TRUE(WaitUntil(
+      [&] { return LobbyMetric("verdict_lobby_settlements_total{code=\"UNAVAILABLE\"}") > 0; },
+      30s))
+      << "no settlement reached its commit";
   KillNode();
   lobby_.reset();
   StartLobby();

@@ -17,27 +17,6 @@ namespace {
 
 using BatchSettlementTest = LobbyFixture;
 
-HttpResponse PostBatch(uint16_t port, const std::vector<v1::BattleResult>& results,
-                       const std::string& token = "token-a") {
-  v1::SettlementBatch batch;
-  for (const auto& r : results) *batch.add_results() = r;
-  return HttpCall(port, "POST", "/v1/settlements:batch", LobbyFixture::JsonHeaders(token),
-                  wire::EncodeBody(batch, wire::BodyFormat::kJson).value());
-}
-
-v1::SettlementBatchReply Items(const HttpResponse& r) {
-  v1::SettlementBatchReply reply;
-  std::string error;
-  EXPECT_TRUE(wire::DecodeBody(r.body, wire::BodyFormat::kJson, &reply, &error))
-      << error << " in " << r.body;
-  return reply;
-}
-
-std::string CodeOf(const v1::SettlementItem& item) {
-  return item.has_receipt() ? (item.receipt().duplicate() ? "DUPLICATE" : "SETTLED")
-                            : item.problem().code();
-}
-
 TEST_F(BatchSettlementTest, EachItemIsWhatTheSingleEndpointWouldAnswer) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);

@@ -100,4 +100,28 @@ class LobbyFixture : public ::testing::Test {
   std::unique_ptr<TestDatabase> db_;
 };
 
+// POST /v1/settlements:batch of `results` as the node with `token`, in JSON.
+inline HttpResponse PostBatch(uint16_t port, const std::vector<v1::BattleResult>& results,
+                              const std::string& token = "token-a") {
+  v1::SettlementBatch batch;
+  for (const auto& r : results) *batch.add_results() = r;
+  return HttpCall(port, "POST", "/v1/settlements:batch", LobbyFixture::JsonHeaders(token),
+                  wire::EncodeBody(batch, wire::BodyFormat::kJson).value());
+}
+
+// The items of a batch reply (JSON).
+inline v1::SettlementBatchReply Items(const HttpResponse& r) {
+  v1::SettlementBatchReply reply;
+  std::string error;
+  EXPECT_TRUE(wire::DecodeBody(r.body, wire::BodyFormat::kJson, &reply, &error))
+      << error << " in " << r.body;
+  return reply;
+}
+
+// What a batch item says: SETTLED, DUPLICATE or its problem's code.
+inline std::string CodeOf(const v1::SettlementItem& item) {
+  return item.has_receipt() ? (item.receipt().duplicate() ? "DUPLICATE" : "SETTLED")
+                            : item.problem().code();
+}
+
 }  // namespace verdict::testing

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <string>
 #include <thread>
 
 #include "tests/lobby/lobby_fixture.h"
@@ -34,6 +35,26 @@ bool WaitFor(const std::function<bool()>& condition) {
     std::this_thread::sleep_for(50ms);
   }
   return false;
+}
+
+// Whether SIGHUP waits in `pid`'s process-wide pending set (not yet taken by its sigwait).
+bool SighupPending(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("ShdPnd:", 0) == 0) {
+      return (std::stoull(line.substr(7), nullptr, 16) >> (SIGHUP - 1)) & 1;
+    }
+  }
+  return false;
+}
+
+// Waits until the lobby has handled every SIGHUP sent to it so far. Its signal thread takes one
+// SIGHUP at a time and reloads before it takes the next, so once a second SIGHUP, sent after the
+// first was taken, has been taken too, the first reload has finished.
+bool SighupsHandled(pid_t pid) {
+  if (!WaitFor([&] { return !SighupPending(pid); })) return false;
+  ::kill(pid, SIGHUP);
+  return WaitFor([&] { return !SighupPending(pid); });
 }
 
 // Holds a room's advisory lock from a session of its own, as a stuck transaction would.
@@ -211,7 +232,7 @@ TEST_F(LobbyResilienceTest, TokenRotationUnderLoadRefusesNothing) {
   EXPECT_TRUE(events.Read(10s).has_value()) << "the subscription did not survive the reloads";
   // A broken tokens file is refused and the tokens in use are kept.
   reload("node-a\n");
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(SighupsHandled(lobby->pid())) << "the lobby did not take its SIGHUP";
   EXPECT_EQ(
       HttpCall(lobby->port(), "GET", "/v1/settlements/1", {{"Authorization", "Bearer new-secret"}})
           .status,

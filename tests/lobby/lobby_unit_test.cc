@@ -4,6 +4,11 @@
 #include <google/protobuf/struct.pb.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lobby/constant_time.h"
 #include "lobby/problem.h"
 #include "lobby/settlement_service.h"
 #include "proto/wire.h"
@@ -73,6 +78,62 @@ TEST(ConstantTimeEqualsTest, ComparesWholeTokens) {
   EXPECT_FALSE(ConstantTimeEquals("secret", "secre"));
   EXPECT_FALSE(ConstantTimeEquals("", "x"));
   EXPECT_TRUE(ConstantTimeEquals("", ""));
+}
+
+// Bytes that log every position read from them, as (which input, position).
+struct TracedBytes {
+  using Read = std::pair<char, size_t>;
+  std::string bytes;
+  char name;
+  std::vector<Read>* reads;
+  size_t size() const { return bytes.size(); }
+  char operator[](size_t i) const {
+    reads->emplace_back(name, i);
+    return bytes[i];
+  }
+};
+
+// The reads ConstantTimeEquals makes comparing `presented` with `known`, and its answer.
+std::pair<std::vector<TracedBytes::Read>, bool> ReadsOfComparing(const std::string& presented,
+                                                                 const std::string& known) {
+  std::vector<TracedBytes::Read> reads;
+  const bool equal =
+      ConstantTimeEqualsOver(TracedBytes{presented, 'p', &reads}, TracedBytes{known, 'k', &reads});
+  return {reads, equal};
+}
+
+// By construction rather than by the clock: the comparison reads every byte of both tokens once,
+// in the same order, wherever the first difference is (or if there is none), so its running time
+// cannot tell an attacker how much of a guess was right.
+TEST(ConstantTimeEqualsTest, ReadsEveryByteWhereverTheFirstDifferenceIs) {
+  const std::string known = "node-a:9f86d081884c7d659a2feaa0c55ad015";
+  std::vector<TracedBytes::Read> every;
+  for (size_t i = 0; i < known.size(); ++i) {
+    every.emplace_back('p', i);
+    every.emplace_back('k', i);
+  }
+  const auto [reads_equal, equal] = ReadsOfComparing(known, known);
+  EXPECT_TRUE(equal);
+  EXPECT_EQ(reads_equal, every);
+  for (size_t first = 0; first < known.size(); ++first) {
+    std::string guess = known;
+    guess[first] ^= 0x20;
+    const auto [reads, same] = ReadsOfComparing(guess, known);
+    EXPECT_FALSE(same) << "differs at " << first;
+    EXPECT_EQ(reads, every) << "the reads depend on where the guess first differs (" << first
+                            << ")";
+  }
+  std::string all_wrong(known.size(), '\0');
+  EXPECT_EQ(ReadsOfComparing(all_wrong, known).first, every);
+  // A guess of another length is refused, and both are still read whole, once.
+  std::vector<TracedBytes::Read> every_of_both;
+  for (size_t i = 0; i < known.size(); ++i) {
+    if (i < 6) every_of_both.emplace_back('p', i);
+    every_of_both.emplace_back('k', i);
+  }
+  const auto [reads_short, short_equal] = ReadsOfComparing(known.substr(0, 6), known);
+  EXPECT_FALSE(short_equal);
+  EXPECT_EQ(reads_short, every_of_both);
 }
 
 TEST(ProblemTest, EveryCodeHasItsStatusAndOnlyUnavailableIsRetryable) {

@@ -1,12 +1,15 @@
 // The node's plumbing: backpressure when the outbox cannot write (P6), shutdown storing what
-// is queued, a restarted node delivering what the previous one stored, /healthz, and
-// verdict-node reloading its token on SIGHUP.
+// is queued, a restarted node delivering what the previous one stored, the derived gauges on a
+// simulated clock, /healthz, and verdict-node reloading its token on SIGHUP.
 #include "node/battle_node.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -228,6 +231,100 @@ TEST_F(BattleNodeTest, MetricsEndpointServesOutboxAndDerivedGauges) {
         "verdict_node_delivery_attempt_seconds_bucket"}) {
     EXPECT_NE(text.find(name), std::string::npos) << name;
   }
+}
+
+// The value of the unlabeled series `name` in a /metrics text (NaN when it is absent).
+double Gauge(const std::string& text, const std::string& name) {
+  const size_t at = ("\n" + text).find("\n" + name + " ");
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(text.c_str() + at + name.size() + 1, nullptr);  // reads "+Inf" as well
+}
+
+// The derived gauges of DESIGN §6 on a simulated clock, against figures worked out by hand:
+// R and C are the results stored and resolved over the samples' span, T = D / (S x R) with S the
+// mean record size (2 KiB when the outbox is empty), and the drain ETA N / (C - R). The outbox
+// answers with pinned figures (N, its bytes, D); stored and resolved move only when the test
+// says.
+TEST_F(BattleNodeTest, DerivedGaugesFollowTheRatesOnTheSimulatedClock) {
+  {  // 30 results a previous run stored, which the node resolves once the lobby answers
+    auto earlier = storage::OpenOutbox(dir_.path(), {});
+    ASSERT_TRUE(earlier.ok());
+    std::vector<v1::BattleResult> results;
+    for (uint64_t room = 101; room <= 130; ++room) results.push_back(testing::MakeResult(room));
+    ASSERT_TRUE((*earlier)->Enqueue(results).ok());
+  }
+  // The lobby holds every request until the test lets it answer (200).
+  std::promise<void> answer;
+  std::shared_future<void> answering = answer.get_future().share();
+  lobby_.SetHandler([answering](const testing::FakeRequest&) {
+    answering.wait_for(60s);
+    return testing::FakeReply{};
+  });
+  FakeClock clock;
+  NodeOptions o = Options(lobby_.url());
+  o.clock = &clock;
+  o.metrics_listen = "127.0.0.1:0";
+  o.delivery.attempt_timeout = 60s;  // the held requests do not time out
+  storage::OutboxStats pinned;
+  pinned.records = 1000;                   // N
+  pinned.bytes = 2'000'000;                // S = 2,000 bytes a record
+  pinned.free_disk_bytes = 1'000'000'000;  // D
+  o.wrap_outbox = [this, &pinned](std::unique_ptr<storage::Outbox> inner) {
+    auto wrapped = std::make_unique<FailingOutbox>(std::move(inner));
+    wrapped->set_stats(pinned);
+    failing_ = wrapped.get();
+    return std::unique_ptr<storage::Outbox>(std::move(wrapped));
+  };
+  auto started = BattleNode::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  BattleNode& node = **started;
+  const auto scrape = [&] {
+    return testing::HttpCall(node.metrics_port(), "GET", "/metrics").body;
+  };
+  // Waits until the maintenance pass has sampled what the test set up: the pass after the one
+  // that may be under way.
+  const auto after_next_sample = [&] {
+    const int calls = failing_->stats_calls();
+    return WaitUntil([&] { return failing_->stats_calls() >= calls + 2; });
+  };
+  const double kInf = std::numeric_limits<double>::infinity();
+
+  // Nothing stored or resolved yet (the sample Start took): no rate, so neither the disk nor the
+  // backlog has an end in sight.
+  std::string text = scrape();
+  EXPECT_EQ(Gauge(text, "verdict_node_ingest_rate"), 0) << text;
+  EXPECT_EQ(Gauge(text, "verdict_node_delivery_rate"), 0);
+  EXPECT_EQ(Gauge(text, "verdict_node_disk_full_eta_seconds"), kInf);
+  EXPECT_EQ(Gauge(text, "verdict_node_backlog_drain_eta_seconds"), kInf);
+
+  // Ten rooms finish (stored 10) and, 5 s later, the lobby answers for all 40 results
+  // (resolved 40).
+  for (uint64_t room = 1; room <= 10; ++room) {
+    Room r(Seats(room), node.room_context(nullptr, nullptr));
+    r.Abort("test");
+  }
+  ASSERT_TRUE(WaitUntil([&] { return node.stored() == 10; }));
+  clock.AdvanceMs(5000);
+  answer.set_value();
+  ASSERT_TRUE(WaitUntil([&] { return node.resolved() == 40; })) << node.resolved();
+  ASSERT_TRUE(after_next_sample());
+  text = scrape();
+  // R = 10 / 5 s, C = 40 / 5 s, T = 1e9 / (2,000 x 2), drain ETA = 1,000 / (8 - 2).
+  EXPECT_DOUBLE_EQ(Gauge(text, "verdict_node_ingest_rate"), 2) << text;
+  EXPECT_DOUBLE_EQ(Gauge(text, "verdict_node_delivery_rate"), 8);
+  EXPECT_DOUBLE_EQ(Gauge(text, "verdict_node_disk_full_eta_seconds"), 250'000);
+  EXPECT_NEAR(Gauge(text, "verdict_node_backlog_drain_eta_seconds"), 1000.0 / 6, 1e-6);
+
+  // The backlog gone: it drains in no time, and records are taken to be 2 KiB.
+  pinned.records = 0;
+  pinned.bytes = 0;
+  failing_->set_stats(pinned);
+  ASSERT_TRUE(after_next_sample());
+  text = scrape();
+  // Drain ETA 0; T = 1e9 / (2,048 x 2).
+  EXPECT_DOUBLE_EQ(Gauge(text, "verdict_node_backlog_drain_eta_seconds"), 0) << text;
+  EXPECT_DOUBLE_EQ(Gauge(text, "verdict_node_disk_full_eta_seconds"), 244'140.625);
+  EXPECT_DOUBLE_EQ(Gauge(text, "verdict_node_ingest_rate"), 2);
 }
 
 // A delivery loop that keeps failing turns /healthz to 503 with the shard and the reason.

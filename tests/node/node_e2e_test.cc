@@ -4,12 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <thread>
 
 #include "node/battle_node.h"
 #include "storage/outbox.h"
 #include "tests/lobby/lobby_fixture.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace verdict::testing {
 namespace {
@@ -281,15 +281,21 @@ TEST_F(NodeEndToEndTest, DeliversOverTlsOnlyToALobbyItTrusts) {
     if (a.rfind("http://", 0) == 0) a = "https://" + a.substr(7);
   }
 
-  // Untrusted: the handshake fails, nothing is sent, everything stays in the outbox.
+  // Untrusted: the handshake fails, nothing is sent, everything stays in the outbox. The node
+  // runs until it has logged the refused handshake, however long it takes to get there.
   auto untrusted = ChildProcess::Start(args, {}, dir.Sub("untrusted.log"));
   ASSERT_NE(untrusted, nullptr);
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const auto logged = [&] {
+    std::ifstream log(dir.Sub("untrusted.log"));
+    return std::string((std::istreambuf_iterator<char>(log)), {});
+  };
+  EXPECT_TRUE(
+      WaitUntil([&] { return logged().find("certificate verify failed") != std::string::npos; },
+                std::chrono::seconds(30)))
+      << logged();
+  EXPECT_TRUE(untrusted->Running()) << logged();
   untrusted->Kill();
   EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "0");
-  std::ifstream log(dir.Sub("untrusted.log"));
-  const std::string logged((std::istreambuf_iterator<char>(log)), {});
-  EXPECT_NE(logged.find("certificate verify failed"), std::string::npos) << logged;
 
   // Plain HTTP to the TLS port is not answered as HTTP either.
   EXPECT_NE(HttpCall(tls->port(), "GET", "/healthz").status, 200);

@@ -2,14 +2,18 @@
 // disk does (RESOURCE_EXHAUSTED, nothing stored), or every sync the way a failing fsync does;
 // or holds every enqueue until released (a writer caught mid-batch), or every shard read after
 // it has read (a read still in flight); or throws from shard reads
-// (a bug that ends a delivery loop). Everything else goes straight through. The test seam for
-// backpressure (P6), drain and loop restarts. Thread-safe.
+// (a bug that ends a delivery loop); or answers Stats with figures the test pinned. It counts
+// shard reads and Stats calls, so a test can wait until a loop has looked again. Everything else
+// goes straight through. The test seam for backpressure (P6), drain, loop restarts and the
+// node's derived gauges. Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include "storage/outbox.h"
@@ -47,6 +51,19 @@ class FailingOutbox final : public storage::Outbox {
     released_.notify_all();
   }
   int held_reads() const { return held_reads_.load(); }
+  // Shard reads of `shard` begun so far.
+  int reads_of(uint32_t shard) const {
+    std::lock_guard lock(hold_mu_);
+    auto it = reads_.find(shard);
+    return it == reads_.end() ? 0 : it->second;
+  }
+  // While set, Stats answers `stats` instead of the outbox's own figures.
+  void set_stats(std::optional<storage::OutboxStats> stats) {
+    std::lock_guard lock(hold_mu_);
+    pinned_stats_ = std::move(stats);
+  }
+  // Stats calls begun so far.
+  int stats_calls() const { return stats_calls_.load(); }
 
   uint32_t shard_count() const override { return inner_->shard_count(); }
   Result<std::vector<storage::EnqueueResult>> EnqueueBuffered(
@@ -73,6 +90,10 @@ class FailingOutbox final : public storage::Outbox {
   }
   Result<std::vector<storage::OutboxRecord>> ReadShard(uint32_t shard, uint64_t after,
                                                        size_t max) override {
+    {
+      std::lock_guard lock(hold_mu_);
+      ++reads_[shard];
+    }
     if (throw_on_reads_) throw std::runtime_error("simulated: a bug in the read path");
     auto page = inner_->ReadShard(shard, after, max);
     std::unique_lock lock(hold_mu_);
@@ -95,7 +116,14 @@ class FailingOutbox final : public storage::Outbox {
                                          std::optional<uint64_t> room) override {
     return inner_->Redrive(from, room);
   }
-  Result<storage::OutboxStats> Stats() override { return inner_->Stats(); }
+  Result<storage::OutboxStats> Stats() override {
+    ++stats_calls_;
+    {
+      std::lock_guard lock(hold_mu_);
+      if (pinned_stats_) return *pinned_stats_;
+    }
+    return inner_->Stats();
+  }
 
  private:
   std::unique_ptr<storage::Outbox> inner_;
@@ -103,13 +131,16 @@ class FailingOutbox final : public storage::Outbox {
   std::atomic<int> failed_writes_{0};
   std::atomic<bool> fail_syncs_{false};
   std::atomic<int> failed_syncs_{0};
-  std::mutex hold_mu_;
+  mutable std::mutex hold_mu_;
   std::condition_variable released_;
   bool hold_writes_ = false;  // guarded by hold_mu_
   std::atomic<int> held_writes_{0};
   bool hold_reads_ = false;  // guarded by hold_mu_
   std::atomic<int> held_reads_{0};
   std::atomic<bool> throw_on_reads_{false};
+  std::map<uint32_t, int> reads_;                     // guarded by hold_mu_
+  std::optional<storage::OutboxStats> pinned_stats_;  // guarded by hold_mu_
+  std::atomic<int> stats_calls_{0};
 };
 
 }  // namespace verdict::testing

@@ -27,13 +27,18 @@ namespace {
   ::_exit(127);
 }
 
-// fork + exec with stdout to a pipe; returns the child's pid and the read end.
+// fork + exec with stdout to a pipe and, if `stderr_path` is not empty, stderr appended to that
+// file; returns the child's pid and the read end.
 pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-            int* out_fd) {
+            int* out_fd, const std::string& stderr_path = "") {
   int fds[2];
   if (::pipe(fds) != 0) return -1;
   const pid_t pid = ::fork();
   if (pid == 0) {
+    if (!stderr_path.empty()) {
+      const int log = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::dup2(log, STDERR_FILENO);
+    }
     ::dup2(fds[1], STDOUT_FILENO);
     ::close(fds[0]);
     ::close(fds[1]);
@@ -86,7 +91,8 @@ std::unique_ptr<LobbyProcess> LobbyProcess::Start(const std::string& conninfo,
                                                   const std::vector<std::string>& extra_args,
                                                   const std::map<std::string, std::string>& env,
                                                   const std::string& listen,
-                                                  const std::string& binary) {
+                                                  const std::string& binary,
+                                                  const std::string& log_path) {
   std::vector<std::string> argv = {
       binary,         "--db",           conninfo,        "--log-level",  "warn",
       "serve",        "--listen",       listen,          "--node-token", "node-a=token-a",
@@ -97,7 +103,7 @@ std::unique_ptr<LobbyProcess> LobbyProcess::Start(const std::string& conninfo,
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   int fd = -1;
   std::unique_ptr<LobbyProcess> lobby(new LobbyProcess());
-  lobby->pid_ = Spawn(argv, env, &fd);
+  lobby->pid_ = Spawn(argv, env, &fd, log_path);
   if (lobby->pid_ < 0) return nullptr;
   std::string out;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);

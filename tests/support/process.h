@@ -39,11 +39,13 @@ class LobbyProcess {
   // its port. Returns null (after printing why) if it does not come up.
   // `listen` may name a fixed port, so that a restarted lobby is found where the last one was.
   // `binary` is the program to run (LobbyTestingBinary() for a negative control's switch).
+  // Its log (stderr) goes to `log_path` if given, else to this process's stderr.
   static std::unique_ptr<LobbyProcess> Start(const std::string& conninfo,
                                              const std::vector<std::string>& extra_args = {},
                                              const std::map<std::string, std::string>& env = {},
                                              const std::string& listen = "127.0.0.1:0",
-                                             const std::string& binary = LobbyBinary());
+                                             const std::string& binary = LobbyBinary(),
+                                             const std::string& log_path = "");
   ~LobbyProcess();
 
   uint16_t port() const { return port_; }
