@@ -148,14 +148,14 @@ cmd_start() { # DIR PORT [--async] [--fast]
     >"$dir/monitor.uri"
   wait_for 60 "the monitor did not come up; see $dir/monitor.log" node_states "$dir"
   if [ $fast -eq 1 ]; then
-    # Decide a failover within seconds: health checks every second, a node unhealthy after
-    # 2 s without a report, and the old primary given 2 s to stop before the standby takes
-    # over. (The defaults, which also let a partitioned primary demote itself in time, take
-    # about 30 s longer.)
+    # Decide a failover within seconds: health checks every second (retried twice, a second
+    # apart; a dead node refuses at once, a slow one still has the default 5 s to answer), a
+    # node unhealthy after 3 s without a report, and the old primary given 2 s to stop before
+    # the standby takes over. (The defaults, which also let a partitioned primary demote
+    # itself in time, take about 30 s longer.)
     local setting
-    for setting in health_check_period=1000 health_check_timeout=1000 \
-      health_check_max_retries=1 health_check_retry_delay=500 \
-      node_considered_unhealthy_timeout=2000 primary_demote_timeout=2000 \
+    for setting in health_check_period=1000 health_check_retry_delay=1000 \
+      node_considered_unhealthy_timeout=3000 primary_demote_timeout=2000 \
       startup_grace_period=1000; do
       sql "$dir" monitor pg_auto_failover \
         "ALTER SYSTEM SET pgautofailover.${setting%=*} = ${setting#*=}" >/dev/null
@@ -179,7 +179,11 @@ cmd_start() { # DIR PORT [--async] [--fast]
       fi
     fi
   done
-  wait_for 180 "the formation did not become ready; see $dir/*.log" formation_ready "$dir" "$mode"
+  if ! (wait_for 180 "the formation did not become ready" formation_ready "$dir" "$mode"); then
+    cmd_state "$dir" >&2 || true
+    tail -n 15 "$dir"/*.log >&2
+    exit 1
+  fi
   cmd_conninfo "$dir"
 }
 
