@@ -294,6 +294,7 @@ cmd_run() { # DIR PORT [options]
   trap 'cmd_stop "$dir"' EXIT
   trap 'exit 0' INT TERM
   cmd_start "$@"
+  disown -a # the keepers are killed by cmd_stop, which needs no word from the shell about it
   echo "the formation runs; Ctrl-C stops it and removes $dir"
   while :; do sleep 1; done
 }

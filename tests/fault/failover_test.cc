@@ -80,13 +80,14 @@ struct Outage {
   bool retry_after = false;   // the 503 carried Retry-After
   double settled_before = 0;  // results settled per second over the 5 s before the kill
   double settled_during = 0;  // … from the kill until the lobbies were ready again
+  double settled_after = 0;   // … over the 5 s after that
   std::string Summary() const {
     char out[256];
     std::snprintf(out, sizeof(out),
-                  "%.1f s of /readyz 503%s; %.0f results/s settled before the kill, %.0f/s "
-                  "from the kill until ready again",
+                  "%.1f s of /readyz 503%s; results settled per second: %.0f before the kill, "
+                  "%.0f from the kill until ready again, %.0f after",
                   readyz_503_s, retry_after ? " (with Retry-After)" : " (no Retry-After)",
-                  settled_before, settled_during);
+                  settled_before, settled_during, settled_after);
     return out;
   }
 };
@@ -227,7 +228,7 @@ class FailoverSuite : public ::testing::Test {
 
   // Kills the primary node and follows the lobbies through the failover: /readyz must answer
   // 503 while no primary takes writes, and 200 again once the standby has been promoted.
-  // Records what it saw in `outage` (all but `settled_before`).
+  // Records what it saw in `outage` (but the rates before and after).
   void KillPrimaryAndFailOver(Outage& outage) {
     const int64_t receipts_at_kill = Receipts();
     const CommandResult killed = Ha({"kill-node", ha_dir_, "node1"});
@@ -308,6 +309,7 @@ TEST_F(FailoverSuite, SynchronousStandbyLosesNothingWhenThePrimaryDies) {
   // The standby confirms every commit at the moment of the kill.
   EXPECT_EQ(Q("SELECT string_agg(sync_state, ',') FROM pg_stat_replication"), "quorum");
   KillPrimaryAndFailOver(outage);
+  outage.settled_after = SettleRate();
   double unavailable = 0;  // settlements the lobbies answered UNAVAILABLE
   for (const auto& lobby : lobbies_) {
     unavailable +=
