@@ -14,7 +14,10 @@
 // The negative control makes the standby asynchronous and pauses replication (SIGSTOP of the
 // WAL sender and receiver) before the kill, so that results answered 2xx meanwhile exist only
 // on the old primary: the same checks must report them lost.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -135,12 +138,17 @@ class FailoverSuite : public ::testing::Test {
     }
   }
 
+  // Whether a listening socket can be bound to 127.0.0.1:`port` now.
   static bool PortFree(uint16_t port) {
-    return RunCommand(
-               {"/bin/sh", "-c", "! ss -Htln sport = :" + std::to_string(port) + " | grep -q ."})
-               .exit_code == 0;
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    return free;
   }
-
   // The formation, the schema on its primary, and two lobbies on the multi-host conninfo.
   void Start(bool async) {
     std::vector<std::string> start = {"start", ha_dir_,
