@@ -61,9 +61,10 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"readiness",
      "SELECT coalesce(max(version), 0), current_setting('transaction_read_only') = 'on' "
      "FROM verdict_schema_migrations"},
-    // A transaction id of its own, so that the statement's commit waits for the synchronous
-    // standby (if any) to confirm the WAL up to it.
-    {"await_replication", "SELECT pg_current_xact_id()"},
+    // A transaction that writes WAL (a logical message, of no other consequence), so that its
+    // commit waits for the synchronous standby (if any) to confirm the WAL up to it. (A
+    // transaction id alone writes nothing before the commit, which then does not wait.)
+    {"await_replication", "SELECT pg_logical_emit_message(true, 'verdict', 'replication barrier')"},
     {"unsafe_release_early",
      "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = ANY ($1::bigint[])"},
 };

@@ -283,20 +283,21 @@ TEST(LobbyCommitUnknownTest, ConnectionLostAfterCommitIsAnsweredAsThisRequestsSe
                  wire::EncodeBody(MakeResult(91), wire::BodyFormat::kJson).value(), 60s);
     answered = true;
   });
-  const auto waiting_for_standby = [&] {
-    return q("SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
+  // The backend running `statement` while it waits for the standby ("" if none).
+  const auto waiting_for_standby = [&](const std::string& statement) {
+    return q("SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query LIKE '%" +
+             statement + "%'");
   };
-  const std::string settling = WaitFor([&] { return !waiting_for_standby().empty(); })
-                                   ? waiting_for_standby()
-                                   : std::string();
+  const std::string settling =
+      WaitFor([&] { return !waiting_for_standby("verdict_settle_batch").empty(); })
+          ? waiting_for_standby("verdict_settle_batch")
+          : std::string();
   // Cut the waiting backend's connection: PostgreSQL finishes the local commit and sends the
   // client nothing more. The lobby reads the receipt back and waits for the standby again, on
   // another backend; only then let commits through.
   if (!settling.empty()) q("SELECT pg_terminate_backend(" + settling + ")");
-  const bool confirming = WaitFor([&] {
-    const std::string pid = waiting_for_standby();
-    return !pid.empty() && pid != settling;
-  });
+  const bool confirming =
+      WaitFor([&] { return !waiting_for_standby("pg_logical_emit_message").empty(); });
   const bool answered_unconfirmed = answered;
   q("ALTER SYSTEM RESET synchronous_standby_names");
   q("SELECT pg_reload_conf()");
