@@ -59,7 +59,13 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "SELECT room_id, node_id, (extract(epoch FROM allocated_at) * 1000)::bigint, "
      "extract(epoch FROM now() - allocated_at)::bigint FROM battle_rooms "
      "WHERE allocated_at < now() - make_interval(secs => $1) ORDER BY allocated_at, room_id"},
-    {"schema_version", "SELECT coalesce(max(version), 0) FROM verdict_schema_migrations"},
+    {"readiness",
+     "SELECT coalesce(max(version), 0), current_setting('transaction_read_only') = 'on' "
+     "FROM verdict_schema_migrations"},
+    // A transaction that writes WAL (a logical message, of no other consequence), so that its
+    // commit waits for the synchronous standby (if any) to confirm the WAL up to it. (A
+    // transaction id alone writes nothing before the commit, which then does not wait.)
+    {"await_replication", "SELECT pg_logical_emit_message(true, 'verdict', 'replication barrier')"},
 };
 
 constexpr long kMigrationLockKey = 0x7665726469637400;  // "verdict\0"
@@ -118,7 +124,9 @@ v1::Outcome OutcomeFromName(const std::string& s) {
 }
 
 // A fixed set of connections handed out one per call. A connection found broken is dropped
-// and re-opened by the next caller. Each new connection gets the statements and the timeouts.
+// and re-opened by the next caller, and so are the idle ones: they lead to the same server, which
+// is most likely gone (a failover), and each would otherwise fail one more request before it is
+// replaced. Each new connection gets the statements and the timeouts.
 class ConnectionPool {
  public:
   explicit ConnectionPool(const StoreOptions& options)
@@ -143,8 +151,13 @@ class ConnectionPool {
     }
     pqxx::connection& conn() { return *conn_; }
     bool open() const { return conn_ && conn_->is_open(); }
-    // The connection is suspect (lost, or its state unknown): close it instead of reusing it.
+    // The connection is suspect (its state unknown): close it instead of reusing it.
     void Discard() { conn_.reset(); }
+    // The connection was lost: close it and the pool's idle ones.
+    void DiscardLost() {
+      conn_.reset();
+      if (pool_) pool_->CloseIdle();
+    }
 
    private:
     ConnectionPool* pool_;
@@ -179,6 +192,14 @@ class ConnectionPool {
   }
 
  private:
+  void CloseIdle() {
+    std::vector<std::unique_ptr<pqxx::connection>> closing;
+    {
+      std::lock_guard lock(mu_);
+      closing.swap(idle_);
+    }
+  }
+
   void Return(std::unique_ptr<pqxx::connection> conn) {
     {
       std::lock_guard lock(mu_);
@@ -199,17 +220,20 @@ class ConnectionPool {
 
 // Whether a statement that failed with `sqlstate` may succeed if run again unchanged: the
 // connection or the server went away (class 08, 57P01-57P03), the transaction lost a race
-// (40001 serialization failure, 40P01 deadlock), the server ran short (class 53), or it waited
-// too long or was stopped: 55P03 is the lock timeout on a room another session holds, 57014 the
-// statement timeout or the cancel of a request whose client hung up. Anything else (a data
-// exception, a constraint violation, a missing function) fails the same way every time. An
-// empty SQLSTATE (a failure on the client's side) is not known to be deterministic: retryable.
-// (libpqxx 6 throws class 40 and some of 08 and 53 as other exceptions; RunDb sorts those.)
+// (40001 serialization failure, 40P01 deadlock), the server ran short (class 53), it waited
+// too long or was stopped (55P03 is the lock timeout on a room another session holds, 57014 the
+// statement timeout or the cancel of a request whose client hung up), or the server only reads
+// (25006: a standby, or a primary being demoted; after a failover a new connection finds the
+// new primary). Anything else (a data exception, a constraint violation, a missing function)
+// fails the same way every time. An empty SQLSTATE (a failure on the client's side) is not
+// known to be deterministic: retryable. (libpqxx 6 throws class 40 and some of 08 and 53 as
+// other exceptions; RunDb sorts those.)
 bool RetryableSqlState(const std::string& sqlstate) {
   if (sqlstate.empty()) return true;
   const std::string_view s = sqlstate;
   return s.starts_with("08") || s.starts_with("53") || s == "57P01" || s == "57P02" ||
-         s == "57P03" || s == "40001" || s == "40P01" || s == "55P03" || s == "57014";
+         s == "57P03" || s == "40001" || s == "40P01" || s == "55P03" || s == "57014" ||
+         s == "25006";
 }
 
 // Runs `body(lease)` translating libpqxx failures: a lost connection, or an SQL error that a
@@ -222,7 +246,7 @@ Result<T> RunDb(ConnectionPool& pool, const char* what, F body) {
   try {
     return body(*lease);
   } catch (const pqxx::broken_connection& e) {
-    lease->Discard();
+    lease->DiscardLost();
     spdlog::warn("{}: database connection lost: {}", what, e.what());
     return UnavailableError(std::string(what) + ": database connection lost");
   } catch (const pqxx::transaction_rollback& e) {
@@ -243,7 +267,7 @@ Result<T> RunDb(ConnectionPool& pool, const char* what, F body) {
     return InternalError(std::string(what) + ": transaction rolled back: " + e.what());
   } catch (const pqxx::sql_error& e) {
     const bool lost = !lease->open();
-    lease->Discard();
+    lost ? lease->DiscardLost() : lease->Discard();
     if (lost || RetryableSqlState(e.sqlstate())) {
       spdlog::warn("{}: SQL error {}: {}", what, e.sqlstate(), e.what());
       return UnavailableError(std::string(what) + ": database error " + e.sqlstate());
@@ -255,7 +279,7 @@ Result<T> RunDb(ConnectionPool& pool, const char* what, F body) {
     // Not an error the server reported: a connection that broke in an unexpected way is
     // retried, anything else (a row that does not convert, a misuse of libpqxx) is a bug.
     const bool lost = !lease->open();
-    lease->Discard();
+    lost ? lease->DiscardLost() : lease->Discard();
     spdlog::error("{}: {}", what, e.what());
     if (lost) return UnavailableError(std::string(what) + ": database connection lost");
     return InternalError(std::string(what) + ": " + e.what());
@@ -376,7 +400,7 @@ class PgSettlementStore final : public SettlementStore {
             // Lost while the statement ran: it may or may not have committed.
             spdlog::warn("settlement of {} room(s) lost its connection, outcome unknown: {}",
                          requests.size(), e.what());
-            lease.Discard();
+            lease.DiscardLost();
             commit_unknown = true;
             return out;
           }
@@ -398,7 +422,14 @@ class PgSettlementStore final : public SettlementStore {
     if (!settled.ok()) {
       return {requests.size(), Result<SettleOutcome>(UnlessNotReady(settled.status()))};
     }
-    return {settled->begin(), settled->end()};
+    std::vector<Result<SettleOutcome>> answers(settled->begin(), settled->end());
+    // Rows this call settled were confirmed by its own commit; the others were read from
+    // receipts that earlier transactions wrote.
+    AwaitReplication(answers, [](const SettleOutcome& o) {
+      return o.status == SettleStatus::kDuplicate || o.status == SettleStatus::kOutcomeConflict ||
+             o.status == SettleStatus::kIdempotencyMismatch;
+    });
+    return answers;
   }
 
   Result<std::optional<v1::SettlementReceipt>> GetReceipt(
@@ -467,14 +498,31 @@ class PgSettlementStore final : public SettlementStore {
   }
 
   Status CheckReady() override {
-    auto version = RunDb<int>(pool_, "readiness", [&](ConnectionPool::Lease& l) {
-      pqxx::nontransaction tx(l.conn());
-      return tx.exec_prepared1("schema_version")[0].as<int>();
-    });
-    if (!version.ok()) return version.status();
-    if (*version != ExpectedSchemaVersion()) {
+    struct Readiness {
+      int version = 0;
+      bool read_only = false;
+    };
+    const auto check = [&] {
+      return RunDb<Readiness>(pool_, "readiness", [&](ConnectionPool::Lease& l) {
+        pqxx::nontransaction tx(l.conn());
+        const pqxx::row row = tx.exec_prepared1("readiness");
+        return Readiness{row[0].as<int>(), row[1].as<bool>()};
+      });
+    };
+    // Readiness is about a connection made now: one found lost (opened before a failover,
+    // say) is replaced, and the check runs again on a new one.
+    auto ready = check();
+    if (!ready.ok() && ready.status().code() == StatusCode::kUnavailable) ready = check();
+    if (!ready.ok()) return ready.status();
+    if (ready->read_only) {
+      return UnavailableError(
+          "the database only reads (a standby, or a primary being demoted): no settlement can "
+          "commit; a conninfo naming every node with target_session_attrs=read-write finds the "
+          "primary");
+    }
+    if (ready->version != ExpectedSchemaVersion()) {
       return FailedPreconditionError(
-          "database schema is version " + std::to_string(*version) + ", this lobby needs " +
+          "database schema is version " + std::to_string(ready->version) + ", this lobby needs " +
           std::to_string(ExpectedSchemaVersion()) + "; run `verdict-lobby migrate`");
     }
     return Status::Ok();
@@ -501,6 +549,33 @@ class PgSettlementStore final : public SettlementStore {
       outcomes.push_back(std::move(out));
     }
     return outcomes;
+  }
+
+  // Outcomes read from a receipt (those `from_receipt` picks) are answered only once that
+  // receipt is on the synchronous standby, if there is one. The transaction that wrote it may
+  // have committed on the primary alone: its own wait for the standby was cut short when its
+  // client went away, its session was terminated or its lobby died. A failover would then lose
+  // the receipt the answer vouches for. A commit of a fresh transaction id waits until the
+  // standby confirms all WAL up to it, earlier commits included; without a synchronous standby
+  // it returns at once. If it fails, those outcomes become UNAVAILABLE: the retry asks again.
+  template <typename Pick>
+  void AwaitReplication(std::vector<Result<SettleOutcome>>& outcomes, Pick from_receipt) {
+    const auto read_from_receipt = [&](const Result<SettleOutcome>& o) {
+      return o.ok() && from_receipt(*o);
+    };
+    if (std::none_of(outcomes.begin(), outcomes.end(), read_from_receipt)) return;
+    auto confirmed = RunDb<bool>(pool_, "await replication", [&](ConnectionPool::Lease& lease) {
+      pqxx::nontransaction tx(lease.conn());
+      tx.exec_prepared("await_replication");
+      return true;
+    });
+    if (confirmed.ok()) return;
+    for (auto& o : outcomes) {
+      if (read_from_receipt(o)) {
+        o = UnavailableError("the receipt's replication is not confirmed: " +
+                             confirmed.status().message());
+      }
+    }
   }
 
   // `failed` as it is, unless it is INTERNAL while the database is not the one this lobby
@@ -531,11 +606,11 @@ class PgSettlementStore final : public SettlementStore {
     return page;
   }
 
-  // The COMMIT's fate is unknown: ask the database on a fresh connection. The receipts are the
-  // truth, room by room. A receipt this call wrote (its attempt id) means settled by this very
-  // request, not a duplicate; one written earlier is what it would have been answered anyway
-  // (duplicate, or a conflict); no receipt means the transaction is gone and the room must be
-  // retried (UNAVAILABLE), never a 2xx.
+  // The COMMIT's fate is unknown: ask the database on a fresh connection, which after a failover
+  // reaches the new primary. The receipts are the truth, room by room. A receipt this call wrote
+  // (its attempt id) means settled by this very request, not a duplicate; one written earlier is
+  // what it would have been answered anyway (duplicate, or a conflict); no receipt means the
+  // transaction is gone and the room must be retried (UNAVAILABLE), never a 2xx.
   std::vector<Result<SettleOutcome>> ResolveUnknownCommit(
       const std::vector<SettleRequest>& requests, int64_t attempt_id) {
     ArrayLiteral rooms;
@@ -572,6 +647,8 @@ class PgSettlementStore final : public SettlementStore {
                    out.receipt.match_id(), ours ? "this attempt's" : "an earlier attempt's");
       outcomes.push_back(std::move(out));
     }
+    // Even this attempt's receipt: its commit's wait for the standby is what was cut short.
+    AwaitReplication(outcomes, [](const SettleOutcome&) { return true; });
     return outcomes;
   }
 

@@ -21,8 +21,10 @@
 namespace verdict::lobby {
 
 struct StoreOptions {
-  // libpq connection string; empty means libpq's PG* environment variables.
-  // Default: "".
+  // libpq connection string; empty means libpq's PG* environment variables. With a primary
+  // and standbys, name them all and ask for the writable one
+  // (`host=a,b port=5432,5432 target_session_attrs=read-write`): every new connection then
+  // finds whichever is the primary now. Default: "".
   std::string conninfo;
   // Connections in the pool (one per DB worker).
   // Default: 8.
@@ -114,8 +116,10 @@ class SettlementStore {
   // Settles `requests` (distinct rooms, each validated) in one transaction, and returns one
   // outcome per request in the same order. kSettled only once the commit is known; a commit
   // whose outcome is unknown is resolved per room by reading the receipts (kSettled if this
-  // call committed it), and a room without a receipt is then UNAVAILABLE. A failed call has
-  // changed nothing and fails every request alike: UNAVAILABLE if a retry may succeed (the
+  // call committed it), and a room without a receipt is then UNAVAILABLE. An outcome read from
+  // a receipt written earlier (a duplicate, a conflict, an unknown commit resolved) is returned
+  // only once a synchronous standby, if there is one, has the receipt; else UNAVAILABLE. A failed
+  // call has changed nothing and fails every request alike: UNAVAILABLE if a retry may succeed (the
   // connection or server went away, a serialization failure or deadlock, a lock or statement
   // timeout, `cancel`, the server short of resources, a database not migrated yet), INTERNAL if
   // the database refused the settlement itself (a data exception, a check violation): the same
@@ -144,7 +148,8 @@ class SettlementStore {
   // Rooms allocated more than `older_than_s` seconds ago that have no receipt.
   virtual Result<std::vector<PendingRoom>> RoomsWithoutReceipt(int64_t older_than_s) = 0;
 
-  // OK if a connection can run a query and the schema is the one this binary knows.
+  // OK if a connection can run a query on a server that takes writes (not a standby) and the
+  // schema is the one this binary knows.
   virtual Status CheckReady() = 0;
 };
 

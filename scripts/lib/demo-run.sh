@@ -54,16 +54,28 @@ say "battle node: $rooms simulated ten-player battles at $rate per second"
   2>"$work/node.log" | sed -u 's/^/[node] /' | tee "$work/node.out" &
 node_pid=$!
 
-# Stop the lobby once about 40 % of the rooms are settled.
+# Once about 40 % of the rooms are settled: stop the lobby, or kill the database's primary.
 until [ "$(receipts)" -ge $((rooms * 2 / 5)) ]; do sleep 0.2; done
 duplicates_before=$(duplicates_of "$port")
-kill -TERM "$lobby_pid"
-wait "$lobby_pid" || true
-say "lobby stopped: battles in play keep finishing, their results wait in the node's outbox"
-sleep 5
-"$node_bin" outbox --outbox "$work/outbox" stats | tail -n 1 | sed 's/^/[outbox] /'
-start_lobby "$port"
-say "lobby back on port $port: watch the backlog drain"
+if [ -n "${VERDICT_DEMO_HA_DIR:-}" ]; then
+  say "the primary database node dies: $(bash scripts/lib/ha.sh kill-node "$VERDICT_DEMO_HA_DIR" node1)"
+  killed_at=$SECONDS
+  until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
+    printf '[ha] %ss: /readyz %s; %s\n' $((SECONDS - killed_at)) \
+      "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" \
+      "$(bash scripts/lib/ha.sh state "$VERDICT_DEMO_HA_DIR" | xargs)"
+    sleep 1
+  done
+  say "after $((SECONDS - killed_at)) s the standby is the primary and the lobby writes to it: $(bash scripts/lib/ha.sh state "$VERDICT_DEMO_HA_DIR" | xargs)"
+else
+  kill -TERM "$lobby_pid"
+  wait "$lobby_pid" || true
+  say "lobby stopped: battles in play keep finishing, their results wait in the node's outbox"
+  sleep 5
+  "$node_bin" outbox --outbox "$work/outbox" stats | tail -n 1 | sed 's/^/[outbox] /'
+  start_lobby "$port"
+  say "lobby back on port $port: watch the backlog drain"
+fi
 
 wait "$node_pid"
 node_pid=""

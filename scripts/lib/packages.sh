@@ -7,6 +7,8 @@ VERDICT_PACKAGES=(
   librocksdb-dev libboost-dev libpqxx-dev libprotobuf-dev protobuf-compiler
   libspdlog-dev libgtest-dev libssl-dev libcli11-dev
   postgresql postgresql-common
+  # pg_auto_failover, for the failover test and the HA formation of scripts/lib/ha.sh
+  postgresql-15-auto-failover pg-auto-failover-cli
 )
 
 ensure_packages() {

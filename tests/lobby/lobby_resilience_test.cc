@@ -1,7 +1,8 @@
 // The lobby when the database misbehaves or clients give up, against a real PostgreSQL: a
 // stuck room holds one DB worker and no other room waits; lock and statement timeouts answer
 // 503; a client that hangs up frees its worker; a backend killed mid-settlement, or a connection
-// lost after COMMIT, is answered truthfully from the receipt; tokens rotate without a 401.
+// lost after COMMIT, is answered truthfully from the receipt (once a synchronous standby has it);
+// a read-only database is not ready and answers 503; tokens rotate without a 401.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -178,6 +179,32 @@ TEST_F(LobbyResilienceTest, BackendTerminatedMidSettlementIs503ThenSettlesOnce) 
   EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
 }
 
+// A lobby whose sessions only read (what a standby, or a primary being demoted, gives it) is not
+// ready, and answers settlements 503 with Retry-After, retryable, changing nothing: never a
+// final error that would make a node set a valid result aside. On a writable session again
+// the same result settles.
+TEST_F(LobbyResilienceTest, ReadOnlyDatabaseIsNotReadyAndSettlementsWait) {
+  auto writable = StartLobby();
+  ASSERT_NE(writable, nullptr);
+  MustAllocate(writable->port(), 88);
+  auto read_only =
+      LobbyProcess::Start(db_->conninfo() + " options='-c default_transaction_read_only=on'");
+  ASSERT_NE(read_only, nullptr);
+  const HttpResponse ready = HttpCall(read_only->port(), "GET", "/readyz");
+  EXPECT_EQ(ready.status, 503) << ready.body;
+  EXPECT_NE(ready.body.find("only reads"), std::string::npos) << ready.body;
+  EXPECT_EQ(HttpCall(writable->port(), "GET", "/readyz").status, 200);
+  const DbSnapshot before = Snapshot();
+  const HttpResponse refused = Settle(read_only->port(), MakeResult(88));
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_EQ(refused.headers.count("retry-after"), 1u);
+  EXPECT_NE(refused.body.find("\"retryable\":true"), std::string::npos) << refused.body;
+  EXPECT_EQ(Snapshot(), before);
+  const HttpResponse settled = Settle(writable->port(), MakeResult(88));
+  ASSERT_EQ(settled.status, 200) << settled.body;
+  EXPECT_FALSE(Receipt(settled).duplicate());
+}
+
 // Rotating node-a's token under load: add the new token beside the old (SIGHUP), move the
 // sender to it, drop the old one (SIGHUP). No request is refused, and the live event
 // subscription and the lobby stay up through both reloads.
@@ -243,7 +270,9 @@ TEST_F(LobbyResilienceTest, TokenRotationUnderLoadRefusesNothing) {
 // The connection is lost after COMMIT was sent and the transaction committed: a private server
 // whose commits wait for a synchronous standby that never comes, and whose waiting backend is
 // then terminated (PostgreSQL has committed locally by then). The lobby must read the receipt
-// back, see its own attempt, answer duplicate: false, and the event must still go out.
+// back and see its own attempt, but answer only once the standby confirms the receipt (it waits
+// for the standby again, and a failover before then would lose the receipt); then duplicate:
+// false, and the event must still go out.
 TEST(LobbyCommitUnknownTest, ConnectionLostAfterCommitIsAnsweredAsThisRequestsSettlement) {
   auto pg = PrivatePostgres::Start();
   ASSERT_NE(pg, nullptr);
@@ -268,23 +297,35 @@ TEST(LobbyCommitUnknownTest, ConnectionLostAfterCommitIsAnsweredAsThisRequestsSe
   q("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
   q("SELECT pg_reload_conf()");
   HttpResponse answer;
+  std::atomic<bool> answered{false};
   std::thread settle([&] {
     answer =
         HttpCall(lobby->port(), "POST", "/v1/settlements", LobbyFixture::JsonHeaders("token-a"),
-                 wire::EncodeBody(MakeResult(91), wire::BodyFormat::kJson).value());
+                 wire::EncodeBody(MakeResult(91), wire::BodyFormat::kJson).value(), 60s);
+    answered = true;
   });
-  const bool waiting = WaitFor([&] {
-    return q("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") == "1";
-  });
+  // The backend running `statement` while it waits for the standby ("" if none).
+  const auto waiting_for_standby = [&](const std::string& statement) {
+    return q("SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query LIKE '%" +
+             statement + "%'");
+  };
+  const std::string settling =
+      WaitFor([&] { return !waiting_for_standby("verdict_settle_batch").empty(); })
+          ? waiting_for_standby("verdict_settle_batch")
+          : std::string();
   // Cut the waiting backend's connection: PostgreSQL finishes the local commit and sends the
-  // client nothing more. Then let commits through again.
-  if (waiting) {
-    q("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
-  }
-  settle.join();
+  // client nothing more. The lobby reads the receipt back and waits for the standby again, on
+  // another backend; only then let commits through.
+  if (!settling.empty()) q("SELECT pg_terminate_backend(" + settling + ")");
+  const bool confirming =
+      WaitFor([&] { return !waiting_for_standby("pg_logical_emit_message").empty(); });
+  const bool answered_unconfirmed = answered;
   q("ALTER SYSTEM RESET synchronous_standby_names");
   q("SELECT pg_reload_conf()");
-  ASSERT_TRUE(waiting) << "the settlement's commit never waited for the standby";
+  settle.join();
+  ASSERT_FALSE(settling.empty()) << "the settlement's commit never waited for the standby";
+  EXPECT_TRUE(confirming) << "the receipt read back was not confirmed by the standby";
+  EXPECT_FALSE(answered_unconfirmed) << "answered before the standby had the receipt";
   ASSERT_EQ(answer.status, 200) << answer.body << answer.error;
   EXPECT_NE(answer.body.find("\"duplicate\":false"), std::string::npos) << answer.body;
   EXPECT_EQ(q("SELECT count(*) FROM matches"), "1");
