@@ -385,32 +385,43 @@ Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t bas
   return row;
 }
 
-// Drain rate against shard count, one line per batch size, with the serial design and the two
+// What the drain chart draws: one line per batch size, the baselines as horizontal levels.
+struct Chart {
+  std::map<size_t, std::vector<const Row*>> lines;     // batch -> the plain drains, by shard count
+  std::vector<uint32_t> shard_counts;                  // in the order measured
+  std::vector<std::pair<double, std::string>> levels;  // horizontal lines
+  double top = 1;                                      // the largest rate
+};
+
+Chart ChartOf(const std::vector<Row>& rows) {
+  Chart c;
+  for (const Row& r : rows) {
+    if (r.mode == "verdict") {
+      c.lines[r.batch].push_back(&r);
+      if (std::find(c.shard_counts.begin(), c.shard_counts.end(), r.shards) ==
+          c.shard_counts.end()) {
+        c.shard_counts.push_back(r.shards);
+      }
+    }
+    if (r.mode == "serial") c.levels.emplace_back(r.per_s, "serial file-per-result");
+    if (r.mode == "pgbench_reference") {
+      c.levels.emplace_back(r.per_s, "pgbench, the single-room design");
+    }
+    if (r.mode == "pgbench") {
+      c.levels.emplace_back(r.per_s, "pgbench, " + std::to_string(r.batch) + " room" +
+                                         (r.batch == 1 ? "" : "s") + " per call");
+    }
+    c.top = std::max(c.top, r.per_s);
+  }
+  return c;
+}
+
+// Drain rate against shard count, one line per batch size, with the serial design and the
 // PostgreSQL ceilings as horizontal lines; shard counts are spaced evenly (they are usually
 // powers of a base).
 bool WriteSvg(const std::string& path, const std::vector<Row>& rows, double rtt_ms) {
-  std::map<size_t, std::vector<const Row*>> lines;  // batch -> the plain drains, by shard count
-  std::vector<uint32_t> shard_counts;
-  std::vector<std::pair<double, std::string>> levels;  // horizontal lines
-  double top = 1;
-  for (const Row& r : rows) {
-    if (r.mode == "verdict") {
-      lines[r.batch].push_back(&r);
-      if (std::find(shard_counts.begin(), shard_counts.end(), r.shards) == shard_counts.end()) {
-        shard_counts.push_back(r.shards);
-      }
-    }
-    if (r.mode == "serial") levels.emplace_back(r.per_s, "serial file-per-result");
-    if (r.mode == "pgbench_reference") {
-      levels.emplace_back(r.per_s, "pgbench, the single-room design");
-    }
-    if (r.mode == "pgbench") {
-      levels.emplace_back(r.per_s, "pgbench, " + std::to_string(r.batch) + " room" +
-                                       (r.batch == 1 ? "" : "s") + " per call");
-    }
-    top = std::max(top, r.per_s);
-  }
-  top *= 1.15;
+  const auto [lines, shard_counts, levels, largest] = ChartOf(rows);
+  const double top = largest * 1.15;
   constexpr double kW = 640, kH = 400, kLeft = 70, kRight = 20, kTop = 40, kBottom = 50;
   const auto x = [&](uint32_t shards) {
     const size_t i =
@@ -544,6 +555,30 @@ std::vector<Row> RunAll(const DrainOptions& o, const std::string& conninfo, cons
   return rows;
 }
 
+// One line of the table: the design, its batch and shards, the rate, the p99, the time to empty.
+void PrintRow(FILE* table, const Row& r) {
+  const char* label = r.mode == "verdict"               ? "verdict deliverers"
+                      : r.mode == "verdict_uncoalesced" ? "  ... lobby not coalescing"
+                      : r.mode == "verdict_producing"   ? "  ... while producing"
+                      : r.mode == "serial"              ? "serial, file per result"
+                      : r.mode == "pgbench_reference"   ? "pgbench single-room design"
+                                                        : "pgbench verdict_settle_batch";
+  std::string empty;
+  if (r.empty_after_s > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.1f s", r.empty_after_s);
+    empty = buf;
+    if (r.mode == "verdict_producing") {
+      std::snprintf(buf, sizeof(buf), " (N/(C-R) %.1f s)", r.predicted_empty_s);
+      empty += buf;
+    }
+  }
+  char p99[32] = "-";
+  if (!std::isnan(r.p99_ms)) std::snprintf(p99, sizeof(p99), "%.1f", r.p99_ms);
+  std::fprintf(table, "%-30s %6zu %8u %12.0f %10s %12s\n", label, r.batch, r.shards, r.per_s, p99,
+               empty.c_str());
+}
+
 // The table (stdout, or stderr under --json), the headline ratios, the report and the chart.
 int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
   FILE* table = o.output.json ? stderr : stdout;
@@ -564,26 +599,7 @@ int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
          uncoalesced = 0;
   Report report("drain");
   for (const Row& r : rows) {
-    const char* label = r.mode == "verdict"               ? "verdict deliverers"
-                        : r.mode == "verdict_uncoalesced" ? "  ... lobby not coalescing"
-                        : r.mode == "verdict_producing"   ? "  ... while producing"
-                        : r.mode == "serial"              ? "serial, file per result"
-                        : r.mode == "pgbench_reference"   ? "pgbench single-room design"
-                                                          : "pgbench verdict_settle_batch";
-    std::string empty;
-    if (r.empty_after_s > 0) {
-      char buf[64];
-      std::snprintf(buf, sizeof(buf), "%.1f s", r.empty_after_s);
-      empty = buf;
-      if (r.mode == "verdict_producing") {
-        std::snprintf(buf, sizeof(buf), " (N/(C-R) %.1f s)", r.predicted_empty_s);
-        empty += buf;
-      }
-    }
-    char p99[32] = "-";
-    if (!std::isnan(r.p99_ms)) std::snprintf(p99, sizeof(p99), "%.1f", r.p99_ms);
-    std::fprintf(table, "%-30s %6zu %8u %12.0f %10s %12s\n", label, r.batch, r.shards, r.per_s, p99,
-                 empty.c_str());
+    PrintRow(table, r);
     std::map<std::string, double> values = {{"shards", double(r.shards)},
                                             {"batch", double(r.batch)},
                                             {"per_s", r.per_s},

@@ -557,7 +557,8 @@ class PgSettlementStore final : public SettlementStore {
   // client went away, its session was terminated or its lobby died. A failover would then lose
   // the receipt the answer vouches for. The commit of a transaction that writes WAL (the
   // "await_replication" statement's logical message) waits until the standby confirms all WAL
-  // up to it, earlier commits included; without a synchronous standby it returns at once. If it fails, those outcomes become UNAVAILABLE: the retry asks again.
+  // up to it, earlier commits included; without a synchronous standby it returns at once. If it
+  // fails, those outcomes become UNAVAILABLE: the retry asks again.
   template <typename Pick>
   void AwaitReplication(std::vector<Result<SettleOutcome>>& outcomes, Pick from_receipt) {
     const auto read_from_receipt = [&](const Result<SettleOutcome>& o) {
