@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "tests/fault/invariants.h"
+#include "tests/fault/node_command.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -173,27 +174,8 @@ class FailoverSuite : public ::testing::Test {
   std::vector<std::string> NodeArgs(bool simulate) {
     const std::string lobbies = "http://127.0.0.1:" + std::to_string(lobbies_[0]->port()) +
                                 ",http://127.0.0.1:" + std::to_string(lobbies_[1]->port());
-    std::vector<std::string> args = {NodeBinary(),
-                                     "--log-level",
-                                     "warn",
-                                     "run",
-                                     "--node-id",
-                                     "node-a",
-                                     "--token",
-                                     "token-a",
-                                     "--outbox",
-                                     outbox_,
-                                     "--shards",
-                                     "4",
-                                     "--lobby",
-                                     lobbies,
-                                     "--metrics-listen",
-                                     "127.0.0.1:" + std::to_string(node_metrics_port_),
-                                     "--stored-log",
-                                     dir_.Sub("stored.log"),
-                                     "--progress-ms",
-                                     "60000",
-                                     "--outbox-no-preallocate"};
+    std::vector<std::string> args = FaultNodeCommand(NodeBinary(), outbox_, lobbies,
+                                                     node_metrics_port_, dir_.Sub("stored.log"));
     if (simulate) {
       args.insert(args.end(),
                   {"--admin-token", "admin-token", "--simulate-rooms", std::to_string(kRooms),

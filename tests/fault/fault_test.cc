@@ -45,6 +45,7 @@
 #include <thread>
 
 #include "tests/fault/invariants.h"
+#include "tests/fault/node_command.h"
 #include "tests/sql/unguarded_settle_sql.h"
 #include "tests/support/http_client.h"
 #include "tests/support/private_postgres.h"
@@ -313,27 +314,9 @@ class FaultSuite : public ::testing::Test {
 
   std::vector<std::string> NodeArgs(const NodeRun& run) {
     node_metrics_port_ = FreeLoopbackPort();
-    std::vector<std::string> args = {unsafe_.NodeProgram(),
-                                     "--log-level",
-                                     "warn",
-                                     "run",
-                                     "--node-id",
-                                     "node-a",
-                                     "--token",
-                                     "token-a",
-                                     "--outbox",
-                                     outbox_,
-                                     "--shards",
-                                     "4",
-                                     "--lobby",
-                                     "http://127.0.0.1:" + std::to_string(lobby_port_),
-                                     "--metrics-listen",
-                                     "127.0.0.1:" + std::to_string(node_metrics_port_),
-                                     "--stored-log",
-                                     dir_.Sub("stored.log"),
-                                     "--progress-ms",
-                                     "60000",
-                                     "--outbox-no-preallocate"};
+    std::vector<std::string> args = FaultNodeCommand(
+        unsafe_.NodeProgram(), outbox_, "http://127.0.0.1:" + std::to_string(lobby_port_),
+        node_metrics_port_, dir_.Sub("stored.log"));
     if (run.batch) args.insert(args.end(), {"--batch", std::to_string(run.batch)});
     if (run.simulate) {
       ++runs_;
