@@ -330,37 +330,36 @@ Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t bas
   std::filesystem::create_directories(dir);
   const std::string script = dir + "/settle.sql";
   const std::string b = std::to_string(batch), fill = "ARRAY[" + b + "]";
-  std::ofstream(script)
-      << "SELECT count(*) FROM (SELECT nextval('verdict_bench_calls') AS k) c,\n"
-         "LATERAL (SELECT array_agg(c.k * "
-      << b << " + i ORDER BY i) AS slots FROM generate_series(1, " << b
-      << ") i) r,\n"
-         "LATERAL (SELECT array_agg("
-      << base
-      << " + slot ORDER BY slot, g) AS rooms, array_agg(slot * 10 + g ORDER BY slot, g) AS ids,\n"
-         "  array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY slot, g) AS teams,\n"
-         "  array_agg(g ORDER BY slot, g) AS kills, array_agg(0 ORDER BY slot, g) AS zeros,\n"
-         "  array_agg(100 * g::bigint ORDER BY slot, g) AS scores,\n"
-         "  array_agg(false ORDER BY slot, g) AS disconnected\n"
-         "  FROM unnest(r.slots) slot, generate_series(1, 10) g) p,\n"
-         "LATERAL ";
+  std::ofstream file(script);
+  file << "SELECT count(*) FROM (SELECT nextval('verdict_bench_calls') AS k) c,\n"
+          "LATERAL (SELECT array_agg(c.k * "
+       << b << " + i ORDER BY i) AS slots FROM generate_series(1, " << b
+       << ") i) r,\n"
+          "LATERAL (SELECT array_agg("
+       << base
+       << " + slot ORDER BY slot, g) AS rooms, array_agg(slot * 10 + g ORDER BY slot, g) AS ids,\n"
+          "  array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY slot, g) AS teams,\n"
+          "  array_agg(g ORDER BY slot, g) AS kills, array_agg(0 ORDER BY slot, g) AS zeros,\n"
+          "  array_agg(100 * g::bigint ORDER BY slot, g) AS scores,\n"
+          "  array_agg(false ORDER BY slot, g) AS disconnected\n"
+          "  FROM unnest(r.slots) slot, generate_series(1, 10) g) p,\n"
+          "LATERAL ";
   if (statement == Statement::kReference) {
-    std::ofstream(script, std::ios::app)
-        << "verdict_bench_settle_one(" << base << " + c.k + 1, '" << kNode
-        << "', 'SETTLED', 1::smallint, false, 1700000000000, 'replays/bench', '',\n"
-           "  decode(repeat('ab', 32), 'hex'), p.ids, p.teams, p.kills, p.zeros, p.zeros, "
-           "p.scores,\n  p.disconnected, 32) s WHERE s.status = 'settled';\n";
+    file << "verdict_bench_settle_one(" << base << " + c.k + 1, '" << kNode
+         << "', 'SETTLED', 1::smallint, false, 1700000000000, 'replays/bench', '',\n"
+            "  decode(repeat('ab', 32), 'hex'), p.ids, p.teams, p.kills, p.zeros, p.zeros, "
+            "p.scores,\n  p.disconnected, 32) s WHERE s.status = 'settled';\n";
   } else {
-    std::ofstream(script, std::ios::app)
-        << "verdict_settle_batch(ARRAY(SELECT " << base
-        << " + slot FROM unnest(r.slots) slot), array_fill('" << kNode << "'::text, " << fill
-        << "),\n  array_fill('SETTLED'::text, " << fill << "), array_fill(1::smallint, " << fill
-        << "), array_fill(false, " << fill << "),\n  array_fill(1700000000000::bigint, " << fill
-        << "), array_fill('replays/bench'::text, " << fill << "), array_fill(''::text, " << fill
-        << "),\n  array_fill(decode(repeat('ab', 32), 'hex'), " << fill
-        << "), p.rooms, p.ids, p.teams, p.kills, p.zeros, p.zeros,\n"
-           "  p.scores, p.disconnected, 32, 0, true) s WHERE s.status = 'settled';\n";
+    file << "verdict_settle_batch(ARRAY(SELECT " << base
+         << " + slot FROM unnest(r.slots) slot), array_fill('" << kNode << "'::text, " << fill
+         << "),\n  array_fill('SETTLED'::text, " << fill << "), array_fill(1::smallint, " << fill
+         << "), array_fill(false, " << fill << "),\n  array_fill(1700000000000::bigint, " << fill
+         << "), array_fill('replays/bench'::text, " << fill << "), array_fill(''::text, " << fill
+         << "),\n  array_fill(decode(repeat('ab', 32), 'hex'), " << fill
+         << "), p.rooms, p.ids, p.teams, p.kills, p.zeros, p.zeros,\n"
+            "  p.scores, p.disconnected, 32, 0, true) s WHERE s.status = 'settled';\n";
   }
+  file.close();  // pgbench reads it next
   const std::string command = "pgbench -n -c " + std::to_string(clients) + " -j 2 -t " +
                               std::to_string(calls) + " -f " + script + " '" + conninfo + "' 2>&1";
   FILE* out = ::popen(command.c_str(), "r");
