@@ -76,6 +76,35 @@ TEST_F(BatchSettlementTest, EachItemIsWhatTheSingleEndpointWouldAnswer) {
   EXPECT_EQ(again.items(0).receipt().match_id(), reply.items(0).receipt().match_id());
 }
 
+// Every way a roster can differ from the room's seats is ROSTER_MISMATCH and touches nothing,
+// beside a right one that settles, in one call of the settlement's roster check.
+TEST_F(BatchSettlementTest, EveryRosterThatIsNotTheRoomsSeatsIsRefused) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room = 1; room <= 5; ++room) MustAllocate(lobby->port(), room);
+  v1::BattleResult swapped = MakeResult(1);  // two players on each other's team
+  swapped.mutable_players(0)->set_team(2);
+  swapped.mutable_players(9)->set_team(1);
+  v1::BattleResult missing = MakeResult(2);  // a seated player left out
+  missing.mutable_players()->RemoveLast();
+  v1::BattleResult extra = MakeResult(3);  // an eleventh player, seated in another room
+  *extra.add_players() = MakeResult(4).players(0);
+  v1::BattleResult foreign = MakeResult(5);  // one player swapped for another room's
+  foreign.mutable_players(0)->set_player_id(41);
+  const HttpResponse r =
+      PostBatch(lobby->port(), {swapped, missing, extra, foreign, MakeResult(4)});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const v1::SettlementBatchReply reply = Items(r);
+  std::vector<std::string> codes;
+  for (const auto& item : reply.items()) codes.push_back(CodeOf(item));
+  EXPECT_EQ(codes, (std::vector<std::string>{"ROSTER_MISMATCH", "ROSTER_MISMATCH",
+                                             "ROSTER_MISMATCH", "ROSTER_MISMATCH", "SETTLED"}));
+  EXPECT_EQ(Q("SELECT string_agg(room_id::text, ',' ORDER BY room_id) FROM battle_rooms"),
+            "1,2,3,5");
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_room_seats"), "40");
+  EXPECT_EQ(Q("SELECT string_agg(room_id::text, ',') FROM matches"), "4");
+}
+
 TEST_F(BatchSettlementTest, ARoomTheDatabaseRefusesIsRefusedAloneAndTheOthersSettle) {
   // A test-only constraint that one strange result breaks: its check violation fails the one
   // transaction of the whole batch, yet only that room may be refused (for good, as the single

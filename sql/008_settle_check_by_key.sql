@@ -1,0 +1,47 @@
+-- 008: the roster check reads seats and rooms by key, whatever the statistics say.
+--
+-- battle_rooms and battle_room_seats are queues: a room's rows live from its allocation to its
+-- settlement. When autovacuum analyzes them while few rooms wait, PostgreSQL records them as
+-- (nearly) empty, and goes on believing it while a backlog of thousands of rooms is allocated
+-- and drained, until the next analyze. 007's check joined the call's players to the seats as
+-- sets, so on such statistics it chose a nested loop over a full scan of the seats' index:
+-- 100 ms for a call of 64 rooms on a database 200,000 seats deep, where reading the same rows
+-- by key takes about 2 ms (bench/RESULTS.md, "The roster check's plan").
+--
+-- Here every read of the two tables is a scalar subquery that names its key from the call's
+-- own values: a seat by (room, player), a room's seat count by room, a room by id. PostgreSQL
+-- runs a scalar subquery once per outer row (it never turns one into a join or a hashed scan of
+-- the whole table, as it may an EXISTS), and the cheap way to run it is an index probe, so the
+-- statement stays linear in the call whatever the tables' statistics. The verdicts are those
+-- of 007.
+CREATE OR REPLACE FUNCTION verdict_settle_check(
+  p_verdicts text[], p_room_ids bigint[], p_node_ids text[], p_player_rooms bigint[],
+  p_player_ids bigint[], p_teams smallint[])
+RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+  v_verdicts text[];
+BEGIN
+  WITH given AS (
+    -- Each room's roster as given: its players in id order, and their teams in the same order.
+    SELECT p.room, array_agg(p.pid ORDER BY p.pid, p.team) AS pids,
+           array_agg(p.team ORDER BY p.pid, p.team) AS teams
+    FROM unnest(p_player_rooms, p_player_ids, p_teams) AS p(room, pid, team)
+    GROUP BY p.room)
+  SELECT array_agg(CASE
+      WHEN x.verdict IS NOT NULL THEN x.verdict
+      WHEN NOT coalesce((SELECT b.node_id = x.node_id FROM battle_rooms b
+                         WHERE b.room_id = x.room_id), false) THEN 'room_unknown'
+      -- The roster matches when it is the room's seats exactly: the same players (so each
+      -- given once, and as many as the seats), each on the team given.
+      WHEN (coalesce(g.pids, '{}'), coalesce(g.teams, '{}')) = (
+             SELECT coalesce(array_agg(s.player_id ORDER BY s.player_id), '{}'),
+                    coalesce(array_agg(s.team ORDER BY s.player_id), '{}')
+             FROM battle_room_seats s WHERE s.room_id = x.room_id) THEN 'settle'
+      ELSE 'roster_mismatch' END ORDER BY x.i)
+  INTO v_verdicts
+  FROM unnest(p_room_ids, p_node_ids, p_verdicts) WITH ORDINALITY AS x(room_id, node_id, verdict, i)
+  LEFT JOIN given g ON g.room = x.room_id;
+  RETURN v_verdicts;
+END
+$$;
+
