@@ -172,7 +172,8 @@ cmd_start() { # DIR PORT [--async] [--fast]
       --dbname verdict --monitor "$(cat "$dir/monitor.uri")" --replication-quorum $quorum \
       "${common[@]}" --run
     if [ "$name" = node1 ]; then
-      wait_for 120 "node1 did not start; see $dir/node1.log" node_in_state "$dir" node1 single
+      wait_for 120 "node1 did not start; see $dir/node1.log, which ended:
+$(tail -n 20 "$dir/node1.log" 2>/dev/null)" node_in_state "$dir" node1 single
       if [ $fast -eq 1 ]; then
         sql "$dir" node1 postgres "ALTER SYSTEM SET fsync = off" >/dev/null
         sql "$dir" node1 postgres "SELECT pg_reload_conf()" >/dev/null

@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <pqxx/pqxx>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -130,12 +131,17 @@ class FailoverSuite : public ::testing::Test {
     return RunCommand(argv);
   }
 
-  // Three free consecutive ports on 127.0.0.1 (VERDICT_HA_PORT fixes the first, plus `offset`).
+  // Three free consecutive ports on 127.0.0.1 (VERDICT_HA_PORT fixes the first, plus `offset`),
+  // below Linux's ephemeral range (32768 and up): the servers bind them seconds after they are
+  // chosen, and a port in that range can meanwhile become the local end of any connection the
+  // suite opens.
   static uint16_t FormationPorts(int offset) {
     if (const char* fixed = std::getenv("VERDICT_HA_PORT")) return std::atoi(fixed) + offset;
+    std::mt19937 random(std::random_device{}());
+    std::uniform_int_distribution<int> first(20000, 32000);
     for (;;) {
-      const uint16_t port = FreeLoopbackPort();
-      if (port < 60000 && PortFree(port + 1) && PortFree(port + 2)) return port;
+      const auto port = static_cast<uint16_t>(first(random));
+      if (PortFree(port) && PortFree(port + 1) && PortFree(port + 2)) return port;
     }
   }
 
