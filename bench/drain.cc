@@ -103,7 +103,7 @@ void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count) {
     pqxx::nontransaction(conn).exec("VACUUM ANALYZE players, battle_rooms, battle_room_seats");
     pqxx::nontransaction(conn).exec("CHECKPOINT");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "    (no checkpoint before the run: %s)\n", e.what());
+    std::fprintf(stderr, "    (no vacuum or checkpoint before the run: %s)\n", e.what());
   }
 }
 
