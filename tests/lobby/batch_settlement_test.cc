@@ -10,6 +10,8 @@
 #include <set>
 #include <thread>
 
+#include <pqxx/pqxx>
+
 #include "tests/lobby/lobby_fixture.h"
 
 namespace verdict::testing {
@@ -253,6 +255,85 @@ TEST_F(BatchSettlementTest, ConcurrentSingleSettlementsShareTransactions) {
   EXPECT_EQ(Transactions(separate->port()), kRequests) << "coalescing was not off";
   EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), std::to_string(2 * kRequests));
   EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+}
+
+// Every plan PostgreSQL runs on this connection, as auto_explain reports them (as notices).
+class PlanCollector final : public pqxx::errorhandler {
+ public:
+  explicit PlanCollector(pqxx::connection_base& c) : pqxx::errorhandler(c) {}
+  bool operator()(const char msg[]) noexcept override {
+    plans += msg;
+    return true;
+  }
+  std::string plans;
+};
+
+// Migration 009: the write takes the match players it inserted from the insert itself, so the
+// players' update and the events read no match_players back. (With 007's write, how they were
+// read hung on match_players.match_id's statistics, and stale ones made each call scan the
+// whole table.) A call of 64 rooms made straight to verdict_settle_batch, its nested plans
+// collected with auto_explain: match_players appears only as the insert's target.
+TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  constexpr int kRooms = 64;
+  for (uint64_t room = 1; room <= kRooms; ++room) MustAllocate(lobby->port(), room);
+
+  auto conn = db_->Connect();
+  PlanCollector collector(*conn);
+  pqxx::nontransaction tx(*conn);
+  tx.exec(
+      "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0;"
+      " SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice;"
+      " SET client_min_messages = notice");
+  const pqxx::result settled = tx.exec(R"sql(
+    SELECT count(*) FROM
+      (SELECT array_agg(room_id ORDER BY room_id) AS rooms, count(*)::int AS n FROM battle_rooms) r,
+      LATERAL (SELECT array_agg(room_id ORDER BY room_id, player_id) AS rooms,
+                      array_agg(player_id ORDER BY room_id, player_id) AS ids,
+                      array_agg(team ORDER BY room_id, player_id) AS teams,
+                      array_agg(1 ORDER BY room_id, player_id) AS ones,
+                      array_agg(100::bigint ORDER BY room_id, player_id) AS scores,
+                      array_agg(false ORDER BY room_id, player_id) AS disconnected
+               FROM battle_room_seats) p,
+      LATERAL verdict_settle_batch(
+        r.rooms, array_fill('node-a'::text, ARRAY[r.n]), array_fill('SETTLED'::text, ARRAY[r.n]),
+        array_fill(1::smallint, ARRAY[r.n]), array_fill(false, ARRAY[r.n]),
+        array_fill(1700000000000::bigint, ARRAY[r.n]), array_fill('replays/x'::text, ARRAY[r.n]),
+        array_fill(''::text, ARRAY[r.n]), array_fill(decode(repeat('ab', 32), 'hex'), ARRAY[r.n]),
+        p.rooms, p.ids, p.teams, p.ones, p.ones, p.ones, p.scores, p.disconnected, 32, 7, true) s
+    WHERE s.status = 'settled')sql");
+  ASSERT_EQ(settled[0][0].as<int>(), kRooms);
+
+  // The collector saw the write's plans, and in them match_players only as the insert's target.
+  const auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = collector.plans.find(what); at != std::string::npos;
+         at = collector.plans.find(what, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("Update on players"), 1u) << collector.plans;
+  EXPECT_EQ(count("Insert on match_players"), 1u) << collector.plans;
+  EXPECT_EQ(count(" on match_players"), 1u) << "a plan reads match_players:\n" << collector.plans;
+
+  // What was written is what 007 wrote: each player rated once, released, and each event
+  // listing its match's players in id order with their match rows' values.
+  EXPECT_EQ(Q("SELECT count(*) FROM match_players"), std::to_string(kRooms * 10));
+  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players p JOIN match_players mp USING (player_id)"
+              " WHERE p.elo = mp.elo_after AND p.games = 1 AND p.wins + p.losses = 1"
+              " AND p.in_battle_room = 0"),
+            std::to_string(kRooms * 10));
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events e,"
+              " jsonb_array_elements(e.payload->'players') WITH ORDINALITY AS x(p, i)"
+              " JOIN match_players mp ON mp.player_id = (x.p->>'player_id')::bigint"
+              " WHERE mp.match_id = e.match_id AND mp.team = (x.p->>'team')::int"
+              " AND mp.result = x.p->>'result' AND mp.elo_before = (x.p->>'elo_before')::int"
+              " AND mp.elo_after = (x.p->>'elo_after')::int AND x.i = (SELECT count(*) FROM"
+              " match_players o WHERE o.match_id = e.match_id AND o.player_id <= mp.player_id)"),
+            std::to_string(kRooms * 10));
 }
 
 TEST_F(BatchSettlementTest, ProtobufBatchesWork) {
