@@ -1,5 +1,5 @@
--- 009: the settlement's write never reads match_players back, and match_players.match_id's
--- statistics scale with the table.
+-- 009: the settlement never reads back what it writes, and match_players.match_id's statistics
+-- scale with the table.
 --
 -- 007's write inserted each room's match players, then updated the players from a join of the
 -- new matches with match_players, and built each event from a subquery on match_players. How
@@ -13,20 +13,65 @@
 -- each room (bench/RESULTS.md, "Reading back what was just written"). Both costs grow with the
 -- history.
 --
--- Two changes, either of which alone removes the scans from the settlement:
---   * the insert returns the rows it wrote, and the players' update and the events take them
---     from there in the same statement (a data-modifying WITH runs once, to completion, whether
---     or not the statement reads it); what is left reads players, matches and the call's own
---     arrays by key. The answer and every row written are those of 007: the events' players
---     are the same objects in the same order, and a match without players still gets
---     "players": null;
---   * match_players.match_id is declared to have a tenth as many distinct values as the table
---     has rows (ten players a match), so that any other query by match (match history,
---     reports) is planned on a number that grows with the table. Whatever the real size of a
---     match, ten rows estimated for one match_id plans an index probe, as it should.
+-- A fresh database has the same trouble the other way round: while matches and
+-- settlement_receipts are small, PostgreSQL reads them by a full scan filtered on the call's
+-- array, which it prices as nearly free, and in the first 20,000 rooms of a benchmark run on a
+-- fresh database it did so in half the calls (302 scans of matches, 154 of the receipts).
+--
+-- So the write never reads back what it writes:
+--   * the insert into match_players returns its rows, and the players' update and the events
+--     take them from there in the same statement (a data-modifying WITH runs once, to
+--     completion, whether or not the statement reads it);
+--   * the new matches' values come from the call's own arrays, by the room ids the insert into
+--     matches returned, for the match players, the events and the receipts;
+--   * the guard reads each room's receipt by its key, a scalar subquery, as 008 reads rooms and
+--     seats, instead of joining the receipts as a set.
+-- The answers and every row written are those of 007: the events' players are the same objects
+-- in the same order, and a match without players still gets "players": null. And
+-- match_players.match_id is declared to have a tenth as many distinct values as the table has
+-- rows (ten players a match), so that any other query by match (match history, reports) is
+-- planned on a number that grows with the table.
 ALTER TABLE match_players ALTER COLUMN match_id SET (n_distinct = -0.1);
 ANALYZE match_players;
 
+-- The verdicts the receipts decide, as 007's guard: the same locks in the same order, and each
+-- room's receipt read by its key (a scalar subquery, as 008 reads rooms and seats) rather than
+-- joined as a set, which on a small settlement_receipts was a hash join over a full scan.
+CREATE OR REPLACE FUNCTION verdict_settle_guard(
+  p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_fingerprints bytea[],
+  p_wait boolean)
+RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+  v_room bigint;
+  v_busy bigint[] := '{}';  -- rooms whose lock another transaction holds (without p_wait)
+  v_verdicts text[];
+BEGIN
+  FOR v_room IN SELECT r FROM unnest(p_room_ids) r ORDER BY r LOOP
+    IF p_wait THEN
+      PERFORM pg_advisory_xact_lock(v_room);
+    ELSIF NOT pg_try_advisory_xact_lock(v_room) THEN
+      v_busy := v_busy || v_room;
+    END IF;
+  END LOOP;
+  PERFORM 1 FROM battle_rooms b WHERE b.room_id = ANY (p_room_ids)
+    AND b.room_id <> ALL (v_busy)
+  ORDER BY b.room_id FOR UPDATE;
+
+  SELECT array_agg(CASE
+      WHEN x.room_id = ANY (v_busy) THEN 'busy'
+      ELSE (SELECT CASE WHEN r.outcome <> x.outcome THEN 'outcome_conflict'
+                        WHEN r.fingerprint <> x.fingerprint THEN 'idempotency_mismatch'
+                        ELSE 'duplicate' END
+            FROM settlement_receipts r
+            WHERE r.room_id = x.room_id AND r.node_id = x.node_id) END ORDER BY x.i)
+  INTO v_verdicts
+  FROM unnest(p_room_ids, p_node_ids, p_outcomes, p_fingerprints)
+         WITH ORDINALITY AS x(room_id, node_id, outcome, fingerprint, i);
+  RETURN v_verdicts;
+END
+$$;
+
+-- Settles the rooms whose verdict is 'settle', as 007's write does, and answers as it does.
 CREATE OR REPLACE FUNCTION verdict_settle_write(
   p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_winner_teams smallint[],
   p_suspects boolean[], p_ended_at_ms bigint[], p_replay_paths text[], p_abort_reasons text[],
@@ -70,11 +115,16 @@ BEGIN
     FROM inserted i;
 
     -- Elo per room from its teams' average ratings (verdict_elo_delta), as a single room does:
-    -- the averages are window aggregates over each room's own players, and each player finds
-    -- its new match by the room's unique key, so the statement stays linear in the batch. The
-    -- rows written are returned to the players' update and the events, which so never read
-    -- match_players back.
-    WITH rated AS (
+    -- the averages are window aggregates over each room's own players, so the statement stays
+    -- linear in the batch. The new matches' values come from the call's own arrays (settled),
+    -- and the rows written to match_players are returned to the players' update and the
+    -- events: nothing written here is read back from its table.
+    WITH settled AS (
+      SELECT mm.match_id, x.room_id, x.node_id, x.outcome, x.winner_team, x.suspect
+      FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id)
+      JOIN unnest(p_room_ids, p_node_ids, p_outcomes, p_winner_teams, p_suspects)
+             AS x(room_id, node_id, outcome, winner_team, suspect) ON x.room_id = mm.room_id),
+    rated AS (
       INSERT INTO match_players (match_id, player_id, team, kills, deaths, assists, score,
                                  disconnected, result, elo_before, elo_after)
       SELECT m.match_id, s.pid, s.team, s.kills, s.deaths, s.assists, s.score, s.disconnected,
@@ -99,7 +149,7 @@ BEGIN
                AS x(room, pid, team, kills, deaths, assists, score, disconnected)
         JOIN players p ON p.player_id = x.pid
         WHERE x.room = ANY (v_settle)) s
-      JOIN matches m ON m.room_id = s.room AND m.match_id = ANY (v_match_ids)
+      JOIN settled m ON m.room_id = s.room
       RETURNING match_players.match_id, match_players.player_id, match_players.team,
                 match_players.result, match_players.elo_before, match_players.elo_after),
     updated AS (
@@ -123,13 +173,12 @@ BEGIN
       'suspect', m.suspect,
       'settled_at_ms', v_now_ms::text,
       'players', r.players)
-    FROM matches m
+    FROM settled m
     LEFT JOIN (
       SELECT r.match_id, jsonb_agg(jsonb_build_object(
                'player_id', r.player_id::text, 'team', r.team, 'result', r.result,
                'elo_before', r.elo_before, 'elo_after', r.elo_after) ORDER BY r.player_id) AS players
       FROM rated r GROUP BY r.match_id) r ON r.match_id = m.match_id
-    WHERE m.match_id = ANY (v_match_ids)
     ORDER BY m.room_id;
 
     INSERT INTO replays (match_id, room_id, path)
@@ -140,10 +189,10 @@ BEGIN
 
     INSERT INTO settlement_receipts (room_id, node_id, outcome, match_id, fingerprint,
                                      settled_at, attempt_id)
-    SELECT m.room_id, m.node_id, m.outcome, m.match_id, x.fingerprint, v_now, p_attempt_id
-    FROM matches m
-    JOIN unnest(p_room_ids, p_fingerprints) AS x(room_id, fingerprint) ON x.room_id = m.room_id
-    WHERE m.match_id = ANY (v_match_ids);
+    SELECT mm.room_id, x.node_id, x.outcome, mm.match_id, x.fingerprint, v_now, p_attempt_id
+    FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id)
+    JOIN unnest(p_room_ids, p_node_ids, p_outcomes, p_fingerprints)
+           AS x(room_id, node_id, outcome, fingerprint) ON x.room_id = mm.room_id;
 
     DELETE FROM battle_rooms b WHERE b.room_id = ANY (v_settle);
   END IF;
