@@ -81,16 +81,17 @@ v1::BattleResult ResultFor(uint64_t base, uint64_t slot) {
   return r;
 }
 
-// Allocates the rooms a run settles, then vacuums and analyzes the tables the allocation wrote, as
-// autovacuum would have during the outage the backlog stands for (otherwise the run pays for
-// autovacuum starting under it, on statistics from before the rooms existed), analyzes the
-// tables the runs before it wrote, so that each design is planned on the database as it is (the
-// old single-room settlement plans its reads of match_players on their statistics: on none, or
-// on a count from a smaller table, it scans all of players for each room), and checkpoints, so
-// that the run does not pay for the writes of the runs before it (a checkpoint under load slows
-// every commit's fsync). An empty table is left unanalyzed: PostgreSQL plans a table never
-// analyzed as at least ten pages, and one analyzed empty as the page or two it has, which makes
-// the plans cached in the first moments of a run (foreign-key checks) scan it for the whole run.
+// Allocates the rooms a run settles, then brings the database to where it would be after the
+// outage the backlog stands for:
+//   - vacuums and analyzes the tables the allocation wrote, as autovacuum would have (otherwise
+//     the run pays for autovacuum starting under it, on statistics from before the rooms existed);
+//   - analyzes the settlement's tables that the runs before it wrote, so that each design is
+//     planned on the database as it is (on none, or on statistics from a smaller table, the old
+//     single-room settlement scans all of players for each room). Empty ones are left alone:
+//     PostgreSQL plans a table never analyzed as at least ten pages, one analyzed empty as the
+//     page it has, and foreign-key checks cached at the start of a run then scan it throughout;
+//   - checkpoints, so that the run does not pay for the writes of the runs before it (a
+//     checkpoint under load slows every commit's fsync).
 void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count) {
   pqxx::connection conn(conninfo);
   constexpr uint64_t kChunk = 1000;

@@ -7,9 +7,9 @@
 -- A match has about ten players, so the column's distinct values sit right at the 10 % of rows
 -- below which ANALYZE records them as a fixed number instead of a fraction of the table. When it
 -- did, the planner went on believing each match_id had hundreds of rows as the history grew:
--- the write updated the players through a hash join over a full scan of match_players (17 ms
--- for one call of 64 rooms at 160,000 match players, in about a third of the calls of one
--- benchmark run), and the single-room settlement before batching scanned all of players for
+-- the write updated the players through a hash join over a full scan of match_players, in
+-- about a third of the calls of one benchmark run (one call of 64 rooms took 17 ms at 160,000
+-- match players), and the single-room settlement before batching scanned all of players for
 -- each room (bench/RESULTS.md, "Reading back what was just written"). Both costs grow with the
 -- history.
 --
@@ -23,7 +23,8 @@
 --     take them from there in the same statement (a data-modifying WITH runs once, to
 --     completion, whether or not the statement reads it);
 --   * the new matches' values come from the call's own arrays, by the room ids the insert into
---     matches returned, for the match players, the events and the receipts;
+--     matches returned, for the match players, the events, the replays and the receipts, which
+--     are written in that same statement;
 --   * the guard reads each room's receipt by its key, a scalar subquery, as 008 reads rooms and
 --     seats, instead of joining the receipts as a set.
 -- The answers and every row written are those of 007: the events' players are the same objects
@@ -114,16 +115,20 @@ BEGIN
     SELECT array_agg(i.match_id), array_agg(i.room_id) INTO v_match_ids, v_match_rooms
     FROM inserted i;
 
-    -- Elo per room from its teams' average ratings (verdict_elo_delta), as a single room does:
-    -- the averages are window aggregates over each room's own players, so the statement stays
-    -- linear in the batch. The new matches' values come from the call's own arrays (settled),
-    -- and the rows written to match_players are returned to the players' update and the
-    -- events: nothing written here is read back from its table.
+    -- The rest of the settlement in one statement, which reads back nothing it writes:
+    -- settled is each new match with its room's values from the call's arrays, and every write
+    -- takes from it; the rows written to match_players are returned to the players' update and
+    -- the events. Elo per room from its teams' average ratings (verdict_elo_delta), as a single
+    -- room does: the averages are window aggregates over each room's own players, so the
+    -- statement stays linear in the batch.
     WITH settled AS (
-      SELECT mm.match_id, x.room_id, x.node_id, x.outcome, x.winner_team, x.suspect
+      SELECT mm.match_id, x.room_id, x.node_id, x.outcome, x.winner_team, x.suspect,
+             x.replay_path, x.fingerprint
       FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id)
-      JOIN unnest(p_room_ids, p_node_ids, p_outcomes, p_winner_teams, p_suspects)
-             AS x(room_id, node_id, outcome, winner_team, suspect) ON x.room_id = mm.room_id),
+      JOIN unnest(p_room_ids, p_node_ids, p_outcomes, p_winner_teams, p_suspects, p_replay_paths,
+                  p_fingerprints)
+             AS x(room_id, node_id, outcome, winner_team, suspect, replay_path, fingerprint)
+        ON x.room_id = mm.room_id),
     rated AS (
       INSERT INTO match_players (match_id, player_id, team, kills, deaths, assists, score,
                                  disconnected, result, elo_before, elo_after)
@@ -161,8 +166,16 @@ BEGIN
         draws = p.draws + CASE WHEN r.result = 'draw' THEN 1 ELSE 0 END,
         in_battle_room = CASE WHEN p.in_battle_room = mm.room_id THEN 0 ELSE p.in_battle_room END
       FROM rated r
-      JOIN unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id) ON mm.match_id = r.match_id
-      WHERE p.player_id = r.player_id)
+      JOIN settled mm ON mm.match_id = r.match_id
+      WHERE p.player_id = r.player_id),
+    replayed AS (
+      INSERT INTO replays (match_id, room_id, path)
+      SELECT m.match_id, m.room_id, m.replay_path FROM settled m WHERE m.replay_path <> ''),
+    receipted AS (
+      INSERT INTO settlement_receipts (room_id, node_id, outcome, match_id, fingerprint,
+                                       settled_at, attempt_id)
+      SELECT m.room_id, m.node_id, m.outcome, m.match_id, m.fingerprint, v_now, p_attempt_id
+      FROM settled m)
     INSERT INTO settlement_events (room_id, node_id, match_id, payload)
     SELECT m.room_id, m.node_id, m.match_id, jsonb_build_object(
       'type', 'battle.settled',
@@ -180,19 +193,6 @@ BEGIN
                'elo_before', r.elo_before, 'elo_after', r.elo_after) ORDER BY r.player_id) AS players
       FROM rated r GROUP BY r.match_id) r ON r.match_id = m.match_id
     ORDER BY m.room_id;
-
-    INSERT INTO replays (match_id, room_id, path)
-    SELECT mm.match_id, mm.room_id, x.path
-    FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id)
-    JOIN unnest(p_room_ids, p_replay_paths) AS x(room_id, path) ON x.room_id = mm.room_id
-    WHERE x.path <> '';
-
-    INSERT INTO settlement_receipts (room_id, node_id, outcome, match_id, fingerprint,
-                                     settled_at, attempt_id)
-    SELECT mm.room_id, x.node_id, x.outcome, mm.match_id, x.fingerprint, v_now, p_attempt_id
-    FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id)
-    JOIN unnest(p_room_ids, p_node_ids, p_outcomes, p_fingerprints)
-           AS x(room_id, node_id, outcome, fingerprint) ON x.room_id = mm.room_id;
 
     DELETE FROM battle_rooms b WHERE b.room_id = ANY (v_settle);
   END IF;
