@@ -1,10 +1,10 @@
 // `verdict-bench ingest`: how many results a battle host can make durable per second, side by
 // side in one run:
 //   verdict   P producer threads push through the real path — ResultChannel, OutboxWriter,
-//             one synced RocksDB WriteBatch per group of batches — and each result's latency
-//             is measured from Push until its batch is durable; each synced write of the run
-//             (log append, fsync, memtable insert) is timed too, so the table shows how much
-//             of that latency the disk sets;
+//             unsynced writes of each batch and one log fsync per group of batches — and each
+//             result's latency is measured from Push until its batch is durable; each sync of
+//             the run (writing the log's buffer, fsync) is timed too, so the table shows how
+//             much of that latency the disk sets;
 //   file      the design verdict replaces: one file per result, written to a temporary name,
 //             fsynced, renamed, and the directory fsynced (P threads);
 //   ceiling   raw RocksDB synced WriteBatches, one writer, the best of a few batch sizes.
@@ -48,9 +48,8 @@ struct VerdictRun {
   double per_s = 0;
   double p50_ms = 0;  // push -> durable
   double p99_ms = 0;
-  // The synced writes of the same run (Outbox::SyncEnqueued as the writer calls it: the log
-  // append, fsync and memtable insert of the batches staged before it): the part of the latency
-  // the disk sets.
+  // The syncs of the same run (Outbox::SyncEnqueued as the writer calls it: writing the log's
+  // buffer to its file and fsyncing it): the part of the latency the disk sets.
   double fsync_p50_ms = 0;
   double fsync_p99_ms = 0;
   size_t fsyncs = 0;
@@ -346,7 +345,7 @@ int RunIngest(const IngestOptions& o) {
     std::snprintf(at, sizeof(at), "verdict at %.0f%% of that, open loop", o.load_fraction * 100);
     std::fprintf(table, "%-38s %14.0f %10.2f %10.2f\n", at, at_load.per_s, at_load.p50_ms,
                  at_load.p99_ms);
-    std::snprintf(at, sizeof(at), "  its synced writes (%zu)", at_load.fsyncs);
+    std::snprintf(at, sizeof(at), "  its log syncs (%zu)", at_load.fsyncs);
     std::fprintf(table, "%-38s %14s %10.2f %10.2f\n", at, "-", at_load.fsync_p50_ms,
                  at_load.fsync_p99_ms);
     std::fprintf(table, "  CPU busy: %.0f%% of the host's cores at the maximum, %.0f%% at %.0f%%\n",

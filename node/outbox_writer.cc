@@ -24,8 +24,8 @@ OutboxWriter::OutboxWriter(ResultChannel& channel, storage::Outbox& outbox,
                           "Outbox writes and syncs that failed and will be retried.")),
       sync_seconds_((registry ? *registry : fallback_registry_)
                         .AddHistogram("verdict_node_outbox_write_seconds",
-                                      "Duration of one synced outbox write, which makes every "
-                                      "batch prepared before it durable.")) {}
+                                      "Duration of one outbox log sync, which makes every "
+                                      "batch written before it durable.")) {}
 
 OutboxWriter::~OutboxWriter() { Stop(); }
 

@@ -1,10 +1,11 @@
 // OutboxWriter: moves results from the ResultChannel into the outbox with explicit group
-// commit, in two stages so the synced write of some batches overlaps the work on the next:
-//   the writer thread takes what the channel holds (up to a batch) and prepares it
-//   (Outbox::EnqueueBuffered: lookups, sequences, encoding), in channel order, so sequences
-//   follow the order results were pushed;
-//   the sync thread writes every batch prepared before the sync began with one synced write
-//   (Outbox::SyncEnqueued), and only then reports them stored.
+// commit, in two stages so the fsync of some batches overlaps the work on the next:
+//   the writer thread takes what the channel holds (up to a batch) and writes it unsynced
+//   (Outbox::EnqueueBuffered: lookups, sequences, encoding, the log's buffer and the
+//   memtables), in channel order, so sequences follow the order results were pushed;
+//   the sync thread writes the log's buffer to disk and fsyncs it (Outbox::SyncEnqueued),
+//   which makes every batch written before the sync began durable, and only then reports them
+//   stored.
 // A busy host pays one fsync per group of batches, not per result, and the CPU prepares the
 // next batch while the disk syncs the last. When the outbox cannot prepare or write (disk
 // full, I/O error) the failing stage keeps its batches and retries every retry_interval, and

@@ -172,19 +172,20 @@ class Outbox {
     return results;
   }
 
-  // Group commit in two steps, so one thread can prepare the next batch while another writes
-  // and fsyncs the ones before it. EnqueueBuffered does the batch's lookups, assigns its
-  // sequences and encodes it, and stages it in memory, whole or (after an error) not at all.
-  // Nothing is written yet: its records are not visible to ReadShard or Stats, and are dropped
-  // if the outbox closes, until the next SyncEnqueued writes them. Its results are final
-  // (sequences, refusals, repeats, also of records staged and not yet written), but nothing may
-  // be reported stored before that SyncEnqueued returns OK.
-  // Errors as for Enqueue: after one, nothing of the batch was staged.
+  // Group commit in two steps, so one thread can write the next batch while another fsyncs
+  // the ones before it. EnqueueBuffered does the batch's lookups, assigns its sequences and
+  // writes it, whole or (after an error) not at all, without syncing: into the log's buffer in
+  // memory and the memtables. ReadShard does not show its records until the next SyncEnqueued
+  // returns OK (Stats counts them at once); if the process dies before, they are lost. Its
+  // results are final (sequences, refusals, repeats, also of records not yet synced), but
+  // nothing may be reported stored before that SyncEnqueued returns OK.
+  // Errors as for Enqueue: after one, nothing of the batch was written.
   virtual Result<std::vector<EnqueueResult>> EnqueueBuffered(
       std::span<const v1::BattleResult> batch) = 0;
-  // Writes every batch staged before this call with one synced WriteBatch, in staging order,
-  // and returns once it is in the write-ahead log and fsynced. An error means they are not
-  // known to be durable: they stay staged, and the next call writes them again first.
+  // Writes the log's buffer to its file and fsyncs it, and returns once every batch
+  // EnqueueBuffered returned before this call is durable; ReadShard shows them from then on.
+  // An error means they are not known to be durable; the next call makes them durable first
+  // (after a failed log write, by flushing the memtables to synced table files).
   virtual Status SyncEnqueued() = 0;
 
   // Up to `max_records` records of `shard` with sequence > `after_sequence`, in enqueue order

@@ -91,6 +91,7 @@ class OutboxImpl final : public Outbox {
     write_options_.disableWAL = options.unsafe_disable_wal_for_test;
     ack_options_.sync = false;
     ack_options_.disableWAL = options.unsafe_disable_wal_for_test;
+    buffered_options_ = ack_options_;
   }
 
   ~OutboxImpl() override {
@@ -140,6 +141,8 @@ class OutboxImpl final : public Outbox {
     if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading next sequence");
     const uint64_t next = (s.ok() ? DecodeNextSequence(stored) : std::nullopt).value_or(1);
     next_sequence_ = std::max({next, max_seen + 1, uint64_t{1}});
+    written_next_ = next_sequence_;
+    published_ = next_sequence_;
     return Status::Ok();
   }
 
@@ -148,8 +151,7 @@ class OutboxImpl final : public Outbox {
   Result<std::vector<EnqueueResult>> EnqueueBuffered(
       std::span<const v1::BattleResult> batch) override {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
-    // While the outbox cannot write (a full disk), staging more would only hold more in memory:
-    // refuse, so the caller keeps its batch.
+    // While the outbox cannot write (a full disk), refuse, so the caller keeps its batch.
     VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
     std::lock_guard lock(write_mu_);
     BatchInProgress b(batch, next_sequence_, clock_->NowMs());
@@ -165,23 +167,26 @@ class OutboxImpl final : public Outbox {
         b.results[i] = **earlier;
         continue;
       }
-      StageNew(b, i);
+      AddNew(b, i);
     }
-    if (!b.puts.empty()) Stage(b);
+    if (b.writes.Count() > 0) VERDICT_RETURN_IF_ERROR(WriteBuffered(b));
     return std::move(b.results);
   }
 
+  // The log is flushed by hand (manual_wal_flush): EnqueueBuffered's writes go to the log's
+  // buffer in memory and to the memtables, and this call writes that buffer to the log file and
+  // fsyncs it, while the writer thread goes on writing the next batches into a new buffer. The
+  // disk's fsync thus overlaps the next batches' log append and memtable insert, as it did when
+  // SyncWAL ran beside unsynced writes, but no unsynced write touches the file while it is being
+  // synced unless the buffer overflows.
   Status SyncEnqueued() override {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
     std::lock_guard lock(sync_mu_);
-    // Batches whose write failed go first, so a shard's records appear in sequence order
-    // (deliverers read on from the last sequence they saw).
-    if (committing_.batch.Count() > 0) VERDICT_RETURN_IF_ERROR(WriteCommitting());
-    {
-      std::lock_guard staged_lock(staged_mu_);
-      std::swap(committing_, staged_);
-    }
-    if (committing_.batch.Count() > 0) VERDICT_RETURN_IF_ERROR(WriteCommitting());
+    // Every sequence below it is in the log's buffer or a memtable.
+    const uint64_t target = written_next_.load();
+    if (published_.load() >= target) return Status::Ok();
+    VERDICT_RETURN_IF_ERROR(MakeWrittenDurable());
+    Publish(target);
     return Status::Ok();
   }
 
@@ -193,7 +198,9 @@ class OutboxImpl final : public Outbox {
     const bool from_head = after_sequence < std::max<uint64_t>(low_water, 1);
     const std::string lower = SequenceKey(std::max(after_sequence + 1, low_water));
     const rocksdb::Slice lower_slice(lower);
-    const std::string upper = SequenceKey(UINT64_MAX);
+    // Only what a sync made durable: a record written after the last sync is in a memtable
+    // already, and must not be delivered before it is on disk.
+    const std::string upper = SequenceKey(published_.load());
     const rocksdb::Slice upper_slice(upper);
     rocksdb::ReadOptions ro;
     ro.iterate_lower_bound = &lower_slice;
@@ -232,6 +239,8 @@ class OutboxImpl final : public Outbox {
     wb.Delete(ShardCf(record.shard), SequenceKey(record.sequence));
     wb.Delete(MetaCf(), IndexKey(record.result.room_id(), record.result.ended_at_ms()));
     VERDICT_RETURN_IF_ERROR(FromRocks(db_->Write(ack_options_, &wb), "ack"));
+    // Into the log file (not synced), so that a crash of the process alone does not lose it.
+    VERDICT_RETURN_IF_ERROR(WriteLogBuffer());
     Removed(record.shard, record.sequence, record.stored_bytes);
     return Status::Ok();
   }
@@ -274,8 +283,8 @@ class OutboxImpl final : public Outbox {
   Result<RedriveReport> Redrive(SideArea from, std::optional<uint64_t> room_id) override {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
     std::lock_guard lock(write_mu_);
-    // Staged records have lower sequences than the ones given here: write them first, so a
-    // shard's records appear in sequence order.
+    // Records written and not yet synced have lower sequences than the ones given here: make
+    // them durable and visible first, so a shard's records appear in sequence order.
     VERDICT_RETURN_IF_ERROR(SyncEnqueued());
     auto listed = ListSide(from, room_id);
     if (!listed.ok()) return listed.status();
@@ -300,6 +309,8 @@ class OutboxImpl final : public Outbox {
       wb.Put(MetaCf(), kNextSequenceKey, EncodeNextSequence(sequence + 1));
       VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "redrive"));
       next_sequence_ = sequence + 1;
+      written_next_ = next_sequence_;
+      Publish(next_sequence_);  // a synced write: everything before it is durable too
       shards_[shard].records += 1;
       shards_[shard].bytes += value.size();
       --SideCount(from);
@@ -340,27 +351,6 @@ class OutboxImpl final : public Outbox {
     std::atomic<uint64_t> low_water{0};
     std::atomic<uint64_t> records{0};
     std::atomic<uint64_t> bytes{0};
-  };
-
-  // One write of a column family, prepared by EnqueueBuffered.
-  struct Put {
-    rocksdb::ColumnFamilyHandle* cf;
-    std::string key;
-    std::string value;
-  };
-
-  // A record staged and not yet written, for the idempotency check of later batches.
-  struct StagedRecord {
-    EnqueueResult result;
-    std::string canonical;  // its deterministic serialization
-  };
-
-  // Batches staged by EnqueueBuffered, as the one WriteBatch that SyncEnqueued writes.
-  struct StagedWrites {
-    rocksdb::WriteBatch batch;
-    uint64_t next_sequence = 0;  // every staged record's sequence is below it
-    std::vector<std::pair<uint32_t, size_t>> shard_growth;  // (shard, bytes) to count once written
-    uint64_t quarantined = 0;
   };
 
   // Column family handles: shards first, then quarantine, dead-letter, meta.
@@ -439,9 +429,8 @@ class OutboxImpl final : public Outbox {
     return std::optional<EnqueueResult>(out);
   }
 
-  // The outcome of a record enqueued again before its first copy was written (earlier in the
-  // same batch, or staged by an earlier one): where the first copy went if the two are the
-  // same, ALREADY_EXISTS if they differ.
+  // The outcome of a record enqueued again earlier in the same batch: where the first copy went
+  // if the two are the same, ALREADY_EXISTS if they differ.
   static EnqueueResult Repeated(EnqueueResult first, bool same, const v1::BattleResult& result) {
     first.already_present = same;
     if (!same) {
@@ -452,24 +441,8 @@ class OutboxImpl final : public Outbox {
     return first;
   }
 
-  // For each record of a batch, the outcome of enqueuing it again if it is staged and not yet
-  // written.
-  std::vector<std::optional<EnqueueResult>> FindStaged(std::span<const v1::BattleResult> batch,
-                                                       const std::vector<std::string>& index_keys,
-                                                       const std::vector<std::string>& canonicals) {
-    std::vector<std::optional<EnqueueResult>> hits(batch.size());
-    std::lock_guard lock(staged_mu_);
-    if (staged_index_.empty()) return hits;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      auto it = staged_index_.find(index_keys[i]);
-      if (it == staged_index_.end()) continue;
-      hits[i] = Repeated(it->second.result, it->second.canonical == canonicals[i], batch[i]);
-    }
-    return hits;
-  }
-
   // One batch as EnqueueBuffered works through it: each record's keys and what was enqueued
-  // before it, the results so far, and the writes the batch adds to staged_.
+  // before it, the results so far, and the batch's writes.
   struct BatchInProgress {
     BatchInProgress(std::span<const v1::BattleResult> batch, uint64_t next, int64_t now)
         : records(batch),
@@ -482,8 +455,6 @@ class OutboxImpl final : public Outbox {
     std::span<const v1::BattleResult> records;
     std::vector<std::string> index_keys;  // each record's idempotency index key
     std::vector<std::string> canonicals;  // each record's deterministic serialization
-    // Each record's outcome if an earlier batch staged it and it is not yet written.
-    std::vector<std::optional<EnqueueResult>> staged_hits;
     // Each record's idempotency index entry as stored (NotFound if none).
     std::vector<rocksdb::PinnableSlice> index_values;
     std::vector<rocksdb::Status> index_statuses;
@@ -492,19 +463,16 @@ class OutboxImpl final : public Outbox {
     std::unordered_map<std::string, size_t> stored_keys;
     std::vector<EnqueueResult> results;
 
-    std::vector<Put> puts;
+    rocksdb::WriteBatch writes;
     std::vector<std::pair<uint32_t, size_t>> shard_growth;  // (shard, bytes) to count once written
-    // Records staged by this batch, for the idempotency check of later batches until written.
-    std::vector<std::pair<std::string, StagedRecord>> staged_records;
     uint64_t quarantined = 0;
     uint64_t next_sequence;  // the sequence the next stored record gets
     const int64_t now_ms;
   };
 
-  // Fills the batch's index keys and canonical bytes, and looks up what each record may repeat:
-  // staged records before the database, as one leaves the staged index only after its write
-  // succeeded, so a record not staged now is either in the database already or nowhere. The
-  // database's lookups are one MultiGet for the whole batch.
+  // Fills the batch's index keys and canonical bytes, and looks up what each record may repeat
+  // with one MultiGet of the idempotency index for the whole batch. Earlier batches are in the
+  // memtables already, synced or not, so a record not found is new.
   void LookUpEarlierCopies(BatchInProgress& b) {
     b.index_keys.reserve(b.records.size());
     b.canonicals.reserve(b.records.size());
@@ -512,21 +480,19 @@ class OutboxImpl final : public Outbox {
       b.index_keys.push_back(IndexKey(result.room_id(), result.ended_at_ms()));
       b.canonicals.push_back(wire::DeterministicBytes(result));
     }
-    b.staged_hits = FindStaged(b.records, b.index_keys, b.canonicals);
     const std::vector<rocksdb::Slice> key_slices(b.index_keys.begin(), b.index_keys.end());
     db_->MultiGet(rocksdb::ReadOptions(), MetaCf(), b.records.size(), key_slices.data(),
                   b.index_values.data(), b.index_statuses.data());
   }
 
-  // The outcome of record i if it was enqueued before: earlier in this batch, by an earlier
-  // batch and not yet written, or stored. Nullopt if it is new.
+  // The outcome of record i if it was enqueued before: earlier in this batch, or by an earlier
+  // batch. Nullopt if it is new.
   Result<std::optional<EnqueueResult>> EarlierCopy(const BatchInProgress& b, size_t i) {
     if (auto earlier = b.stored_keys.find(b.index_keys[i]); earlier != b.stored_keys.end()) {
       const size_t j = earlier->second;
       return std::optional<EnqueueResult>(
           Repeated(b.results[j], b.canonicals[j] == b.canonicals[i], b.records[i]));
     }
-    if (b.staged_hits[i]) return b.staged_hits[i];
     if (b.index_statuses[i].IsNotFound()) return std::optional<EnqueueResult>();
     if (!b.index_statuses[i].ok()) {
       return FromRocks(b.index_statuses[i], "reading idempotency index");
@@ -534,9 +500,9 @@ class OutboxImpl final : public Outbox {
     return ResolveIndexHit(b.index_values[i].ToString(), b.canonicals[i]);
   }
 
-  // Gives new record i the next sequence and stages its writes: into its shard, or, over
-  // max_record_bytes, refused and kept whole in quarantine with reason "oversize".
-  void StageNew(BatchInProgress& b, size_t i) {
+  // Gives new record i the next sequence and adds its writes to the batch: into its shard, or,
+  // over max_record_bytes, refused and kept whole in quarantine with reason "oversize".
+  void AddNew(BatchInProgress& b, size_t i) {
     const v1::BattleResult& result = b.records[i];
     const std::string& index_key = b.index_keys[i];
     const std::string& canonical = b.canonicals[i];
@@ -554,55 +520,80 @@ class OutboxImpl final : public Outbox {
                           " bytes, over the " + std::to_string(options_.max_record_bytes) +
                           "-byte limit");
       envelope.set_shard(out.shard);
-      b.puts.push_back({QuarantineCf(), SequenceKey(out.sequence), SerializeEnvelope(envelope)});
-      b.puts.push_back(
-          {MetaCf(), index_key, EncodeIndex({Area::kQuarantine, out.shard, out.sequence})});
+      b.writes.Put(QuarantineCf(), SequenceKey(out.sequence), SerializeEnvelope(envelope));
+      b.writes.Put(MetaCf(), index_key, EncodeIndex({Area::kQuarantine, out.shard, out.sequence}));
       out.status = ResourceExhaustedError("result for room " + std::to_string(result.room_id()) +
                                           " refused: " + envelope.detail() +
                                           "; kept whole in quarantine (reason oversize)");
       ++b.quarantined;
     } else {
-      std::string value = ShardValue(out.sequence, b.now_ms, canonical);
+      const std::string value = ShardValue(out.sequence, b.now_ms, canonical);
       b.shard_growth.emplace_back(out.shard, value.size());
-      b.puts.push_back({ShardCf(out.shard), SequenceKey(out.sequence), std::move(value)});
-      b.puts.push_back({MetaCf(), index_key, EncodeIndex({Area::kShard, out.shard, out.sequence})});
+      b.writes.Put(ShardCf(out.shard), SequenceKey(out.sequence), value);
+      b.writes.Put(MetaCf(), index_key, EncodeIndex({Area::kShard, out.shard, out.sequence}));
     }
-    b.staged_records.emplace_back(index_key, StagedRecord{out, canonical});
   }
 
-  // Adds the batch's writes, and the next sequence after them, to staged_ for the next
-  // SyncEnqueued, and its records to the staged index for later batches.
-  void Stage(BatchInProgress& b) {
-    b.puts.push_back({MetaCf(), kNextSequenceKey, EncodeNextSequence(b.next_sequence)});
-    {
-      std::lock_guard staged_lock(staged_mu_);
-      for (const Put& p : b.puts) staged_.batch.Put(p.cf, p.key, p.value);
-      staged_.next_sequence = b.next_sequence;
-      staged_.shard_growth.insert(staged_.shard_growth.end(), b.shard_growth.begin(),
-                                  b.shard_growth.end());
-      staged_.quarantined += b.quarantined;
-      for (auto& [key, record] : b.staged_records) staged_index_.emplace(key, std::move(record));
+  // Writes the batch, and the next sequence after it, unsynced: into the log's buffer in
+  // memory and the memtables. ReadShard shows none of it before the next SyncEnqueued.
+  Status WriteBuffered(BatchInProgress& b) {
+    b.writes.Put(MetaCf(), kNextSequenceKey, EncodeNextSequence(b.next_sequence));
+    if (Status s = FromRocks(db_->Write(buffered_options_, &b.writes), "enqueue"); !s.ok()) {
+      needs_resume_ = true;
+      return s;
     }
-    next_sequence_ = b.next_sequence;
-  }
-
-  // Writes committing_ with one synced write, then counts its records and drops them from the
-  // staged index. On failure committing_ is kept for the next attempt.
-  Status WriteCommitting() {
-    VERDICT_RETURN_IF_ERROR(WriteRecovering(&committing_.batch, "enqueue"));
-    for (auto [shard, bytes] : committing_.shard_growth) {
+    for (auto [shard, bytes] : b.shard_growth) {
       shards_[shard].records += 1;
       shards_[shard].bytes += bytes;
     }
-    quarantined_ += committing_.quarantined;
-    {
-      std::lock_guard lock(staged_mu_);
-      std::erase_if(staged_index_, [&](const auto& entry) {
-        return entry.second.result.sequence < committing_.next_sequence;
-      });
-    }
-    committing_ = StagedWrites();
+    quarantined_ += b.quarantined;
+    next_sequence_ = b.next_sequence;
+    written_next_ = b.next_sequence;
     return Status::Ok();
+  }
+
+  // Writes the log's buffer to its file and fsyncs it (sync_mu_ held). After a failed log write
+  // the buffer's records are gone from the log but still in the memtables: once RocksDB resumes,
+  // flushing the memtables to synced table files makes them durable instead.
+  Status MakeWrittenDurable() {
+    if (options_.unsafe_disable_wal_for_test) return Status::Ok();
+    if (log_failed_) {
+      VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
+      rocksdb::FlushOptions flush;
+      flush.allow_write_stall = true;
+      if (Status s = FromRocks(db_->Flush(flush, handles_), "flushing after a failed log write");
+          !s.ok()) {
+        needs_resume_ = true;
+        return s;
+      }
+      log_failed_ = false;
+    }
+    Status s = FromRocks(db_->FlushWAL(/*sync=*/!options_.unsafe_skip_wal_sync_for_test),
+                         "syncing the outbox log");
+    if (!s.ok()) {
+      needs_resume_ = true;
+      log_failed_ = true;
+    }
+    return s;
+  }
+
+  // Writes the log's buffer to its file, unsynced, as an unsynced write without a hand-flushed
+  // log would.
+  Status WriteLogBuffer() {
+    if (options_.unsafe_disable_wal_for_test) return Status::Ok();
+    Status s = FromRocks(db_->FlushWAL(/*sync=*/false), "writing the outbox log");
+    if (!s.ok()) {
+      needs_resume_ = true;
+      log_failed_ = true;
+    }
+    return s;
+  }
+
+  // Raises published_ to `next` (every sequence below it is durable).
+  void Publish(uint64_t next) {
+    uint64_t seen = published_.load();
+    while (seen < next && !published_.compare_exchange_weak(seen, next)) {
+    }
   }
 
   Status QuarantineUndecodable(uint32_t shard, const rocksdb::Slice& key,
@@ -683,23 +674,24 @@ class OutboxImpl final : public Outbox {
   const std::string dir_;
   const OutboxOptions options_;
   const Clock* clock_;
-  rocksdb::WriteOptions write_options_;  // synced
-  rocksdb::WriteOptions ack_options_;
+  rocksdb::WriteOptions write_options_;     // synced
+  rocksdb::WriteOptions ack_options_;       // unsynced
+  rocksdb::WriteOptions buffered_options_;  // EnqueueBuffered: unsynced until SyncEnqueued
 
-  // Lock order: write_mu_, then sync_mu_, then staged_mu_.
-  std::mutex write_mu_;  // serializes sequence allocation and the staging or writes that use it
+  // Lock order: write_mu_, then sync_mu_.
+  std::mutex write_mu_;  // serializes sequence allocation and the writes that use it
   uint64_t next_sequence_ = 1;
   std::vector<ShardState> shards_;
   std::atomic<uint64_t> quarantined_{0};
   std::atomic<uint64_t> dead_lettered_{0};
   std::atomic<bool> needs_resume_{false};
 
-  std::mutex staged_mu_;
-  StagedWrites staged_;  // guarded by staged_mu_: what EnqueueBuffered staged since the last sync
-  // Index key -> record, for every record staged or being written and not yet written.
-  std::unordered_map<std::string, StagedRecord> staged_index_;  // guarded by staged_mu_
-  std::mutex sync_mu_;                                          // one SyncEnqueued at a time
-  StagedWrites committing_;  // guarded by sync_mu_: taken from staged_, or left by a failed write
+  // Every sequence below written_next_ is written (log buffer and memtables); every sequence
+  // below published_ is durable, and only those are visible to ReadShard.
+  std::atomic<uint64_t> written_next_{1};
+  std::atomic<uint64_t> published_{1};
+  std::atomic<bool> log_failed_{false};  // a log write failed: flush the memtables before syncing
+  std::mutex sync_mu_;                   // one SyncEnqueued at a time
 };
 
 // RocksDB's info log, sent to the process's log instead of a LOG file in the outbox. On a full
@@ -816,8 +808,10 @@ rocksdb::DBOptions WritableDbOptions(const OutboxOptions& options) {
   db_options.db_write_buffer_size = options.total_memtable_bytes;
   db_options.max_background_jobs = kBackgroundJobs;
   // A write group's log stage runs beside the previous group's memtable stage, so deliverers'
-  // acks and the next synced write need not wait for the memtable insert of a large group.
+  // acks and the next batch need not wait for the memtable insert of a large batch.
   db_options.enable_pipelined_write = true;
+  // Writes fill the log's buffer in memory; SyncEnqueued writes and fsyncs it (see there).
+  db_options.manual_wal_flush = true;
   db_options.allow_fallocate = options.preallocate_files;
   return db_options;
 }

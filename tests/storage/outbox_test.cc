@@ -150,7 +150,7 @@ TEST(OutboxTest, RoomZeroIsRefusedWithoutFailingTheBatch) {
   EXPECT_EQ(outbox->Stats()->records, 1u);
 }
 
-TEST(OutboxTest, StagedBatchesAreInvisibleUntilSyncedThenStoredInOrder) {
+TEST(OutboxTest, UnsyncedBatchesAreInvisibleUntilSyncedThenStoredInOrder) {
   TempDir dir;
   auto outbox = MustOpen(dir.path());
   const auto rooms = RoomsOfShard(4, 16, 3);
@@ -158,32 +158,33 @@ TEST(OutboxTest, StagedBatchesAreInvisibleUntilSyncedThenStoredInOrder) {
   const std::vector<v1::BattleResult> second = {MakeResult(rooms[2])};
   ASSERT_TRUE(outbox->EnqueueBuffered(first).ok());
   ASSERT_TRUE(outbox->EnqueueBuffered(second).ok());
-  // Nothing is written before the sync, so nothing undurable can be read and delivered.
+  // Written to the log's buffer and the memtables, not yet synced: nothing undurable can be
+  // read and delivered. (Stats counts them already.)
   EXPECT_TRUE(ReadAll(*outbox, 4).empty());
-  EXPECT_EQ(outbox->Stats()->records, 0u);
+  EXPECT_EQ(outbox->Stats()->records, 3u);
 
   ASSERT_TRUE(outbox->SyncEnqueued().ok());
   EXPECT_EQ(RoomsIn(ReadAll(*outbox, 4)), rooms);
   EXPECT_EQ(outbox->Stats()->records, 3u);
-  ASSERT_TRUE(outbox->SyncEnqueued().ok());  // nothing staged: nothing to do
+  ASSERT_TRUE(outbox->SyncEnqueued().ok());  // nothing new: nothing to do
   EXPECT_EQ(ReadAll(*outbox, 4).size(), 3u);
 }
 
-TEST(OutboxTest, RepeatOfAStagedRecordIsStoredOnce) {
+TEST(OutboxTest, RepeatOfAnUnsyncedRecordIsStoredOnce) {
   TempDir dir;
   auto outbox = MustOpen(dir.path());
   const std::vector<v1::BattleResult> first = {MakeResult(7)};
-  auto staged = outbox->EnqueueBuffered(first);
-  ASSERT_TRUE(staged.ok());
+  auto unsynced = outbox->EnqueueBuffered(first);
+  ASSERT_TRUE(unsynced.ok());
   auto changed = MakeResult(7);
   changed.set_winner_team(2);
-  // Staged again before the first copy was written: the same one, and a different one.
+  // Enqueued again before the first copy was synced: the same one, and a different one.
   const std::vector<v1::BattleResult> again = {MakeResult(7), changed};
   auto repeated = outbox->EnqueueBuffered(again);
   ASSERT_TRUE(repeated.ok());
   EXPECT_TRUE((*repeated)[0].status.ok()) << (*repeated)[0].status.ToString();
   EXPECT_TRUE((*repeated)[0].already_present);
-  EXPECT_EQ((*repeated)[0].sequence, (*staged)[0].sequence);
+  EXPECT_EQ((*repeated)[0].sequence, (*unsynced)[0].sequence);
   EXPECT_EQ((*repeated)[1].status.code(), StatusCode::kAlreadyExists);
 
   ASSERT_TRUE(outbox->SyncEnqueued().ok());
@@ -452,17 +453,17 @@ TEST(OutboxTest, DeadLetterThenRedriveGoesToTheTailWithANewSequence) {
   EXPECT_TRUE(MustEnqueueOne(*outbox, MakeResult(rooms[0])).already_present);
 }
 
-TEST(OutboxTest, RedriveWritesStagedRecordsFirstSoAShardStaysInSequenceOrder) {
+TEST(OutboxTest, RedriveSyncsUnsyncedRecordsFirstSoAShardStaysInSequenceOrder) {
   TempDir dir;
   auto outbox = MustOpen(dir.path());
   const auto rooms = RoomsOfShard(2, 16, 2);
   ASSERT_TRUE(MustEnqueueOne(*outbox, MakeResult(rooms[0])).status.ok());
   ASSERT_TRUE(outbox->DeadLetter(ReadAll(*outbox, 2).at(0), "ROSTER_MISMATCH", "no").ok());
-  const std::vector<v1::BattleResult> staged = {MakeResult(rooms[1])};
-  ASSERT_TRUE(outbox->EnqueueBuffered(staged).ok());
+  const std::vector<v1::BattleResult> unsynced = {MakeResult(rooms[1])};
+  ASSERT_TRUE(outbox->EnqueueBuffered(unsynced).ok());
 
-  // The redriven record gets a higher sequence than the staged one; a deliverer that read it
-  // first would read on past the staged one.
+  // The redriven record gets a higher sequence than the unsynced one; a deliverer that read it
+  // first would read on past the unsynced one.
   ASSERT_TRUE(outbox->Redrive(SideArea::kDeadLetter, std::nullopt).ok());
   auto shard = ReadAll(*outbox, 2);
   EXPECT_EQ(RoomsIn(shard), (std::vector<uint64_t>{rooms[1], rooms[0]}));
