@@ -75,6 +75,13 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   return InternalError(msg);
 }
 
+// Raises `value` to `to` unless it is already at or above it.
+void RaiseTo(std::atomic<uint64_t>& value, uint64_t to) {
+  uint64_t seen = value.load();
+  while (seen < to && !value.compare_exchange_weak(seen, to)) {
+  }
+}
+
 class OutboxImpl final : public Outbox {
  public:
   OutboxImpl(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
@@ -89,9 +96,8 @@ class OutboxImpl final : public Outbox {
     write_options_.sync =
         !options.unsafe_disable_wal_for_test && !options.unsafe_skip_wal_sync_for_test;
     write_options_.disableWAL = options.unsafe_disable_wal_for_test;
-    ack_options_.sync = false;
-    ack_options_.disableWAL = options.unsafe_disable_wal_for_test;
-    buffered_options_ = ack_options_;
+    unsynced_options_.sync = false;
+    unsynced_options_.disableWAL = options.unsafe_disable_wal_for_test;
   }
 
   ~OutboxImpl() override {
@@ -141,8 +147,7 @@ class OutboxImpl final : public Outbox {
     if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading next sequence");
     const uint64_t next = (s.ok() ? DecodeNextSequence(stored) : std::nullopt).value_or(1);
     next_sequence_ = std::max({next, max_seen + 1, uint64_t{1}});
-    written_next_ = next_sequence_;
-    published_ = next_sequence_;
+    published_ = next_sequence_.load();
     return Status::Ok();
   }
 
@@ -183,10 +188,10 @@ class OutboxImpl final : public Outbox {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
     std::lock_guard lock(sync_mu_);
     // Every sequence below it is in the log's buffer or a memtable.
-    const uint64_t target = written_next_.load();
+    const uint64_t target = next_sequence_.load();
     if (published_.load() >= target) return Status::Ok();
     VERDICT_RETURN_IF_ERROR(MakeWrittenDurable());
-    Publish(target);
+    RaiseTo(published_, target);
     return Status::Ok();
   }
 
@@ -212,7 +217,7 @@ class OutboxImpl final : public Outbox {
       const uint64_t sequence = KeySequence(it->key());
       if (from_head && records.empty()) {
         // Nothing live lies below the first key found, and new keys are always larger.
-        AdvanceLowWater(state, low_water, sequence);
+        RaiseTo(state.low_water, sequence);
       }
       v1::Envelope envelope;
       if (sequence == 0 || !DecodeShardValue(it->value(), sequence, &envelope)) {
@@ -238,9 +243,9 @@ class OutboxImpl final : public Outbox {
     rocksdb::WriteBatch wb;
     wb.Delete(ShardCf(record.shard), SequenceKey(record.sequence));
     wb.Delete(MetaCf(), IndexKey(record.result.room_id(), record.result.ended_at_ms()));
-    VERDICT_RETURN_IF_ERROR(FromRocks(db_->Write(ack_options_, &wb), "ack"));
+    VERDICT_RETURN_IF_ERROR(FromRocks(db_->Write(unsynced_options_, &wb), "ack"));
     // Into the log file (not synced), so that a crash of the process alone does not lose it.
-    VERDICT_RETURN_IF_ERROR(WriteLogBuffer());
+    VERDICT_RETURN_IF_ERROR(FlushLog(/*sync=*/false));
     Removed(record.shard, record.sequence, record.stored_bytes);
     return Status::Ok();
   }
@@ -309,8 +314,7 @@ class OutboxImpl final : public Outbox {
       wb.Put(MetaCf(), kNextSequenceKey, EncodeNextSequence(sequence + 1));
       VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "redrive"));
       next_sequence_ = sequence + 1;
-      written_next_ = next_sequence_;
-      Publish(next_sequence_);  // a synced write: everything before it is durable too
+      RaiseTo(published_, sequence + 1);  // a synced write: everything before it is durable too
       shards_[shard].records += 1;
       shards_[shard].bytes += value.size();
       --SideCount(from);
@@ -538,7 +542,7 @@ class OutboxImpl final : public Outbox {
   // memory and the memtables. ReadShard shows none of it before the next SyncEnqueued.
   Status WriteBuffered(BatchInProgress& b) {
     b.writes.Put(MetaCf(), kNextSequenceKey, EncodeNextSequence(b.next_sequence));
-    if (Status s = FromRocks(db_->Write(buffered_options_, &b.writes), "enqueue"); !s.ok()) {
+    if (Status s = FromRocks(db_->Write(unsynced_options_, &b.writes), "enqueue"); !s.ok()) {
       needs_resume_ = true;
       return s;
     }
@@ -548,7 +552,6 @@ class OutboxImpl final : public Outbox {
     }
     quarantined_ += b.quarantined;
     next_sequence_ = b.next_sequence;
-    written_next_ = b.next_sequence;
     return Status::Ok();
   }
 
@@ -568,32 +571,20 @@ class OutboxImpl final : public Outbox {
       }
       log_failed_ = false;
     }
-    Status s = FromRocks(db_->FlushWAL(/*sync=*/!options_.unsafe_skip_wal_sync_for_test),
-                         "syncing the outbox log");
-    if (!s.ok()) {
-      needs_resume_ = true;
-      log_failed_ = true;
-    }
-    return s;
+    return FlushLog(/*sync=*/!options_.unsafe_skip_wal_sync_for_test);
   }
 
-  // Writes the log's buffer to its file, unsynced, as an unsynced write without a hand-flushed
-  // log would.
-  Status WriteLogBuffer() {
+  // Writes the log's buffer to its file, and fsyncs it if `sync`. Unsynced, it does what an
+  // unsynced write does when the log is not flushed by hand.
+  Status FlushLog(bool sync) {
     if (options_.unsafe_disable_wal_for_test) return Status::Ok();
-    Status s = FromRocks(db_->FlushWAL(/*sync=*/false), "writing the outbox log");
+    Status s =
+        FromRocks(db_->FlushWAL(sync), sync ? "syncing the outbox log" : "writing the outbox log");
     if (!s.ok()) {
       needs_resume_ = true;
       log_failed_ = true;
     }
     return s;
-  }
-
-  // Raises published_ to `next` (every sequence below it is durable).
-  void Publish(uint64_t next) {
-    uint64_t seen = published_.load();
-    while (seen < next && !published_.compare_exchange_weak(seen, next)) {
-    }
   }
 
   Status QuarantineUndecodable(uint32_t shard, const rocksdb::Slice& key,
@@ -655,15 +646,9 @@ class OutboxImpl final : public Outbox {
     return int64_t{0};
   }
 
-  static void AdvanceLowWater(ShardState& state, uint64_t seen, uint64_t to) {
-    uint64_t expected = seen;
-    while (expected < to && !state.low_water.compare_exchange_weak(expected, to)) {
-    }
-  }
-
   void Removed(uint32_t shard, uint64_t sequence, size_t bytes) {
     ShardState& state = shards_[shard];
-    AdvanceLowWater(state, sequence, sequence + 1);
+    RaiseTo(state.low_water, sequence + 1);
     state.records -= 1;
     state.bytes -= std::min<uint64_t>(bytes, state.bytes.load());
   }
@@ -675,20 +660,19 @@ class OutboxImpl final : public Outbox {
   const OutboxOptions options_;
   const Clock* clock_;
   rocksdb::WriteOptions write_options_;     // synced
-  rocksdb::WriteOptions ack_options_;       // unsynced
-  rocksdb::WriteOptions buffered_options_;  // EnqueueBuffered: unsynced until SyncEnqueued
+  rocksdb::WriteOptions unsynced_options_;  // acks, and EnqueueBuffered until SyncEnqueued
 
   // Lock order: write_mu_, then sync_mu_.
   std::mutex write_mu_;  // serializes sequence allocation and the writes that use it
-  uint64_t next_sequence_ = 1;
+  // Every sequence below it is written (for EnqueueBuffered, to the log's buffer and the
+  // memtables); the next record gets it.
+  std::atomic<uint64_t> next_sequence_{1};
   std::vector<ShardState> shards_;
   std::atomic<uint64_t> quarantined_{0};
   std::atomic<uint64_t> dead_lettered_{0};
   std::atomic<bool> needs_resume_{false};
 
-  // Every sequence below written_next_ is written (log buffer and memtables); every sequence
-  // below published_ is durable, and only those are visible to ReadShard.
-  std::atomic<uint64_t> written_next_{1};
+  // Every sequence below it is durable, and only those are visible to ReadShard.
   std::atomic<uint64_t> published_{1};
   std::atomic<bool> log_failed_{false};  // a log write failed: flush the memtables before syncing
   std::mutex sync_mu_;                   // one SyncEnqueued at a time
