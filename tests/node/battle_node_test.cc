@@ -131,8 +131,10 @@ TEST_F(BattleNodeTest, NothingIsReportedStoredBeforeItsSyncSucceeds) {
   auto node = StartWithFailingOutbox(testing::UnreachableUrl());
   ASSERT_NE(node, nullptr);
   failing_->set_fail_syncs(true);
-  // More than the channel (4) plus the batches the writer may hold unsynced (4 of up to 256).
-  constexpr int kRooms = 40;
+  // More than the writer path can hold while no sync succeeds: the channel (4), the batch in
+  // the writer's hand, the 4 batches waiting for the sync thread and the 4 it is retrying, each
+  // batch at most the channel's 4 results: 40.
+  constexpr int kRooms = 48;
   std::thread host([&] {
     for (uint64_t room = 1; room <= kRooms; ++room) {
       Room r(Seats(room), node->room_context(nullptr, nullptr));
