@@ -8,6 +8,9 @@
 //   file      the design verdict replaces: one file per result, written to a temporary name,
 //             fsynced, renamed, and the directory fsynced (P threads);
 //   ceiling   raw RocksDB synced WriteBatches, one writer, the best of a few batch sizes.
+// Then verdict again, open loop at part of its maximum, and at the same rate the same
+// producers, channel and writer over a bare log (one append-only file, an fdatasync per sync):
+// the latency this host's threads and disk give with no storage engine under them.
 #include "bench/ingest.h"
 
 #include <fcntl.h>
@@ -18,8 +21,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -115,15 +121,69 @@ class SyncTimingOutbox final : public storage::Outbox {
   storage::Outbox& outbox_;
 };
 
+// The floor under the outbox at a given load: the writer's batches appended, encoded, to one
+// file, and each sync an fdatasync of it. No lookups, memtables, flushes or compactions; only
+// the writer path calls it, so everything else is refused.
+class BareLog final : public storage::Outbox {
+ public:
+  static std::unique_ptr<BareLog> Open(const std::string& dir) {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    const std::string path = dir + "/log";
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      std::fprintf(stderr, "bare log %s: %s\n", path.c_str(), std::strerror(errno));
+      return nullptr;
+    }
+    return std::unique_ptr<BareLog>(new BareLog(fd));
+  }
+  ~BareLog() override { ::close(fd_); }
+
+  uint32_t shard_count() const override { return 1; }
+  Result<std::vector<storage::EnqueueResult>> EnqueueBuffered(
+      std::span<const v1::BattleResult> batch) override {
+    buffer_.clear();
+    for (const auto& r : batch) buffer_ += wire::DeterministicBytes(r);
+    if (::write(fd_, buffer_.data(), buffer_.size()) != static_cast<ssize_t>(buffer_.size())) {
+      return UnavailableError(std::string("bare log write: ") + std::strerror(errno));
+    }
+    return std::vector<storage::EnqueueResult>(batch.size());
+  }
+  Status SyncEnqueued() override {
+    if (::fdatasync(fd_) != 0) {
+      return UnavailableError(std::string("bare log fdatasync: ") + std::strerror(errno));
+    }
+    return Status::Ok();
+  }
+  Result<std::vector<storage::OutboxRecord>> ReadShard(uint32_t, uint64_t, size_t) override {
+    return Refused();
+  }
+  Status Ack(const storage::OutboxRecord&) override { return Refused(); }
+  Status DeadLetter(const storage::OutboxRecord&, const std::string&, const std::string&) override {
+    return Refused();
+  }
+  Result<std::vector<storage::SideRecord>> ListSide(storage::SideArea,
+                                                    std::optional<uint64_t>) override {
+    return Refused();
+  }
+  Result<storage::RedriveReport> Redrive(storage::SideArea, std::optional<uint64_t>) override {
+    return Refused();
+  }
+  Result<storage::OutboxStats> Stats() override { return Refused(); }
+
+ private:
+  explicit BareLog(int fd) : fd_(fd) {}
+  static Status Refused() { return FailedPreconditionError("the bare log only appends and syncs"); }
+
+  const int fd_;
+  std::string buffer_;  // one batch, encoded (the writer thread's only)
+};
+
 // Saturation when `rate` is 0: producers push as fast as the channel takes results. Otherwise
 // open loop at `rate` results/s in all: each producer pushes on a fixed schedule, and latency
 // counts from the scheduled time, so a producer held up by a full channel is not excused.
-VerdictRun RunVerdict(const IngestOptions& o, const std::string& dir, double rate) {
-  auto outbox = storage::OpenOutbox(dir, {});
-  if (!outbox.ok()) {
-    std::fprintf(stderr, "outbox: %s\n", outbox.status().ToString().c_str());
-    return {};
-  }
+VerdictRun RunPipeline(const IngestOptions& o, storage::Outbox& outbox, double rate,
+                       int producer_count, const char* label) {
   node::ResultChannel channel;
   const v1::BattleResult proto = PaddedResult(o.size);
   // Push times, one preallocated slot per result (producer p's i-th result is room
@@ -131,12 +191,12 @@ VerdictRun RunVerdict(const IngestOptions& o, const std::string& dir, double rat
   // writer's read, so no further locking is needed.
   constexpr uint64_t kSlots = 1 << 22;
   std::vector<std::unique_ptr<SteadyClock::time_point[]>> pushed;
-  for (int p = 0; p < o.producers; ++p) {
+  for (int p = 0; p < producer_count; ++p) {
     pushed.push_back(std::make_unique<SteadyClock::time_point[]>(kSlots));
   }
   std::vector<double> latencies_ms;
   std::atomic<uint64_t> stored{0};
-  SyncTimingOutbox timed(**outbox);
+  SyncTimingOutbox timed(outbox);
   node::OutboxWriter writer(
       channel, timed, {},
       [&](const std::vector<v1::BattleResult>& batch) {
@@ -154,15 +214,15 @@ VerdictRun RunVerdict(const IngestOptions& o, const std::string& dir, double rat
   const auto start = SteadyClock::now();
   const double cpu_at_start = ProcessCpuSeconds();
   {
-    Progress progress(rate > 0 ? "verdict at a fixed load" : "verdict", o.seconds, stored);
+    Progress progress(label, o.seconds, stored);
     std::vector<std::thread> producers;
     const auto interval = std::chrono::duration_cast<SteadyClock::duration>(
-        std::chrono::duration<double>(rate > 0 ? o.producers / rate : 0));
-    for (int p = 0; p < o.producers; ++p) {
+        std::chrono::duration<double>(rate > 0 ? producer_count / rate : 0));
+    for (int p = 0; p < producer_count; ++p) {
       producers.emplace_back([&, p] {
         v1::BattleResult r = proto;
         // Producers start evenly spread over one interval.
-        auto next = start + interval * p / o.producers;
+        auto next = start + interval * p / producer_count;
         auto last_wake = start;
         for (uint64_t i = 0; i < kSlots && !stop.load(std::memory_order_relaxed); ++i) {
           r.set_room_id(p * kRoomsPerProducer + i + 1);
@@ -201,6 +261,24 @@ VerdictRun RunVerdict(const IngestOptions& o, const std::string& dir, double rat
   run.fsync_p50_ms = Percentile(timed.sync_ms, 50);
   run.fsync_p99_ms = Percentile(timed.sync_ms, 99);
   return run;
+}
+
+VerdictRun RunVerdict(const IngestOptions& o, const std::string& dir, double rate,
+                      int producer_count) {
+  auto outbox = storage::OpenOutbox(dir, {});
+  if (!outbox.ok()) {
+    std::fprintf(stderr, "outbox: %s\n", outbox.status().ToString().c_str());
+    return {};
+  }
+  return RunPipeline(o, **outbox, rate, producer_count,
+                     rate > 0 ? "verdict at a fixed load" : "verdict");
+}
+
+VerdictRun RunBareLog(const IngestOptions& o, const std::string& dir, double rate,
+                      int producer_count) {
+  std::unique_ptr<BareLog> log = BareLog::Open(dir);
+  return log ? RunPipeline(o, *log, rate, producer_count, "bare log at the same load")
+             : VerdictRun{};
 }
 
 // One file per result: temp name, write, fsync, rename, fsync the directory.
@@ -290,10 +368,16 @@ int RunIngest(const IngestOptions& o) {
   const std::string root = TempRoot();
   std::fprintf(stderr, "ingest: %d producers, %zu-byte results, %.0f s per design, in %s\n",
                o.producers, o.size, o.seconds, root.c_str());
-  const VerdictRun verdict = RunVerdict(o, root + "/verdict", 0);
+  const VerdictRun verdict = RunVerdict(o, root + "/verdict", 0, o.producers);
   // A battle host is rarely saturated: the latency it sees is the one at part of the maximum.
   const double load = verdict.per_s * o.load_fraction;
-  const VerdictRun at_load = load > 0 ? RunVerdict(o, root + "/verdict-load", load) : VerdictRun{};
+  const VerdictRun at_load =
+      load > 0 ? RunVerdict(o, root + "/verdict-load", load, o.load_producers) : VerdictRun{};
+  // The same rate through the same threads with no storage engine: what is left of the tail
+  // without one is this host's (its scheduler, its disk), not verdict's.
+  const VerdictRun bare = load > 0 && !o.verdict_only
+                              ? RunBareLog(o, root + "/bare-log", load, o.load_producers)
+                              : VerdictRun{};
   const double file = o.verdict_only ? 0 : RunFileBaseline(o, root + "/files");
   const auto ceilings = o.verdict_only ? std::vector<std::pair<size_t, double>>{}
                                        : RunRocksCeiling(o, root + "/rocksdb");
@@ -318,6 +402,10 @@ int RunIngest(const IngestOptions& o) {
   report.Field("verdict_p50_ms_at_load", at_load.p50_ms);
   report.Field("fsync_p50_ms_at_load", at_load.fsync_p50_ms);
   report.Field("fsync_p99_ms_at_load", at_load.fsync_p99_ms);
+  report.Field("load_producers", o.load_producers);
+  report.Field("bare_log_p50_ms_at_load", bare.p50_ms);
+  report.Field("bare_log_p99_ms_at_load", bare.p99_ms);
+  report.Field("bare_log_fsync_p99_ms_at_load", bare.fsync_p99_ms);
   report.Field("file_baseline_per_s", file);
   report.Field("rocksdb_ceiling_per_s", ceiling);
   report.Field("rocksdb_ceiling_batch", static_cast<double>(best_batch));
@@ -328,6 +416,10 @@ int RunIngest(const IngestOptions& o) {
     report.Row({{"mode", "log_fsync_at_load"}}, {{"fsyncs", static_cast<double>(at_load.fsyncs)},
                                                  {"p50_ms", at_load.fsync_p50_ms},
                                                  {"p99_ms", at_load.fsync_p99_ms}});
+    if (!o.verdict_only) {
+      report.Row({{"mode", "bare_log_at_load"}},
+                 {{"per_s", bare.per_s}, {"p50_ms", bare.p50_ms}, {"p99_ms", bare.p99_ms}});
+    }
   }
   report.Row({{"mode", "file_per_result"}}, {{"per_s", file}});
   for (const auto& [batch, rate] : ceilings) {
@@ -342,12 +434,20 @@ int RunIngest(const IngestOptions& o) {
                verdict.per_s, verdict.p50_ms, verdict.p99_ms);
   if (load > 0) {
     char at[64];
-    std::snprintf(at, sizeof(at), "verdict at %.0f%% of that, open loop", o.load_fraction * 100);
+    std::snprintf(at, sizeof(at), "verdict at %.0f%% of that, %d producers", o.load_fraction * 100,
+                  o.load_producers);
     std::fprintf(table, "%-38s %14.0f %10.2f %10.2f\n", at, at_load.per_s, at_load.p50_ms,
                  at_load.p99_ms);
     std::snprintf(at, sizeof(at), "  its log syncs (%zu)", at_load.fsyncs);
     std::fprintf(table, "%-38s %14s %10.2f %10.2f\n", at, "-", at_load.fsync_p50_ms,
                  at_load.fsync_p99_ms);
+    if (!o.verdict_only) {
+      std::fprintf(table, "%-38s %14.0f %10.2f %10.2f\n", "bare log at that rate (no engine)",
+                   bare.per_s, bare.p50_ms, bare.p99_ms);
+      std::snprintf(at, sizeof(at), "  its fdatasyncs (%zu)", bare.fsyncs);
+      std::fprintf(table, "%-38s %14s %10.2f %10.2f\n", at, "-", bare.fsync_p50_ms,
+                   bare.fsync_p99_ms);
+    }
     std::fprintf(table, "  CPU busy: %.0f%% of the host's cores at the maximum, %.0f%% at %.0f%%\n",
                  verdict.cpu_busy * 100, at_load.cpu_busy * 100, o.load_fraction * 100);
   }

@@ -9,11 +9,14 @@ namespace verdict::bench {
 
 struct IngestOptions {
   double seconds = 5;          // per design
-  int producers = 8;           // threads pushing results
+  int producers = 8;           // threads pushing results at saturation
+  int load_producers = 2;      // threads pushing open loop (few: on a small host, more of
+                               // them wake often enough to set the tail themselves)
   size_t size = 2048;          // serialized result size, bytes
   bool verdict_only = false;   // skip the comparisons (for profiling verdict's path)
   double load_fraction = 0.5;  // then verdict again, open loop at this part of its maximum
-                               // (latency at a load below saturation); 0 skips it
+                               // (latency at a load below saturation), and a bare log at the
+                               // same rate; 0 skips both
   OutputOptions output;
 };
 

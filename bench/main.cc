@@ -37,7 +37,13 @@ int main(int argc, char** argv) {
   ingest_cmd->add_option("--seconds", ingest.seconds, "seconds per design")
       ->capture_default_str()
       ->check(CLI::Range(0.5, 3600.0));
-  ingest_cmd->add_option("--producers", ingest.producers, "producer threads")
+  ingest_cmd->add_option("--producers", ingest.producers, "producer threads at saturation")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  ingest_cmd
+      ->add_option("--load-producers", ingest.load_producers,
+                   "producer threads of the open-loop runs (verdict at --load-fraction, then a "
+                   "bare log at the same rate)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   ingest_cmd->add_option("--size", ingest.size, "serialized result size in bytes")
