@@ -563,8 +563,7 @@ class OutboxImpl final : public Outbox {
   // the buffer's records are gone from the log but still in the memtables: once RocksDB resumes,
   // flushing the memtables to synced table files makes them durable instead.
   Status MakeWrittenDurable() {
-    if (options_.unsafe_disable_wal_for_test) return Status::Ok();
-    if (log_failed_) {
+    if (log_failed_) {  // never set without a log (FlushLog returns before)
       VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
       rocksdb::FlushOptions flush;
       flush.allow_write_stall = true;
