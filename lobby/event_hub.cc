@@ -34,11 +34,11 @@ EventHub::EventHub(SettlementStore& store, std::string conninfo, EventHubOptions
       conninfo_(std::move(conninfo)),
       options_(options),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-      pages_(static_cast<size_t>(std::max(1, options_.page_threads))) {}
+      pages_(std::make_unique<boost::asio::thread_pool>(
+          static_cast<size_t>(std::max(1, options_.page_threads)))) {}
 
 EventHub::~EventHub() {
   Stop();
-  pages_.join();
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -56,7 +56,16 @@ void EventHub::Stop() {
   if (stopping_.exchange(true)) return;
   Wake();
   if (thread_.joinable()) thread_.join();
-  pages_.stop();
+  // A page read, running or queued, holds its subscriber, and a subscriber's socket belongs to
+  // the server's io_context. They are released here, while that server still exists (it stops
+  // first and is destroyed after the hub stops); released later, a subscriber's WebSocket
+  // would be torn down against the server's freed io_context.
+  std::unique_ptr<boost::asio::thread_pool> pages;
+  {
+    std::lock_guard lock(mu_);
+    pages = std::move(pages_);
+  }
+  pages.reset();  // waits for the reads in progress, then drops the queued ones
 }
 
 void EventHub::Subscribe(std::weak_ptr<EventSubscriber> subscriber) {
@@ -75,7 +84,9 @@ void EventHub::Wake() {
 
 void EventHub::FetchPage(int64_t after, std::optional<std::string> node_id, size_t limit,
                          std::function<void(Result<FeedPage>)> done) {
-  boost::asio::post(pages_,
+  std::lock_guard lock(mu_);
+  if (!pages_) return;  // stopped: the subscriber is closing with the server
+  boost::asio::post(*pages_,
                     [this, after, node_id = std::move(node_id), limit, done = std::move(done)] {
                       done(store_.EventsAfter(after, node_id, limit));
                     });

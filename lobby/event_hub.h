@@ -56,6 +56,9 @@ class EventHub {
   EventHub& operator=(const EventHub&) = delete;
 
   void Start();
+  // Ends the hub's thread and its page reads, releasing every subscriber they hold. Call it
+  // after the HttpServer serving the subscribers has stopped and before that server is
+  // destroyed (lobby/main.cc does).
   void Stop();
 
   // Subscribers are held weakly: one that is gone is dropped at the next page.
@@ -67,7 +70,7 @@ class EventHub {
   int64_t head() const { return head_.load(); }
 
   // Reads one page of the feed for a subscriber (see SettlementStore::EventsAfter) on a page
-  // thread, and calls `done` there.
+  // thread, and calls `done` there; after Stop, drops `done` uncalled.
   void FetchPage(int64_t after, std::optional<std::string> node_id, size_t limit,
                  std::function<void(Result<FeedPage>)> done);
 
@@ -89,7 +92,7 @@ class EventHub {
   std::atomic<int64_t> head_{0};
   int64_t cursor_ = -1;  // hub thread only; -1 until the feed's head is known
   int wake_fd_ = -1;     // an eventfd: Committed and Stop write it, the hub thread polls it
-  boost::asio::thread_pool pages_;
+  std::unique_ptr<boost::asio::thread_pool> pages_;  // under mu_; null once stopped
   std::thread thread_;
 };
 

@@ -6,6 +6,9 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <sys/wait.h>
+
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -106,6 +109,43 @@ TEST_F(EventFeedTest, FastReaderCatchesUpADeepHistoryOnceAndInOrder) {
   EXPECT_EQ(got.back().event_id, kDeepHistory);
   EXPECT_FALSE(reader.Read(1s).has_value()) << "more events than the history holds";
   EXPECT_TRUE(lobby->Running());
+}
+
+// SIGTERM while subscribers are catching up: page reads are in flight on the hub's threads, and
+// each holds its subscriber. The lobby must release them before its server goes, and exit 0.
+// (It used to die of SIGSEGV here: a page finished after the server's io_context was destroyed,
+// and the subscriber's WebSocket stream was then torn down against the freed service.)
+TEST_F(EventFeedTest, ShutdownWhileSubscribersCatchUpExitsCleanly) {
+  SeedEvents(*this, kDeepHistory, "node-a", 100'000, /*padding=*/100);
+  constexpr int kRounds = 6;
+  constexpr int kReaders = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    auto lobby = StartLobby();
+    ASSERT_NE(lobby, nullptr);
+    ASSERT_TRUE(AllNumbered(*this));
+    std::atomic<int> read{0};
+    std::vector<std::thread> readers;
+    for (int r = 0; r < kReaders; ++r) {
+      readers.emplace_back([&, port = lobby->port()] {
+        for (;;) {  // reconnect from the start: keep pages in flight until the lobby goes
+          WsClient ws;
+          if (!ws.Connect(port, "/v1/events?after=0", "admin-token")) return;
+          while (ws.Read(2s)) ++read;
+        }
+      });
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (read.load() < 2'000 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(37 * round));  // vary the moment
+    const int status = lobby->Stop();
+    for (auto& t : readers) t.join();
+    ASSERT_GE(read.load(), 2'000) << "round " << round << ": the readers never got going";
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "round " << round << ": the lobby ended with wait status " << status
+        << (WIFSIGNALED(status) ? " (signal " + std::to_string(WTERMSIG(status)) + ")" : "");
+  }
 }
 
 // A reader that takes nothing for a while: the lobby pages the history only as the socket

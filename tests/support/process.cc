@@ -1,5 +1,7 @@
 #include "tests/support/process.h"
 
+#include <gtest/gtest.h>
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -136,7 +138,15 @@ bool LobbyProcess::Running() {
 }
 
 LobbyProcess::~LobbyProcess() {
-  if (pid_ > 0) Stop();
+  if (pid_ <= 0) return;
+  // Every test that leaves its lobby running checks it shuts down cleanly: a crash on SIGTERM
+  // (a subscriber torn down after the server, say) fails the test that provoked it.
+  const pid_t pid = pid_;
+  const int status = Stop();
+  if (WIFSIGNALED(status)) {
+    ADD_FAILURE() << "the lobby (pid " << pid << ") died of signal " << WTERMSIG(status)
+                  << " when stopped with SIGTERM";
+  }
 }
 
 int LobbyProcess::Stop() {
