@@ -22,7 +22,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <pqxx/pqxx>
+#include <string>
 
 #include "bench/sample.h"
 #include "lobby/settlement_store.h"
@@ -37,8 +39,8 @@ namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr const char* kDatabase = "verdict_bench_events";
 constexpr uint64_t kSeedChunk = 50'000;
+constexpr std::chrono::seconds kFeedStall{60};  // no event for this long fails the catch-up
 
 std::string LobbyBinary(const EventsOptions& o) {
   if (!o.lobby_binary.empty()) return o.lobby_binary;
@@ -48,14 +50,36 @@ std::string LobbyBinary(const EventsOptions& o) {
   return "verdict-lobby";  // from PATH
 }
 
-// A fresh database for the history; returns its conninfo.
-std::string FreshDatabase(const std::string& conninfo) {
-  pqxx::connection admin(conninfo);
-  pqxx::nontransaction tx(admin);
-  tx.exec(std::string("DROP DATABASE IF EXISTS ") + kDatabase + " WITH (FORCE)");
-  tx.exec(std::string("CREATE DATABASE ") + kDatabase);
-  return conninfo + (conninfo.empty() ? "" : " ") + "dbname=" + kDatabase;
-}
+// The run's own database for the history, dropped when the run ends. Its name carries the
+// process id: two runs against one server (CI runs the smoke test and the pg_virtualenv test
+// side by side) must never drop each other's history in the middle of a catch-up.
+class ScratchDatabase {
+ public:
+  explicit ScratchDatabase(std::string admin_conninfo)
+      : admin_(std::move(admin_conninfo)),
+        name_("verdict_bench_events_" + std::to_string(::getpid())) {
+    pqxx::connection admin(admin_);
+    pqxx::nontransaction tx(admin);
+    tx.exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");  // a killed run's, same pid
+    tx.exec("CREATE DATABASE " + name_);
+  }
+  ~ScratchDatabase() {
+    try {
+      pqxx::connection admin(admin_);
+      pqxx::nontransaction(admin).exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "could not drop the bench database %s: %s\n", name_.c_str(), e.what());
+    }
+  }
+  ScratchDatabase(const ScratchDatabase&) = delete;
+  ScratchDatabase& operator=(const ScratchDatabase&) = delete;
+
+  std::string conninfo() const { return admin_ + (admin_.empty() ? "" : " ") + "dbname=" + name_; }
+
+ private:
+  std::string admin_;
+  std::string name_;
+};
 
 // Writes the history, already numbered 1..N, in chunks.
 void Seed(const std::string& conninfo, const EventsOptions& o) {
@@ -141,7 +165,17 @@ Result<uint64_t> CatchUp(uint16_t port, uint64_t events) {
   beast::flat_buffer buffer;
   for (uint64_t expected = 1; expected <= events; ++expected) {
     buffer.clear();
-    ws.read(buffer, ec);
+    // Asynchronous only for the deadline: a feed that stops short (its history gone, a stuck
+    // lobby) fails the run with a reason instead of hanging it.
+    beast::get_lowest_layer(ws).expires_after(kFeedStall);
+    ws.async_read(buffer, [&ec](beast::error_code e, size_t) { ec = e; });
+    ioc.restart();
+    ioc.run();
+    if (ec == beast::error::timeout) {
+      return UnavailableError("no event for " + std::to_string(kFeedStall.count()) +
+                              " s after event " + std::to_string(expected - 1) + " of " +
+                              std::to_string(events));
+    }
     if (ec) return UnavailableError("read: " + ec.message());
     const std::string message = beast::buffers_to_string(buffer.data());
     const std::string id = "{\"event_id\":\"" + std::to_string(expected) + "\"";
@@ -158,14 +192,15 @@ Result<uint64_t> CatchUp(uint16_t port, uint64_t events) {
 }  // namespace
 
 int RunEvents(const EventsOptions& o) {
-  std::string conninfo;
+  std::unique_ptr<ScratchDatabase> database;
   try {
-    conninfo = FreshDatabase(o.db);
+    database = std::make_unique<ScratchDatabase>(o.db);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cannot reach PostgreSQL (%s): %s\n",
                  o.db.empty() ? "PG* environment" : o.db.c_str(), e.what());
     return 1;
   }
+  const std::string conninfo = database->conninfo();
   if (auto migrated = lobby::Migrate(conninfo); !migrated.ok()) {
     std::fprintf(stderr, "%s\n", migrated.status().ToString().c_str());
     return 1;
