@@ -607,7 +607,15 @@ class FaultSuite : public ::testing::Test {
     };
     const size_t stalls_before = failed_writes();
     StartNode();
-    Sleep(500ms);
+    // Fill only once the node has its outbox open and is storing results. A fixed pause was
+    // not enough on a busy machine: the disk filled while the node was still opening its
+    // outbox, the node exited, and no write ever failed.
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          return MetricValue(Metrics(node_metrics_port_), "verdict_node_results_stored_total") > 0;
+        },
+        30s))
+        << "the node stored nothing before the disk was filled";
     const std::string filler = outbox_ + "/filler";
     {
       std::ofstream out(filler, std::ios::binary);
