@@ -223,11 +223,14 @@ int RunEvents(const EventsOptions& o) {
   const double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
   const double peak_mib = StatusMiB(lobby->pid, "VmHWM");
   const bool alive = ::waitpid(lobby->pid, nullptr, WNOHANG) == 0;
-  ::kill(lobby->pid, SIGTERM);
-  ::waitpid(lobby->pid, nullptr, 0);
+  const Status stopped = alive ? StopChild(lobby->pid, "verdict-lobby") : Status::Ok();
   if (!read.ok()) {
     std::fprintf(stderr, "catch-up failed: %s (lobby %s; see %s)\n",
                  read.status().ToString().c_str(), alive ? "alive" : "gone", log.c_str());
+    return 1;
+  }
+  if (!stopped.ok()) {
+    std::fprintf(stderr, "%s; see %s\n", stopped.ToString().c_str(), log.c_str());
     return 1;
   }
 

@@ -1,8 +1,13 @@
 #include "bench/sample.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "proto/wire.h"
 
@@ -61,6 +66,33 @@ double StatusMiB(pid_t pid, const std::string& field) {
     if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024;
   }
   return -1;
+}
+
+Status StopChild(pid_t pid, const std::string& what, std::chrono::seconds grace) {
+  ::kill(pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  int status = 0;
+  pid_t reaped = 0;
+  while ((reaped = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (reaped == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return InternalError(what + " did not exit within " + std::to_string(grace.count()) +
+                         " s of SIGTERM; killed");
+  }
+  if (reaped < 0) return InternalError("waiting for " + what + ": " + std::strerror(errno));
+  if (WIFSIGNALED(status)) {
+    return InternalError(what + " was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                         strsignal(WTERMSIG(status)) + ") on SIGTERM");
+  }
+  if (WEXITSTATUS(status) != 0) {
+    return InternalError(what + " exited with status " + std::to_string(WEXITSTATUS(status)) +
+                         " on SIGTERM");
+  }
+  return Status::Ok();
 }
 
 }  // namespace verdict::bench

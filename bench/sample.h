@@ -1,8 +1,9 @@
-// What the benchmark modes share: the sample result they store, a progress line printer, and
-// a process's memory as /proc reports it.
+// What the benchmark modes share: the sample result they store, a progress line printer, a
+// process's memory as /proc reports it, and stopping a child process.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include "common/status.h"
 #include "verdict/v1/verdict.pb.h"
 
 namespace verdict::bench {
@@ -37,5 +39,12 @@ class Progress {
 
 // A size field of /proc/PID/status ("VmRSS", "VmHWM") in MiB; -1 if the process is gone.
 double StatusMiB(pid_t pid, const std::string& field);
+
+// Stops child `pid` (named `what` in errors) with SIGTERM and reaps it, waiting at most
+// `grace` (twice the node's own 30 s shutdown deadline by default); a child still running then
+// is killed with SIGKILL. OK only if it exited with status 0: a verdict process that crashes or
+// hangs on SIGTERM is a finding, not a measurement.
+Status StopChild(pid_t pid, const std::string& what,
+                 std::chrono::seconds grace = std::chrono::seconds(60));
 
 }  // namespace verdict::bench

@@ -105,9 +105,9 @@ Result<Memory> MeasureNode(const ScaleOptions& o, const std::string& dir, const 
     }
   }
   memory.peak_mib = StatusMiB(pid, "VmHWM");
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  if (Status s = StopChild(pid, "verdict-node"); !s.ok()) {
+    return Status(s.code(), s.message() + "; see " + log);
+  }
   return memory;
 }
 
