@@ -239,7 +239,7 @@ class ShardLoop {
 
   awaitable<void> Run() {
     while (!stopping_) {
-      const int64_t now = owner_.clock_->NowMs();
+      const int64_t now = owner_.clock_->MonotonicMs();
       const int64_t paused_until = std::max(shard_until_ms_, owner_.auth_paused_until_ms());
       if (now < paused_until) {
         co_await SleepUntil(paused_until);
@@ -317,7 +317,7 @@ class ShardLoop {
         [&] { page = owner_.outbox_.ReadShard(shard_, read_through_, want); });
     if (!page.ok()) {
       spdlog::warn("shard={}: cannot read the outbox: {}", shard_, page.status().ToString());
-      shard_until_ms_ = owner_.clock_->NowMs() + kReadFailurePauseMs;
+      shard_until_ms_ = owner_.clock_->MonotonicMs() + kReadFailurePauseMs;
       co_return page.status();
     }
     // A short page means the shard was read to its end, unless a Wake came while the read was
@@ -340,7 +340,7 @@ class ShardLoop {
     return earliest;
   }
 
-  // Sleeps until `until_ms` on the injected clock, or until woken.
+  // Sleeps until `until_ms` on the injected clock's monotonic reading, or until woken.
   awaitable<void> SleepUntil(int64_t until_ms) {
     if (woken_ || stopping_) {
       woken_ = false;
@@ -350,7 +350,7 @@ class ShardLoop {
       timer_.expires_at(net::steady_timer::time_point::max());
     } else {
       timer_.expires_after(
-          std::chrono::milliseconds(std::max<int64_t>(0, until_ms - owner_.clock_->NowMs())));
+          std::chrono::milliseconds(std::max<int64_t>(0, until_ms - owner_.clock_->MonotonicMs())));
     }
     boost::system::error_code ec;
     co_await timer_.async_wait(net::redirect_error(use_awaitable, ec));
@@ -508,7 +508,7 @@ class ShardLoop {
   // for every record: one line per shard per minute, with how many were seen.
   void LogBadReceipt(const storage::OutboxRecord& record, const Attempt& a) {
     ++bad_receipts_unlogged_;
-    const int64_t now = owner_.clock_->NowMs();
+    const int64_t now = owner_.clock_->MonotonicMs();
     if (bad_receipt_logged_ms_ != 0 && now - bad_receipt_logged_ms_ < kBadReceiptLogIntervalMs) {
       return;
     }
@@ -529,7 +529,7 @@ class ShardLoop {
     if (connection_failures_ % owner_.endpoints_.size() == 0) {
       const int rounds = static_cast<int>(connection_failures_ / owner_.endpoints_.size());
       const int64_t delay = BackoffDelay(rounds);
-      shard_until_ms_ = owner_.clock_->NowMs() + delay;
+      shard_until_ms_ = owner_.clock_->MonotonicMs() + delay;
       spdlog::warn("shard={}: lobby unreachable ({}: {}); shard waits {} ms", shard_, a.cause,
                    a.message, delay);
     }
@@ -542,7 +542,7 @@ class ShardLoop {
     ++b.failures;
     b.sequence = record.sequence;
     const int64_t delay = std::max(BackoffDelay(b.failures), retry_after_ms);
-    b.until_ms = owner_.clock_->NowMs() + delay;
+    b.until_ms = owner_.clock_->MonotonicMs() + delay;
     rooms_in_backoff_ = backoff_.size();
     return delay;
   }
@@ -757,7 +757,7 @@ void Deliverer::Impl::OnAuthRejected(const std::string& cause, const std::string
   std::lock_guard lock(auth_mu_);
   if (token_used != token_) return;  // replaced since: the new one gets its own chance
   if (acceptances_when_sent != auth_acceptances_) return;  // a later attempt got through
-  const int64_t now = clock_->NowMs();
+  const int64_t now = clock_->MonotonicMs();
   if (now < auth_paused_until_ms_) return;  // another shard's refusal paused everyone already
   const int64_t delay = BackoffMs(options_, ++auth_refusals_, nullptr);
   auth_paused_until_ms_ = now + delay;

@@ -61,7 +61,8 @@ struct DelivererOptions {
   // How long Stop waits for the shard loops to end once it has closed their connections (an
   // attempt in flight is abandoned, its record kept). Default: 2 s.
   std::chrono::milliseconds stop_timeout{2000};
-  // Time source for backoff decisions. Not owned. Default: nullptr (system clock).
+  // Time source for backoff decisions (its monotonic reading). Not owned. Default: nullptr
+  // (the system clock).
   const Clock* clock = nullptr;
   // Test-only negative control: acks a record before sending it, so a crash in between loses
   // it. Default: false. Never set it outside tests.

@@ -99,7 +99,7 @@ void BattleNode::Maintain() {
   auto stats = outbox_->Stats();
   // On the node's clock, so that a simulated clock drives the rates (and everything derived
   // from them) in tests.
-  const double now = clock_->NowMs() / 1000.0;
+  const double now = clock_->MonotonicMs() / 1000.0;
   std::lock_guard lock(mu_);
   if (stats.ok()) last_stats_ = *stats;
   samples_.emplace_back(now, stored(), resolved());

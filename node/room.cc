@@ -66,7 +66,7 @@ Status Room::Report(uint64_t player_id, uint32_t winner_team) {
       return InvalidArgumentError("room has no team " + std::to_string(winner_team));
     }
     it->second.vote = winner_team;
-    if (first_report_ms_ == 0) first_report_ms_ = clock_->NowMs();
+    if (first_report_ms_ == 0) first_report_ms_ = std::max<int64_t>(1, clock_->MonotonicMs());
     decided = MajorityLocked();
   }
   if (decided) Conclude(decided);
@@ -78,7 +78,7 @@ void Room::Tick() {
   {
     std::lock_guard lock(mu_);
     if (state_ != State::kPlaying || first_report_ms_ == 0) return;
-    if (clock_->NowMs() - first_report_ms_ < kFallbackMs) return;
+    if (clock_->MonotonicMs() - first_report_ms_ < kFallbackMs) return;
     decided = FallbackLocked();
   }
   Conclude(decided);
@@ -143,10 +143,10 @@ void Room::Conclude(std::optional<Decision> decision) {
     std::lock_guard lock(mu_);
     if (state_ != State::kPlaying) return;  // finish() is idempotent
     state_ = State::kFinished;
-    finished_at_ms_ = clock_->NowMs();
+    finished_ms_ = std::max<int64_t>(1, clock_->MonotonicMs());
     result.set_room_id(room_id_);
     result.set_node_id(context_.node_id);
-    result.set_ended_at_ms(finished_at_ms_);
+    result.set_ended_at_ms(clock_->NowMs());
     result.set_outcome(decision->outcome);
     result.set_winner_team(decision->outcome == v1::SETTLED ? decision->winner_team : 0);
     result.set_suspect(decision->suspect);
@@ -183,7 +183,7 @@ void Room::Conclude(std::optional<Decision> decision) {
   // Only now may the linger start: until here the room must not be released (it is this
   // thread's `this`). Nothing of the room is touched after the lock is released.
   std::lock_guard lock(mu_);
-  handed_over_ms_ = std::max<int64_t>(1, clock_->NowMs());
+  handed_over_ms_ = std::max<int64_t>(1, clock_->MonotonicMs());
 }
 
 Room::State Room::state() const {
@@ -199,12 +199,12 @@ std::optional<v1::BattleResult> Room::result() const {
 bool Room::Releasable() const {
   std::lock_guard lock(mu_);
   return state_ == State::kFinished && handed_over_ms_ != 0 &&
-         clock_->NowMs() - handed_over_ms_ >= kLingerMs;
+         clock_->MonotonicMs() - handed_over_ms_ >= kLingerMs;
 }
 
-int64_t Room::finished_at_ms() const {
+int64_t Room::finished_monotonic_ms() const {
   std::lock_guard lock(mu_);
-  return finished_at_ms_;
+  return finished_ms_;
 }
 
 RoomTable::RoomTable(const Clock* clock) : clock_(clock ? clock : SystemClock::Default()) {}
@@ -269,10 +269,10 @@ size_t RoomTable::finished() const {
 int64_t RoomTable::oldest_finished_dwell_ms() const {
   std::lock_guard lock(mu_);
   int64_t oldest = 0;
-  const int64_t now = clock_->NowMs();
+  const int64_t now = clock_->MonotonicMs();
   for (const auto& [id, entry] : rooms_) {
     if (entry.room->state() == Room::State::kFinished) {
-      oldest = std::max(oldest, now - entry.room->finished_at_ms());
+      oldest = std::max(oldest, now - entry.room->finished_monotonic_ms());
     }
   }
   return oldest;

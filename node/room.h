@@ -86,7 +86,8 @@ class Room {
   std::optional<v1::BattleResult> result() const;
   // Finished, its result handed over, and that at least kLingerMs ago.
   bool Releasable() const;
-  int64_t finished_at_ms() const;
+  // When it finished, on the clock's monotonic reading (0 while playing).
+  int64_t finished_monotonic_ms() const;
 
  private:
   struct Seat {
@@ -117,9 +118,11 @@ class Room {
   mutable std::mutex mu_;
   std::map<uint64_t, Seat> seats_;  // by player id
   State state_ = State::kPlaying;
+  // Monotonic readings (see Clock), 0 until they happen: the fallback and the linger are waits,
+  // which a step of the wall clock must not stretch or cut short.
   int64_t first_report_ms_ = 0;
-  int64_t finished_at_ms_ = 0;
-  int64_t handed_over_ms_ = 0;  // when Push returned; 0 while it has not
+  int64_t finished_ms_ = 0;
+  int64_t handed_over_ms_ = 0;  // when Push returned
   std::optional<v1::BattleResult> result_;
 };
 

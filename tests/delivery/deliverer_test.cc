@@ -42,7 +42,12 @@ class CountingClock final : public Clock {
     ++reads_;
     return clock_.NowMs();
   }
+  int64_t MonotonicMs() const override {
+    ++reads_;
+    return clock_.MonotonicMs();
+  }
   void AdvanceMs(int64_t ms) { clock_.AdvanceMs(ms); }
+  void StepWallMs(int64_t ms) { clock_.StepWallMs(ms); }
   int reads() const { return reads_.load(); }
 
  private:
@@ -234,6 +239,26 @@ TEST_F(DelivererTest, UnavailableThenOkKeepsTheRecordThenDeletesIt) {
   EXPECT_EQ(lobby_.requests().size(), 2u);
   EXPECT_EQ(lobby_.requests()[0].authorization, "Bearer token-a");
   EXPECT_EQ(DeadLettered(), 0u);
+}
+
+// Backoffs are waits on the monotonic reading: an operator or NTP stepping the system clock
+// neither releases a backed-off room early nor holds it for the size of the step.
+TEST_F(DelivererTest, BackoffIgnoresStepsOfTheWallClock) {
+  lobby_.SetHandler([](const FakeRequest& r) {
+    return r.attempt == 1 ? testing::ProblemReply(503, "UNAVAILABLE", true) : FakeReply{};
+  });
+  OpenOutbox(/*shards=*/1);
+  StartDeliverer();
+  Enqueue({MakeResult(4)});
+  ASSERT_TRUE(WaitUntil([&] { return deliverer_->RoomsInBackoff() == 1; }));
+  clock_.StepWallMs(3'600'000);  // an hour ahead: the 1 s backoff has not passed
+  ASSERT_TRUE(LetTheLoopLookAgain());
+  EXPECT_EQ(lobby_.requests().size(), 1u) << "a forward step of the wall clock ended the backoff";
+  clock_.StepWallMs(-7'200'000);  // an hour behind where it started
+  Advance(1500ms);                // past the backoff
+  EXPECT_TRUE(WaitUntil([&] { return Pending() == 0; }))
+      << "a backward step of the wall clock stretched the backoff";
+  EXPECT_EQ(lobby_.requests().size(), 2u);
 }
 
 TEST_F(DelivererTest, RecordKeptAfterUnavailableIsDeliveredByTheNextProcess) {

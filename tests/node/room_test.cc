@@ -122,6 +122,34 @@ TEST_F(RoomTest, FallbackAfterTenSecondsPicksThePluralityAsSuspect) {
   EXPECT_TRUE(sent[0].suspect());
 }
 
+// The fallback and the linger are waits on the monotonic reading: a step of the wall clock
+// neither brings them forward nor holds them back, and only the result's ended_at_ms (a
+// timestamp) follows the wall clock.
+TEST_F(RoomTest, FallbackAndLingerIgnoreStepsOfTheWallClock) {
+  RoomTable table(&clock_);
+  auto added = table.Add(MakeRoom());
+  ASSERT_TRUE(added.ok());
+  Room& room = **added;
+  Vote(room, {1, 2, 3, 4}, 1);
+  clock_.StepWallMs(3'600'000);  // an hour ahead
+  room.Tick();
+  EXPECT_EQ(room.state(), Room::State::kPlaying) << "a forward step brought the fallback on";
+  clock_.StepWallMs(-7'200'000);  // an hour behind where it started
+  clock_.AdvanceMs(10'000);
+  room.Tick();
+  ASSERT_EQ(room.state(), Room::State::kFinished) << "a backward step held the fallback back";
+  const auto sent = Sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].ended_at_ms(), clock_.NowMs());
+
+  clock_.StepWallMs(3'600'000);
+  EXPECT_EQ(table.ReleaseDue(), 0u) << "a forward step cut the linger short";
+  EXPECT_EQ(table.oldest_finished_dwell_ms(), 0);
+  clock_.StepWallMs(-7'200'000);
+  clock_.AdvanceMs(30'000);
+  EXPECT_EQ(table.ReleaseDue(), 1u) << "a backward step stretched the linger";
+}
+
 TEST_F(RoomTest, TieAtTheFallbackAbortsWithNoConsensus) {
   auto room = MakeRoom();
   Vote(*room, {1, 2, 3}, 1);
