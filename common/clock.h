@@ -40,15 +40,14 @@ class SystemClock final : public Clock {
   }
 };
 
-// Both readings move together with AdvanceMs and SetMs; StepWallMs moves the wall time alone,
-// as an operator or NTP stepping the system clock would.
+// Both readings move together with AdvanceMs; StepWallMs moves the wall time alone, as an
+// operator or NTP stepping the system clock would.
 class FakeClock final : public Clock {
  public:
   explicit FakeClock(int64_t start_ms = 1'700'000'000'000) : now_ms_(start_ms) {}
   int64_t NowMs() const override { return now_ms_.load() + wall_step_ms_.load(); }
   int64_t MonotonicMs() const override { return now_ms_.load(); }
   void AdvanceMs(int64_t ms) { now_ms_ += ms; }
-  void SetMs(int64_t ms) { now_ms_ = ms - wall_step_ms_.load(); }
   void StepWallMs(int64_t ms) { wall_step_ms_ += ms; }
 
  private:

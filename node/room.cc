@@ -66,7 +66,7 @@ Status Room::Report(uint64_t player_id, uint32_t winner_team) {
       return InvalidArgumentError("room has no team " + std::to_string(winner_team));
     }
     it->second.vote = winner_team;
-    if (first_report_ms_ == 0) first_report_ms_ = std::max<int64_t>(1, clock_->MonotonicMs());
+    if (!first_report_ms_) first_report_ms_ = clock_->MonotonicMs();
     decided = MajorityLocked();
   }
   if (decided) Conclude(decided);
@@ -77,8 +77,8 @@ void Room::Tick() {
   std::optional<Decision> decided;
   {
     std::lock_guard lock(mu_);
-    if (state_ != State::kPlaying || first_report_ms_ == 0) return;
-    if (clock_->MonotonicMs() - first_report_ms_ < kFallbackMs) return;
+    if (state_ != State::kPlaying || !first_report_ms_) return;
+    if (clock_->MonotonicMs() - *first_report_ms_ < kFallbackMs) return;
     decided = FallbackLocked();
   }
   Conclude(decided);
@@ -143,7 +143,7 @@ void Room::Conclude(std::optional<Decision> decision) {
     std::lock_guard lock(mu_);
     if (state_ != State::kPlaying) return;  // finish() is idempotent
     state_ = State::kFinished;
-    finished_ms_ = std::max<int64_t>(1, clock_->MonotonicMs());
+    finished_ms_ = clock_->MonotonicMs();
     result.set_room_id(room_id_);
     result.set_node_id(context_.node_id);
     result.set_ended_at_ms(clock_->NowMs());
@@ -183,7 +183,7 @@ void Room::Conclude(std::optional<Decision> decision) {
   // Only now may the linger start: until here the room must not be released (it is this
   // thread's `this`). Nothing of the room is touched after the lock is released.
   std::lock_guard lock(mu_);
-  handed_over_ms_ = std::max<int64_t>(1, clock_->MonotonicMs());
+  handed_over_ms_ = clock_->MonotonicMs();
 }
 
 Room::State Room::state() const {
@@ -198,8 +198,8 @@ std::optional<v1::BattleResult> Room::result() const {
 
 bool Room::Releasable() const {
   std::lock_guard lock(mu_);
-  return state_ == State::kFinished && handed_over_ms_ != 0 &&
-         clock_->MonotonicMs() - handed_over_ms_ >= kLingerMs;
+  return state_ == State::kFinished && handed_over_ms_ &&
+         clock_->MonotonicMs() - *handed_over_ms_ >= kLingerMs;
 }
 
 int64_t Room::finished_monotonic_ms() const {

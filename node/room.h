@@ -118,11 +118,11 @@ class Room {
   mutable std::mutex mu_;
   std::map<uint64_t, Seat> seats_;  // by player id
   State state_ = State::kPlaying;
-  // Monotonic readings (see Clock), 0 until they happen: the fallback and the linger are waits,
-  // which a step of the wall clock must not stretch or cut short.
-  int64_t first_report_ms_ = 0;
+  // Monotonic readings (see Clock): the fallback and the linger are waits, which a step of the
+  // wall clock must not stretch or cut short.
+  std::optional<int64_t> first_report_ms_;
   int64_t finished_ms_ = 0;
-  int64_t handed_over_ms_ = 0;  // when Push returned
+  std::optional<int64_t> handed_over_ms_;  // when Push returned
   std::optional<v1::BattleResult> result_;
 };
 
