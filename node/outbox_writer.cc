@@ -117,6 +117,10 @@ bool OutboxWriter::WriteBatch(const Batch& batch) {
     }
     if (options_.unsafe_drop_failed_batches_for_test) {
       failures_counter_.Add();
+      spdlog::warn(
+          "outbox write of {} results failed: {}; UNSAFE: reporting the results stored "
+          "anyway",
+          batch.size(), out.status().ToString());
       return true;
     }
     if (!RetryAfterFailure(out.status(), &logged, &write_failing_, "write", batch.size())) {

@@ -34,6 +34,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -631,8 +632,26 @@ class FaultSuite : public ::testing::Test {
     // stored are not.
     for (int i = 0; i < 150 && failed_writes() == stalls_before; ++i) Sleep(100ms);
     Sleep(1000ms);
+    if (failed_writes() == stalls_before) {
+      // The fault did not bite: say what the node was doing, for whoever reads the failure.
+      std::printf("full disk: no write failed in 16 s; node %s; its log ends:\n%s\n",
+                  node_ && node_->Running() ? "running" : "gone", NodeLogTail(30).c_str());
+    }
     KillNode();
     std::filesystem::remove(filler);
+  }
+
+  // The last `lines` lines of the node's log.
+  std::string NodeLogTail(size_t lines) {
+    std::ifstream log(dir_.Sub("node.log"));
+    std::deque<std::string> tail;
+    for (std::string line; std::getline(log, line);) {
+      tail.push_back(line);
+      if (tail.size() > lines) tail.pop_front();
+    }
+    std::string out;
+    for (const auto& line : tail) out += "  " + line + "\n";
+    return out;
   }
 
   // How many lines of the node's log (all its runs so far) contain `text`.
@@ -798,6 +817,8 @@ TEST_F(FaultSuite, NegativeControlDroppingUnwritableBatchesIsCaught) {
   FillDisk();
   const InvariantReport report = DrainAndCheck();
   std::printf("drop unwritable batches: %s\n", report.Summary().c_str());
+  EXPECT_GT(NodeLogCount("UNSAFE: reporting the results stored anyway"), 0u)
+      << "the full disk never made a write fail, so nothing was dropped to catch";
   EXPECT_TRUE(report.Violates("P1")) << "results dropped on a full disk went unnoticed";
 }
 
