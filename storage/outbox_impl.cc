@@ -631,15 +631,19 @@ class OutboxImpl final : public Outbox {
     return r;
   }
 
-  // The enqueue time of the shard's first decodable record (0 if none). Only peeks: unlike
-  // ReadShard it never moves anything, so any thread may call it.
+  // The enqueue time of the shard's first decodable record (0 if none). Unlike ReadShard it
+  // quarantines nothing, so any thread may call it; it only raises the mark to the first live key.
   Result<int64_t> OldestEnqueuedAt(uint32_t shard) {
-    const std::string lower = SequenceKey(shards_[shard].low_water.load());
+    ShardState& state = shards_[shard];
+    const std::string lower = SequenceKey(state.low_water.load());
     const rocksdb::Slice lower_slice(lower);
     rocksdb::ReadOptions ro;
     ro.iterate_lower_bound = &lower_slice;
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, ShardCf(shard)));
-    for (it->Seek(lower); it->Valid(); it->Next()) {
+    it->Seek(lower);
+    // Nothing live lies below the first key found, and new keys are always larger.
+    if (it->Valid()) RaiseTo(state.low_water, KeySequence(it->key()));
+    for (; it->Valid(); it->Next()) {
       v1::Envelope envelope;
       if (DecodeShardValue(it->value(), KeySequence(it->key()), &envelope)) {
         return envelope.enqueued_at_ms();
@@ -651,7 +655,11 @@ class OutboxImpl final : public Outbox {
 
   void Removed(uint32_t shard, uint64_t sequence, size_t bytes) {
     ShardState& state = shards_[shard];
-    RaiseTo(state.low_water, sequence + 1);
+    // Records leave out of order (a room in backoff keeps its record while later rooms are
+    // acked), so the mark moves only past the record at the mark itself; ReadShard from the head
+    // and OldestEnqueuedAt move it past the rest.
+    uint64_t at_mark = sequence;
+    state.low_water.compare_exchange_strong(at_mark, sequence + 1);
     state.records -= 1;
     state.bytes -= std::min<uint64_t>(bytes, state.bytes.load());
   }

@@ -517,6 +517,42 @@ TEST(OutboxTest, StatsCountBytesAndOldestAge) {
   EXPECT_EQ(stats->shards[0].bytes, head[1].stored_bytes);
 }
 
+// A deliverer acks out of order: a room in backoff keeps its record while later rooms of the
+// shard are acked. The waiting record must stay readable from the head (a restarted shard loop
+// reads from there) and stay the shard's oldest (the age operators alert on).
+TEST(OutboxTest, AnAckAheadOfAWaitingRecordHidesItFromNeitherReadsNorTheOldestAge) {
+  TempDir dir;
+  FakeClock clock;
+  auto outbox = MustOpen(dir.path(), {.clock = &clock});
+  const auto rooms = RoomsOfShard(0, 16, 3);
+  ASSERT_TRUE(MustEnqueueOne(*outbox, MakeResult(rooms[0])).status.ok());
+  clock.AdvanceMs(5'000);
+  ASSERT_TRUE(MustEnqueueOne(*outbox, MakeResult(rooms[1])).status.ok());
+  ASSERT_TRUE(MustEnqueueOne(*outbox, MakeResult(rooms[2])).status.ok());
+  clock.AdvanceMs(1'000);
+
+  auto all = ReadAll(*outbox, 0);
+  ASSERT_EQ(all.size(), 3u);
+  ASSERT_TRUE(outbox->Ack(all[2]).ok());  // the newest first, then the middle one
+  ASSERT_TRUE(outbox->Ack(all[1]).ok());
+
+  EXPECT_EQ(RoomsIn(ReadAll(*outbox, 0)), std::vector<uint64_t>{rooms[0]});
+  auto stats = outbox->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->shards[0].records, 1u);
+  EXPECT_EQ(stats->shards[0].oldest_age_ms, 6'000);
+
+  // Once the waiting record goes too, the shard reads empty and a new record is found.
+  ASSERT_TRUE(outbox->Ack(all[0]).ok());
+  EXPECT_TRUE(ReadAll(*outbox, 0).empty());
+  const auto later = RoomsOfShard(0, 16, 4).back();
+  ASSERT_TRUE(MustEnqueueOne(*outbox, MakeResult(later)).status.ok());
+  EXPECT_EQ(RoomsIn(ReadAll(*outbox, 0)), std::vector<uint64_t>{later});
+  stats = outbox->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->shards[0].oldest_age_ms, 0);
+}
+
 TEST(OutboxTest, AckedRecordIsGoneAfterReopenAndCanBeEnqueuedAgain) {
   TempDir dir;
   {
