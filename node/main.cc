@@ -275,8 +275,11 @@ int RunNode(const Flags& flags, const std::function<Result<std::string>()>& rere
   PrintInitialBacklog(node, flags.node_id);
   std::unique_ptr<Simulator> simulator = StartSimulator(flags, *options, node);
   ServeUntilStopped(flags, node, simulator.get(), signals, reread_token);
-  if (simulator) simulator->Stop();
+  // The simulator's thread may be blocked handing a result to a full channel (a failing
+  // outbox): only Shutdown, at its deadline, releases it, so it is joined after.
+  if (simulator) simulator->RequestStop();
   const size_t lost = node.Shutdown();
+  if (simulator) simulator->Stop();
   PrintProgress(node, simulator.get(), flags.simulate_rooms);
   if (simulator) PrintSimulatorSummary(*simulator);
   if (lost > 0) {

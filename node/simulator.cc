@@ -194,7 +194,7 @@ void Simulator::Play::PauseForLobby(Clock::time_point now, const AllocateReply& 
 }
 
 void Simulator::Play::EndDueBattles(Clock::time_point now) {
-  for (auto it = battles_.begin(); it != battles_.end();) {
+  for (auto it = battles_.begin(); it != battles_.end() && !sim_.stop_;) {
     if (it->ends > now) {
       ++it;
       continue;
@@ -254,8 +254,10 @@ void Simulator::Start() {
   thread_ = std::thread([this] { Run(); });
 }
 
+void Simulator::RequestStop() { stop_ = true; }
+
 void Simulator::Stop() {
-  stop_ = true;
+  RequestStop();
   if (thread_.joinable()) thread_.join();
 }
 

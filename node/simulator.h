@@ -44,6 +44,10 @@ class Simulator {
   Simulator(SimulatorOptions options, BattleNode& node);
   ~Simulator();
   void Start();
+  // Asks the playing thread to stop after the room it is ending, without waiting: a room's end
+  // may be blocked on a full channel, which only the node's Shutdown releases.
+  void RequestStop();
+  // RequestStop, then waits for the playing thread.
   void Stop();
   // All rooms played and finished.
   bool done() const { return done_.load(); }

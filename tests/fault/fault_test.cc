@@ -110,17 +110,6 @@ struct NodeRun {
   }
 };
 
-// A process's /metrics: the value of `series` (the text before the value, labels included),
-// 0 if absent.
-double MetricValue(const std::string& metrics, const std::string& series) {
-  const std::string start = series + ' ';
-  std::istringstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(start, 0) == 0) return std::atof(line.c_str() + start.size());
-  }
-  return 0;
-}
-
 // The largest value of the labeled series `name` (0 if none).
 double MetricMax(const std::string& metrics, const std::string& name) {
   double max = 0;

@@ -237,9 +237,7 @@ TEST_F(BattleNodeTest, MetricsEndpointServesOutboxAndDerivedGauges) {
 
 // The value of the unlabeled series `name` in a /metrics text (NaN when it is absent).
 double Gauge(const std::string& text, const std::string& name) {
-  const size_t at = ("\n" + text).find("\n" + name + " ");
-  if (at == std::string::npos) return std::nan("");
-  return std::strtod(text.c_str() + at + name.size() + 1, nullptr);  // reads "+Inf" as well
+  return testing::MetricValue(text, name, std::nan(""));
 }
 
 // The derived gauges of DESIGN §6 on a simulated clock, against figures worked out by hand:

@@ -3,16 +3,21 @@
 // result redriven after the cause is fixed.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <fstream>
 
 #include "node/battle_node.h"
 #include "storage/outbox.h"
 #include "tests/lobby/lobby_fixture.h"
+#include "tests/support/http_client.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
 
 namespace verdict::testing {
 namespace {
+
+using namespace std::chrono_literals;
 
 using NodeEndToEndTest = LobbyFixture;
 
@@ -56,6 +61,46 @@ TEST_F(NodeEndToEndTest, SimulatedRoomsEachEndWithExactlyOneReceipt) {
             Q("SELECT 10 * count(*) FROM matches WHERE outcome = 'SETTLED'"));
   EXPECT_EQ(Q("SELECT coalesce(sum(elo_after - elo_before), 0) FROM match_players"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+}
+
+// A full disk under simulated battles: the outbox cannot write, the channel fills and the
+// simulator's thread blocks handing a result over. SIGTERM must still end the node within its
+// shutdown deadline (30 s), saying how many results it could not store, rather than wait for
+// the blocked thread before starting the shutdown that releases it.
+TEST_F(NodeEndToEndTest, SigtermEndsASimulatingNodeBlockedOnAFailingOutbox) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  TempDir dir;
+  const uint16_t metrics = FreeLoopbackPort();
+  auto args = RunArgs(dir.Sub("outbox"), lobby->port());
+  const std::vector<std::string> extra = {
+      "--simulate-rooms",     "100000",
+      "--simulate-rate",      "2000",
+      "--simulate-battle-ms", "100",
+      "--admin-token",        "admin-token",
+      "--metrics-listen",     "127.0.0.1:" + std::to_string(metrics)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const std::string log_path = dir.Sub("node.log");
+  const auto logged = [&] {
+    std::ifstream log(log_path);
+    return std::string((std::istreambuf_iterator<char>(log)), {});
+  };
+  auto node =
+      ChildProcess::Start(args, {{"VERDICT_FAILPOINTS", "writer.before_sync=error"}}, log_path);
+  ASSERT_NE(node, nullptr);
+  // The simulator (at least) waits on the full channel. (Its player pool, three rooms' worth
+  // per battle in play, holds 600 rooms: the lobby allocates nobody twice before a settlement.)
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string m = HttpCall(metrics, "GET", "/metrics", {}, "", 2s).body;
+        return MetricValue(m, "verdict_node_result_channel_blocked_producers") >= 1;
+      },
+      60s))
+      << logged();
+  ASSERT_EQ(::kill(node->pid(), SIGTERM), 0);
+  ASSERT_TRUE(node->WaitFor(120s)) << "no exit 120 s after SIGTERM\n" << logged();
+  EXPECT_EQ(node->exit_code(), 1) << logged();
+  EXPECT_NE(logged().find("could not be stored before shutdown"), std::string::npos) << logged();
 }
 
 TEST_F(NodeEndToEndTest, EnqueueFromJsonAndTheOutboxCommands) {

@@ -1,5 +1,7 @@
 #include "tests/support/http_client.h"
 
+#include <cstdlib>
+
 #include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
 
 #include <boost/asio.hpp>
@@ -17,6 +19,12 @@ namespace websocket = beast::websocket;
 using tcp = net::ip::tcp;
 
 }  // namespace
+
+double MetricValue(const std::string& metrics, const std::string& series, double absent) {
+  const size_t at = ("\n" + metrics).find("\n" + series + " ");
+  if (at == std::string::npos) return absent;
+  return std::strtod(metrics.c_str() + at + series.size() + 1, nullptr);  // reads "+Inf" too
+}
 
 HttpResponse HttpCall(uint16_t port, const std::string& method, const std::string& target,
                       const std::map<std::string, std::string>& headers, const std::string& body,

@@ -24,6 +24,10 @@ HttpResponse HttpCall(uint16_t port, const std::string& method, const std::strin
                       const std::string& body = "",
                       std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
+// The value of `series` (the text before the value, labels included) in a /metrics text, or
+// `absent` when no line has it.
+double MetricValue(const std::string& metrics, const std::string& series, double absent = 0);
+
 // A WebSocket text-message reader.
 class WsClient {
  public:
