@@ -95,6 +95,11 @@ struct HttpConnection::State {
   awaitable<beast::error_code> Connect(const HttpUrl& url);
   awaitable<beast::error_code> ConnectTls(const HttpUrl& url,
                                           const tcp::resolver::results_type& addresses);
+  // Shuts and closes the sockets, so that any operation pending on them completes (aborted),
+  // but keeps the stream objects: a pending operation still refers to them (an SSL stream's
+  // engine and buffers).
+  void CloseSockets();
+  // CloseSockets, and destroys the streams. Only where no operation is pending on them.
   void CloseStreams();
 
   // One HTTP write or read on whichever stream is open, under the timeout.
@@ -205,20 +210,24 @@ awaitable<beast::error_code> HttpConnection::State::ConnectTls(
   co_return ec;
 }
 
-void HttpConnection::State::CloseStreams() {
+void HttpConnection::State::CloseSockets() {
   beast::error_code ignored;
   if (stream) {
     stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream->close();
-    stream.reset();
   }
   if (tls_stream) {
     // No TLS close_notify: the lobby treats a closed connection as closed either way.
     beast::get_lowest_layer(*tls_stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
     beast::get_lowest_layer(*tls_stream).close();
-    tls_stream.reset();
   }
   connected_to.reset();
+}
+
+void HttpConnection::State::CloseStreams() {
+  CloseSockets();
+  stream.reset();
+  tls_stream.reset();
 }
 
 HttpConnection::HttpConnection(net::any_io_executor executor, HttpConnectionOptions options)
@@ -232,7 +241,9 @@ awaitable<HttpOutcome> HttpConnection::Post(HttpUrl url, HttpRequest request) {
 
 void HttpConnection::Close() {
   ++state_->closes;
-  state_->CloseStreams();
+  // A Post may be suspended in an operation on the streams: it ends that operation aborted and
+  // destroys them itself (Post and Connect close the streams after a failure).
+  state_->CloseSockets();
 }
 
 struct BlockingHttpClient::State {
