@@ -10,7 +10,9 @@ namespace verdict::lobby {
 
 class Cancellation {
  public:
-  // Marks the request cancelled and cancels the statement now running for it, if any.
+  // Marks the request cancelled and cancels the statement now running for it, if any. Blocks
+  // while that cancel reaches the database server, and the statement's Scope cannot end before
+  // it has (so its connection outlives the cancel): never call it on an I/O thread.
   void Cancel() {
     std::lock_guard lock(mu_);
     cancelled_ = true;

@@ -110,6 +110,7 @@ class HttpServer::Impl {
     for (auto& t : threads_) t.join();
     threads_.clear();
     db_pool_.join();
+    canceller_.join();
   }
 
   void CountReply(int status) { requests_.Add(std::to_string(status)); }
@@ -129,6 +130,9 @@ class HttpServer::Impl {
   net::io_context ioc_;
   tcp::acceptor acceptor_;
   net::thread_pool db_pool_;
+  // Cancels the statements of requests whose clients hung up (libpq's cancel blocks while it
+  // reaches the server). One thread: a cancel is best effort, and rare.
+  net::thread_pool canceller_{1};
   std::vector<std::thread> threads_;
 
  private:
@@ -455,7 +459,9 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
             return self->WatchForHangUp();
           }
           self->watching_ = false;
-          self->cancel_->Cancel();  // EOF or a reset: nobody is waiting for the answer
+          // EOF or a reset: nobody is waiting for the answer. Cancelling a statement connects
+          // to the database server, which may be slow or gone: on the cancel thread, never here.
+          net::post(self->server_.canceller_, [cancel = self->cancel_] { cancel->Cancel(); });
         });
   }
 

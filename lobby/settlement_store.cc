@@ -118,6 +118,17 @@ Status CancelledError() {
   return UnavailableError("the request was cancelled: its client went away");
 }
 
+// Asks the server to cancel what `conn` runs (a request whose client hung up). Runs on the
+// lobby's cancel thread, not the one using `conn`; libpq connects to the server for it, which
+// fails while the server is unreachable: that is logged, and the statement runs to its end.
+void CancelQuery(pqxx::connection& conn) {
+  try {
+    conn.cancel_query();
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot cancel the statement of a request whose client hung up: {}", e.what());
+  }
+}
+
 const char* OutcomeName(v1::Outcome o) { return o == v1::ABORTED ? "ABORTED" : "SETTLED"; }
 v1::Outcome OutcomeFromName(const std::string& s) {
   return s == "ABORTED" ? v1::ABORTED : v1::SETTLED;
@@ -367,39 +378,48 @@ class PgSettlementStore final : public SettlementStore {
     bool commit_unknown = false;
     auto settled = RunDb<std::vector<SettleOutcome>>(
         pool_, "settle", [&](ConnectionPool::Lease& lease) -> Result<std::vector<SettleOutcome>> {
-          Cancellation::Scope cancellable(cancel, [&conn = lease.conn()] { conn.cancel_query(); });
-          if (!cancellable.ok()) return CancelledError();
-          if (options_.unsafe_release_before_commit_for_test) {
-            pqxx::nontransaction early(lease.conn());
-            early.exec_params(
-                "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = ANY ($1::bigint[])",
-                rooms.str());
-          }
-          const auto settle = [&](pqxx::transaction_base& tx) {
-            return FromSettleRows(tx.exec_prepared(
-                "settle_batch", rooms.str(), nodes.str(), outcomes.str(), winners.str(),
-                suspects.str(), ended.str(), replays.str(), reasons.str(), prints.str(),
-                player_rooms.str(), ids.str(), teams.str(), kills.str(), deaths.str(),
-                assists.str(), scores.str(), disconnected.str(), options_.k_factor, attempt_id,
-                wait));
-          };
-          if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
-            // Injected fault: the same settlement in an explicit transaction whose backend
-            // dies before COMMIT and takes the transaction with it: a lost connection, a 503.
-            pqxx::work tx(lease.conn());
-            settle(tx);
-            tx.exec("SELECT pg_terminate_backend(pg_backend_pid())");
-          }
-          // One round trip: the function call is its own transaction, committed before it
-          // returns.
           std::vector<SettleOutcome> out;
-          try {
-            pqxx::nontransaction tx(lease.conn());
-            out = settle(tx);
-          } catch (const pqxx::broken_connection& e) {
-            // Lost while the statement ran: it may or may not have committed.
-            spdlog::warn("settlement of {} room(s) lost its connection, outcome unknown: {}",
-                         requests.size(), e.what());
+          bool lost = false;
+          {
+            // Armed only around the statement: a lost connection is closed after it (below),
+            // so a cancel never reaches a connection that is gone.
+            Cancellation::Scope cancellable(cancel, [&conn = lease.conn()] { CancelQuery(conn); });
+            if (!cancellable.ok()) return CancelledError();
+            if (options_.unsafe_release_before_commit_for_test) {
+              pqxx::nontransaction early(lease.conn());
+              early.exec_params(
+                  "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = ANY "
+                  "($1::bigint[])",
+                  rooms.str());
+            }
+            const auto settle = [&](pqxx::transaction_base& tx) {
+              return FromSettleRows(tx.exec_prepared(
+                  "settle_batch", rooms.str(), nodes.str(), outcomes.str(), winners.str(),
+                  suspects.str(), ended.str(), replays.str(), reasons.str(), prints.str(),
+                  player_rooms.str(), ids.str(), teams.str(), kills.str(), deaths.str(),
+                  assists.str(), scores.str(), disconnected.str(), options_.k_factor, attempt_id,
+                  wait));
+            };
+            if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
+              // Injected fault: the same settlement in an explicit transaction whose backend
+              // dies before COMMIT and takes the transaction with it: a lost connection, a 503.
+              pqxx::work tx(lease.conn());
+              settle(tx);
+              tx.exec("SELECT pg_terminate_backend(pg_backend_pid())");
+            }
+            // One round trip: the function call is its own transaction, committed before it
+            // returns.
+            try {
+              pqxx::nontransaction tx(lease.conn());
+              out = settle(tx);
+            } catch (const pqxx::broken_connection& e) {
+              // Lost while the statement ran: it may or may not have committed.
+              spdlog::warn("settlement of {} room(s) lost its connection, outcome unknown: {}",
+                           requests.size(), e.what());
+              lost = true;
+            }
+          }
+          if (lost) {
             lease.DiscardLost();
             commit_unknown = true;
             return out;
@@ -423,10 +443,13 @@ class PgSettlementStore final : public SettlementStore {
       return {requests.size(), Result<SettleOutcome>(UnlessNotReady(settled.status()))};
     }
     std::vector<Result<SettleOutcome>> answers(settled->begin(), settled->end());
-    // Rows this call settled were confirmed by its own commit; the others were read from
-    // receipts that earlier transactions wrote.
-    AwaitReplication(answers, [](const SettleOutcome& o) {
-      return o.status == SettleStatus::kDuplicate || o.status == SettleStatus::kOutcomeConflict ||
+    // Rows this call settled were confirmed by its own commit, unless a cancel reached it: a
+    // cancelled wait for the synchronous standby still commits locally, with only a warning. The
+    // other rows were read from receipts that earlier transactions wrote.
+    const bool cancelled = cancel != nullptr && cancel->cancelled();
+    AwaitReplication(answers, [cancelled](const SettleOutcome& o) {
+      return (cancelled && o.status == SettleStatus::kSettled) ||
+             o.status == SettleStatus::kDuplicate || o.status == SettleStatus::kOutcomeConflict ||
              o.status == SettleStatus::kIdempotencyMismatch;
     });
     return answers;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -151,6 +152,72 @@ TEST_F(LobbyResilienceTest, ClientThatHangsUpIsCancelledAndFreesItsWorker) {
                wire::EncodeBody(MakeResult(85), wire::BodyFormat::kJson).value(), 10s);
   EXPECT_EQ(other.status, 200) << other.body << other.error;
   EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts WHERE room_id = 84"), "0");
+}
+
+// The parent of `pid` (from /proc; 0 if unreadable): a backend's parent is the postmaster.
+pid_t ParentOf(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  const size_t after_name = text.rfind(')');
+  if (after_name == std::string::npos) return 0;
+  std::istringstream fields(text.substr(after_name + 1));
+  std::string state;
+  pid_t parent = 0;
+  fields >> state >> parent;
+  return parent;
+}
+
+// A client hangs up while its settlement waits on the database, and the cancel cannot get an
+// answer from the server: the postmaster, which takes cancel requests, is stopped (SIGSTOP), so
+// libpq's cancel connects and then waits. With a single I/O thread, the lobby must go on
+// answering; once the postmaster resumes, the abandoned attempt ends and the room settles.
+TEST(LobbyCancelTest, ACancelTheServerDoesNotAnswerHoldsNoIoThread) {
+  auto pg = PrivatePostgres::Start();
+  ASSERT_NE(pg, nullptr);
+  const std::string conninfo = pg->conninfo();
+  ASSERT_EQ(RunCommand({LobbyBinary(), "--db", conninfo, "migrate"}).exit_code, 0);
+  auto lobby = LobbyProcess::Start(
+      conninfo, {"--threads", "1", "--lock-timeout-ms", "60000", "--statement-timeout-ms", "0"});
+  ASSERT_NE(lobby, nullptr);
+  const v1::RoomAllocation allocation = MakeAllocation(93, "node-a", 931, 10);
+  ASSERT_EQ(HttpCall(lobby->port(), "POST", "/v1/rooms", LobbyFixture::JsonHeaders("admin-token"),
+                     wire::EncodeBody(allocation, wire::BodyFormat::kJson).value())
+                .status,
+            201);
+  auto admin = std::make_unique<pqxx::connection>(conninfo);
+  auto q = [&](const std::string& sql) {
+    pqxx::nontransaction tx(*admin);
+    pqxx::result r = tx.exec(sql);
+    return r.empty() || r[0][0].is_null() ? std::string() : std::string(r[0][0].c_str());
+  };
+  auto holder = std::make_unique<pqxx::connection>(conninfo);
+  pqxx::nontransaction(*holder).exec("SELECT pg_advisory_lock(93)");
+  const pid_t postmaster = ParentOf(std::stoi(q("SELECT pg_backend_pid()")));
+  ASSERT_GT(postmaster, 1);
+
+  std::thread gave_up([&] {
+    HttpCall(lobby->port(), "POST", "/v1/settlements", LobbyFixture::JsonHeaders("token-a"),
+             wire::EncodeBody(MakeResult(93), wire::BodyFormat::kJson).value(), 2s);
+  });
+  ASSERT_TRUE(WaitFor([&] { return SettlementsWaitingForALock(q) == "1"; }));
+  ASSERT_EQ(::kill(postmaster, SIGSTOP), 0);
+  gave_up.join();  // the hang-up: the lobby now tries to cancel the waiting statement
+  std::vector<int> statuses;
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(250ms);
+    statuses.push_back(HttpCall(lobby->port(), "GET", "/healthz", {}, "", 3s).status);
+  }
+  ::kill(postmaster, SIGCONT);
+  EXPECT_EQ(statuses, std::vector<int>(4, 200)) << "the lobby stopped answering while a cancel "
+                                                   "waited for the database server";
+  // The cancel goes through now: the abandoned attempt stops waiting for the room's lock.
+  EXPECT_TRUE(WaitFor([&] { return SettlementsWaitingForALock(q) == "0"; }));
+  holder.reset();
+  const HttpResponse settled =
+      HttpCall(lobby->port(), "POST", "/v1/settlements", LobbyFixture::JsonHeaders("token-a"),
+               wire::EncodeBody(MakeResult(93), wire::BodyFormat::kJson).value(), 20s);
+  EXPECT_EQ(settled.status, 200) << settled.body << settled.error;
+  EXPECT_EQ(q("SELECT count(*) FROM matches WHERE room_id = 93"), "1");
 }
 
 TEST_F(LobbyResilienceTest, BackendTerminatedMidSettlementIs503ThenSettlesOnce) {
