@@ -376,6 +376,24 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
     parser_->body_limit(server_.options_.max_body_bytes);
     parser_->header_limit(server_.options_.max_header_bytes);
     beast::get_lowest_layer(stream_).expires_after(server_.options_.read_timeout);
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        beast::bind_front_handler(&HttpSession::OnHeader, this->shared_from_this()));
+  }
+
+  // The header alone: a request without a valid token for an endpoint that needs one is
+  // answered 401 now, and its body is never read (nor held); the rest read their bodies.
+  void OnHeader(beast::error_code ec, std::size_t) {
+    if (ec) return OnRead(ec, 0);
+    const auto& header = parser_->get();
+    const std::string path = PathOf(std::string(header.target()));
+    auto refused = server_.service_.RefuseUnauthenticated(
+        path, std::string(header[http::field::authorization]));
+    if (refused) {
+      version_ = header.version();
+      // Keep the connection only if there is no body left unread on it.
+      return WriteReply(std::move(*refused), parser_->is_done() && header.keep_alive());
+    }
     http::async_read(stream_, buffer_, *parser_,
                      beast::bind_front_handler(&HttpSession::OnRead, this->shared_from_this()));
   }

@@ -133,6 +133,28 @@ std::optional<Caller> SettlementService::Authenticate(const std::string& authori
   return found;
 }
 
+namespace {
+
+// The endpoints that need a token (all but health, readiness, metrics and events).
+bool NeedsToken(std::string_view path) {
+  return path == "/v1/rooms" || path == "/v1/settlements" || path == kBatchPath ||
+         path.starts_with("/v1/settlements/") || path.starts_with("/v1/players/");
+}
+
+HttpReply Unauthenticated(std::string_view path) {
+  return ProblemReply(ErrorCode::kUnauthenticated,
+                      "a valid bearer token is required (Authorization: Bearer TOKEN)",
+                      std::string(path));
+}
+
+}  // namespace
+
+std::optional<HttpReply> SettlementService::RefuseUnauthenticated(
+    std::string_view path, const std::string& authorization) const {
+  if (!NeedsToken(path) || Authenticate(authorization)) return std::nullopt;
+  return Unauthenticated(path);
+}
+
 void SettlementService::ReplaceNodeTokens(std::vector<NodeToken> tokens) {
   auto fresh = std::make_shared<const std::vector<NodeToken>>(std::move(tokens));
   std::lock_guard lock(tokens_mu_);
@@ -180,16 +202,10 @@ void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cance
     return done({200, "text/plain", "ready\n", {}});
   }
 
-  const bool known = path == "/v1/rooms" || path == "/v1/settlements" || path == kBatchPath ||
-                     path.starts_with("/v1/settlements/") || path.starts_with("/v1/players/");
-  if (!known) return done(ProblemReply(ErrorCode::kNotFound, "no such endpoint", path));
+  if (!NeedsToken(path)) return done(ProblemReply(ErrorCode::kNotFound, "no such endpoint", path));
 
   std::optional<Caller> caller = Authenticate(request.authorization);
-  if (!caller) {
-    return done(ProblemReply(ErrorCode::kUnauthenticated,
-                             "a valid bearer token is required (Authorization: Bearer TOKEN)",
-                             path));
-  }
+  if (!caller) return done(Unauthenticated(path));
   if (path == "/v1/settlements" && post) {
     return PostSettlement(request, *caller, std::move(cancel), std::move(done));
   }

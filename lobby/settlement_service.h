@@ -83,6 +83,12 @@ class SettlementService {
   // For GET /v1/events: the caller (any valid token), or nullopt.
   std::optional<Caller> Authenticate(const std::string& authorization) const;
 
+  // The 401 for a request to `path` with `authorization`, when the path needs a token and this
+  // one is not valid; nullopt otherwise. The server asks before it reads a body, so that a
+  // caller without a valid token never has the lobby hold its body.
+  std::optional<HttpReply> RefuseUnauthenticated(std::string_view path,
+                                                 const std::string& authorization) const;
+
   // Replaces the node tokens (SIGHUP reloads them). Requests in flight finish with the tokens
   // they were authenticated with; connections stay open.
   void ReplaceNodeTokens(std::vector<NodeToken> tokens);

@@ -843,6 +843,30 @@ TEST_F(LobbyTest, SlowClientIsDisconnectedAndOthersAreServed) {
   ::close(fd);
 }
 
+// A caller without a valid token is answered 401 from its request's header: the lobby neither
+// waits for nor holds the body the header announces (3 MB here, never sent).
+TEST_F(LobbyTest, UnauthenticatedRequestIsRefusedBeforeItsBodyIsRead) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  const int fd = ConnectRaw(lobby->port());
+  ASSERT_GE(fd, 0);
+  const std::string head =
+      "POST /v1/settlements HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer not-a-token\r\n"
+      "Content-Type: application/json\r\nContent-Length: 3000000\r\n\r\n";
+  ASSERT_EQ(::write(fd, head.data(), head.size()), static_cast<ssize_t>(head.size()));
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof(buf));
+  ::close(fd);
+  ASSERT_GT(n, 0) << "no answer before the body came";
+  EXPECT_EQ(std::string(buf, n).rfind("HTTP/1.1 401", 0), 0u) << std::string(buf, n);
+  // A valid token still has its (whole) request read and answered.
+  EXPECT_EQ(
+      HttpCall(lobby->port(), "GET", "/v1/players/1", {{"Authorization", "Bearer token-a"}}).status,
+      404);
+}
+
 TEST_F(LobbyTest, ConnectionsOverTheCapAreRefused) {
   auto lobby = StartLobby({"--max-connections", "2"});
   ASSERT_NE(lobby, nullptr);
