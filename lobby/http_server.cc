@@ -31,6 +31,8 @@ constexpr unsigned kHttp11 = 11;
 // A lingering close reads and discards for this long at most, in chunks of this size.
 constexpr std::chrono::seconds kLingerTimeout{2};
 constexpr size_t kLingerReadBytes = 16 * 1024;
+// How long to wait before accepting again after an accept failed.
+constexpr std::chrono::milliseconds kAcceptRetryPause{100};
 
 std::string PathOf(const std::string& target) { return target.substr(0, target.find('?')); }
 
@@ -129,6 +131,7 @@ class HttpServer::Impl {
   // Declared after everything sessions touch, so pending sessions die first.
   net::io_context ioc_;
   tcp::acceptor acceptor_;
+  net::steady_timer accept_pause_{ioc_};  // after an accept failed
   net::thread_pool db_pool_;
   // Cancels the statements of requests whose clients hung up (libpq's cancel blocks while it
   // reaches the server). One thread: a cancel is best effort, and rare.
@@ -580,21 +583,28 @@ void HttpServer::Impl::DoAccept() {
 void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
   if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
   if (ec) {
-    spdlog::warn("accept failed: {}", ec.message());
-  } else {
-    auto start = [this](auto session) {
-      if (live_.load() > options_.max_connections) {
-        session->Refuse(ProblemReply(ErrorCode::kUnavailable, "too many open connections", ""));
-      } else {
-        session->Run();
-      }
-    };
-    if (tls_) {
-      start(std::make_shared<HttpSession<beast::ssl_stream<beast::tcp_stream>>>(
-          *this, std::move(socket), *tls_));
+    // Out of file descriptors or memory, say: the connection stays in the backlog and an
+    // accept at once would fail the same way, spinning an I/O thread. Pause, log once a pause.
+    spdlog::warn("accept failed: {}; accepting again in {} ms", ec.message(),
+                 kAcceptRetryPause.count());
+    accept_pause_.expires_after(kAcceptRetryPause);
+    accept_pause_.async_wait([this](beast::error_code waited) {
+      if (!waited) DoAccept();
+    });
+    return;
+  }
+  auto start = [this](auto session) {
+    if (live_.load() > options_.max_connections) {
+      session->Refuse(ProblemReply(ErrorCode::kUnavailable, "too many open connections", ""));
     } else {
-      start(std::make_shared<HttpSession<beast::tcp_stream>>(*this, std::move(socket)));
+      session->Run();
     }
+  };
+  if (tls_) {
+    start(std::make_shared<HttpSession<beast::ssl_stream<beast::tcp_stream>>>(
+        *this, std::move(socket), *tls_));
+  } else {
+    start(std::make_shared<HttpSession<beast::tcp_stream>>(*this, std::move(socket)));
   }
   DoAccept();
 }
