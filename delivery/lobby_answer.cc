@@ -87,6 +87,8 @@ Attempt ItemAttempt(const v1::SettlementItem& item, const v1::BattleResult& resu
   }
   a.cause = CauseOfStatus(item.problem().status());
   a.retry_after_ms = retry_after_ms;
+  // A refused token is about the node, not the result (as for a whole reply): never terminal.
+  if (item.problem().status() == 401 || item.problem().status() == 403) return a;
   ApplyProblem(item.problem(), &a);
   return a;
 }

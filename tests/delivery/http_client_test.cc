@@ -188,6 +188,28 @@ TEST(LobbyAnswerTest, ARefusedTokenIsNeverTerminal) {
   }
 }
 
+// The same for one item of a batch reply: even with retryable: false, it is retried, never
+// dead-lettered.
+TEST(LobbyAnswerTest, ARefusedTokenInABatchItemIsNeverTerminal) {
+  for (int status : {401, 403}) {
+    v1::SettlementBatchReply reply;
+    v1::Problem* problem = reply.add_items()->mutable_problem();
+    problem->set_status(status);
+    problem->set_code("UNAUTHENTICATED");
+    problem->set_retryable(false);
+    HttpResponse res;
+    res.status = 200;
+    res.content_type = wire::kProtobufType;
+    res.body = wire::DeterministicBytes(reply);
+    storage::OutboxRecord record;
+    record.result = testing::MakeResult(1);
+    const std::vector<Attempt> attempts = ClassifyBatch(res, {record}, /*ack_whole=*/false);
+    ASSERT_EQ(attempts.size(), 1u);
+    EXPECT_EQ(attempts[0].kind, Attempt::Kind::kRetryRoom) << status;
+    EXPECT_EQ(attempts[0].cause, "http_" + std::to_string(status));
+  }
+}
+
 TEST(LobbyAnswerTest, EachWayOfGettingNoAnswerHasItsCause) {
   EXPECT_EQ(AttemptOfFailure({HttpFailure::kTimeout, "t"}).kind, Attempt::Kind::kRetryRoom);
   EXPECT_EQ(AttemptOfFailure({HttpFailure::kTimeout, "t"}).cause, "timeout");
