@@ -3,6 +3,7 @@
 // reconciliation. Each test gets its own database and lobby processes.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "tests/lobby/lobby_fixture.h"
 #include "tests/sql/unguarded_settle_sql.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace verdict::testing {
 namespace {
@@ -879,6 +881,45 @@ TEST_F(LobbyTest, ConnectionsOverTheCapAreRefused) {
   const HttpResponse refused = HttpCall(lobby->port(), "GET", "/healthz");
   EXPECT_EQ(refused.status, 503) << refused.error;
   for (int fd : held) ::close(fd);
+}
+
+// Out of file descriptors, accept fails while the connection waits in the backlog: the lobby
+// pauses before accepting again instead of spinning on the failure (one log line a pause, not
+// thousands), and serves again once descriptors are free. The lobby starts with a limit of 48
+// descriptors, and 60 connections are opened to it.
+TEST_F(LobbyTest, AcceptOutOfDescriptorsPausesThenServesAgain) {
+  TempDir dir;
+  const std::string log = dir.Sub("lobby.log");
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 48;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto lobby = LobbyProcess::Start(db_->conninfo(), {}, {}, "127.0.0.1:0", LobbyBinary(), log);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);  // the lobby keeps the low limit
+  ASSERT_NE(lobby, nullptr);
+  const auto failed_accepts = [&] {
+    std::ifstream in(log);
+    size_t lines = 0;
+    for (std::string line; std::getline(in, line);) {
+      lines += line.find("accept failed") != std::string::npos;
+    }
+    return lines;
+  };
+  std::vector<int> held;
+  for (int i = 0; i < 60; ++i) {
+    const int fd = ConnectRaw(lobby->port());  // the kernel completes it even if not accepted
+    ASSERT_GE(fd, 0);
+    held.push_back(fd);
+  }
+  ASSERT_TRUE(WaitUntil([&] { return failed_accepts() > 0; })) << "accept never failed";
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const size_t in_two_seconds = failed_accepts();
+  for (int fd : held) ::close(fd);
+  EXPECT_LE(in_two_seconds, 40u) << "accept failures were retried without a pause";
+  EXPECT_TRUE(WaitUntil([&] { return HttpCall(lobby->port(), "GET", "/healthz").status == 200; }))
+      << "the lobby did not serve again once descriptors were free";
+  EXPECT_TRUE(lobby->Running());
 }
 
 TEST_F(LobbyTest, SigtermStopsCleanly) {
