@@ -3,18 +3,23 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
 namespace verdict {
 namespace {
 
+// How long a `delay` failpoint holds its caller.
+constexpr std::chrono::milliseconds kDelay{300};
+
 struct Armed {
-  bool crash = false;
+  std::string action;   // "error", "crash" or "delay"
   long remaining = -1;  // -1: unlimited
 };
 
@@ -35,12 +40,18 @@ class Failpoints {
 
   FailAction Check(std::string_view name) {
     if (points_.empty()) return FailAction::kNone;
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     auto it = points_.find(std::string(name));
     if (it == points_.end() || it->second.remaining == 0) return FailAction::kNone;
     if (it->second.remaining > 0) --it->second.remaining;
-    spdlog::warn("failpoint {} fired ({})", name, it->second.crash ? "crash" : "error");
-    if (it->second.crash) {
+    const std::string action = it->second.action;
+    lock.unlock();
+    if (action == "delay") {
+      std::this_thread::sleep_for(kDelay);
+      return FailAction::kNone;
+    }
+    spdlog::warn("failpoint {} fired ({})", name, action);
+    if (action == "crash") {
       spdlog::default_logger()->flush();
       ::kill(::getpid(), SIGKILL);
     }
@@ -61,12 +72,12 @@ class Failpoints {
       armed.remaining = std::strtol(action.c_str() + star + 1, nullptr, 10);
       action.resize(star);
     }
-    if (action != "error" && action != "crash") {
+    if (action != "error" && action != "crash" && action != "delay") {
       spdlog::error("VERDICT_FAILPOINTS: unknown action '{}' for {}; ignored", action,
                     entry.substr(0, eq));
       return;
     }
-    armed.crash = action == "crash";
+    armed.action = action;
     points_[entry.substr(0, eq)] = armed;
     spdlog::warn("failpoint {} armed: {}", entry.substr(0, eq), entry.substr(eq + 1));
   }

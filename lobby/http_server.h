@@ -1,7 +1,8 @@
-// HttpServer: the lobby's Boost.Beast front end. I/O threads accept connections, read and
-// write HTTP/1.1 (keep-alive) and WebSocket frames; every request that touches the database
-// runs on a separate DB worker pool, never on an I/O thread. This is the only translation unit
-// of the lobby that includes Beast. Start/Stop from one thread; the rest is internal.
+// HttpServer: the lobby's front end on the shared server core (server/http_server.h), which
+// owns the connections, the I/O threads and the limits every listener keeps. Here: routing to
+// the settlement service, the DB worker pool (every request that touches the database runs
+// there, never on an I/O thread), cancelling requests whose clients hung up, and the
+// /v1/events WebSocket sessions. Start/Stop from one thread; the rest is internal.
 #pragma once
 
 #include <chrono>
@@ -12,6 +13,8 @@
 #include "common/status.h"
 #include "lobby/event_hub.h"
 #include "lobby/settlement_service.h"
+#include "proto/wire.h"
+#include "server/http_server.h"
 
 namespace verdict::lobby {
 
@@ -20,15 +23,14 @@ struct ServerOptions {
   // Default: 127.0.0.1:8080.
   std::string host = "127.0.0.1";
   uint16_t port = 8080;
-  // I/O threads. Default: 2.
-  int io_threads = 2;
+  // The connections: I/O threads, the connection cap, the read deadline and idle limit, the
+  // header limit and TLS (see server::HttpServerOptions for each default). Its `listen` and
+  // `name` are set from the above. Default: the core's, with 2 I/O threads.
+  server::HttpServerOptions http{.io_threads = 2};
   // DB worker threads; match the store's pool size. Default: 8.
   int db_threads = 8;
-  // Open connections (HTTP and WebSocket) beyond which new ones get 503 and are closed.
-  // Default: 1024.
-  size_t max_connections = 1024;
   // Requests waiting for a DB worker beyond which new ones get 503 at once. A connection has at
-  // most one request waiting, so this binds only when set below max_connections.
+  // most one request waiting, so this binds only when set below http.max_connections.
   // Default: 4096, above the default max_connections: by default the connection cap bounds the
   // queue.
   size_t max_queued_requests = 4096;
@@ -44,20 +46,10 @@ struct ServerOptions {
   // Events per catch-up page read from the database.
   // Default: 256.
   size_t catch_up_page_events = 256;
-  // Time allowed to receive a whole request (headers and body), and the keep-alive idle limit,
-  // so a slow or silent client cannot hold a connection forever.
-  // Default: 10 s.
-  std::chrono::milliseconds read_timeout{10'000};
   // Largest request body; larger ones get 413 and the connection is closed. (The service
-  // holds single settlements to 1 MiB; this is the batch endpoint's limit.)
-  // Default: 4 MiB.
-  size_t max_body_bytes = size_t{4} << 20;
-  // Largest request header block. Default: 16 KiB.
-  uint32_t max_header_bytes = 16 * 1024;
-  // PEM files of the certificate (chain) and private key: when set, the listener speaks TLS
-  // only (HTTPS, and WSS for /v1/events). Default: empty, plain HTTP.
-  std::string tls_cert_file;
-  std::string tls_key_file;
+  // holds single settlements to wire::kMaxResultBodyBytes; this is the batch endpoint's.)
+  // Default: wire::kMaxBatchBodyBytes (4 MiB).
+  size_t max_body_bytes = wire::kMaxBatchBodyBytes;
 };
 
 class HttpServer {

@@ -9,11 +9,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/constant_time.h"
 #include "common/failpoint.h"
-#include "lobby/constant_time.h"
-#include "lobby/problem.h"
-#include "lobby/validation.h"
+#include "proto/validation.h"
 #include "proto/wire.h"
+#include "server/problem.h"
 
 namespace verdict::lobby {
 namespace {
@@ -37,9 +37,9 @@ std::optional<uint64_t> IdAfter(std::string_view path, std::string_view prefix) 
 }
 
 constexpr std::string_view kBatchPath = "/v1/settlements:batch";
-constexpr size_t kMaxSingleBodyBytes = size_t{1} << 20;
-constexpr size_t kMaxBatchBodyBytes = size_t{4} << 20;
-constexpr size_t kMaxBatchResults = 256;
+using wire::kMaxBatchBodyBytes;
+using wire::kMaxBatchResults;
+constexpr size_t kMaxSingleBodyBytes = wire::kMaxResultBodyBytes;
 
 const char* CodeOf(SettleStatus status) {
   switch (status) {
@@ -251,7 +251,7 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
     allocations_.Add("INVALID_ARGUMENT");
     return ProblemReply(ErrorCode::kInvalidArgument, error, path);
   }
-  if (Status valid = ValidateAllocation(allocation); !valid.ok()) {
+  if (Status valid = wire::ValidateAllocation(allocation); !valid.ok()) {
     allocations_.Add("INVALID_ARGUMENT");
     return ProblemReply(ErrorCode::kInvalidArgument, valid.message(), path);
   }
@@ -346,7 +346,7 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
 
 Result<SettlementService::Attempt> SettlementService::Prepare(v1::BattleResult result,
                                                               const Caller& caller) {
-  Status valid = ValidateResult(result);
+  Status valid = wire::ValidateResult(result);
   if (valid.ok() && !result.node_id().empty() && result.node_id() != caller.node_id) {
     valid = InvalidArgumentError("node_id in the body is not the node the token belongs to");
   }
@@ -373,12 +373,7 @@ struct SettlementService::BatchReply {
 namespace {
 
 void SetProblem(v1::SettlementItem* item, ErrorCode code, const std::string& detail) {
-  const ErrorInfo& info = InfoOf(code);
-  v1::Problem* problem = item->mutable_problem();
-  problem->set_code(info.code);
-  problem->set_status(info.http_status);
-  problem->set_retryable(info.retryable);
-  problem->set_detail(detail);
+  *item->mutable_problem() = server::ItemProblem(code, detail);
 }
 
 // The item a single settlement's reply would have been.

@@ -18,11 +18,19 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "lobby/event_hub.h"
-#include "lobby/http_types.h"
 #include "lobby/settlement_store.h"
-#include "lobby/validation.h"
+#include "proto/validation.h"
+#include "server/http_types.h"
+#include "server/problem.h"
 
 namespace verdict::lobby {
+
+// The lobby answers with the shared server's request, reply and error types.
+using server::ErrorCode;
+using server::HttpReply;
+using server::HttpRequest;
+using server::InfoOf;
+using server::ProblemReply;
 
 // A bearer token and the node it belongs to. A node may have several at once (while its token
 // is being rotated); a token belongs to one node.

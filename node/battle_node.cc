@@ -60,21 +60,16 @@ Result<std::unique_ptr<BattleNode>> BattleNode::Start(NodeOptions options) {
   BattleNode* raw = node.get();
   node->writer_ = std::make_unique<OutboxWriter>(
       node->channel_, *node->outbox_, o.writer,
-      [raw](const std::vector<v1::BattleResult>& batch) {
+      [raw](const std::vector<v1::BattleResult>& batch,
+            const std::vector<storage::EnqueueResult>& outcomes) {
         raw->deliverer_->Wake();
-        if (raw->options_.on_stored) raw->options_.on_stored(batch);
+        if (raw->options_.on_stored) raw->options_.on_stored(batch, outcomes);
       },
       &node->registry_);
   node->writer_->Start();
 
   node->ExportMetrics();
-  if (!o.metrics_listen.empty()) {
-    node->metrics_server_ =
-        std::make_unique<MetricsServer>(node->registry_, [raw] { return raw->Health(); });
-    auto port = node->metrics_server_->Start(o.metrics_listen);
-    if (!port.ok()) return port.status();
-    node->metrics_port_ = *port;
-  }
+  VERDICT_RETURN_IF_ERROR(node->StartServer());
   node->Maintain();  // first stats before anyone scrapes
   node->maintenance_ = std::thread([raw] {
     std::unique_lock lock(raw->mu_);
@@ -88,6 +83,48 @@ Result<std::unique_ptr<BattleNode>> BattleNode::Start(NodeOptions options) {
 }
 
 BattleNode::~BattleNode() { Shutdown(); }
+
+Status BattleNode::StartServer() {
+  server::HttpServerOptions http;
+  http.name = "verdict_node";
+  if (!options_.metrics_listen.empty()) {
+    auto address = server::ListenAddress::Parse(options_.metrics_listen);
+    if (!address.ok()) return address.status();
+    if (address->kind != server::ListenAddress::Kind::kTcp) {
+      return InvalidArgumentError("the metrics address is HOST:PORT, got '" +
+                                  options_.metrics_listen + "'");
+    }
+    http.listen.push_back(*address);
+  }
+  const size_t first_ingest = http.listen.size();
+  for (const std::string& text : options_.ingest.listen) {
+    auto address = server::ListenAddress::Parse(text);
+    if (!address.ok()) return address.status();
+    if (address->kind == server::ListenAddress::Kind::kTcp && options_.ingest.token.empty()) {
+      return InvalidArgumentError("the TCP ingest listener " + text +
+                                  " needs a bearer token (--ingest-token or --ingest-token-file)");
+    }
+    http.listen.push_back(*address);
+  }
+  if (http.listen.empty()) return Status::Ok();
+  IngestHooks hooks;
+  hooks.offer = [this](std::vector<v1::BattleResult> results,
+                       std::vector<ResultChannel::Completion> done) {
+    return channel_.Offer(std::move(results), std::move(done));
+  };
+  hooks.ready = [this] { return Ready(); };
+  hooks.health = [this] { return Health(); };
+  hooks.metrics = [this] { return registry_.RenderText(); };
+  ingest_ =
+      std::make_unique<IngestService>(options_.ingest, options_.node_id, outbox_->shard_count(),
+                                      first_ingest, std::move(hooks), registry_);
+  server_ = std::make_unique<server::HttpServer>(std::move(http), *ingest_, &registry_);
+  auto ports = server_->Start();
+  if (!ports.ok()) return ports.status();
+  if (first_ingest > 0) metrics_port_ = ports->front();
+  ingest_ports_.assign(ports->begin() + first_ingest, ports->end());
+  return Status::Ok();
+}
 
 RoomContext BattleNode::room_context(BattleEndNotifier* notifier, ReplayStore* replays) {
   return RoomContext{options_.node_id, clock_, notifier, replays, &channel_};
@@ -144,8 +181,23 @@ Status BattleNode::Health() const {
   return deliverer_ ? deliverer_->Health() : Status::Ok();
 }
 
+Status BattleNode::Ready() const {
+  if (draining_) return UnavailableError("draining: this node takes no more results");
+  if (channel_.closed()) return UnavailableError("shutting down: this node takes no more results");
+  if (writer_ && writer_->stalled()) {
+    return UnavailableError("outbox writes are failing (full disk or I/O error); retry later");
+  }
+  return Status::Ok();
+}
+
+void BattleNode::BeginDrain() { draining_ = true; }
+
 void BattleNode::SetLobbyToken(std::string token) {
   if (deliverer_) deliverer_->SetToken(std::move(token));
+}
+
+void BattleNode::SetIngestToken(std::string token) {
+  if (ingest_) ingest_->SetToken(std::move(token));
 }
 
 size_t BattleNode::Shutdown() {
@@ -156,6 +208,7 @@ size_t BattleNode::Shutdown() {
     stopping_ = true;
   }
   stop_cv_.notify_all();
+  draining_ = true;  // ingest answers 503 from here on; what it took is stored below
   const auto deadline = std::chrono::steady_clock::now() + options_.writer.shutdown_deadline;
   // Rooms blocked on a full channel (the maintenance thread among them, in a fallback tick)
   // hand their results over as the writer drains it; a failing outbox keeps them blocked until
@@ -171,7 +224,8 @@ size_t BattleNode::Shutdown() {
   if (maintenance_.joinable()) maintenance_.join();
   lost += channel_.refused();
   if (deliverer_) deliverer_->Stop();
-  if (metrics_server_) metrics_server_->Stop();
+  // Last: the writer has answered every request it took by now.
+  if (server_) server_->Stop();
   if (lost > 0) {
     spdlog::error(
         "shutdown: {} result(s) could not be stored before the deadline; they are lost with "

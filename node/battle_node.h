@@ -1,7 +1,9 @@
 // BattleNode: what a battle host embeds. It composes the outbox, the result channel, the
 // outbox writer and the deliverers from one options struct, keeps the host's rooms, and
-// serves /metrics and /healthz. Start it once; Shutdown (or destruction) stores every result
-// still in the channel before returning, within writer.shutdown_deadline. Thread-safe.
+// serves /metrics, /healthz and /readyz, and (when asked) the ingest endpoints through which
+// other processes hand it results (node/ingest.h). Start it once; Shutdown (or destruction)
+// stores every result still in the channel before returning, within writer.shutdown_deadline.
+// Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -19,10 +21,11 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "delivery/deliverer.h"
-#include "node/metrics_server.h"
+#include "node/ingest.h"
 #include "node/outbox_writer.h"
 #include "node/result_channel.h"
 #include "node/room.h"
+#include "server/http_server.h"
 #include "storage/outbox.h"
 
 namespace verdict::node {
@@ -46,16 +49,19 @@ struct NodeOptions {
   OutboxWriterOptions writer;
   // Delivery tuning; lobby_urls, token and clock are taken from above.
   delivery::DelivererOptions delivery;
-  // "HOST:PORT" for /metrics and /healthz; empty for none. Default: empty.
+  // "HOST:PORT" for /metrics, /healthz and /readyz; empty for none. Default: empty.
   std::string metrics_listen;
+  // The ingest listeners (POST /v1/results); none by default.
+  IngestOptions ingest;
   // Time source for rooms, outbox ages, backoff and the rates. Not owned. Default: system clock.
   const Clock* clock = nullptr;
   // Called with each batch of results once the outbox has answered for all of it durably, on
-  // the writer's sync thread; keep it short. Most results are then stored (P1: from here on they
-  // cannot be lost), but the batch also holds those the outbox refused, which were logged as
-  // errors: one over the size limit (kept in quarantine as "oversize"), one whose room already
-  // has a different record (ALREADY_EXISTS; that record is the one delivered). Default: none.
-  std::function<void(const std::vector<v1::BattleResult>&)> on_stored;
+  // the writer's sync thread, with the outbox's answer for each; keep it short. A result whose
+  // answer is OK is stored (P1: from here on it cannot be lost). The others were refused and
+  // logged as errors: one over the size limit (RESOURCE_EXHAUSTED, kept in quarantine as
+  // "oversize"), one whose room already has a different record (ALREADY_EXISTS; that record is
+  // the one delivered), one with room 0 (INVALID_ARGUMENT). Default: none.
+  OutboxWriter::StoredCallback on_stored;
   // Test seam: wraps the opened outbox (for example in one whose writes fail). Default: none.
   std::function<std::unique_ptr<storage::Outbox>(std::unique_ptr<storage::Outbox>)> wrap_outbox;
 };
@@ -90,6 +96,8 @@ class BattleNode {
   storage::Outbox& outbox() { return *outbox_; }
   metrics::Registry& metrics() { return registry_; }
   uint16_t metrics_port() const { return metrics_port_; }
+  // The bound port of each ingest listener, in the order of ingest.listen (0 for a socket).
+  const std::vector<uint16_t>& ingest_ports() const { return ingest_ports_; }
   const std::string& node_id() const { return options_.node_id; }
 
   uint64_t stored() const { return writer_ ? writer_->stored() : 0; }
@@ -101,9 +109,18 @@ class BattleNode {
   // OK, or why the node is unhealthy (outbox writes failing, a delivery loop that keeps
   // failing).
   Status Health() const;
+  // OK while the node takes results: UNAVAILABLE while it drains (BeginDrain), shuts down, or
+  // cannot write its outbox. /readyz and the ingest endpoints answer 503 with it.
+  Status Ready() const;
+  // Stops taking results through the ingest endpoints (503) and makes /readyz answer 503, while
+  // delivery goes on: the first step of a drain on exit. Rooms of an embedding host are not
+  // affected.
+  void BeginDrain();
   // Replaces the lobby token from the next delivery attempt on (SIGHUP in verdict-node);
   // delivery paused by a refused token resumes at once.
   void SetLobbyToken(std::string token);
+  // Replaces the token that TCP ingest listeners require (SIGHUP in verdict-node).
+  void SetIngestToken(std::string token);
 
   // Stops taking results, stores what the channel holds, stops delivery and the endpoint.
   // Rooms blocked on a full channel get until writer.shutdown_deadline to hand their results
@@ -115,6 +132,7 @@ class BattleNode {
  private:
   explicit BattleNode(NodeOptions options);
   void Maintain();  // once a second: room fallbacks and releases, stats, rates
+  Status StartServer();
   void ExportMetrics();
 
   NodeOptions options_;
@@ -125,8 +143,11 @@ class BattleNode {
   RoomTable rooms_;
   std::unique_ptr<delivery::Deliverer> deliverer_;
   std::unique_ptr<OutboxWriter> writer_;
-  std::unique_ptr<MetricsServer> metrics_server_;
+  std::unique_ptr<IngestService> ingest_;
+  std::unique_ptr<server::HttpServer> server_;
   uint16_t metrics_port_ = 0;
+  std::vector<uint16_t> ingest_ports_;
+  std::atomic<bool> draining_{false};
 
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;

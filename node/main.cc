@@ -1,6 +1,8 @@
-// verdict-node: the battle node as a program. `run` delivers an outbox to the lobby (and, with
-// --simulate-*, plays simulated battles into it); `enqueue` stores results given as JSON;
-// `outbox` inspects and repairs an outbox. Flags are parsed here only.
+// verdict-node: the battle node as a program. `run` delivers an outbox to the lobby, takes
+// results from battle hosts on its ingest listeners (and, with --simulate-*, plays simulated
+// battles into it); `enqueue` stores results given as JSON, through a running node or straight
+// into a stopped node's outbox; `outbox` inspects and repairs an outbox. Flags are parsed here
+// only.
 #include <signal.h>
 
 #include <cmath>
@@ -9,6 +11,7 @@
 #include <functional>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <google/protobuf/message.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -17,7 +20,10 @@
 #include "cli/config_file.h"
 #include "node/battle_node.h"
 #include "node/simulator.h"
+#include "proto/problem.h"
+#include "proto/validation.h"
 #include "proto/wire.h"
+#include "server/http_client.h"
 #include "storage/outbox.h"
 
 namespace {
@@ -38,10 +44,15 @@ struct Flags {
   bool exit_when_drained = false;
   std::string stored_log;
   std::string tls_ca;
+  std::vector<std::string> ingest_listen;
+  std::string ingest_token, ingest_token_file;
+  double drain_on_exit_s = 0;
+  std::string to;  // enqueue --to
   // Set by verdict-node-testing only.
   bool unsafe_ack_before_send = false;
   bool unsafe_drop_failed_batches = false;
   bool unsafe_ack_whole_batch = false;
+  bool unsafe_answer_before_durable = false;
   bool outbox_no_preallocate = false;
   int progress_ms = 2000;
   std::string input = "-";
@@ -84,44 +95,67 @@ Status CheckToken(const std::string& token, const std::string& where) {
   return Status::Ok();
 }
 
-// The bearer token from --lobby-token-file (its content, surrounding white space trimmed) or
-// from --token.
-Result<std::string> ReadToken(const Flags& flags) {
-  if (flags.token_file.empty()) {
-    if (flags.token.empty()) {
-      return InvalidArgumentError("--token or --lobby-token-file is required");
-    }
-    VERDICT_RETURN_IF_ERROR(CheckToken(flags.token, "--token"));
-    return flags.token;
+// A token given on the command line (`flag`) or in a file (`file`, named by `file_flag`; its
+// content with surrounding white space trimmed). Empty when neither is set.
+Result<std::string> TokenFrom(const std::string& value, const std::string& file,
+                              const std::string& flag, const std::string& file_flag) {
+  if (file.empty()) {
+    if (!value.empty()) VERDICT_RETURN_IF_ERROR(CheckToken(value, flag));
+    return value;
   }
-  std::ifstream file(flags.token_file);
-  if (!file) return NotFoundError("cannot read the token file " + flags.token_file);
+  std::ifstream in(file);
+  if (!in) return NotFoundError("cannot read the token file " + file + " (" + file_flag + ")");
   std::stringstream content;
-  content << file.rdbuf();
+  content << in.rdbuf();
   std::string token = content.str();
   const size_t begin = token.find_first_not_of(" \t\r\n");
   const size_t end = token.find_last_not_of(" \t\r\n");
   token = begin == std::string::npos ? "" : token.substr(begin, end - begin + 1);
-  VERDICT_RETURN_IF_ERROR(CheckToken(token, "the token file " + flags.token_file));
+  VERDICT_RETURN_IF_ERROR(CheckToken(token, "the token file " + file));
   return token;
 }
 
-// SIGHUP: the token is read again from where it came from; a broken source keeps the old one.
-void ReloadToken(BattleNode& node, const std::function<Result<std::string>()>& reread) {
-  auto token = reread();
-  if (!token.ok()) {
-    spdlog::error("SIGHUP: lobby token not reloaded, the node keeps the one it has: {}",
-                  token.status().ToString());
+// The lobby's bearer token, from --lobby-token-file or --token.
+Result<std::string> ReadToken(const Flags& flags) {
+  auto token = TokenFrom(flags.token, flags.token_file, "--token", "--lobby-token-file");
+  if (token.ok() && token->empty()) {
+    return InvalidArgumentError("--token or --lobby-token-file is required");
+  }
+  return token;
+}
+
+// The token TCP ingest listeners require, from --ingest-token-file or --ingest-token; may be
+// empty (then only Unix sockets may listen).
+Result<std::string> ReadIngestToken(const Flags& flags) {
+  return TokenFrom(flags.ingest_token, flags.ingest_token_file, "--ingest-token",
+                   "--ingest-token-file");
+}
+
+// Both tokens as configured now.
+struct Tokens {
+  std::string lobby, ingest;
+};
+
+// SIGHUP: the tokens are read again from where they came from; a broken source keeps the old
+// ones.
+void ReloadTokens(BattleNode& node, const std::function<Result<Tokens>()>& reread) {
+  auto tokens = reread();
+  if (!tokens.ok()) {
+    spdlog::error("SIGHUP: lobby token not reloaded, the node keeps the tokens it has: {}",
+                  tokens.status().ToString());
     return;
   }
-  node.SetLobbyToken(*token);
-  spdlog::info("SIGHUP: lobby token reloaded");
+  node.SetLobbyToken(tokens->lobby);
+  node.SetIngestToken(tokens->ingest);
+  spdlog::info("SIGHUP: lobby token reloaded, and the ingest token");
 }
 
 // The node's options from the flags, with the token read from where the flags say.
 Result<NodeOptions> OptionsFrom(const Flags& flags) {
   auto token = ReadToken(flags);
   if (!token.ok()) return token.status();
+  auto ingest_token = ReadIngestToken(flags);
+  if (!ingest_token.ok()) return ingest_token.status();
   NodeOptions options;
   options.node_id = flags.node_id;
   options.outbox_dir = flags.outbox;
@@ -129,6 +163,9 @@ Result<NodeOptions> OptionsFrom(const Flags& flags) {
   options.lobby_urls = SplitComma(flags.lobby);
   options.token = *token;
   options.metrics_listen = flags.metrics_listen;
+  options.ingest.listen = flags.ingest_listen;
+  options.ingest.token = *ingest_token;
+  options.ingest.unsafe_answer_before_durable_for_test = flags.unsafe_answer_before_durable;
   options.delivery.tls_ca_file = flags.tls_ca;
   options.delivery.batch = flags.batch;
   options.delivery.unsafe_ack_before_send_for_test = flags.unsafe_ack_before_send;
@@ -136,7 +173,7 @@ Result<NodeOptions> OptionsFrom(const Flags& flags) {
   options.writer.unsafe_drop_failed_batches_for_test = flags.unsafe_drop_failed_batches;
   options.preallocate_outbox_files = !flags.outbox_no_preallocate;
   if (flags.unsafe_ack_before_send || flags.unsafe_drop_failed_batches ||
-      flags.unsafe_ack_whole_batch) {
+      flags.unsafe_ack_whole_batch || flags.unsafe_answer_before_durable) {
     spdlog::error("UNSAFE test switches are on: this node can lose results");
   }
   return options;
@@ -151,8 +188,12 @@ Result<StoredLog> OpenStoredLog(const std::string& path, NodeOptions& options) {
   if (path.empty()) return log;
   log.reset(std::fopen(path.c_str(), "a"));
   if (!log) return NotFoundError("cannot append to " + path);
-  options.on_stored = [file = log.get()](const std::vector<v1::BattleResult>& batch) {
-    for (const auto& r : batch) std::fprintf(file, "%llu\n", (unsigned long long)r.room_id());
+  options.on_stored = [file = log.get()](const std::vector<v1::BattleResult>& batch,
+                                         const std::vector<storage::EnqueueResult>& outcomes) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!outcomes[i].status.ok() || outcomes[i].already_present) continue;  // not new
+      std::fprintf(file, "%llu\n", static_cast<unsigned long long>(batch[i].room_id()));
+    }
     std::fflush(file);
   };
   return log;
@@ -170,8 +211,17 @@ sigset_t BlockStopSignals() {
   return signals;
 }
 
-void PrintInitialBacklog(BattleNode& node, const std::string& node_id) {
+void PrintInitialBacklog(BattleNode& node, const Flags& flags) {
+  const std::string& node_id = flags.node_id;
   if (node.metrics_port()) std::printf("metrics on port %u\n", node.metrics_port());
+  for (size_t i = 0; i < flags.ingest_listen.size(); ++i) {
+    const uint16_t port = node.ingest_ports()[i];
+    if (port) {
+      std::printf("ingest on port %u\n", port);
+    } else {
+      std::printf("ingest on %s\n", flags.ingest_listen[i].c_str());
+    }
+  }
   if (auto initial = node.outbox().Stats(); initial.ok()) {
     std::printf("node %s: %llu result(s) waiting in the outbox at start\n", node_id.c_str(),
                 static_cast<unsigned long long>(initial->records));
@@ -222,11 +272,11 @@ void PrintProgress(BattleNode& node, const Simulator* simulator, uint64_t simula
   std::fflush(stdout);
 }
 
-// Runs until SIGTERM or SIGINT, or with --exit-when-drained until the simulator is done and the
-// node drained; reloads the token on SIGHUP and prints progress every --progress-ms.
-void ServeUntilStopped(const Flags& flags, BattleNode& node, const Simulator* simulator,
-                       const sigset_t& signals,
-                       const std::function<Result<std::string>()>& reread_token) {
+// Runs until SIGTERM or SIGINT (true), or with --exit-when-drained until the simulator is done
+// and the node drained (false); reloads the tokens on SIGHUP and prints progress every
+// --progress-ms.
+bool ServeUntilStopped(const Flags& flags, BattleNode& node, const Simulator* simulator,
+                       const sigset_t& signals, const std::function<Result<Tokens>()>& reread) {
   const timespec tick{0, 200'000'000};
   auto last_progress = std::chrono::steady_clock::now();
   for (;;) {
@@ -234,9 +284,9 @@ void ServeUntilStopped(const Flags& flags, BattleNode& node, const Simulator* si
     if (signal == SIGTERM || signal == SIGINT) {
       spdlog::info("{}: shutting down; queued results are stored first",
                    signal == SIGTERM ? "SIGTERM" : "SIGINT");
-      return;
+      return true;
     }
-    if (signal == SIGHUP) ReloadToken(node, reread_token);
+    if (signal == SIGHUP) ReloadTokens(node, reread);
     if (std::chrono::steady_clock::now() - last_progress >=
         std::chrono::milliseconds(flags.progress_ms)) {
       PrintProgress(node, simulator, flags.simulate_rooms);
@@ -244,9 +294,41 @@ void ServeUntilStopped(const Flags& flags, BattleNode& node, const Simulator* si
     }
     if (flags.exit_when_drained && (!simulator || simulator->done()) && node.Drained()) {
       std::printf("drained\n");
-      return;
+      return false;
     }
   }
+}
+
+// The exit status of a node told to drain on exit (EX_TEMPFAIL when results remain).
+constexpr int kExitResultsRemain = 75;
+
+// --drain-on-exit: stops taking results and keeps delivering until the outbox is empty or the
+// deadline passes; a second SIGTERM or SIGINT ends the wait at once. True if it drained.
+bool DrainBeforeExit(const Flags& flags, BattleNode& node, const Simulator* simulator,
+                     const sigset_t& signals) {
+  node.BeginDrain();
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(flags.drain_on_exit_s * 1000));
+  std::printf("draining: delivering what the outbox holds for up to %s before exit\n",
+              Seconds(flags.drain_on_exit_s).c_str());
+  std::fflush(stdout);
+  const timespec tick{0, 100'000'000};
+  auto last_progress = std::chrono::steady_clock::now();
+  while (!node.Drained()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    const int signal = sigtimedwait(&signals, nullptr, &tick);
+    if (signal == SIGTERM || signal == SIGINT) {
+      spdlog::warn("second stop signal: ending the drain now");
+      return false;
+    }
+    if (std::chrono::steady_clock::now() - last_progress >=
+        std::chrono::milliseconds(flags.progress_ms)) {
+      PrintProgress(node, simulator, flags.simulate_rooms);
+      last_progress = std::chrono::steady_clock::now();
+    }
+  }
+  return true;
 }
 
 void PrintSimulatorSummary(const Simulator& simulator) {
@@ -259,7 +341,7 @@ void PrintSimulatorSummary(const Simulator& simulator) {
       static_cast<unsigned long long>(c.allocation_failures));
 }
 
-int RunNode(const Flags& flags, const std::function<Result<std::string>()>& reread_token) {
+int RunNode(const Flags& flags, const std::function<Result<Tokens>()>& reread) {
   auto options = OptionsFrom(flags);
   if (!options.ok()) return Fail(options.status().message());
   auto stored_log = OpenStoredLog(flags.stored_log, *options);
@@ -272,9 +354,12 @@ int RunNode(const Flags& flags, const std::function<Result<std::string>()>& rere
   auto started = BattleNode::Start(*options);
   if (!started.ok()) return Fail(started.status().ToString());
   BattleNode& node = **started;
-  PrintInitialBacklog(node, flags.node_id);
+  PrintInitialBacklog(node, flags);
   std::unique_ptr<Simulator> simulator = StartSimulator(flags, *options, node);
-  ServeUntilStopped(flags, node, simulator.get(), signals, reread_token);
+  const bool signalled = ServeUntilStopped(flags, node, simulator.get(), signals, reread);
+  const bool drain = signalled && flags.drain_on_exit_s > 0;
+  if (drain && simulator) simulator->RequestStop();
+  const bool drained = drain && DrainBeforeExit(flags, node, simulator.get(), signals);
   // The simulator's thread may be blocked handing a result to a full channel (a failing
   // outbox): only Shutdown, at its deadline, releases it, so it is joined after.
   if (simulator) simulator->RequestStop();
@@ -285,6 +370,16 @@ int RunNode(const Flags& flags, const std::function<Result<std::string>()>& rere
   if (lost > 0) {
     return Fail(std::to_string(lost) + " result(s) could not be stored before shutdown");
   }
+  if (drain && !drained) {
+    auto stats = node.outbox().Stats();
+    std::fprintf(stderr,
+                 "verdict-node: %s result(s) remain undelivered in the outbox %s; a node started "
+                 "on it delivers them\n",
+                 stats.ok() ? std::to_string(stats->records).c_str() : "some",
+                 flags.outbox.c_str());
+    return kExitResultsRemain;
+  }
+  if (drain) std::printf("drained: the outbox is empty\n");
   return 0;
 }
 
@@ -315,6 +410,106 @@ Result<std::vector<v1::BattleResult>> ReadResults(std::istream& in) {
   return results;
 }
 
+// How `enqueue` went: what was stored anew, found stored already, or refused.
+struct EnqueueCounts {
+  size_t fresh = 0, present = 0, refused = 0;
+};
+
+int PrintEnqueueCounts(const EnqueueCounts& n) {
+  std::printf("%zu new, %zu already present", n.fresh, n.present);
+  if (n.refused) std::printf(", %zu refused", n.refused);
+  std::printf("\n");
+  return n.refused ? 1 : 0;
+}
+
+// How long `enqueue --to` keeps retrying a node that answers 503 or cannot be reached.
+constexpr std::chrono::seconds kEnqueueRetryFor{60};
+
+// enqueue --to: posts the results to a running node's ingest listener in batches, retrying what
+// it answers 503 (or could not answer) until kEnqueueRetryFor has passed without progress.
+int EnqueueThroughNode(const Flags& flags, const std::vector<v1::BattleResult>& results) {
+  auto to = server::ListenAddress::Parse(flags.to);
+  if (!to.ok()) return Fail(to.status().message());
+  auto token = ReadIngestToken(flags);
+  if (!token.ok()) return Fail(token.status().message());
+  if (to->kind == server::ListenAddress::Kind::kTcp && token->empty()) {
+    return Fail("--to " + flags.to + " needs the node's --ingest-token or --ingest-token-file");
+  }
+  server::BlockingHttpClient client(*to);
+  EnqueueCounts n;
+  std::vector<const v1::BattleResult*> left;
+  for (const auto& r : results) left.push_back(&r);
+  auto last_progress = std::chrono::steady_clock::now();
+  std::chrono::milliseconds pause{200};
+  while (!left.empty()) {
+    const size_t count = std::min(left.size(), wire::kMaxBatchResults);
+    v1::SettlementBatch batch;
+    for (size_t i = 0; i < count; ++i) *batch.add_results() = *left[i];
+    server::HttpRequest request{"POST",
+                                "/v1/results:batch",
+                                std::string(wire::kProtobufType),
+                                std::string(wire::kProtobufType),
+                                token->empty() ? "" : "Bearer " + *token,
+                                wire::EncodeBody(batch, wire::BodyFormat::kProtobuf).value()};
+    auto reply = client.Call(request);
+    std::string why;
+    std::vector<const v1::BattleResult*> again;
+    if (!reply.ok()) {
+      why = reply.status().message();
+    } else if (reply->status == 200) {
+      v1::StoredBatchReply items;
+      std::string error;
+      if (!wire::DecodeBody(reply->body, wire::BodyFormat::kProtobuf, &items, &error) ||
+          items.items_size() != static_cast<int>(count)) {
+        return Fail("the node's answer cannot be read (" + error + "); " + std::to_string(n.fresh) +
+                    " stored before");
+      }
+      for (size_t i = 0; i < count; ++i) {
+        const v1::StoredItem& item = items.items(static_cast<int>(i));
+        if (item.has_stored()) {
+          ++(item.stored().duplicate() ? n.present : n.fresh);
+        } else if (item.problem().retryable()) {
+          why = item.problem().detail();
+          again.push_back(left[i]);
+        } else {
+          ++n.refused;
+          std::fprintf(stderr, "room %llu: %s: %s\n",
+                       static_cast<unsigned long long>(left[i]->room_id()),
+                       item.problem().code().c_str(), item.problem().detail().c_str());
+        }
+      }
+      left.erase(left.begin(), left.begin() + static_cast<long>(count));
+      left.insert(left.begin(), again.begin(), again.end());
+      if (again.size() < count) {
+        last_progress = std::chrono::steady_clock::now();
+        pause = std::chrono::milliseconds(200);
+      }
+      if (again.empty()) continue;
+    } else {
+      auto problem = wire::ParseProblem(reply->body, reply->content_type);
+      if (reply->status != 503 && (!problem || !problem->retryable())) {
+        PrintEnqueueCounts(n);
+        return Fail("the node refused the batch: " + std::to_string(reply->status) + " " +
+                    (problem ? problem->code() + ": " + problem->detail() : reply->body));
+      }
+      why = problem ? problem->detail() : "HTTP " + std::to_string(reply->status);
+    }
+    if (std::chrono::steady_clock::now() - last_progress > kEnqueueRetryFor) {
+      PrintEnqueueCounts(n);
+      return Fail("gave up after " + std::to_string(kEnqueueRetryFor.count()) +
+                  " s without progress: " + why + " (" + std::to_string(left.size()) +
+                  " result(s) not stored)");
+    }
+    spdlog::warn("{}; retrying in {} ms", why, pause.count());
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(5000));
+  }
+  return PrintEnqueueCounts(n);
+}
+
+// How long `enqueue --outbox` waits for another enqueue holding the outbox to finish.
+constexpr std::chrono::seconds kOutboxLockWait{3};
+
 int RunEnqueue(const Flags& flags) {
   std::ifstream file;
   if (flags.input != "-") {
@@ -323,9 +518,40 @@ int RunEnqueue(const Flags& flags) {
   }
   auto results = ReadResults(flags.input == "-" ? std::cin : file);
   if (!results.ok()) return Fail(results.status().message() + " (nothing was enqueued)");
+  if (!flags.to.empty()) return EnqueueThroughNode(flags, *results);
+  if (flags.outbox.empty()) return Fail("enqueue needs --to (a running node) or --outbox DIR");
+  // Another enqueue may hold the outbox for a moment: wait for it, a while.
+  const auto give_up = std::chrono::steady_clock::now() + kOutboxLockWait;
   auto outbox = storage::OpenOutbox(flags.outbox, {.shard_count = flags.shards});
-  if (!outbox.ok()) return Fail(outbox.status().ToString());
-  size_t fresh = 0, present = 0, refused = 0;
+  while (!outbox.ok() && outbox.status().code() == StatusCode::kUnavailable &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    outbox = storage::OpenOutbox(flags.outbox, {.shard_count = flags.shards});
+  }
+  if (!outbox.ok()) {
+    if (outbox.status().code() == StatusCode::kUnavailable) {
+      return Fail(outbox.status().ToString() +
+                  "; to hand results to a running node, use enqueue --to unix:PATH or "
+                  "HOST:PORT (its --ingest-listen)");
+    }
+    return Fail(outbox.status().ToString());
+  }
+  EnqueueCounts n;
+  size_t& fresh = n.fresh;
+  size_t& present = n.present;
+  size_t& refused = n.refused;
+  // What the lobby would certainly refuse is refused here, as the ingest endpoints do.
+  std::vector<v1::BattleResult> valid;
+  for (auto& r : *results) {
+    if (Status ok = wire::ValidateResult(r); !ok.ok()) {
+      ++refused;
+      std::fprintf(stderr, "room %llu: INVALID_ARGUMENT: %s\n",
+                   static_cast<unsigned long long>(r.room_id()), ok.message().c_str());
+      continue;
+    }
+    valid.push_back(std::move(r));
+  }
+  *results = std::move(valid);
   constexpr size_t kBatch = 1000;
   for (size_t i = 0; i < results->size(); i += kBatch) {
     const size_t n = std::min(kBatch, results->size() - i);
@@ -347,10 +573,7 @@ int RunEnqueue(const Flags& flags) {
       }
     }
   }
-  std::printf("%zu new, %zu already present", fresh, present);
-  if (refused) std::printf(", %zu refused", refused);
-  std::printf("\n");
-  return refused ? 1 : 0;
+  return PrintEnqueueCounts(n);
 }
 
 Result<std::unique_ptr<storage::Outbox>> OpenForReading(const Flags& flags) {
@@ -505,9 +728,20 @@ constexpr char kDescription[] =
 
 // `enqueue`, and `outbox` with its subcommands: the operator's commands on an outbox.
 void DeclareOutboxCommands(CLI::App& app, Flags& flags, Commands& c) {
-  c.enqueue =
-      app.add_subcommand("enqueue", "store BattleResults given as JSON (one, or one per line)");
-  c.enqueue->add_option("--outbox", flags.outbox, "outbox directory")->required();
+  c.enqueue = app.add_subcommand(
+      "enqueue",
+      "store BattleResults given as JSON (one, or one per line): through a running node with "
+      "--to, or straight into a stopped node's outbox with --outbox");
+  auto* to = c.enqueue->add_option("--to", flags.to,
+                                   "a running node's ingest listener: unix:PATH or HOST:PORT");
+  c.enqueue->add_option("--outbox", flags.outbox, "outbox directory of a stopped node")
+      ->excludes(to);
+  auto* enqueue_token = c.enqueue->add_option("--ingest-token", flags.ingest_token,
+                                              "the node's ingest token (for a HOST:PORT --to)");
+  c.enqueue
+      ->add_option("--ingest-token-file", flags.ingest_token_file,
+                   "read the ingest token from FILE")
+      ->excludes(enqueue_token);
   c.enqueue->add_option("--shards", flags.shards, "shards if the outbox is new")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
@@ -561,7 +795,26 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
                    "alone to POST /v1/settlements")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  c.run->add_option("--metrics-listen", flags.metrics_listen, "HOST:PORT for /metrics, /healthz");
+  c.run->add_option("--metrics-listen", flags.metrics_listen,
+                    "HOST:PORT for /metrics, /healthz and /readyz");
+  c.run->add_option("--ingest-listen", flags.ingest_listen,
+                    "take results from battle hosts at unix:PATH (a socket of mode 0660) or "
+                    "HOST:PORT (needs --ingest-token): POST /v1/results and /v1/results:batch; "
+                    "repeatable");
+  auto* ingest_token =
+      c.run->add_option("--ingest-token", flags.ingest_token,
+                        "bearer token that TCP ingest listeners require of battle hosts");
+  c.run
+      ->add_option("--ingest-token-file", flags.ingest_token_file,
+                   "read the ingest token from FILE instead (SIGHUP reads it again)")
+      ->excludes(ingest_token);
+  c.run
+      ->add_option("--drain-on-exit", flags.drain_on_exit_s,
+                   "on SIGTERM, refuse new results (503) and keep delivering for up to SECONDS "
+                   "until the outbox is empty; exit 0 if it is, 75 if results remain (0: exit "
+                   "at once, delivering after the next start)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   c.run->add_option("--simulate-rooms", flags.simulate_rooms, "simulated battles to play");
   c.run->add_option("--simulate-rate", flags.simulate_rate, "simulated battles started per second")
       ->capture_default_str()
@@ -593,6 +846,10 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
       ->add_flag("--unsafe-ack-whole-batch", flags.unsafe_ack_whole_batch,
                  "take a batch's 200 as the ack of every record in it, unread")
       ->group(negative_controls);
+  c.run
+      ->add_flag("--unsafe-answer-before-durable", flags.unsafe_answer_before_durable,
+                 "answer ingest requests 201 before their results are fsynced")
+      ->group(negative_controls);
 #endif
   // For the fault suite: a full disk then fails the next write, not the next flush.
   c.run->add_flag("--outbox-no-preallocate", flags.outbox_no_preallocate)->group("");
@@ -608,9 +865,9 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
   return c;
 }
 
-// The token as configured now: the command line and its --config file parsed afresh (a flag on
-// the command line still wins), then the token file if one is named.
-Result<std::string> RereadToken(int argc, char** argv) {
+// The tokens as configured now: the command line and its --config file parsed afresh (a flag on
+// the command line still wins), then the token files if any are named.
+Result<Tokens> RereadTokens(int argc, char** argv) {
   CLI::App app{kDescription};
   Flags fresh;
   DeclareFlags(app, fresh);
@@ -619,7 +876,11 @@ Result<std::string> RereadToken(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return InvalidArgumentError(std::string("cannot read the flags again: ") + e.what());
   }
-  return ReadToken(fresh);
+  auto lobby = ReadToken(fresh);
+  if (!lobby.ok()) return lobby.status();
+  auto ingest = ReadIngestToken(fresh);
+  if (!ingest.ok()) return ingest.status();
+  return Tokens{*lobby, *ingest};
 }
 
 int main(int argc, char** argv) {
@@ -630,7 +891,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
 
-  if (c.run->parsed()) return RunNode(flags, [argc, argv] { return RereadToken(argc, argv); });
+  if (c.run->parsed()) return RunNode(flags, [argc, argv] { return RereadTokens(argc, argv); });
   if (c.enqueue->parsed()) return RunEnqueue(flags);
   if (c.stats->parsed()) return RunStats(flags);
   if (c.ls->parsed()) return RunList(flags, std::nullopt);

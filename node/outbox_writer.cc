@@ -15,9 +15,9 @@ OutboxWriter::OutboxWriter(ResultChannel& channel, storage::Outbox& outbox,
       on_stored_(std::move(on_stored)),
       stored_counter_((registry ? *registry : fallback_registry_)
                           .AddCounter("verdict_node_results_stored_total",
-                                      "Results written and synced to the outbox, including "
-                                      "those it refused (oversize, a different record of the "
-                                      "same room), which are logged as errors.")),
+                                      "Results newly durable in the outbox (repeats of a stored "
+                                      "result and refused ones, such as oversize or a different "
+                                      "record of the same room, are not counted).")),
       failures_counter_(
           (registry ? *registry : fallback_registry_)
               .AddCounter("verdict_node_outbox_write_failures_total",
@@ -50,8 +50,10 @@ size_t OutboxWriter::Stop(std::chrono::steady_clock::time_point deadline) {
 
 void OutboxWriter::RunWriter() {
   for (;;) {
-    Batch batch = channel_.PopBatch(options_.max_batch, std::chrono::milliseconds(200));
-    if (batch.empty()) {
+    Batch batch;
+    batch.results =
+        channel_.PopBatch(options_.max_batch, std::chrono::milliseconds(200), &batch.done);
+    if (batch.results.empty()) {
       if (channel_.closed() && channel_.size() == 0) break;
       continue;
     }
@@ -89,29 +91,39 @@ void OutboxWriter::RunSyncer() {
       continue;
     }
     CheckFailpoint("writer.after_sync");
-    for (const Batch& batch : group) {
-      stored_ += batch.size();
-      stored_counter_.Add(batch.size());
-      if (on_stored_) on_stored_(batch);
-      channel_.MarkDone(batch.size());
-    }
+    for (const Batch& batch : group) Report(batch);
   }
 }
 
-bool OutboxWriter::WriteBatch(const Batch& batch) {
+void OutboxWriter::Report(const Batch& batch) {
+  size_t durable = 0;  // newly
+  for (const storage::EnqueueResult& r : batch.outcomes) {
+    durable += r.status.ok() && !r.already_present;
+  }
+  stored_ += durable;
+  stored_counter_.Add(durable);
+  if (on_stored_) on_stored_(batch.results, batch.outcomes);
+  for (size_t i = 0; i < batch.done.size(); ++i) {
+    if (batch.done[i]) batch.done[i](batch.outcomes[i]);
+  }
+  channel_.MarkDone(batch.results.size());
+}
+
+bool OutboxWriter::WriteBatch(Batch& batch) {
   for (bool logged = false;;) {
     Result<std::vector<storage::EnqueueResult>> out =
         CheckFailpoint("writer.before_sync") == FailAction::kError
             ? Result<std::vector<storage::EnqueueResult>>(UnavailableError("failpoint"))
-            : outbox_.EnqueueBuffered(batch);
+            : outbox_.EnqueueBuffered(batch.results);
     if (out.ok()) {
-      for (size_t i = 0; i < batch.size(); ++i) {
+      for (size_t i = 0; i < batch.results.size(); ++i) {
         const Status& s = (*out)[i].status;
         if (!s.ok()) {
-          spdlog::error("room={}: result refused by the outbox: {}", batch[i].room_id(),
+          spdlog::error("room={}: result refused by the outbox: {}", batch.results[i].room_id(),
                         s.ToString());
         }
       }
+      batch.outcomes = std::move(out).value();
       if (write_failing_.exchange(false)) spdlog::info("outbox writes succeed again");
       return true;
     }
@@ -120,10 +132,11 @@ bool OutboxWriter::WriteBatch(const Batch& batch) {
       spdlog::warn(
           "outbox write of {} results failed: {}; UNSAFE: reporting the results stored "
           "anyway",
-          batch.size(), out.status().ToString());
+          batch.results.size(), out.status().ToString());
+      batch.outcomes.assign(batch.results.size(), storage::EnqueueResult{});
       return true;
     }
-    if (!RetryAfterFailure(out.status(), &logged, &write_failing_, "write", batch.size())) {
+    if (!RetryAfterFailure(out.status(), &logged, &write_failing_, "write", batch.results.size())) {
       return false;
     }
   }
@@ -165,12 +178,17 @@ bool OutboxWriter::RetryAfterFailure(const Status& status, bool* logged, std::at
 }
 
 void OutboxWriter::Abandon(const Batch& batch, const char* why) {
-  abandoned_ += batch.size();
+  abandoned_ += batch.results.size();
   // Shutting down past the deadline with a broken outbox: say exactly what is lost.
-  for (const auto& r : batch) {
+  for (const auto& r : batch.results) {
     spdlog::error("room={}: result {} before shutdown; it is lost", r.room_id(), why);
   }
-  channel_.MarkDone(batch.size());
+  const storage::EnqueueResult given_up{
+      UnavailableError(std::string("the node is shutting down and the result ") + why)};
+  for (const auto& done : batch.done) {
+    if (done) done(given_up);
+  }
+  channel_.MarkDone(batch.results.size());
 }
 
 }  // namespace verdict::node

@@ -50,10 +50,12 @@ struct OutboxWriterOptions {
 class OutboxWriter {
  public:
   // Called on the sync thread with each batch, in write order, once the sync after its write
-  // succeeded (the node wakes its deliverers there; the benchmark measures enqueue latency).
-  // The batch includes the results the outbox refused (see storage::EnqueueResult), logged as
-  // errors when written; stored() counts them too.
-  using StoredCallback = std::function<void(const std::vector<v1::BattleResult>&)>;
+  // succeeded (the node wakes its deliverers there; the benchmark measures enqueue latency),
+  // with the outbox's answer for each result: OK (durable, newly or already before) or a refusal
+  // (see storage::EnqueueResult; those are logged as errors when written). stored() counts only
+  // the newly durable ones.
+  using StoredCallback = std::function<void(const std::vector<v1::BattleResult>&,
+                                            const std::vector<storage::EnqueueResult>&)>;
 
   // `channel` and `outbox` must outlive the writer. `registry` may be null.
   OutboxWriter(ResultChannel& channel, storage::Outbox& outbox, OutboxWriterOptions options,
@@ -74,12 +76,19 @@ class OutboxWriter {
   bool stalled() const { return write_failing_.load() || sync_failing_.load(); }
 
  private:
-  using Batch = std::vector<v1::BattleResult>;
+  struct Batch {
+    std::vector<v1::BattleResult> results;
+    std::vector<ResultChannel::Completion> done;   // one per result; empty for a pushed one
+    std::vector<storage::EnqueueResult> outcomes;  // the outbox's answers, once written
+  };
 
   void RunWriter();
   void RunSyncer();
-  // Prepares one batch, retrying while the outbox fails; false if it gave up (shutdown deadline).
-  bool WriteBatch(const Batch& batch);
+  // Prepares one batch and fills its outcomes, retrying while the outbox fails; false if it gave
+  // up (shutdown deadline).
+  bool WriteBatch(Batch& batch);
+  // Reports a synced batch: counts, the callback, the completions.
+  void Report(const Batch& batch);
   // Writes what was prepared, retrying while the outbox fails; false if it gave up (shutdown
   // deadline).
   bool Sync();

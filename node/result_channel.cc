@@ -15,7 +15,7 @@ Status ResultChannel::Push(v1::BattleResult result) {
     return FailedPreconditionError("the node is shutting down; result for room " +
                                    std::to_string(result.room_id()) + " was not taken");
   }
-  queue_.push_back(std::move(result));
+  queue_.push_back({std::move(result), nullptr});
   --waiting_;
   lock.unlock();
   producers_gone_.notify_all();
@@ -23,12 +23,26 @@ Status ResultChannel::Push(v1::BattleResult result) {
   return Status::Ok();
 }
 
-std::vector<v1::BattleResult> ResultChannel::PopBatch(size_t max, std::chrono::milliseconds wait) {
+Status ResultChannel::Offer(std::vector<v1::BattleResult> results, std::vector<Completion> done) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return FailedPreconditionError("the node is shutting down");
+    for (size_t i = 0; i < results.size(); ++i) {
+      queue_.push_back({std::move(results[i]), i < done.size() ? std::move(done[i]) : nullptr});
+    }
+  }
+  not_empty_.notify_one();
+  return Status::Ok();
+}
+
+std::vector<v1::BattleResult> ResultChannel::PopBatch(size_t max, std::chrono::milliseconds wait,
+                                                      std::vector<Completion>* done) {
   std::vector<v1::BattleResult> batch;
   std::unique_lock lock(mu_);
   not_empty_.wait_for(lock, wait, [&] { return closed_ || !queue_.empty(); });
   while (!queue_.empty() && batch.size() < max) {
-    batch.push_back(std::move(queue_.front()));
+    batch.push_back(std::move(queue_.front().result));
+    if (done) done->push_back(std::move(queue_.front().done));
     queue_.pop_front();
   }
   taken_ += batch.size();

@@ -63,6 +63,15 @@ std::string MediaTypeOf(std::string_view content_type) {
   return Lower(Trim(content_type.substr(0, content_type.find(';'))));
 }
 
+bool IsValidUtf8(std::string_view text) {
+  while (!text.empty()) {
+    const size_t length = Utf8SequenceLength(text);
+    if (length == 0) return false;
+    text.remove_prefix(length);
+  }
+  return true;
+}
+
 std::string ValidUtf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -4,6 +4,7 @@
 // thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,12 @@ enum class BodyFormat { kProtobuf, kJson };
 
 inline constexpr std::string_view kProtobufType = "application/x-protobuf";
 inline constexpr std::string_view kJsonType = "application/json";
+
+// The limits of the result endpoints, the lobby's (POST /v1/settlements, …:batch) and the node's
+// (POST /v1/results, …:batch) alike: a single result's body, a batch's body, a batch's results.
+inline constexpr size_t kMaxResultBodyBytes = size_t{1} << 20;
+inline constexpr size_t kMaxBatchBodyBytes = size_t{4} << 20;
+inline constexpr size_t kMaxBatchResults = 256;
 
 // The media type of a Content-Type header: lower case, without parameters (such as charset)
 // or the blanks around it.
@@ -51,6 +58,9 @@ Result<std::string> EncodeBody(const google::protobuf::Message& message, BodyFor
 // writes goes through here, so all share one escaping and one field naming. INTERNAL if the
 // message has no JSON form (a well-known type out of its range, an Any of an unknown type).
 Result<std::string> ToJson(const google::protobuf::Message& message);
+
+// Whether `text` is well-formed UTF-8, as protobuf requires of a string field.
+bool IsValidUtf8(std::string_view text);
 
 // `text` with every byte that is not part of well-formed UTF-8 replaced by U+FFFD. A message's
 // string fields must be UTF-8: protobuf drops other bytes when it writes JSON, and logs an error

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "lobby/validation.h"
+#include "proto/validation.h"
 #include "proto/wire.h"
 
 namespace http = boost::beast::http;
@@ -28,7 +28,7 @@ void DecodeAndValidate(const http::request<http::string_body>& request) {
   std::string error;
   verdict::v1::BattleResult result;
   if (verdict::wire::DecodeBody(body, *format, &result, &error)) {
-    if (verdict::lobby::ValidateResult(result).ok()) {
+    if (verdict::wire::ValidateResult(result).ok()) {
       // What the lobby fingerprints and echoes must survive its own encoding.
       verdict::v1::BattleResult again;
       const std::string bytes = verdict::wire::DeterministicBytes(result);
@@ -40,7 +40,7 @@ void DecodeAndValidate(const http::request<http::string_body>& request) {
   }
   verdict::v1::RoomAllocation allocation;
   if (verdict::wire::DecodeBody(body, *format, &allocation, &error)) {
-    (void)verdict::lobby::ValidateAllocation(allocation);
+    (void)verdict::wire::ValidateAllocation(allocation);
   }
 }
 

@@ -8,16 +8,18 @@
 #include <utility>
 #include <vector>
 
-#include "lobby/constant_time.h"
-#include "lobby/problem.h"
+#include "common/constant_time.h"
 #include "lobby/settlement_service.h"
 #include "proto/wire.h"
+#include "server/problem.h"
 #include "tests/support/results.h"
 
 namespace verdict::lobby {
 namespace {
 
 using testing::MakeResult;
+using wire::ValidateAllocation;
+using wire::ValidateResult;
 
 TEST(ValidateResultTest, AcceptsAWellFormedResult) {
   EXPECT_TRUE(ValidateResult(MakeResult(1)).ok());

@@ -6,17 +6,17 @@
 
 #include <string>
 
-#include "lobby/problem.h"
+#include "server/problem.h"
 
 namespace verdict::wire {
 namespace {
 
 TEST(ParseProblemTest, ReadsEveryProblemTheLobbyWrites) {
   const std::string detail = "room 7: \"quoted\", a\\b, a line\nand a tab\t";
-  for (int c = 0; c <= static_cast<int>(lobby::ErrorCode::kInternal); ++c) {
-    const auto code = static_cast<lobby::ErrorCode>(c);
-    const lobby::ErrorInfo& info = lobby::InfoOf(code);
-    const lobby::HttpReply reply = lobby::ProblemReply(code, detail, "/v1/settlements");
+  for (int c = 0; c <= static_cast<int>(server::ErrorCode::kInternal); ++c) {
+    const auto code = static_cast<server::ErrorCode>(c);
+    const server::ErrorInfo& info = server::InfoOf(code);
+    const server::HttpReply reply = server::ProblemReply(code, detail, "/v1/settlements");
     const auto problem = ParseProblem(reply.body, reply.content_type);
     ASSERT_TRUE(problem) << info.code << ": " << reply.body;
     EXPECT_EQ(problem->code(), info.code);

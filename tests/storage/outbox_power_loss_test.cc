@@ -200,7 +200,8 @@ PowerLossReport RunThroughPowerCuts(const RunOptions& run) {
     node::ResultChannel channel;
     node::OutboxWriter writer(
         channel, recording, {},
-        [&](const std::vector<v1::BattleResult>& batch) {
+        [&](const std::vector<v1::BattleResult>& batch,
+            const std::vector<storage::EnqueueResult>&) {
           // After the cut the machine is dead: what it reports reaches no one.
           if (!fs->is_cut()) ledger.Stored(batch);
           if (deliverer) deliverer->Wake();

@@ -1,6 +1,6 @@
 // ConstantTimeEquals: the comparison of a presented bearer token with a known one, written so
-// that how long it takes does not reveal how much of the token matched. Used by the settlement
-// service's authentication; header-only so that a test can run the same loop over bytes that
+// that how long it takes does not reveal how much of the token matched. Used by the lobby's and the
+// node ingest's authentication; header-only so that a test can run the same loop over bytes that
 // record what it reads. Pure, so thread-safe.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <string_view>
 
-namespace verdict::lobby {
+namespace verdict {
 
 // Reads each byte of `a` and of `b` exactly once, in order, whatever their contents, and has no
 // early exit: the work depends on the two lengths only, never on where the inputs first differ.
@@ -29,4 +29,4 @@ inline bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return ConstantTimeEqualsOver(a, b);
 }
 
-}  // namespace verdict::lobby
+}  // namespace verdict

@@ -1,9 +1,11 @@
-#include "lobby/validation.h"
+#include "proto/validation.h"
 
 #include <limits>
 #include <set>
 
-namespace verdict::lobby {
+#include "proto/wire.h"
+
+namespace verdict::wire {
 namespace {
 
 constexpr size_t kMaxSeats = 100;
@@ -17,6 +19,7 @@ Status CheckString(const std::string& s, const char* field) {
     return InvalidArgumentError(std::string(field) + " is longer than 4096 bytes");
   }
   if (HasNul(s)) return InvalidArgumentError(std::string(field) + " contains a NUL byte");
+  if (!IsValidUtf8(s)) return InvalidArgumentError(std::string(field) + " is not valid UTF-8");
   return Status::Ok();
 }
 
@@ -92,4 +95,4 @@ Status ValidateResult(const v1::BattleResult& r) {
   return Status::Ok();
 }
 
-}  // namespace verdict::lobby
+}  // namespace verdict::wire

@@ -1,13 +1,15 @@
-// The lobby's error contract (DESIGN §3): each error code with its HTTP status and whether a
-// client may retry, rendered as application/problem+json (RFC 9457) with `code` and
-// `retryable` members. Stateless; thread-safe.
+// The error contract that the lobby and the node's ingest both answer with (DESIGN §3): each
+// error code with its HTTP status and whether a client may retry, rendered as
+// application/problem+json (RFC 9457) with `code` and `retryable` members. Stateless;
+// thread-safe.
 #pragma once
 
 #include <string>
 
-#include "lobby/http_types.h"
+#include "server/http_types.h"
+#include "verdict/v1/verdict.pb.h"
 
-namespace verdict::lobby {
+namespace verdict::server {
 
 enum class ErrorCode {
   kInvalidArgument,       // 400
@@ -41,4 +43,7 @@ const ErrorInfo& InfoOf(ErrorCode code);
 HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::string& instance,
                        int retry_after_s = 1);
 
-}  // namespace verdict::lobby
+// The problem of one item of a batch reply: the members of a problem body a client acts on.
+v1::Problem ItemProblem(ErrorCode code, const std::string& detail);
+
+}  // namespace verdict::server

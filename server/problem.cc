@@ -1,11 +1,11 @@
-#include "lobby/problem.h"
+#include "server/problem.h"
 
 #include <spdlog/spdlog.h>
 
 #include "proto/wire.h"
 #include "verdict/v1/verdict.pb.h"
 
-namespace verdict::lobby {
+namespace verdict::server {
 
 const ErrorInfo& InfoOf(ErrorCode code) {
   static const ErrorInfo kInfos[] = {
@@ -54,4 +54,14 @@ HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::str
   return reply;
 }
 
-}  // namespace verdict::lobby
+v1::Problem ItemProblem(ErrorCode code, const std::string& detail) {
+  const ErrorInfo& info = InfoOf(code);
+  v1::Problem problem;
+  problem.set_code(info.code);
+  problem.set_status(info.http_status);
+  problem.set_retryable(info.retryable);
+  problem.set_detail(wire::ValidUtf8(detail));
+  return problem;
+}
+
+}  // namespace verdict::server

@@ -1,12 +1,13 @@
-// HttpRequest / HttpReply: the lobby's HTTP exchange as plain values, so the service logic is
-// tested and run without Beast. Only lobby/http_server.cc converts them to and from the wire.
+// HttpRequest / HttpReply: an HTTP exchange as plain values, so that the lobby's and the node's
+// request handling is tested and run without Beast. Only server/http_server.cc and
+// server/http_call.cc convert them to and from the wire.
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace verdict::lobby {
+namespace verdict::server {
 
 struct HttpRequest {
   std::string method;  // "GET", "POST", …
@@ -24,4 +25,4 @@ struct HttpReply {
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers (Retry-After)
 };
 
-}  // namespace verdict::lobby
+}  // namespace verdict::server

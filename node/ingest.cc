@@ -1,0 +1,303 @@
+#include "node/ingest.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/constant_time.h"
+#include "proto/validation.h"
+#include "proto/wire.h"
+#include "server/problem.h"
+#include "storage/outbox.h"
+
+namespace verdict::node {
+namespace {
+
+using server::ErrorCode;
+using server::HttpReply;
+using server::ProblemReply;
+
+constexpr std::string_view kResultPath = "/v1/results";
+constexpr std::string_view kBatchPath = "/v1/results:batch";
+constexpr int kRetryAfterS = 1;
+
+HttpReply TextReply(int status, std::string text) {
+  return {status, "text/plain", std::move(text), {}};
+}
+
+HttpReply MessageReply(int status, const google::protobuf::Message& message,
+                       const std::string& accept) {
+  // JSON unless the client asks for protobuf: the sidecar is called by hand and from scripts.
+  const wire::BodyFormat format = wire::ReplyFormat(accept, std::nullopt, wire::BodyFormat::kJson);
+  auto body = wire::EncodeBody(message, format);
+  if (!body.ok()) return ProblemReply(ErrorCode::kInternal, body.status().message(), "");
+  return {status, std::string(wire::ContentTypeOf(format)), std::move(*body), {}};
+}
+
+v1::StoredResult StoredOf(uint64_t room_id, const storage::EnqueueResult& r) {
+  v1::StoredResult stored;
+  stored.set_room_id(room_id);
+  stored.set_shard(r.shard);
+  stored.set_sequence(r.sequence);
+  stored.set_duplicate(r.already_present);
+  return stored;
+}
+
+// The problem for a result the outbox refused or could not store.
+ErrorCode ProblemOf(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kAlreadyExists:
+      return ErrorCode::kIdempotencyMismatch;
+    case StatusCode::kResourceExhausted:
+      return ErrorCode::kPayloadTooLarge;
+    case StatusCode::kInvalidArgument:
+      return ErrorCode::kInvalidArgument;
+    default:
+      return ErrorCode::kUnavailable;
+  }
+}
+
+}  // namespace
+
+IngestService::IngestService(IngestOptions options, std::string node_id, uint32_t shard_count,
+                             size_t first_ingest_listener, IngestHooks hooks,
+                             metrics::Registry& registry)
+    : options_(std::move(options)),
+      node_id_(std::move(node_id)),
+      shard_count_(shard_count),
+      first_ingest_listener_(first_ingest_listener),
+      hooks_(std::move(hooks)),
+      token_(options_.token),
+      answers_(registry.AddLabeledCounter(
+          "verdict_node_ingest_results_total",
+          "Results posted to the ingest endpoints, by answer: STORED, DUPLICATE, or the problem "
+          "code.",
+          "result")) {
+  registry.AddGauge("verdict_node_ingest_pending_results",
+                    "Results posted and not yet durable (their requests wait for the fsync).",
+                    [this] { return static_cast<double>(pending_.load()); });
+}
+
+void IngestService::SetToken(std::string token) {
+  std::lock_guard lock(token_mu_);
+  token_ = std::move(token);
+}
+
+bool IngestService::TokenMatches(const std::string& authorization) const {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!std::string_view(authorization).starts_with(kBearer)) return false;
+  std::lock_guard lock(token_mu_);
+  return !token_.empty() &&
+         ConstantTimeEquals(std::string_view(authorization).substr(kBearer.size()), token_);
+}
+
+HttpReply IngestService::Unavailable(const std::string& detail, const std::string& path) const {
+  return ProblemReply(ErrorCode::kUnavailable, detail, path, kRetryAfterS);
+}
+
+server::HeaderVerdict IngestService::OnHeader(const server::RequestHead& head) {
+  const std::string& path = head.path;
+  auto only = [&](const char* method) -> std::optional<HttpReply> {
+    if (head.method == method) return std::nullopt;
+    return ProblemReply(ErrorCode::kMethodNotAllowed, path + " takes " + method, path);
+  };
+  if (path == "/metrics" || path == "/healthz" || path == "/readyz") {
+    if (auto refused = only("GET")) return {std::move(refused)};
+    if (path == "/metrics") {
+      return {HttpReply{200, std::string(metrics::kTextContentType), hooks_.metrics(), {}}};
+    }
+    const Status s = path == "/healthz" ? hooks_.health() : hooks_.ready();
+    if (!s.ok()) return {TextReply(503, s.message() + "\n")};
+    return {TextReply(200, path == "/healthz" ? "ok\n" : "ready\n")};
+  }
+  const bool result = path == kResultPath;
+  if ((!result && path != kBatchPath) || head.listener < first_ingest_listener_) {
+    return {ProblemReply(ErrorCode::kNotFound,
+                         "no such endpoint; results go to POST /v1/results on an ingest listener",
+                         path)};
+  }
+  if (auto refused = only("POST")) return {std::move(refused)};
+  if (!head.local && !TokenMatches(head.authorization)) {
+    answers_.Add("UNAUTHENTICATED");
+    return {ProblemReply(ErrorCode::kUnauthenticated,
+                         "this listener needs the node's ingest bearer token", path)};
+  }
+  if (!wire::FormatOfContentType(head.content_type)) {
+    answers_.Add("UNSUPPORTED_MEDIA_TYPE");
+    return {ProblemReply(ErrorCode::kUnsupportedMediaType,
+                         "send application/json or application/x-protobuf", path)};
+  }
+  return {std::nullopt, result ? wire::kMaxResultBodyBytes : wire::kMaxBatchBodyBytes};
+}
+
+void IngestService::OnRequest(const server::RequestHead& head, server::HttpRequest request,
+                              std::shared_ptr<server::Exchange> exchange) {
+  if (head.path == kResultPath) return PostResult(request, std::move(exchange));
+  PostBatch(request, std::move(exchange));
+}
+
+Status IngestService::Prepare(v1::BattleResult& result) const {
+  if (result.node_id().empty()) {
+    result.set_node_id(node_id_);
+  } else if (result.node_id() != node_id_) {
+    return InvalidArgumentError("node_id '" + wire::ValidUtf8(result.node_id()) +
+                                "' is not this node's ('" + node_id_ + "')");
+  }
+  return wire::ValidateResult(result);
+}
+
+// Answers of one request, filled in by the writer's completions; the last one answers.
+struct IngestService::Pending {
+  std::mutex mu;
+  std::vector<storage::EnqueueResult> outcomes;
+  size_t left = 0;
+  std::function<void(std::vector<storage::EnqueueResult>)> answer;
+};
+
+std::optional<HttpReply> IngestService::Store(
+    std::vector<v1::BattleResult> results,
+    std::function<void(std::vector<storage::EnqueueResult>)> answer, const std::string& path) {
+  const size_t n = results.size();
+  if (Status ready = hooks_.ready(); !ready.ok()) return Unavailable(ready.message(), path);
+  if (pending_.fetch_add(n) + n > options_.max_pending_results) {
+    pending_ -= n;
+    return Unavailable("too many results are waiting to be made durable", path);
+  }
+  auto pending = std::make_shared<Pending>();
+  pending->outcomes.resize(n);
+  pending->left = n;
+  pending->answer = std::move(answer);
+  std::vector<ResultChannel::Completion> done;
+  done.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    done.emplace_back([this, pending, i](const storage::EnqueueResult& r) {
+      --pending_;
+      std::unique_lock lock(pending->mu);
+      pending->outcomes[i] = r;
+      if (--pending->left > 0) return;
+      lock.unlock();
+      pending->answer(std::move(pending->outcomes));
+    });
+  }
+  std::vector<uint64_t> rooms;
+  if (options_.unsafe_answer_before_durable_for_test) {
+    for (const auto& r : results) rooms.push_back(r.room_id());
+  }
+  if (Status offered = hooks_.offer(std::move(results), std::move(done)); !offered.ok()) {
+    pending_ -= n;
+    return Unavailable(offered.message(), path);
+  }
+  if (options_.unsafe_answer_before_durable_for_test) {
+    spdlog::warn("UNSAFE: answering for {} result(s) before they are durable", n);
+    std::vector<storage::EnqueueResult> fake(n);
+    for (size_t i = 0; i < n; ++i) fake[i].shard = storage::RoomShard(rooms[i], shard_count_);
+    pending->answer(std::move(fake));
+    pending->answer = [](std::vector<storage::EnqueueResult>) {};
+  }
+  return std::nullopt;
+}
+
+void IngestService::PostResult(const server::HttpRequest& request,
+                               std::shared_ptr<server::Exchange> exchange) {
+  const std::string path(kResultPath);
+  auto refuse = [&](ErrorCode code, const std::string& detail) {
+    answers_.Add(server::InfoOf(code).code);
+    exchange->Reply(ProblemReply(code, detail, path, kRetryAfterS));
+  };
+  v1::BattleResult result;
+  std::string error;
+  if (!wire::DecodeBody(request.body, *wire::FormatOfContentType(request.content_type), &result,
+                        &error)) {
+    return refuse(ErrorCode::kInvalidArgument, "undecodable BattleResult: " + error);
+  }
+  if (Status valid = Prepare(result); !valid.ok()) {
+    return refuse(ErrorCode::kInvalidArgument, valid.message());
+  }
+  const uint64_t room = result.room_id();
+  std::vector<v1::BattleResult> one;
+  one.push_back(std::move(result));
+  auto refused = Store(
+      std::move(one),
+      [this, exchange, room, accept = request.accept,
+       path](std::vector<storage::EnqueueResult> outcomes) {
+        const storage::EnqueueResult& r = outcomes.front();
+        if (!r.status.ok()) {
+          const ErrorCode code = ProblemOf(r.status);
+          answers_.Add(server::InfoOf(code).code);
+          return exchange->Reply(ProblemReply(code, r.status.message(), path, kRetryAfterS));
+        }
+        answers_.Add(r.already_present ? "DUPLICATE" : "STORED");
+        exchange->Reply(MessageReply(r.already_present ? 200 : 201, StoredOf(room, r), accept));
+      },
+      path);
+  if (refused) {
+    answers_.Add("UNAVAILABLE");
+    return exchange->Reply(std::move(*refused));
+  }
+  exchange->ReplyUnlessAnsweredWithin(
+      options_.durable_wait,
+      Unavailable("the result is not durable yet (the outbox is slow or failing); retry it: an "
+                  "identical result already stored is answered 200",
+                  path));
+}
+
+void IngestService::PostBatch(const server::HttpRequest& request,
+                              std::shared_ptr<server::Exchange> exchange) {
+  const std::string path(kBatchPath);
+  auto refuse = [&](ErrorCode code, const std::string& detail) {
+    answers_.Add(server::InfoOf(code).code);
+    exchange->Reply(ProblemReply(code, detail, path, kRetryAfterS));
+  };
+  v1::SettlementBatch batch;
+  std::string error;
+  if (!wire::DecodeBody(request.body, *wire::FormatOfContentType(request.content_type), &batch,
+                        &error)) {
+    return refuse(ErrorCode::kInvalidArgument, "undecodable batch: " + error);
+  }
+  if (static_cast<size_t>(batch.results_size()) > wire::kMaxBatchResults) {
+    return refuse(ErrorCode::kPayloadTooLarge,
+                  "a batch holds at most " + std::to_string(wire::kMaxBatchResults) + " results");
+  }
+  // Items refused here are answered in place; the others are stored together, with one fsync.
+  auto reply = std::make_shared<v1::StoredBatchReply>();
+  std::vector<v1::BattleResult> valid;
+  std::vector<int> slots;  // reply item of each valid result
+  for (v1::BattleResult& result : *batch.mutable_results()) {
+    v1::StoredItem* item = reply->add_items();
+    if (Status s = Prepare(result); !s.ok()) {
+      answers_.Add("INVALID_ARGUMENT");
+      *item->mutable_problem() = server::ItemProblem(ErrorCode::kInvalidArgument, s.message());
+      continue;
+    }
+    slots.push_back(reply->items_size() - 1);
+    valid.push_back(std::move(result));
+  }
+  std::vector<uint64_t> rooms;
+  for (const auto& r : valid) rooms.push_back(r.room_id());
+  auto answer = [this, exchange, reply, slots, rooms,
+                 accept = request.accept](std::vector<storage::EnqueueResult> outcomes) {
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      v1::StoredItem* item = reply->mutable_items(slots[i]);
+      const storage::EnqueueResult& r = outcomes[i];
+      if (r.status.ok()) {
+        answers_.Add(r.already_present ? "DUPLICATE" : "STORED");
+        *item->mutable_stored() = StoredOf(rooms[i], r);
+      } else {
+        const ErrorCode code = ProblemOf(r.status);
+        answers_.Add(server::InfoOf(code).code);
+        *item->mutable_problem() = server::ItemProblem(code, r.status.message());
+      }
+    }
+    exchange->Reply(MessageReply(200, *reply, accept));
+  };
+  if (valid.empty()) return answer({});
+  if (auto refused = Store(std::move(valid), std::move(answer), path)) {
+    answers_.Add("UNAVAILABLE", slots.size());
+    return exchange->Reply(std::move(*refused));
+  }
+  exchange->ReplyUnlessAnsweredWithin(
+      options_.durable_wait,
+      Unavailable("the results are not durable yet (the outbox is slow or failing); retry the "
+                  "batch: results already stored are answered as duplicates",
+                  path));
+}
+
+}  // namespace verdict::node

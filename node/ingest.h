@@ -1,0 +1,97 @@
+// IngestService: what the node's listeners answer (the HttpHandler of its server::HttpServer).
+// On every listener: GET /metrics, /healthz (503 while outbox writes fail or a delivery loop
+// keeps failing) and /readyz (200 while results are taken). On the ingest listeners also POST
+// /v1/results and POST /v1/results:batch, through which a battle host in any language hands results
+// to a running verdict-node. A 2xx means the result is fsync-durable in the outbox (P1): the answer
+// is sent from the writer's completion, after the group commit that made it durable, never before.
+// Errors follow the lobby's contract (server/problem.h). Thread-safe; no Beast, so it is tested
+// with plain values.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/metrics.h"
+#include "common/status.h"
+#include "node/result_channel.h"
+#include "server/http_server.h"
+
+namespace verdict::node {
+
+struct IngestOptions {
+  // Where battle hosts post results: "unix:PATH" or "HOST:PORT", any number. Default: none.
+  std::vector<std::string> listen;
+  // Bearer token that TCP listeners require of POSTs (a Unix socket relies on its file mode,
+  // 0660). A TCP listener without a token is refused at start. Default: empty.
+  std::string token;
+  // How long a request waits for its results to become durable before it is answered 503; they
+  // may still become durable, and a retry of the same results then answers 200. Default: 5 s.
+  std::chrono::milliseconds durable_wait{5000};
+  // Results taken and not yet durable beyond which new requests are answered 503: with the
+  // connection cap, what bounds the memory that ingest can hold. Default: 8192.
+  size_t max_pending_results = 8192;
+  // Test-only negative control: answers 201 as soon as the results are queued, before the fsync
+  // that makes them durable (P1 off). Default: false. Never set it outside tests.
+  bool unsafe_answer_before_durable_for_test = false;
+};
+
+// What the service needs of the node; every function may be called from any thread.
+struct IngestHooks {
+  // Queues results for the outbox (ResultChannel::Offer).
+  std::function<Status(std::vector<v1::BattleResult>, std::vector<ResultChannel::Completion>)>
+      offer;
+  // OK while results are taken; UNAVAILABLE saying why not (draining, outbox failing).
+  std::function<Status()> ready;
+  // OK while the node is healthy (BattleNode::Health).
+  std::function<Status()> health;
+  // The Prometheus text of /metrics.
+  std::function<std::string()> metrics;
+};
+
+class IngestService final : public server::HttpHandler {
+ public:
+  // `node_id` fills a result's empty node_id; a result naming another node is refused.
+  // Listeners with an index of at least `first_ingest_listener` serve the ingest endpoints.
+  // `registry` must outlive the service.
+  IngestService(IngestOptions options, std::string node_id, uint32_t shard_count,
+                size_t first_ingest_listener, IngestHooks hooks, metrics::Registry& registry);
+
+  server::HeaderVerdict OnHeader(const server::RequestHead& head) override;
+  void OnRequest(const server::RequestHead& head, server::HttpRequest request,
+                 std::shared_ptr<server::Exchange> exchange) override;
+
+  // Replaces the TCP listeners' token (SIGHUP); requests already admitted are unaffected.
+  void SetToken(std::string token);
+
+ private:
+  struct Pending;
+
+  // The result as it will be stored (node_id filled in), or INVALID_ARGUMENT.
+  Status Prepare(v1::BattleResult& result) const;
+  void PostResult(const server::HttpRequest& request, std::shared_ptr<server::Exchange> exchange);
+  void PostBatch(const server::HttpRequest& request, std::shared_ptr<server::Exchange> exchange);
+  // Offers `results` and arranges for `answer` to run once every one of them has its outbox
+  // answer; the problem to reply with if they cannot be taken now.
+  std::optional<server::HttpReply> Store(
+      std::vector<v1::BattleResult> results,
+      std::function<void(std::vector<storage::EnqueueResult>)> answer, const std::string& path);
+  bool TokenMatches(const std::string& authorization) const;
+  server::HttpReply Unavailable(const std::string& detail, const std::string& path) const;
+
+  const IngestOptions options_;
+  const std::string node_id_;
+  const uint32_t shard_count_;
+  const size_t first_ingest_listener_;
+  const IngestHooks hooks_;
+  mutable std::mutex token_mu_;
+  std::string token_;  // guarded by token_mu_
+  std::atomic<size_t> pending_{0};
+  metrics::LabeledCounter& answers_;
+};
+
+}  // namespace verdict::node

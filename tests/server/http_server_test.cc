@@ -1,0 +1,350 @@
+// The shared HTTP server core on its own, with a fake handler: Unix sockets (mode, stale and live
+// sockets, removal), what is decided from the header before a body is read (refusals, the body
+// limit, 100-continue), idle connections, answers that come later or never, hang-ups, and
+// accepting again after running out of descriptors.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "server/http_client.h"
+#include "server/problem.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
+
+namespace verdict::server {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+using testing::WaitUntil;
+
+// Answers /now at once, /later never by itself (the test answers it), refuses /secret from the
+// header unless the request came over a Unix socket, and takes bodies up to 100 bytes.
+class FakeHandler final : public HttpHandler {
+ public:
+  HeaderVerdict OnHeader(const RequestHead& head) override {
+    ++headers;
+    if (head.path == "/secret" && !head.local) {
+      return {ProblemReply(ErrorCode::kUnauthenticated, "no", head.path)};
+    }
+    return {std::nullopt, 100};
+  }
+  void OnRequest(const RequestHead& head, HttpRequest request,
+                 std::shared_ptr<Exchange> exchange) override {
+    ++requests;
+    if (head.path == "/later") {
+      exchange->OnHangUp([this] { ++hang_ups; });
+      if (fallback_after) {
+        exchange->ReplyUnlessAnsweredWithin(*fallback_after, {503, "text/plain", "late\n", {}});
+      }
+      std::lock_guard lock(mu);
+      later = exchange;
+      return;
+    }
+    exchange->Reply({200, "text/plain", "got " + request.body, {}});
+  }
+
+  std::atomic<int> headers{0}, requests{0}, hang_ups{0};
+  std::optional<std::chrono::milliseconds> fallback_after;
+  std::mutex mu;
+  std::shared_ptr<Exchange> later;
+};
+
+// A raw connection to a Unix socket or a loopback port, to send exactly the bytes a test needs.
+int Connect(const ListenAddress& to) {
+  if (to.kind == ListenAddress::Kind::kUnix) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, to.path.c_str());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(to.port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// What arrives on `fd` within `wait` (until the peer closes, or nothing more comes).
+std::string ReadSome(int fd, std::chrono::milliseconds wait) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(wait).count();
+  timeval tv{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.find("\r\n\r\n") != std::string::npos) break;  // a whole header block
+  }
+  return out;
+}
+
+bool SendAll(int fd, const std::string& bytes) {
+  return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  // Starts a server on a Unix socket and a loopback port.
+  void StartServer(HttpServerOptions options = {}) {
+    unix_ = ListenAddress::Parse("unix:" + dir_.Sub("s.sock")).value();
+    tcp_ = ListenAddress::Parse("127.0.0.1:0").value();
+    options.listen = {unix_, tcp_};
+    server_ = std::make_unique<HttpServer>(options, handler_, nullptr);
+    auto ports = server_->Start();
+    ASSERT_TRUE(ports.ok()) << ports.status().ToString();
+    tcp_.port = (*ports)[1];
+  }
+
+  Result<HttpReply> Get(const ListenAddress& to, const std::string& target,
+                        const std::string& body = "") {
+    BlockingHttpClient client(to, 5s);
+    return client.Call({body.empty() ? "GET" : "POST", target, "text/plain", "", "", body});
+  }
+
+  TempDir dir_;
+  FakeHandler handler_;
+  ListenAddress unix_, tcp_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST(ListenAddressTest, ParsesBothFormsAndRefusesTheRest) {
+  auto unix_address = ListenAddress::Parse("unix:/run/verdict/node.sock");
+  ASSERT_TRUE(unix_address.ok());
+  EXPECT_EQ(unix_address->kind, ListenAddress::Kind::kUnix);
+  EXPECT_EQ(unix_address->path, "/run/verdict/node.sock");
+  auto tcp = ListenAddress::Parse("[::1]:9000");
+  ASSERT_TRUE(tcp.ok());
+  EXPECT_EQ(tcp->host, "::1");
+  EXPECT_EQ(tcp->port, 9000);
+  EXPECT_EQ(tcp->ToString(), "[::1]:9000");
+  for (const char* bad : {"unix:", "node.sock", "localhost", ":80"}) {
+    EXPECT_EQ(ListenAddress::Parse(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_FALSE(ListenAddress::Parse("unix:/" + std::string(200, 'x')).ok());
+}
+
+TEST_F(HttpServerTest, ServesBothListenersAndTheSocketHasMode0660UntilStopped) {
+  StartServer();
+  for (const auto* to : {&unix_, &tcp_}) {
+    auto reply = Get(*to, "/now", "hello");
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->status, 200);
+    EXPECT_EQ(reply->body, "got hello");
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(unix_.path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  server_->Stop();
+  EXPECT_NE(::stat(unix_.path.c_str(), &st), 0) << "the socket file outlived the server";
+}
+
+TEST_F(HttpServerTest, AStaleSocketIsReplacedALiveOneAndAFileAreRefused) {
+  // Stale: a socket file nobody listens on (its process died).
+  const std::string path = dir_.Sub("s.sock");
+  {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, path.c_str());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ::close(fd);  // the file stays, with nobody behind it
+  }
+  StartServer();
+  auto reply = Get(unix_, "/now", "x");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+
+  // Live: a second server on the same path is refused, and the first keeps its socket.
+  FakeHandler other;
+  HttpServer second({.listen = {unix_}}, other, nullptr);
+  const auto refused = second.Start();
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("another process is answering"), std::string::npos)
+      << refused.status().ToString();
+  second.Stop();
+  EXPECT_TRUE(Get(unix_, "/now", "x").ok()) << "the refused server removed the live socket";
+
+  // Not a socket: never replaced.
+  const std::string file = dir_.Sub("plain");
+  std::ofstream(file) << "data";
+  HttpServer third({.listen = {ListenAddress::Parse("unix:" + file).value()}}, other, nullptr);
+  EXPECT_EQ(third.Start().status().code(), StatusCode::kFailedPrecondition);
+  std::ifstream kept(file);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(kept)), {}), "data");
+}
+
+TEST_F(HttpServerTest, ARefusalFromTheHeaderIsSentWithoutReadingTheBody) {
+  StartServer();
+  const int fd = Connect(tcp_);
+  ASSERT_GE(fd, 0);
+  // A body announced and never sent: only an answer from the header can come back.
+  ASSERT_TRUE(SendAll(fd, "POST /secret HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n"));
+  const std::string answer = ReadSome(fd, 3s);
+  ::close(fd);
+  EXPECT_NE(answer.find("HTTP/1.1 401"), std::string::npos) << answer;
+  EXPECT_EQ(handler_.requests.load(), 0);
+  // The same path over the Unix socket passes the header check.
+  auto reply = Get(unix_, "/secret", "x");
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->status, 200);
+}
+
+TEST_F(HttpServerTest, ABodyOverTheLimitIsRefusedFromItsLengthOrAsItGrows) {
+  StartServer();
+  const int fd = Connect(tcp_);
+  ASSERT_TRUE(SendAll(fd, "POST /now HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n"));
+  const std::string answer = ReadSome(fd, 3s);
+  ::close(fd);
+  EXPECT_NE(answer.find("HTTP/1.1 413"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("PAYLOAD_TOO_LARGE"), std::string::npos) << answer;
+
+  const int chunked = Connect(tcp_);
+  ASSERT_TRUE(SendAll(chunked,
+                      "POST /now HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      "80\r\n" +
+                          std::string(128, 'a') + "\r\n"));
+  const std::string grown = ReadSome(chunked, 3s);
+  ::close(chunked);
+  EXPECT_NE(grown.find("HTTP/1.1 413"), std::string::npos) << grown;
+  EXPECT_EQ(handler_.requests.load(), 0);
+}
+
+TEST_F(HttpServerTest, ExpectContinueIsAnsweredBeforeTheBodyIsSent) {
+  StartServer();
+  const int fd = Connect(unix_);
+  ASSERT_TRUE(SendAll(fd,
+                      "POST /now HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                      "Expect: 100-continue\r\n\r\n"));
+  const std::string go_on = ReadSome(fd, 3s);
+  EXPECT_NE(go_on.find("HTTP/1.1 100 Continue"), std::string::npos) << go_on;
+  ASSERT_TRUE(SendAll(fd, "hi"));
+  const std::string answer = ReadSome(fd, 3s);
+  ::close(fd);
+  EXPECT_NE(answer.find("got hi"), std::string::npos) << answer;
+}
+
+TEST_F(HttpServerTest, AnIdleConnectionIsClosedAfterTheReadTimeout) {
+  StartServer({.read_timeout = 300ms});
+  const int fd = Connect(tcp_);
+  ASSERT_GE(fd, 0);
+  char byte;
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  EXPECT_EQ(::recv(fd, &byte, 1, 0), 0) << "the server kept a silent connection open";
+  ::close(fd);
+}
+
+TEST_F(HttpServerTest, ALaterAnswerArrivesAndAMissingOneGetsTheFallback) {
+  StartServer();
+  std::thread answer([&] {
+    ASSERT_TRUE(WaitUntil([&] {
+      std::lock_guard lock(handler_.mu);
+      return handler_.later != nullptr;
+    }));
+    std::lock_guard lock(handler_.mu);
+    handler_.later->Reply({201, "text/plain", "done", {}});
+    handler_.later->Reply({500, "text/plain", "twice", {}});  // ignored
+  });
+  auto reply = Get(unix_, "/later", "x");
+  answer.join();
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->status, 201);
+  EXPECT_EQ(reply->body, "done");
+
+  handler_.fallback_after = 200ms;
+  auto late = Get(unix_, "/later", "x");
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->status, 503);
+  EXPECT_EQ(late->body, "late\n");
+}
+
+TEST_F(HttpServerTest, AClientThatHangsUpWhileItsAnswerIsPendingIsNoticed) {
+  StartServer();
+  const int fd = Connect(tcp_);
+  ASSERT_TRUE(SendAll(fd, "POST /later HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"));
+  ASSERT_TRUE(WaitUntil([&] { return handler_.requests.load() == 1; }));
+  ::close(fd);
+  EXPECT_TRUE(WaitUntil([&] { return handler_.hang_ups.load() == 1; }));
+}
+
+// Out of descriptors, accept fails with the connection left in the backlog. The core pauses and
+// accepts again once descriptors are free; the negative control, which stops accepting on the
+// first failure (the node's old metrics server did), never serves again.
+void OutOfDescriptorsThenServe(bool stop_on_failure, bool* served_again) {
+  TempDir dir;
+  FakeHandler handler;
+  HttpServer server({.listen = {ListenAddress::Parse("127.0.0.1:0").value()},
+                     .unsafe_stop_accepting_on_failure_for_test = stop_on_failure},
+                    handler, nullptr);
+  auto ports = server.Start();
+  ASSERT_TRUE(ports.ok());
+  ListenAddress to = ListenAddress::Parse("127.0.0.1:0").value();
+  to.port = ports->front();
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  std::vector<int> held;
+  // Take every descriptor but one below a low limit, then connect: the kernel completes the
+  // connection (one more descriptor here) and the server's accept has none left.
+  rlimit low = saved;
+  low.rlim_cur = 64;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  for (;;) {
+    const int fd = ::dup(0);
+    if (fd < 0) break;
+    held.push_back(fd);
+  }
+  ::close(held.back());
+  held.pop_back();
+  const int client = Connect(to);  // takes the last descriptor; the server's accept fails
+  std::this_thread::sleep_for(300ms);
+  for (int fd : held) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (client >= 0) ::close(client);
+  *served_again = WaitUntil(
+      [&] {
+        BlockingHttpClient c(to, 1s);
+        auto r = c.Call({"POST", "/now", "text/plain", "", "", "x"});
+        return r.ok() && r->status == 200;
+      },
+      5s);
+}
+
+TEST(HttpServerAcceptTest, AcceptsAgainAfterRunningOutOfDescriptors) {
+  bool served = false;
+  OutOfDescriptorsThenServe(false, &served);
+  EXPECT_TRUE(served) << "the server stopped accepting after a failed accept";
+}
+
+TEST(HttpServerAcceptTest, NegativeControlStopsAcceptingAndTheTestSeesIt) {
+  bool served = true;
+  OutOfDescriptorsThenServe(true, &served);
+  EXPECT_FALSE(served) << "the negative control kept accepting: the test above proves nothing";
+}
+
+}  // namespace
+}  // namespace verdict::server
