@@ -11,6 +11,9 @@
 // Then verdict again, open loop at part of its maximum, and at the same rate the same
 // producers, channel and writer over a bare log (one append-only file, an fdatasync per sync):
 // the latency this host's threads and disk give with no storage engine under them.
+// Then the HTTP ingest over a Unix socket (bench/http_ingest.h): single-result requests from 64
+// keep-alive clients and batches of 64, as shares of the in-process maximum; and single requests
+// open loop at half their own maximum, beside the bare log at that rate.
 #include "bench/ingest.h"
 
 #include <fcntl.h>
@@ -33,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/http_ingest.h"
 #include "bench/report.h"
 #include "bench/sample.h"
 #include "node/outbox_writer.h"
@@ -44,6 +48,11 @@ namespace verdict::bench {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+// The HTTP rows: single-result requests from this many keep-alive clients, and batches of
+// kHttpBatch from kHttpBatchClients.
+constexpr int kHttpClients = 64;
+constexpr int kHttpBatchClients = 4;
+constexpr size_t kHttpBatch = 64;
 constexpr uint64_t kRoomsPerProducer = 1'000'000'000;
 // The least time an open-loop producer sleeps at a time (see RunVerdict).
 constexpr auto kProducerTick = std::chrono::microseconds(500);
@@ -205,7 +214,7 @@ VerdictRun RunPipeline(const IngestOptions& o, storage::Outbox& outbox, double r
   SyncTimingOutbox timed(outbox);
   node::OutboxWriter writer(
       channel, timed, {},
-      [&](const std::vector<v1::BattleResult>& batch) {
+      [&](const std::vector<v1::BattleResult>& batch, const std::vector<storage::EnqueueResult>&) {
         const auto now = SteadyClock::now();
         for (const auto& r : batch) {
           const uint64_t p = (r.room_id() - 1) / kRoomsPerProducer;
@@ -384,6 +393,19 @@ int RunIngest(const IngestOptions& o) {
   const VerdictRun bare = load > 0 && !o.verdict_only
                               ? RunBareLog(o, root + "/bare-log", load, o.load_producers)
                               : VerdictRun{};
+  // The HTTP ingest, then its single requests at half their maximum beside the bare log.
+  const HttpIngestRun http_single = RunHttpIngest(o, root + "/http-single", kHttpClients, 1, 0);
+  const HttpIngestRun http_alone =
+      RunHttpIngest(o, root + "/http-alone", kHttpClients, 1, 0, /*http_alone=*/true);
+  const HttpIngestRun http_batch =
+      RunHttpIngest(o, root + "/http-batch", kHttpBatchClients, kHttpBatch, 0);
+  const double http_half = http_single.per_s * 0.5;
+  const HttpIngestRun http_at_half =
+      http_half > 0 ? RunHttpIngest(o, root + "/http-half", kHttpClients, 1, http_half)
+                    : HttpIngestRun{};
+  const VerdictRun bare_at_http_half =
+      http_half > 0 ? RunBareLog(o, root + "/bare-log-http", http_half, o.load_producers)
+                    : VerdictRun{};
   const double file = o.verdict_only ? 0 : RunFileBaseline(o, root + "/files");
   const auto ceilings = o.verdict_only ? std::vector<std::pair<size_t, double>>{}
                                        : RunRocksCeiling(o, root + "/rocksdb");
@@ -412,6 +434,15 @@ int RunIngest(const IngestOptions& o) {
   report.Field("bare_log_p50_ms_at_load", bare.p50_ms);
   report.Field("bare_log_p99_ms_at_load", bare.p99_ms);
   report.Field("bare_log_fsync_p99_ms_at_load", bare.fsync_p99_ms);
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0; };
+  report.Field("http_single_per_s", http_single.per_s);
+  report.Field("http_single_share", ratio(http_single.per_s, verdict.per_s));
+  report.Field("http_alone_per_s", http_alone.per_s);
+  report.Field("http_batch64_per_s", http_batch.per_s);
+  report.Field("http_batch64_share", ratio(http_batch.per_s, verdict.per_s));
+  report.Field("http_p99_ms_at_half", http_at_half.p99_ms);
+  report.Field("bare_log_p99_ms_at_http_half", bare_at_http_half.p99_ms);
+  report.Field("http_p99_over_bare_log", ratio(http_at_half.p99_ms, bare_at_http_half.p99_ms));
   report.Field("file_baseline_per_s", file);
   report.Field("rocksdb_ceiling_per_s", ceiling);
   report.Field("rocksdb_ceiling_batch", static_cast<double>(best_batch));
@@ -427,6 +458,18 @@ int RunIngest(const IngestOptions& o) {
                  {{"per_s", bare.per_s}, {"p50_ms", bare.p50_ms}, {"p99_ms", bare.p99_ms}});
     }
   }
+  report.Row({{"mode", "http_single"}}, {{"per_s", http_single.per_s},
+                                         {"p50_ms", http_single.p50_ms},
+                                         {"p99_ms", http_single.p99_ms}});
+  report.Row(
+      {{"mode", "http_batch64"}},
+      {{"per_s", http_batch.per_s}, {"p50_ms", http_batch.p50_ms}, {"p99_ms", http_batch.p99_ms}});
+  report.Row({{"mode", "http_single_at_half"}}, {{"per_s", http_at_half.per_s},
+                                                 {"p50_ms", http_at_half.p50_ms},
+                                                 {"p99_ms", http_at_half.p99_ms}});
+  report.Row({{"mode", "bare_log_at_http_half"}}, {{"per_s", bare_at_http_half.per_s},
+                                                   {"p50_ms", bare_at_http_half.p50_ms},
+                                                   {"p99_ms", bare_at_http_half.p99_ms}});
   report.Row({{"mode", "file_per_result"}}, {{"per_s", file}});
   for (const auto& [batch, rate] : ceilings) {
     report.Row({{"mode", "rocksdb_ceiling"}},
@@ -456,6 +499,23 @@ int RunIngest(const IngestOptions& o) {
     std::fprintf(table, "  CPU busy: %.0f%% of the host's cores at the maximum, %.0f%% at %.0f%%\n",
                  verdict.cpu_busy * 100, at_load.cpu_busy * 100, o.load_fraction * 100);
   }
+  auto print_http = [&](const std::string& name, const HttpIngestRun& run) {
+    std::fprintf(table, "%-38s %14.0f %10.2f %10.2f\n", name.c_str(), run.per_s, run.p50_ms,
+                 run.p99_ms);
+  };
+  print_http("http, " + std::to_string(kHttpClients) + " clients x 1 result", http_single);
+  print_http("  the same answered before durable", http_alone);
+  print_http("http, " + std::to_string(kHttpBatchClients) + " clients x batch " +
+                 std::to_string(kHttpBatch),
+             http_batch);
+  print_http("http single at half that", http_at_half);
+  std::fprintf(table, "%-38s %14.0f %10.2f %10.2f\n", "bare log at that rate",
+               bare_at_http_half.per_s, bare_at_http_half.p50_ms, bare_at_http_half.p99_ms);
+  std::fprintf(table,
+               "  http: single %.2fx and batches %.2fx the in-process maximum; p99 at half load "
+               "%.1fx the bare log's\n",
+               ratio(http_single.per_s, verdict.per_s), ratio(http_batch.per_s, verdict.per_s),
+               ratio(http_at_half.p99_ms, bare_at_http_half.p99_ms));
   if (o.verdict_only) return report.Emit(o.output);  // the other designs did not run
   std::fprintf(table, "%-38s %14.0f %10s %10s\n", "file per result (fsync + rename)", file, "-",
                "-");
