@@ -9,6 +9,8 @@ VERDICT_PACKAGES=(
   postgresql postgresql-common
   # pg_auto_failover, for the failover test and the HA formation of scripts/lib/ha.sh
   postgresql-15-auto-failover pg-auto-failover-cli
+  # the example ingest clients (examples/go, examples/python) and the test that runs them
+  golang-go python3
 )
 
 ensure_packages() {

@@ -1,0 +1,300 @@
+// Package ingest hands battle results to a running verdict-node through its ingest listener
+// (verdict-node run --ingest-listen), over the node's Unix socket or over TCP with its ingest
+// token. It uses the standard library only, so a battle host can copy this file as it is.
+//
+// A result the node answers 2xx is fsync-durable in the node's outbox: from then on the node
+// delivers it to the lobby, exactly once as far as the lobby's settlements go. Until then the
+// client retries: on transport errors and on 503 UNAVAILABLE (honouring Retry-After), never on
+// any other answer. A retry of the identical result is always safe, since the node answers an
+// identical result it already has 200 with duplicate set.
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// PlayerResult is one player's line in a finished battle (verdict.v1.PlayerResult).
+type PlayerResult struct {
+	PlayerID     uint64 `json:"player_id,string"`
+	Team         uint32 `json:"team"` // 1 or 2
+	Kills        uint32 `json:"kills"`
+	Deaths       uint32 `json:"deaths"`
+	Assists      uint32 `json:"assists"`
+	Score        int64  `json:"score,string"`
+	Disconnected bool   `json:"disconnected"`
+}
+
+// BattleResult is what a battle reports when its room finishes (verdict.v1.BattleResult), in
+// protobuf's JSON mapping: 64-bit integers are JSON strings, the outcome is "SETTLED" or
+// "ABORTED". NodeID may be left empty: the node fills in its own.
+type BattleResult struct {
+	RoomID      uint64         `json:"room_id,string"`
+	Outcome     string         `json:"outcome"`
+	WinnerTeam  uint32         `json:"winner_team"` // 0 is a draw
+	Suspect     bool           `json:"suspect,omitempty"`
+	EndedAtMs   int64          `json:"ended_at_ms,string"`
+	NodeID      string         `json:"node_id,omitempty"`
+	ReplayPath  string         `json:"replay_path,omitempty"`
+	Players     []PlayerResult `json:"players"`
+	AbortReason string         `json:"abort_reason,omitempty"`
+}
+
+// StoredResult is the node's answer for a stored result (verdict.v1.StoredResult): where it
+// waits in the outbox for delivery. Duplicate is set when an identical result was stored
+// before and nothing was written.
+type StoredResult struct {
+	RoomID    uint64 `json:"room_id,string"`
+	Shard     uint32 `json:"shard"`
+	Sequence  uint64 `json:"sequence,string"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// Problem is an error the node answered: the members of its application/problem+json body
+// (verdict.v1.ProblemDetails) that a client acts on, or a batch item's problem.
+type Problem struct {
+	Status    int    `json:"status"`
+	Code      string `json:"code"` // e.g. "INVALID_ARGUMENT", "IDEMPOTENCY_MISMATCH"
+	Retryable bool   `json:"retryable"`
+	Detail    string `json:"detail"`
+}
+
+func (p *Problem) Error() string {
+	return fmt.Sprintf("verdict-node answered %d %s: %s", p.Status, p.Code, p.Detail)
+}
+
+// StoredItem is the answer for one result of a batch: Stored, or Problem.
+type StoredItem struct {
+	Stored  *StoredResult `json:"stored,omitempty"`
+	Problem *Problem      `json:"problem,omitempty"`
+}
+
+// MaxBatch is the most results one batch request may hold (and 4 MiB).
+const MaxBatch = 256
+
+// Client posts results to one verdict-node. Its fields may be changed before first use; a
+// Client is then safe for concurrent use.
+type Client struct {
+	// BaseURL is the node's listener, e.g. "http://127.0.0.1:9465"; for a Unix socket the
+	// host is ignored ("http://verdict-node").
+	BaseURL string
+	// Token is the node's ingest token, sent as a bearer token; a Unix socket needs none.
+	Token string
+	// HTTP sends the requests. Its Timeout bounds one attempt.
+	HTTP *http.Client
+	// FirstBackoff and MaxBackoff bound the wait between attempts when the node gave no
+	// Retry-After: it doubles from FirstBackoff up to MaxBackoff, with jitter.
+	FirstBackoff, MaxBackoff time.Duration
+}
+
+// NewUnixClient returns a Client for the node's Unix socket at path (its --ingest-listen
+// unix:PATH), which takes no token.
+func NewUnixClient(path string) *Client {
+	transport := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		MaxIdleConns:    4,
+		IdleConnTimeout: 5 * time.Second, // below the node's 10 s keep-alive limit
+	}
+	return newClient("http://verdict-node", "", transport)
+}
+
+// NewTCPClient returns a Client for a TCP ingest listener at baseURL ("http://HOST:PORT"),
+// which requires the node's ingest token.
+func NewTCPClient(baseURL, token string) *Client {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.IdleConnTimeout = 5 * time.Second
+	return newClient(baseURL, token, transport)
+}
+
+func newClient(baseURL, token string, transport http.RoundTripper) *Client {
+	return &Client{
+		BaseURL:      baseURL,
+		Token:        token,
+		HTTP:         &http.Client{Transport: transport, Timeout: 30 * time.Second},
+		FirstBackoff: 100 * time.Millisecond,
+		MaxBackoff:   5 * time.Second,
+	}
+}
+
+// PostResult stores one result (POST /v1/results) and returns where it is stored; Duplicate
+// is set when the node already had it. It retries until the node answers, the answer is not
+// retryable, or ctx is done: give ctx a deadline. A refusal is a *Problem (400
+// INVALID_ARGUMENT, 422 IDEMPOTENCY_MISMATCH, ...); retrying it would not help.
+func (c *Client) PostResult(ctx context.Context, result *BattleResult) (StoredResult, error) {
+	body, err := json.Marshal(result)
+	if err != nil {
+		return StoredResult{}, err
+	}
+	var stored StoredResult
+	if err := c.post(ctx, "/v1/results", body, &stored); err != nil {
+		return StoredResult{}, err
+	}
+	if stored.RoomID != result.RoomID {
+		return StoredResult{}, fmt.Errorf("verdict-node answered for room %d, not %d",
+			stored.RoomID, result.RoomID)
+	}
+	return stored, nil
+}
+
+// PostBatch stores up to MaxBatch results with one fsync (POST /v1/results:batch) and
+// returns one item per result, in order. Results whose items are retryable problems are
+// posted again, alone of the others, until they are stored or ctx is done; the items then
+// hold what the node last answered. The error is for the request as a whole (a *Problem, a
+// transport error when ctx ended, or a reply that does not match the request).
+func (c *Client) PostBatch(ctx context.Context, results []BattleResult) ([]StoredItem, error) {
+	if len(results) > MaxBatch {
+		return nil, fmt.Errorf("a batch holds at most %d results, not %d", MaxBatch, len(results))
+	}
+	items := make([]StoredItem, len(results))
+	pending := make([]int, len(results)) // indexes into results still to store
+	for i := range pending {
+		pending[i] = i
+	}
+	for attempt := 0; len(pending) > 0; attempt++ {
+		if attempt > 0 {
+			if err := sleep(ctx, c.backoff(attempt)); err != nil {
+				return items, err
+			}
+		}
+		batch := struct {
+			Results []BattleResult `json:"results"`
+		}{}
+		for _, i := range pending {
+			batch.Results = append(batch.Results, results[i])
+		}
+		body, err := json.Marshal(batch)
+		if err != nil {
+			return nil, err
+		}
+		var reply struct {
+			Items []StoredItem `json:"items"`
+		}
+		if err := c.post(ctx, "/v1/results:batch", body, &reply); err != nil {
+			return items, err
+		}
+		if len(reply.Items) != len(pending) {
+			return items, fmt.Errorf("verdict-node answered %d items for %d results",
+				len(reply.Items), len(pending))
+		}
+		var again []int
+		for k, i := range pending {
+			items[i] = reply.Items[k]
+			if p := items[i].Problem; p != nil && p.Retryable {
+				again = append(again, i)
+			}
+		}
+		pending = again
+	}
+	return items, nil
+}
+
+// post sends body as JSON to path until it gets a final answer, and decodes a 2xx into out.
+func (c *Client) post(ctx context.Context, path string, body []byte, out any) error {
+	var last error // the last failed attempt that was not cut short by ctx
+	for retry := 1; ; retry++ {
+		wait, err := c.attempt(ctx, path, body, out)
+		if err == nil {
+			return nil
+		}
+		var problem *Problem
+		if errors.As(err, &problem) && !problem.Retryable {
+			return err
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
+		if wait == 0 {
+			wait = c.backoff(retry)
+		}
+		if done := sleep(ctx, wait); done != nil {
+			return fmt.Errorf("%w (last answer: %v)", done, last)
+		}
+	}
+}
+
+// attempt makes one request. It returns the answer's Retry-After for a retryable problem, and
+// an error that is a non-retryable *Problem when the request must not be retried.
+func (c *Client) attempt(ctx context.Context, path string, body []byte,
+	out any) (time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+path,
+		bytes.NewReader(body))
+	if err != nil {
+		return 0, &Problem{Code: "CLIENT", Detail: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return 0, err // transport: retried
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated {
+		if err := json.Unmarshal(data, out); err != nil {
+			return 0, &Problem{Status: resp.StatusCode, Code: "BAD_REPLY",
+				Detail: "undecodable reply: " + err.Error()}
+		}
+		return 0, nil
+	}
+	problem := &Problem{Status: resp.StatusCode, Code: "HTTP_" + strconv.Itoa(resp.StatusCode),
+		Detail: string(data)}
+	if media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); media ==
+		"application/problem+json" {
+		_ = json.Unmarshal(data, problem) // a body that does not parse keeps the raw text
+	}
+	// Only 503 is retried, whatever a body says: any other status is final.
+	problem.Retryable = resp.StatusCode == http.StatusServiceUnavailable
+	return retryAfter(resp.Header.Get("Retry-After")), problem
+}
+
+// backoff is the wait before the given retry (1 for the first): doubling from FirstBackoff up
+// to MaxBackoff, then picked at random in its upper half so clients do not retry in step.
+func (c *Client) backoff(retry int) time.Duration {
+	d := c.FirstBackoff
+	for i := 1; i < retry && d < c.MaxBackoff; i++ {
+		d *= 2
+	}
+	if d > c.MaxBackoff {
+		d = c.MaxBackoff
+	}
+	return d/2 + time.Duration(rand.Int63n(int64(d/2)+1))
+}
+
+// retryAfter reads a Retry-After header given in seconds; 0 when absent or unreadable.
+func retryAfter(header string) time.Duration {
+	s, err := strconv.Atoi(header)
+	if err != nil || s < 0 {
+		return 0
+	}
+	return time.Duration(s) * time.Second
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

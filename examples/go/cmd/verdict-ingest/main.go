@@ -1,0 +1,163 @@
+// Command verdict-ingest posts a battle result to a running verdict-node and prints where it
+// was stored (a StoredResult, as JSON). The result comes from flags or from a JSON file:
+//
+//	verdict-ingest -socket node.sock -room 42 -winner 1 -players 1:1,2:2
+//	verdict-ingest -url http://127.0.0.1:9465 -token-file ingest.token -file result.json
+//	verdict-ingest -socket node.sock -file - < batch.json    # {"results": [...]}: a batch
+//
+// The file holds one BattleResult in protobuf's JSON mapping (room_id, ended_at_ms, player_id
+// and score as strings) or a batch {"results": [...]}. Exit status: 0 stored (or already
+// stored), 1 refused or not stored in time, 2 usage.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"verdict.example/ingest"
+)
+
+func main() {
+	socket := flag.String("socket", "", "the node's Unix socket (its --ingest-listen unix:PATH)")
+	url := flag.String("url", "", "or a TCP ingest listener, http://HOST:PORT")
+	token := flag.String("token", os.Getenv("VERDICT_INGEST_TOKEN"),
+		"ingest token for -url (default $VERDICT_INGEST_TOKEN)")
+	tokenFile := flag.String("token-file", "", "read the ingest token from FILE")
+	file := flag.String("file", "", "JSON BattleResult or {\"results\": [...]} to post; - for stdin")
+	room := flag.Uint64("room", 0, "room_id (without -file)")
+	outcome := flag.String("outcome", "SETTLED", "SETTLED or ABORTED")
+	winner := flag.Uint("winner", 0, "winner_team: 1, 2, or 0 for a draw")
+	endedAt := flag.Int64("ended-at-ms", 0, "ended_at_ms (default: now); the same value makes a retry a duplicate")
+	players := flag.String("players", "", "PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS],...")
+	timeout := flag.Duration("timeout", time.Minute, "give up retrying after this long")
+	flag.Parse()
+
+	client, err := newClient(*socket, *url, *token, *tokenFile)
+	if err != nil {
+		usage(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+
+	var reply any
+	if *file != "" {
+		reply, err = postFile(ctx, client, *file)
+	} else {
+		var result *ingest.BattleResult
+		if result, err = resultFromFlags(*room, *outcome, *winner, *endedAt, *players); err != nil {
+			usage(err)
+		}
+		reply, err = client.PostResult(ctx, result)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "verdict-ingest:", err)
+		os.Exit(1)
+	}
+	out, _ := json.Marshal(reply)
+	fmt.Println(string(out))
+}
+
+func usage(err error) {
+	fmt.Fprintln(os.Stderr, "verdict-ingest:", err)
+	flag.Usage()
+	os.Exit(2)
+}
+
+func newClient(socket, url, token, tokenFile string) (*ingest.Client, error) {
+	if (socket == "") == (url == "") {
+		return nil, errors.New("give exactly one of -socket and -url")
+	}
+	if socket != "" {
+		return ingest.NewUnixClient(socket), nil
+	}
+	if tokenFile != "" {
+		data, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		token = strings.TrimSpace(string(data))
+	}
+	if token == "" {
+		return nil, errors.New("-url needs the ingest token (-token, -token-file or $VERDICT_INGEST_TOKEN)")
+	}
+	return ingest.NewTCPClient(url, token), nil
+}
+
+// postFile posts the result or batch in path ("-": standard input). A batch's reply is
+// returned as {"items": [...]}; it fails if any item was refused.
+func postFile(ctx context.Context, client *ingest.Client, path string) (any, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var batch struct {
+		Results []ingest.BattleResult `json:"results"`
+	}
+	if json.Unmarshal(data, &batch) == nil && batch.Results != nil {
+		items, err := client.PostBatch(ctx, batch.Results)
+		if err == nil {
+			for i, item := range items {
+				if item.Problem != nil {
+					err = fmt.Errorf("result %d (room %d): %w", i, batch.Results[i].RoomID, item.Problem)
+					break
+				}
+			}
+		}
+		return struct {
+			Items []ingest.StoredItem `json:"items"`
+		}{items}, err
+	}
+	var result ingest.BattleResult
+	decoder := json.NewDecoder(bytes.NewReader(data))
+	decoder.DisallowUnknownFields()
+	if err := decoder.Decode(&result); err != nil {
+		return nil, fmt.Errorf("%s: not a BattleResult: %w", path, err)
+	}
+	return client.PostResult(ctx, &result)
+}
+
+func resultFromFlags(room uint64, outcome string, winner uint, endedAt int64,
+	players string) (*ingest.BattleResult, error) {
+	if room == 0 || players == "" {
+		return nil, errors.New("give -room and -players, or -file")
+	}
+	if endedAt == 0 {
+		endedAt = time.Now().UnixMilli()
+	}
+	result := &ingest.BattleResult{RoomID: room, Outcome: outcome, WinnerTeam: uint32(winner),
+		EndedAtMs: endedAt}
+	for _, spec := range strings.Split(players, ",") {
+		var fields [5]uint64
+		parts := strings.Split(spec, ":")
+		if len(parts) != 2 && len(parts) != 5 {
+			return nil, fmt.Errorf("-players: %q is not PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS]", spec)
+		}
+		for i, part := range parts {
+			v, err := strconv.ParseUint(part, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("-players: %q: %w", spec, err)
+			}
+			fields[i] = v
+		}
+		result.Players = append(result.Players, ingest.PlayerResult{
+			PlayerID: fields[0], Team: uint32(fields[1]), Kills: uint32(fields[2]),
+			Deaths: uint32(fields[3]), Assists: uint32(fields[4]),
+		})
+	}
+	return result, nil
+}

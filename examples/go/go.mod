@@ -1,0 +1,3 @@
+module verdict.example/ingest
+
+go 1.19

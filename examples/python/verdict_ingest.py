@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""Hands battle results to a running verdict-node through its ingest listener.
+
+Python 3 standard library only: copy this file into a battle host, or run it.
+
+    from verdict_ingest import IngestClient, battle_result
+    node = IngestClient(socket_path="node.sock")            # the node's --ingest-listen unix:PATH
+    node = IngestClient(url="http://127.0.0.1:9465", token="...")   # a TCP listener and its token
+    stored = node.post_result(battle_result(42, [(1, 1), (2, 2)], winner_team=1))
+    # {'room_id': '42', 'shard': 5, 'sequence': '17', 'duplicate': False}
+
+A result the node answers 2xx is fsync-durable in the node's outbox, and the node delivers it
+to the lobby from then on. Until then the client retries, on transport errors and on 503
+UNAVAILABLE (honouring Retry-After), never on any other answer: those raise Problem. A retry of
+the identical result is always safe: the node answers 200 with "duplicate": true.
+
+As a command (exit 0 stored or already stored, 1 refused or not stored in time, 2 usage):
+
+    verdict_ingest.py --socket node.sock --room 42 --winner 1 --players 1:1,2:2
+    verdict_ingest.py --url http://127.0.0.1:9465 --token-file ingest.token --file result.json
+"""
+
+import argparse
+import http.client
+import json
+import os
+import random
+import socket
+import sys
+import time
+import urllib.parse
+
+MAX_BATCH = 256  # results per batch request (and 4 MiB)
+
+
+class Problem(Exception):
+    """An answer of the node that is not a success: its problem+json members."""
+
+    def __init__(self, status, code, detail, retryable=False):
+        super().__init__(f"verdict-node answered {status} {code}: {detail}")
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.retryable = retryable
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over a Unix stream socket; the host name only fills the Host header."""
+
+    def __init__(self, path, timeout):
+        super().__init__("verdict-node", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def battle_result(room_id, players, outcome="SETTLED", winner_team=0, ended_at_ms=None,
+                  **fields):
+    """A verdict.v1.BattleResult in protobuf's JSON mapping (64-bit integers as strings).
+
+    players: (player_id, team) pairs or dicts of PlayerResult fields. ended_at_ms defaults to
+    now; keep the value when retrying, as it is part of the result. Other BattleResult fields
+    (node_id, suspect, replay_path, abort_reason) may be given by name.
+    """
+    if ended_at_ms is None:
+        ended_at_ms = int(time.time() * 1000)
+    lines = []
+    for p in players:
+        line = dict(p) if isinstance(p, dict) else {"player_id": p[0], "team": p[1]}
+        line["player_id"] = str(line["player_id"])
+        if "score" in line:
+            line["score"] = str(line["score"])
+        lines.append(line)
+    result = {"room_id": str(room_id), "outcome": outcome, "winner_team": winner_team,
+              "ended_at_ms": str(ended_at_ms), "players": lines}
+    result.update(fields)
+    return result
+
+
+class IngestClient:
+    """Posts results to one verdict-node, over its Unix socket or a TCP listener.
+
+    Give socket_path, or url ("http://HOST:PORT") and token. timeout bounds one attempt;
+    first_backoff and max_backoff bound the wait between attempts when the node gave no
+    Retry-After. Not shared between threads: make one client per thread.
+    """
+
+    def __init__(self, socket_path=None, url=None, token=None, timeout=30.0,
+                 first_backoff=0.1, max_backoff=5.0):
+        if (socket_path is None) == (url is None):
+            raise ValueError("give exactly one of socket_path and url")
+        if socket_path is None:
+            parsed = urllib.parse.urlsplit(url)
+            if parsed.scheme != "http" or not parsed.hostname:
+                raise ValueError(f"url must be http://HOST:PORT, not {url!r}")
+            if not token:
+                raise ValueError("a TCP listener needs the node's ingest token")
+            self._host, self._port = parsed.hostname, parsed.port or 80
+        self._socket_path = socket_path
+        self._token = token
+        self._timeout = timeout
+        self._first_backoff = first_backoff
+        self._max_backoff = max_backoff
+
+    def post_result(self, result, deadline_s=60.0):
+        """Stores one result (POST /v1/results) and returns the node's StoredResult as a dict.
+
+        "duplicate" is true when the node already had it. Retries for up to deadline_s
+        seconds; raises Problem for a refusal (400, 401, 413, 415, 422) or when the time is up
+        (with the last answer).
+        """
+        stored = self._post("/v1/results", result, deadline_s)
+        if stored.get("room_id") != str(result["room_id"]):
+            raise Problem(0, "BAD_REPLY", f"an answer for room {stored.get('room_id')}")
+        return stored
+
+    def post_batch(self, results, deadline_s=60.0):
+        """Stores up to MAX_BATCH results with one fsync (POST /v1/results:batch).
+
+        Returns one item per result, in order: {"stored": {...}} or {"problem": {...}}.
+        Results whose items are retryable problems are posted again until they are stored or
+        deadline_s has passed; their items then hold what the node last answered. Raises
+        Problem when the request as a whole is refused or not answered in time.
+        """
+        if len(results) > MAX_BATCH:
+            raise ValueError(f"a batch holds at most {MAX_BATCH} results")
+        end = time.monotonic() + deadline_s
+        items = [None] * len(results)
+        pending = list(range(len(results)))
+        retry = 0
+        while pending:
+            if retry:
+                self._sleep_until(self._backoff(retry), end)
+            retry += 1
+            reply = self._post("/v1/results:batch",
+                               {"results": [results[i] for i in pending]},
+                               end - time.monotonic())
+            answered = reply.get("items", [])
+            if len(answered) != len(pending):
+                raise Problem(0, "BAD_REPLY", f"{len(answered)} items for {len(pending)} results")
+            again = []
+            for i, item in zip(pending, answered):
+                items[i] = item
+                if item.get("problem", {}).get("retryable"):
+                    again.append(i)
+            if again and time.monotonic() >= end:
+                break
+            pending = again
+        return items
+
+    def _post(self, path, document, deadline_s):
+        body = json.dumps(document).encode()
+        end = time.monotonic() + max(deadline_s, 0)
+        retry = 1
+        while True:
+            try:
+                return self._attempt(path, body)
+            except Problem as problem:
+                if not problem.retryable:
+                    raise
+                last, wait = problem, getattr(problem, "retry_after", None)
+            except (OSError, http.client.HTTPException) as error:
+                last, wait = Problem(0, "TRANSPORT", str(error), retryable=True), None
+            if wait is None:
+                wait = self._backoff(retry)
+            retry += 1
+            if time.monotonic() + wait >= end:
+                raise Problem(last.status, last.code,
+                              f"not stored within {deadline_s:.0f} s; last answer: {last.detail}",
+                              retryable=True)
+            time.sleep(wait)
+
+    def _attempt(self, path, body):
+        if self._socket_path is not None:
+            conn = _UnixConnection(self._socket_path, self._timeout)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._token:
+            headers["Authorization"] = "Bearer " + self._token
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            response = conn.getresponse()
+            data = response.read()
+        finally:
+            conn.close()
+        if response.status in (200, 201):
+            try:
+                return json.loads(data)
+            except ValueError as error:
+                raise Problem(response.status, "BAD_REPLY", f"undecodable reply: {error}")
+        detail, code = data.decode(errors="replace"), f"HTTP_{response.status}"
+        if response.getheader("Content-Type", "").startswith("application/problem+json"):
+            try:
+                members = json.loads(data)
+                detail, code = members.get("detail", detail), members.get("code", code)
+            except ValueError:
+                pass  # keeps the raw text
+        # Only 503 is retried, whatever a body says: any other status is final.
+        problem = Problem(response.status, code, detail, retryable=response.status == 503)
+        try:
+            problem.retry_after = float(response.getheader("Retry-After"))
+        except (TypeError, ValueError):
+            problem.retry_after = None
+        raise problem
+
+    def _backoff(self, retry):
+        """The wait before a retry (1 for the first): doubling, capped, jittered."""
+        d = min(self._first_backoff * 2 ** (retry - 1), self._max_backoff)
+        return d / 2 + random.uniform(0, d / 2)
+
+    @staticmethod
+    def _sleep_until(wait, end):
+        time.sleep(max(0.0, min(wait, end - time.monotonic())))
+
+
+def _players(spec):
+    players = []
+    for item in spec.split(","):
+        parts = [int(v) for v in item.split(":")]
+        if len(parts) not in (2, 5):
+            raise argparse.ArgumentTypeError(f"{item!r} is not PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS]")
+        line = {"player_id": parts[0], "team": parts[1]}
+        if len(parts) == 5:
+            line.update(kills=parts[2], deaths=parts[3], assists=parts[4])
+        players.append(line)
+    return players
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Post a battle result to a running verdict-node; prints the StoredResult.")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--socket", help="the node's Unix socket (its --ingest-listen unix:PATH)")
+    where.add_argument("--url", help="a TCP ingest listener, http://HOST:PORT")
+    parser.add_argument("--token", default=os.environ.get("VERDICT_INGEST_TOKEN"),
+                        help="ingest token for --url (default $VERDICT_INGEST_TOKEN)")
+    parser.add_argument("--token-file", help="read the ingest token from FILE")
+    parser.add_argument("--file", help='JSON BattleResult or {"results": [...]}; - for stdin')
+    parser.add_argument("--room", type=int, help="room_id (without --file)")
+    parser.add_argument("--outcome", default="SETTLED", choices=["SETTLED", "ABORTED"])
+    parser.add_argument("--winner", type=int, default=0, help="winner_team: 1, 2, or 0 (draw)")
+    parser.add_argument("--ended-at-ms", type=int, help="ended_at_ms (default: now)")
+    parser.add_argument("--players", type=_players, help="PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS],...")
+    parser.add_argument("--timeout", type=float, default=60.0, help="give up after SECONDS")
+    args = parser.parse_args(argv)
+
+    token = args.token
+    if args.token_file:
+        with open(args.token_file) as f:
+            token = f.read().strip()
+    try:
+        client = IngestClient(socket_path=args.socket, url=args.url,
+                              token=token if args.url else None)
+    except ValueError as error:
+        parser.error(str(error))
+
+    try:
+        if args.file:
+            text = sys.stdin.read() if args.file == "-" else open(args.file).read()
+            document = json.loads(text)
+            if "results" in document:
+                items = client.post_batch(document["results"], args.timeout)
+                print(json.dumps({"items": items}))
+                refused = [item["problem"] for item in items if "problem" in item]
+                if refused:
+                    print(f"verdict_ingest: {len(refused)} result(s) refused, first: "
+                          f"{refused[0].get('code')}: {refused[0].get('detail')}",
+                          file=sys.stderr)
+                    return 1
+                return 0
+            result = document
+        elif args.room and args.players:
+            result = battle_result(args.room, args.players, args.outcome, args.winner,
+                                   args.ended_at_ms)
+        else:
+            parser.error("give --room and --players, or --file")
+        print(json.dumps(client.post_result(result, args.timeout)))
+        return 0
+    except Problem as problem:
+        print(f"verdict_ingest: {problem}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

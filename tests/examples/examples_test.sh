@@ -1,0 +1,367 @@
+#!/usr/bin/env bash
+# The node's ingest API from outside, as a battle host in another language uses it: the Go and
+# Python examples (examples/go, examples/python) post results to a real verdict-node over its
+# Unix socket and over TCP with its ingest token; the node delivers them to a real lobby, which
+# settles each room exactly once; and every path of api/openapi.yaml is served by the node or
+# the lobby. Runs against the PostgreSQL server the PG* environment names (pg_virtualenv), in a
+# database of its own.
+#   examples_test.sh VERDICT_NODE VERDICT_LOBBY SOURCE_DIR
+set -euo pipefail
+node_bin=$1 lobby_bin=$2 source=$3
+
+fail() {
+  echo "FAIL: $*" >&2
+  for log in "${work:-}"/lobby.log "${work:-}"/node.log; do
+    [ -s "$log" ] && { echo "--- last lines of $(basename "$log"):" >&2; tail -n 30 "$log" >&2; }
+  done
+  exit 1
+}
+step() { echo "== $*"; }
+
+command -v go >/dev/null ||
+  fail "go is missing: install the Debian package golang-go (apt-get install golang-go)"
+command -v python3 >/dev/null || fail "python3 is missing: install the Debian package python3"
+command -v createdb >/dev/null && command -v psql >/dev/null ||
+  fail "createdb and psql are missing: install the Debian package postgresql-client"
+psql -Atqc 'SELECT 1' postgres >/dev/null 2>&1 ||
+  fail "no PostgreSQL server answers (PGHOST=${PGHOST:-unset}): run inside pg_virtualenv"
+
+export PYTHONDONTWRITEBYTECODE=1  # nothing written into the source tree
+work=$(mktemp -d)
+db="verdict_examples_$$_$RANDOM"
+lobby_pid="" node_pid="" db_created=""
+cleanup() {
+  local status=$?
+  set +e
+  # A stopped lobby would never see its SIGTERM.
+  [ -n "$lobby_pid" ] && kill -CONT "$lobby_pid" 2>/dev/null
+  for pid in $node_pid $lobby_pid; do
+    kill -TERM "$pid" 2>/dev/null || continue
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  [ -n "$db_created" ] && dropdb --if-exists --force "$db" 2>/dev/null
+  rm -rf "$work"
+  exit $status
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM  # ctest's timeout: still clean up
+
+node_id=examples-node
+node_token="node-$RANDOM$RANDOM" admin_token="admin-$RANDOM$RANDOM"
+ingest_token="ingest-$RANDOM$RANDOM"
+ended=1700000000000
+
+# request.py TARGET METHOD PATH [--token T] [--data JSON] [--expect STATUS]: one request to
+# "unix:PATH" or "http://HOST:PORT"; prints the status and the body, fails on another status.
+cat >"$work/request.py" <<'PY'
+import argparse, http.client, json, socket, sys
+
+class Unix(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=30)
+        self.path = path
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(30)
+        self.sock.connect(self.path)
+
+def request(target, method, path, token=None, data=None):
+    if target.startswith("unix:"):
+        conn = Unix(target[5:])
+    else:
+        host, port = target.split("//", 1)[1].rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    headers = {"Accept": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    try:
+        conn.request(method, path, body=data, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.getheader("Content-Type", ""), response.read().decode()
+    finally:
+        conn.close()
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("target"); p.add_argument("method"); p.add_argument("path")
+    p.add_argument("--token"); p.add_argument("--data"); p.add_argument("--expect", type=int)
+    a = p.parse_args()
+    status, _, body = request(a.target, a.method, a.path, a.token, a.data)
+    print(status, body)
+    if a.expect is not None and status != a.expect:
+        sys.exit(f"{a.method} {a.path} answered {status}, not {a.expect}: {body}")
+PY
+http() { python3 "$work/request.py" "$@"; }
+# field JSON KEY...: the member at that path of a JSON document, e.g. field "$out" items 0 stored.
+field() {
+  python3 -c 'import json, sys
+v = json.loads(sys.argv[1])
+for k in sys.argv[2:]:
+    v = v[int(k)] if isinstance(v, list) else v[k]
+print(json.dumps(v) if isinstance(v, (dict, list)) else str(v).lower() if isinstance(v, bool) else v)' "$@"
+}
+# The first line of FILE matching a sed expression that prints, waited for up to 30 s while
+# process PID runs.
+wait_for_line() {
+  local file=$1 expr=$2 pid=$3 line=""
+  for _ in $(seq 300); do
+    line=$(sed -n "$expr" "$file" 2>/dev/null | head -n 1)
+    [ -n "$line" ] && { echo "$line"; return 0; }
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+step "database $db, lobby"
+createdb "$db" && db_created=1
+"$lobby_bin" --db "dbname=$db" migrate >"$work/migrate.log" 2>&1 ||
+  { cat "$work/migrate.log" >&2; fail "verdict-lobby migrate failed"; }
+"$lobby_bin" --db "dbname=$db" serve --listen 127.0.0.1:0 --node-token "$node_id=$node_token" \
+  --admin-token "$admin_token" >"$work/lobby.log" 2>&1 &
+lobby_pid=$!
+lobby_port=$(wait_for_line "$work/lobby.log" 's/^listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' \
+  "$lobby_pid") || fail "the lobby did not start"
+lobby="http://127.0.0.1:$lobby_port"
+echo "lobby on $lobby"
+
+# Rooms 1001..1006, each with two players of its own: ROOM*10+1 on team 1, ROOM*10+2 on team 2.
+rooms=(1001 1002 1003 1004 1005 1006)
+for room in "${rooms[@]}"; do
+  http "$lobby" POST /v1/rooms --token "$admin_token" --expect 201 --data \
+    "{\"room_id\":\"$room\",\"node_id\":\"$node_id\",\"seats\":[{\"player_id\":\"${room}1\",\"team\":1},{\"player_id\":\"${room}2\",\"team\":2}]}" \
+    >/dev/null || fail "allocating room $room"
+done
+echo "allocated rooms ${rooms[*]}"
+# result ROOM [WINNER]: the room's BattleResult as JSON.
+result() {
+  echo "{\"room_id\":\"$1\",\"outcome\":\"SETTLED\",\"winner_team\":${2:-1},\"ended_at_ms\":\"$ended\",\"players\":[{\"player_id\":\"${1}1\",\"team\":1,\"kills\":3},{\"player_id\":\"${1}2\",\"team\":2,\"deaths\":3}]}"
+}
+
+step "node"
+"$node_bin" run --node-id "$node_id" --outbox "$work/outbox" --lobby "$lobby" --token "$node_token" \
+  --ingest-listen "unix:$work/node.sock" --ingest-listen 127.0.0.1:0 \
+  --ingest-token "$ingest_token" >"$work/node.log" 2>&1 &
+node_pid=$!
+node_port=$(wait_for_line "$work/node.log" 's/^ingest on port \([0-9]*\)$/\1/p' "$node_pid") ||
+  fail "the node did not start (no 'ingest on port' line)"
+[ -S "$work/node.sock" ] || fail "the node has no socket at $work/node.sock"
+mode=$(stat -c %a "$work/node.sock")
+[ "$mode" = 660 ] || fail "the node's socket has mode $mode, not 660"
+node_tcp="http://127.0.0.1:$node_port"
+node_unix="unix:$work/node.sock"
+echo "node on $node_tcp and $node_unix"
+
+step "build the Go example"
+export GOCACHE="$work/go/cache" GOPATH="$work/go/path" GOENV=off GOFLAGS='' GOWORK=off \
+  GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0
+(cd "$source/examples/go" && go vet ./... && go test ./... &&
+  go build -o "$work/verdict-ingest" ./cmd/verdict-ingest) >"$work/go.log" 2>&1 ||
+  { cat "$work/go.log" >&2; fail "the Go example does not build or pass its tests"; }
+cat "$work/go.log"
+py="$source/examples/python/verdict_ingest.py"
+python3 -c 'import py_compile, sys; py_compile.compile(sys.argv[1], sys.argv[2], doraise=True)' \
+  "$py" "$work/verdict_ingest.pyc" || fail "the Python example does not compile"
+
+# While the lobby is stopped the node delivers nothing, so every result posted stays in its
+# outbox: a repeat is then answered as a duplicate by the node itself.
+kill -STOP "$lobby_pid"
+echo "lobby paused: results stay in the node's outbox"
+
+step "(a) Go over the Unix socket"
+goingest() { "$work/verdict-ingest" -timeout 20s "$@"; }
+out=$(goingest -socket "$work/node.sock" -room 1001 -winner 1 -ended-at-ms "$ended" \
+  -players 10011:1:3:0:0,10012:2:0:3:0) || fail "Go: posting room 1001"
+echo "first:  $out"
+[ "$(field "$out" room_id)" = 1001 ] && [ "$(field "$out" duplicate)" = false ] ||
+  fail "Go: room 1001 was not newly stored: $out"
+again=$(goingest -socket "$work/node.sock" -room 1001 -winner 1 -ended-at-ms "$ended" \
+  -players 10011:1:3:0:0,10012:2:0:3:0) || fail "Go: posting room 1001 again"
+echo "again:  $again"
+[ "$(field "$again" duplicate)" = true ] || fail "Go: the repeat of room 1001 is not a duplicate: $again"
+[ "$(field "$again" sequence)" = "$(field "$out" sequence)" ] &&
+  [ "$(field "$again" shard)" = "$(field "$out" shard)" ] ||
+  fail "Go: the duplicate names another record ($again, first $out)"
+status=0
+started=$SECONDS
+goingest -socket "$work/node.sock" -room 1001 -winner 2 -ended-at-ms "$ended" \
+  -players 10011:1,10012:2 >"$work/mismatch.out" 2>"$work/mismatch.err" || status=$?
+echo "differs: $(cat "$work/mismatch.err")"
+[ "$status" -eq 1 ] && grep -q '422 IDEMPOTENCY_MISMATCH' "$work/mismatch.err" ||
+  fail "Go: a different result for room 1001 was not refused 422 (status $status)"
+[ $((SECONDS - started)) -lt 10 ] || fail "Go: the 422 was retried"
+printf '{"results":[%s,%s]}\n' "$(result 1002)" "$(result 1003 2)" >"$work/batch.json"
+out=$(goingest -socket "$work/node.sock" -file "$work/batch.json") || fail "Go: batch 1002, 1003"
+echo "batch:  $out"
+for i in 0 1; do
+  [ "$(field "$out" items $i stored room_id)" = $((1002 + i)) ] &&
+    [ "$(field "$out" items $i stored duplicate)" = false ] ||
+    fail "Go: batch item $i was not stored: $out"
+done
+
+step "(b) Python over the Unix socket and TCP"
+out=$(python3 "$py" --socket "$work/node.sock" --room 1004 --winner 1 --ended-at-ms "$ended" \
+  --players 10041:1,10042:2 --timeout 20) || fail "Python: posting room 1004 over the socket"
+echo "socket: $out"
+[ "$(field "$out" room_id)" = 1004 ] && [ "$(field "$out" duplicate)" = false ] ||
+  fail "Python: room 1004 was not newly stored: $out"
+out=$(result 1005 | python3 "$py" --url "$node_tcp" --token "$ingest_token" --file - --timeout 20) ||
+  fail "Python: posting room 1005 over TCP"
+echo "tcp:    $out"
+[ "$(field "$out" room_id)" = 1005 ] && [ "$(field "$out" duplicate)" = false ] ||
+  fail "Python: room 1005 was not newly stored: $out"
+printf '{"results":[%s,%s]}\n' "$(result 1006)" "$(result 1005)" >"$work/batch.json"
+out=$(VERDICT_INGEST_TOKEN="$ingest_token" python3 "$py" --url "$node_tcp" \
+  --file "$work/batch.json" --timeout 20) || fail "Python: batch 1006, 1005 over TCP"
+echo "batch:  $out"
+[ "$(field "$out" items 0 stored duplicate)" = false ] &&
+  [ "$(field "$out" items 1 stored duplicate)" = true ] ||
+  fail "Python: the batch was not [1006 new, 1005 duplicate]: $out"
+status=0
+result 1006 | python3 "$py" --url "$node_tcp" --token wrong-token --file - --timeout 20 \
+  >/dev/null 2>"$work/wrong.err" || status=$?
+echo "wrong token: $(cat "$work/wrong.err")"
+[ "$status" -eq 1 ] && grep -q '401 UNAUTHENTICATED' "$work/wrong.err" ||
+  fail "Python: a wrong ingest token was not refused 401 (status $status)"
+out=$(http "$node_tcp" POST /v1/results --data "$(result 1006)" --expect 401) ||
+  fail "TCP without a token was not refused 401: $out"
+echo "no token:    $out"
+[ "$(field "${out#* }" code)" = UNAUTHENTICATED ] || fail "401 without the UNAUTHENTICATED code"
+
+kill -CONT "$lobby_pid"
+echo "lobby resumed"
+
+step "(c) every room settled exactly once"
+python3 - "$work/request.py" "$lobby" "$admin_token" "${rooms[@]}" <<'PY' || fail "rooms without a receipt"
+import importlib.util, json, sys, time
+spec = importlib.util.spec_from_file_location("h", sys.argv[1]); h = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(h)
+lobby, token, rooms = sys.argv[2], sys.argv[3], sys.argv[4:]
+deadline = time.monotonic() + 60
+missing = list(rooms)
+while missing and time.monotonic() < deadline:
+    still = []
+    for room in missing:
+        status, _, body = h.request(lobby, "GET", "/v1/settlements/" + room, token)
+        if status != 200:
+            still.append(room)
+        elif json.loads(body)["room_id"] != room:
+            sys.exit(f"receipt of room {room} names another room: {body}")
+    missing = still
+    time.sleep(0.2)
+if missing:
+    sys.exit(f"no receipt after 60 s for rooms {missing}")
+print("receipts for", " ".join(rooms))
+PY
+# An identical result posted after the node delivered it: the node no longer holds it, and
+# the lobby must still settle the room only once.
+out=$(goingest -socket "$work/node.sock" -room 1001 -winner 1 -ended-at-ms "$ended" \
+  -players 10011:1:3:0:0,10012:2:0:3:0) || fail "Go: posting room 1001 after its delivery"
+echo "room 1001 again after delivery: $out"
+python3 - "$work/request.py" "$node_tcp" <<'PY' || fail "the node's outbox did not empty"
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("h", sys.argv[1]); h = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(h)
+deadline = time.monotonic() + 60
+while True:
+    _, _, text = h.request(sys.argv[2], "GET", "/metrics")
+    shards = [l for l in text.splitlines() if l.startswith("verdict_node_outbox_records{")]
+    left = sum(float(l.rsplit(" ", 1)[1]) for l in shards)
+    if shards and left == 0:
+        break
+    if time.monotonic() > deadline:
+        sys.exit(f"{left} record(s) still in the outbox after 60 s (or no outbox metric: {shards})")
+    time.sleep(0.2)
+print("node outbox empty")
+PY
+in_list=$(IFS=,; echo "${rooms[*]}")
+counts=$(psql -d "$db" -AtqX -c "
+  SELECT r.room_id, (SELECT count(*) FROM settlement_receipts s WHERE s.room_id = r.room_id),
+         (SELECT count(*) FROM matches m WHERE m.room_id = r.room_id),
+         (SELECT count(*) FROM match_players p JOIN matches m USING (match_id)
+           WHERE m.room_id = r.room_id)
+  FROM unnest(ARRAY[$in_list]::bigint[]) AS r(room_id) ORDER BY 1") ||
+  fail "psql could not read the settlements"
+echo "room|receipts|matches|match_players"
+echo "$counts"
+while IFS='|' read -r room receipts matches players; do
+  [ "$receipts" = 1 ] && [ "$matches" = 1 ] && [ "$players" = 2 ] ||
+    fail "room $room has $receipts receipt(s), $matches match(es), $players match player(s)"
+done <<<"$counts"
+total=$(psql -d "$db" -AtqX -c "SELECT count(*) FROM settlement_receipts")
+[ "$total" = "${#rooms[@]}" ] || fail "$total receipts for ${#rooms[@]} rooms"
+
+step "(d) every path of api/openapi.yaml is served"
+python3 - "$work/request.py" "$source/api/openapi.yaml" "$node_tcp" "$node_unix" "$ingest_token" \
+  "$lobby" "$node_token" "$admin_token" <<'PY' || fail "api/openapi.yaml names paths that are not served"
+import importlib.util, json, re, sys
+spec = importlib.util.spec_from_file_location("h", sys.argv[1]); h = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(h)
+openapi, node_tcp, node_unix, ingest_token, lobby, node_token, admin_token = sys.argv[2:]
+targets = {"node": [(node_tcp, ingest_token), (node_unix, None)], "lobby": [(lobby, None)]}
+listener = {node_tcp: "tcp", node_unix: "unix", lobby: "tcp"}
+ids = {"room_id": "1001", "player_id": "10011"}
+
+# The operations: paths at two spaces under `paths:`, methods at four, `tags: [...]` at six.
+operations, path, method, in_paths = [], None, None, False
+for line in open(openapi):
+    if re.match(r"^\S", line):
+        in_paths = line.startswith("paths:")
+        continue
+    if not in_paths:
+        continue
+    if m := re.match(r"^  (/\S*):\s*$", line):
+        path = m.group(1)
+    elif m := re.match(r"^    (get|post|put|patch|delete):\s*$", line):
+        method = m.group(1).upper()
+        operations.append([path, method, []])
+    elif m := re.match(r"^      tags:\s*\[(.*)\]\s*$", line):
+        operations[-1][2] = [t.strip() for t in m.group(1).split(",")]
+if len(operations) < 10:
+    sys.exit(f"found only {len(operations)} operations in {openapi}")
+
+def unrouted(status, content_type, body):
+    """The router's own answer to a path it does not know (node and lobby alike)."""
+    if status != 404 or not content_type.startswith("application/problem+json"):
+        return False
+    problem = json.loads(body)
+    return problem.get("code") == "NOT_FOUND" and problem.get("detail", "").startswith("no such endpoint")
+
+def ask(target, token, method, path):
+    if target == lobby:
+        token = admin_token if method == "GET" or path == "/v1/rooms" else node_token
+    elif method != "POST":
+        token = None  # the node's GETs need no token
+    return h.request(target, method, path, token, "{}" if method == "POST" else None)
+
+# Negative control: an unknown path is recognised as such on every listener, so that the check
+# below can fail.
+for name, listeners in targets.items():
+    for target, token in listeners:
+        for method in ("GET", "POST"):
+            if not unrouted(*ask(target, token, method, "/v1/no-such-endpoint")):
+                sys.exit(f"{name} {target}: an unknown path is not told apart by its answer")
+
+failures = 0
+for path, method, tags in operations:
+    real = re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
+    if not tags or any(t not in targets for t in tags):
+        print(f"FAIL {method} {path}: tags {tags} name neither node nor lobby"); failures += 1
+        continue
+    for tag in tags:
+        for target, token in targets[tag]:
+            status, content_type, body = ask(target, token, method, real)
+            code = json.loads(body).get("code", "") if "problem+json" in content_type else ""
+            served = not unrouted(status, content_type, body) and status != 405
+            print(f"{'ok  ' if served else 'FAIL'} {tag:5} {listener[target]:4} {method:4} {real:26} "
+                  f"{status} {code}")
+            failures += not served
+sys.exit(1 if failures else 0)
+PY
+
+echo "examples_test: all checks passed"
