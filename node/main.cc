@@ -854,7 +854,7 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
   // For the fault suite: a full disk then fails the next write, not the next flush.
   c.run->add_flag("--outbox-no-preallocate", flags.outbox_no_preallocate)->group("");
   c.run->add_option("--stored-log", flags.stored_log,
-                    "append the room id of every result to FILE once it is durable");
+                    "append the room id of every result to FILE once it is newly durable");
   c.run->add_flag("--exit-when-drained", flags.exit_when_drained,
                   "exit 0 once the simulator is done and the outbox is empty");
   c.run->add_option("--progress-ms", flags.progress_ms, "interval of progress lines")
