@@ -51,7 +51,7 @@ using SteadyClock = std::chrono::steady_clock;
 // The HTTP rows: single-result requests from this many keep-alive clients, and batches of
 // kHttpBatch from kHttpBatchClients.
 constexpr int kHttpClients = 64;
-constexpr int kHttpBatchClients = 4;
+constexpr int kHttpBatchClients = 16;
 constexpr size_t kHttpBatch = 64;
 constexpr uint64_t kRoomsPerProducer = 1'000'000'000;
 // The least time an open-loop producer sleeps at a time (see RunVerdict).
