@@ -41,6 +41,10 @@ constexpr unsigned kHttp11 = 11;
 // A lingering close reads and discards for this long at most, in chunks of this size.
 constexpr std::chrono::seconds kLingerTimeout{2};
 constexpr size_t kLingerReadBytes = 16 * 1024;
+// The most a body read asks of the socket at a time, and the buffer a connection keeps between
+// requests.
+constexpr uint64_t kBodyReadBytes = 64 * 1024;
+constexpr size_t kIdleBufferBytes = 4 * 1024;
 // How long to wait before accepting again after an accept failed.
 constexpr std::chrono::milliseconds kAcceptRetryPause{100};
 constexpr std::string_view kUnixPrefix = "unix:";
@@ -343,6 +347,12 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
     const auto length = parser_->content_length();
     if (length && *length > verdict.max_body_bytes) return RefuseTooLarge(verdict.max_body_bytes);
     parser_->body_limit(verdict.max_body_bytes);
+    // Beast reads as much as the buffer has room for, at least 512 bytes; the body is parsed out
+    // of the buffer as it arrives, so a buffer sized for the header would take the body 512
+    // bytes a syscall. Make room for the body, up to a read's worth.
+    buffer_.reserve(buffer_.size() +
+                    std::min<uint64_t>(length.value_or(kBodyReadBytes),
+                                       std::min(verdict.max_body_bytes, kBodyReadBytes)));
     max_body_bytes_ = verdict.max_body_bytes;
     if (!parser_->is_done() && ExpectsContinue(header[http::field::expect])) {
       auto go_on =
@@ -364,6 +374,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
 
   void OnBody(beast::error_code ec, std::size_t) {
     if (ec) return OnReadError(ec);
+    // An idle keep-alive connection holds no more than a header's worth of buffer.
+    if (buffer_.capacity() > kIdleBufferBytes) buffer_.shrink_to_fit();
     http::request<http::string_body> req = parser_->release();
     upgrade_request_.reset();
     if (head_.upgrade) upgrade_request_ = req;
