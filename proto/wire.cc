@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <memory>
 
 namespace verdict::wire {
@@ -65,6 +66,16 @@ std::string MediaTypeOf(std::string_view content_type) {
 
 bool IsValidUtf8(std::string_view text) {
   while (!text.empty()) {
+    // ASCII eight bytes at a time: results are mostly ASCII (ids, paths), checked on every
+    // request, and a byte-by-byte walk was a visible share of the ingest's CPU.
+    uint64_t eight;
+    if (text.size() >= sizeof(eight)) {
+      std::memcpy(&eight, text.data(), sizeof(eight));
+      if ((eight & 0x8080808080808080ULL) == 0) {
+        text.remove_prefix(sizeof(eight));
+        continue;
+      }
+    }
     const size_t length = Utf8SequenceLength(text);
     if (length == 0) return false;
     text.remove_prefix(length);
