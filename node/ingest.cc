@@ -66,6 +66,14 @@ IngestService::IngestService(IngestOptions options, std::string node_id, uint32_
       first_ingest_listener_(first_ingest_listener),
       hooks_(std::move(hooks)),
       token_(options_.token),
+      result_not_durable_(Unavailable(
+          "the result is not durable yet (the outbox is slow or failing); retry it: an identical "
+          "result already stored is answered 200",
+          std::string(kResultPath))),
+      batch_not_durable_(Unavailable(
+          "the results are not durable yet (the outbox is slow or failing); retry the batch: "
+          "results already stored are answered as duplicates",
+          std::string(kBatchPath))),
       answers_(registry.AddLabeledCounter(
           "verdict_node_ingest_results_total",
           "Results posted to the ingest endpoints, by answer: STORED, DUPLICATE, or the problem "
@@ -232,11 +240,7 @@ void IngestService::PostResult(const server::HttpRequest& request,
     answers_.Add("UNAVAILABLE");
     return exchange->Reply(std::move(*refused));
   }
-  exchange->ReplyUnlessAnsweredWithin(
-      options_.durable_wait,
-      Unavailable("the result is not durable yet (the outbox is slow or failing); retry it: an "
-                  "identical result already stored is answered 200",
-                  path));
+  exchange->ReplyUnlessAnsweredWithin(options_.durable_wait, result_not_durable_);
 }
 
 void IngestService::PostBatch(const server::HttpRequest& request,
@@ -293,11 +297,7 @@ void IngestService::PostBatch(const server::HttpRequest& request,
     answers_.Add("UNAVAILABLE", slots.size());
     return exchange->Reply(std::move(*refused));
   }
-  exchange->ReplyUnlessAnsweredWithin(
-      options_.durable_wait,
-      Unavailable("the results are not durable yet (the outbox is slow or failing); retry the "
-                  "batch: results already stored are answered as duplicates",
-                  path));
+  exchange->ReplyUnlessAnsweredWithin(options_.durable_wait, batch_not_durable_);
 }
 
 }  // namespace verdict::node

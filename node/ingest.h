@@ -90,6 +90,10 @@ class IngestService final : public server::HttpHandler {
   const IngestHooks hooks_;
   mutable std::mutex token_mu_;
   std::string token_;  // guarded by token_mu_
+  // The answers to a request whose results are not durable in time, built once: encoding a
+  // problem costs more than the rest of a request.
+  const server::HttpReply result_not_durable_;
+  const server::HttpReply batch_not_durable_;
   std::atomic<size_t> pending_{0};
   metrics::LabeledCounter& answers_;
 };
