@@ -192,11 +192,17 @@ class ShardLoop {
   // On the strand: true once Stop reached the loop.
   bool stopping() const { return stopping_; }
 
+  // New records may be in the shard. Wakes that come while one is on its way are one wake; a
+  // loop pausing (its shard backing off, or the node's token refused) only notes the news and
+  // sleeps on, so a lobby outage does not cost each group commit a round of every shard.
   void Wake() {
+    if (wake_posted_.exchange(true)) return;
     net::post(strand_, [this] {
-      woken_ = true;
+      wake_posted_ = false;
       maybe_more_ = true;
       ++wakes_;
+      if (owner_.clock_->MonotonicMs() < PausedUntil()) return;
+      woken_ = true;
       timer_.cancel();
     });
   }
@@ -240,7 +246,7 @@ class ShardLoop {
   awaitable<void> Run() {
     while (!stopping_) {
       const int64_t now = owner_.clock_->MonotonicMs();
-      const int64_t paused_until = std::max(shard_until_ms_, owner_.auth_paused_until_ms());
+      const int64_t paused_until = PausedUntil();
       if (now < paused_until) {
         co_await SleepUntil(paused_until);
         continue;
@@ -277,6 +283,9 @@ class ShardLoop {
     int failures = 0;
     uint64_t sequence = 0;  // the record whose attempt failed
   };
+
+  // Until when the whole shard waits: its own backoff, or the node's after a refused token.
+  int64_t PausedUntil() const { return std::max(shard_until_ms_, owner_.auth_paused_until_ms()); }
 
   // Up to `limit` records in shard order (positions in the window), each the first of its room
   // in the window, of a room not waiting out a backoff, together under the lobby's batch size.
@@ -595,6 +604,7 @@ class ShardLoop {
   int64_t shard_until_ms_ = 0;
   bool woken_ = false;
   bool stopping_ = false;
+  std::atomic<bool> wake_posted_{false};  // a Wake is on its way to the strand (any thread)
 };
 
 Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
