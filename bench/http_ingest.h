@@ -15,6 +15,10 @@ struct HttpIngestRun {
   double per_s = 0;   // results answered 2xx per second
   double p50_ms = 0;  // per request: sent (or due, open loop) -> answered
   double p99_ms = 0;
+  // CPU time per result answered: the node's (every thread but the client's) and the client's.
+  // Unlike results/s, these hold on a busy host: they say what the path costs, not what it got.
+  double node_cpu_us = 0;
+  double client_cpu_us = 0;
 };
 
 // `clients` threads each post `batch` results per request (1: POST /v1/results, more: POST

@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,15 +71,9 @@ struct VerdictRun {
   // RocksDB's flushes and compactions, and the producers. Near 1, the latency is mostly waiting
   // for a core.
   double cpu_busy = 0;
+  // The same CPU time per result stored, in microseconds (producers included).
+  double cpu_us = 0;
 };
-
-// User plus system CPU time this process has used so far.
-double ProcessCpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
 
 // Sorts `samples` in place.
 double Percentile(std::vector<double>& samples, int percent) {
@@ -227,7 +220,7 @@ VerdictRun RunPipeline(const IngestOptions& o, storage::Outbox& outbox, double r
   writer.Start();
   std::atomic<bool> stop{false};
   const auto start = SteadyClock::now();
-  const double cpu_at_start = ProcessCpuSeconds();
+  const double cpu_at_start = CpuSeconds(RUSAGE_SELF);
   {
     Progress progress(label, o.seconds, stored);
     std::vector<std::thread> producers;
@@ -267,9 +260,10 @@ VerdictRun RunPipeline(const IngestOptions& o, storage::Outbox& outbox, double r
   }
   const double elapsed = Seconds(SteadyClock::now() - start);
   VerdictRun run;
-  run.cpu_busy = (ProcessCpuSeconds() - cpu_at_start) /
+  run.cpu_busy = (CpuSeconds(RUSAGE_SELF) - cpu_at_start) /
                  (elapsed * std::max(1u, std::thread::hardware_concurrency()));
   run.per_s = stored.load() / elapsed;
+  if (stored > 0) run.cpu_us = (CpuSeconds(RUSAGE_SELF) - cpu_at_start) / stored.load() * 1e6;
   run.p50_ms = Percentile(latencies_ms, 50);
   run.p99_ms = Percentile(latencies_ms, 99);
   run.fsyncs = timed.sync_ms.size();
@@ -425,6 +419,7 @@ int RunIngest(const IngestOptions& o) {
   report.Field("verdict_p99_ms", verdict.p99_ms);
   report.Field("verdict_cpu_busy", verdict.cpu_busy);
   report.Field("verdict_cpu_busy_at_load", at_load.cpu_busy);
+  report.Field("verdict_cpu_us_per_result", verdict.cpu_us);
   report.Field("verdict_load_per_s", at_load.per_s);
   report.Field("verdict_p99_ms_at_load", at_load.p99_ms);
   report.Field("verdict_p50_ms_at_load", at_load.p50_ms);
@@ -437,9 +432,14 @@ int RunIngest(const IngestOptions& o) {
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0; };
   report.Field("http_single_per_s", http_single.per_s);
   report.Field("http_single_share", ratio(http_single.per_s, verdict.per_s));
+  report.Field("http_single_node_cpu_us", http_single.node_cpu_us);
+  report.Field("http_single_client_cpu_us", http_single.client_cpu_us);
   report.Field("http_alone_per_s", http_alone.per_s);
+  report.Field("http_alone_node_cpu_us", http_alone.node_cpu_us);
   report.Field("http_batch64_per_s", http_batch.per_s);
   report.Field("http_batch64_share", ratio(http_batch.per_s, verdict.per_s));
+  report.Field("http_batch64_node_cpu_us", http_batch.node_cpu_us);
+  report.Field("http_batch64_client_cpu_us", http_batch.client_cpu_us);
   report.Field("http_p99_ms_at_half", http_at_half.p99_ms);
   report.Field("bare_log_p99_ms_at_http_half", bare_at_http_half.p99_ms);
   report.Field("http_p99_over_bare_log", ratio(http_at_half.p99_ms, bare_at_http_half.p99_ms));
@@ -496,12 +496,16 @@ int RunIngest(const IngestOptions& o) {
                   o.load_producers);
     print_open_loop(at, at_load, "log syncs");
     if (!o.verdict_only) print_open_loop("bare log at that rate (no engine)", bare, "fdatasyncs");
-    std::fprintf(table, "  CPU busy: %.0f%% of the host's cores at the maximum, %.0f%% at %.0f%%\n",
-                 verdict.cpu_busy * 100, at_load.cpu_busy * 100, o.load_fraction * 100);
+    std::fprintf(table,
+                 "  CPU busy: %.0f%% of the host's cores at the maximum (%.1f us per result), "
+                 "%.0f%% at %.0f%%\n",
+                 verdict.cpu_busy * 100, verdict.cpu_us, at_load.cpu_busy * 100,
+                 o.load_fraction * 100);
   }
   auto print_http = [&](const std::string& name, const HttpIngestRun& run) {
-    std::fprintf(table, "%-38s %14.0f %10.2f %10.2f\n", name.c_str(), run.per_s, run.p50_ms,
-                 run.p99_ms);
+    std::fprintf(table, "%-38s %14.0f %10.2f %10.2f   CPU us/result: node %.1f, client %.1f\n",
+                 name.c_str(), run.per_s, run.p50_ms, run.p99_ms, run.node_cpu_us,
+                 run.client_cpu_us);
   };
   print_http("http, " + std::to_string(kHttpClients) + " clients x 1 result", http_single);
   print_http("  the same answered before durable", http_alone);

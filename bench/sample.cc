@@ -1,6 +1,7 @@
 #include "bench/sample.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -31,6 +32,13 @@ v1::BattleResult PaddedResult(size_t size) {
   const size_t base = wire::DeterministicBytes(r).size();
   if (size > base + 3) r.set_replay_path(std::string(size - base - 3, 'r'));
   return r;
+}
+
+double CpuSeconds(int who) {
+  rusage usage{};
+  getrusage(who, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 Progress::Progress(std::string label, double total_s, const std::atomic<uint64_t>& done)

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "common/status.h"
@@ -36,6 +37,10 @@ class Progress {
   bool stop_ = false;
   std::thread thread_;
 };
+
+// User plus system CPU time, in seconds, that this process (RUSAGE_SELF) or the calling thread
+// (RUSAGE_THREAD) has used so far.
+double CpuSeconds(int who);
 
 // A size field of /proc/PID/status ("VmRSS", "VmHWM") in MiB; -1 if the process is gone.
 double StatusMiB(pid_t pid, const std::string& field);
