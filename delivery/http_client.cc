@@ -38,6 +38,8 @@ http::request<http::string_body> BuildRequest(const HttpUrl& url, HttpRequest re
   req.set(http::field::host, JoinHostPort(url.host, url.port));
   if (!request.bearer_token.empty()) {
     req.set(http::field::authorization, "Bearer " + request.bearer_token);
+  } else if (!request.authorization.empty()) {
+    req.set(http::field::authorization, request.authorization);
   }
   req.set(http::field::content_type, request.content_type);
   if (!request.accept.empty()) req.set(http::field::accept, request.accept);
@@ -70,7 +72,9 @@ class TlsTrust {
   net::ssl::context context{net::ssl::context::tls_client};
 };
 
-Result<std::shared_ptr<TlsTrust>> LoadTlsTrust(const std::string& ca_file) {
+Result<std::shared_ptr<TlsTrust>> LoadTlsTrust(const std::string& ca_file,
+                                               const std::string& cert_file,
+                                               const std::string& key_file) {
   auto trust = std::make_shared<TlsTrust>();
   trust->context.set_verify_mode(net::ssl::verify_peer);
   beast::error_code ec;
@@ -83,6 +87,14 @@ Result<std::shared_ptr<TlsTrust>> LoadTlsTrust(const std::string& ca_file) {
     return InvalidArgumentError(
         "cannot load the certificate authorities" +
         (ca_file.empty() ? std::string(" of the system") : " in " + ca_file) + ": " + ec.message());
+  }
+  if (!cert_file.empty()) {
+    trust->context.use_certificate_chain_file(cert_file, ec);
+    if (!ec) trust->context.use_private_key_file(key_file, net::ssl::context::pem, ec);
+    if (ec) {
+      return InvalidArgumentError("cannot load the client certificate " + cert_file +
+                                  " and its key " + key_file + ": " + ec.message());
+    }
   }
   return trust;
 }

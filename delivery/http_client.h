@@ -25,6 +25,9 @@ namespace verdict::delivery {
 struct HttpRequest {
   std::string target;        // e.g. "/v1/settlements"
   std::string bearer_token;  // sent as "Authorization: Bearer …"; empty: no Authorization
+  // Sent as the Authorization header as it is, when bearer_token is empty (etcd's gateway
+  // wants its token bare). Empty: none.
+  std::string authorization;
   std::string content_type;
   std::string accept;  // empty: no Accept header
   std::string body;
@@ -59,9 +62,12 @@ using HttpOutcome = std::variant<HttpResponse, HttpError>;
 // host the connection asked for. Shared by connections on any thread.
 class TlsTrust;
 
-// Loads a PEM file of certificate authorities, or the system's when `ca_file` is empty.
-// INVALID_ARGUMENT if they cannot be loaded.
-Result<std::shared_ptr<TlsTrust>> LoadTlsTrust(const std::string& ca_file);
+// Loads a PEM file of certificate authorities, or the system's when `ca_file` is empty, and,
+// when `cert_file` is given, the client certificate (chain) and its key (`key_file`) that every
+// connection presents. INVALID_ARGUMENT if they cannot be loaded.
+Result<std::shared_ptr<TlsTrust>> LoadTlsTrust(const std::string& ca_file,
+                                               const std::string& cert_file = "",
+                                               const std::string& key_file = "");
 
 struct HttpConnectionOptions {
   // Limit for each of connect (with the TLS handshake), write and read. Default: 5 s.

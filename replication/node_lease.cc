@@ -1,0 +1,78 @@
+#include "replication/node_lease.h"
+
+#include <spdlog/spdlog.h>
+
+#include "replication/etcd_client.h"
+#include "replication/keys.h"
+
+namespace verdict::replication {
+
+NodeLease::NodeLease(std::string node_id, ReplicationOptions options, metrics::Registry* registry)
+    : node_id_(std::move(node_id)), options_(std::move(options)) {
+  if (registry) {
+    registry->AddGauge("verdict_node_replication_lease_alive",
+                       "1 while this node's etcd lease is kept alive (0: a rescuer may deliver "
+                       "this node's replicated results).",
+                       [this] { return alive_.load() ? 1.0 : 0.0; });
+  }
+}
+
+NodeLease::~NodeLease() { Stop(); }
+
+Status NodeLease::Start() {
+  if (options_.lease_ttl.count() < 2) {
+    return InvalidArgumentError("the node's lease needs a time to live of at least 2 s");
+  }
+  auto client = EtcdClient::Create(options_.etcd);
+  if (!client.ok()) return client.status();
+  client_ = std::move(client).value();
+  thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
+}
+
+void NodeLease::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status NodeLease::Renew() {
+  if (lease_id_ != 0) {
+    auto ttl = client_->KeepAlive(lease_id_);
+    if (!ttl.ok()) return ttl.status();
+    if (*ttl > 0) return Status::Ok();
+    spdlog::warn(
+        "this node's etcd lease expired (etcd was out of reach for longer than {} s); "
+        "taking a new one",
+        options_.lease_ttl.count());
+    lease_id_ = 0;
+  }
+  auto id = client_->GrantLease(options_.lease_ttl.count());
+  if (!id.ok()) return id.status();
+  VERDICT_RETURN_IF_ERROR(
+      client_->Put(NodeLivenessKey(options_.etcd.key_prefix, node_id_), node_id_, *id));
+  lease_id_ = *id;
+  spdlog::info("node {} holds etcd lease {:x} ({} s)", node_id_, lease_id_,
+               options_.lease_ttl.count());
+  return Status::Ok();
+}
+
+void NodeLease::Run() {
+  const auto period = std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl) / 3;
+  std::unique_lock lock(mu_);
+  bool logged = false;
+  while (!stopping_) {
+    lock.unlock();
+    Status s = Renew();
+    lock.lock();
+    alive_ = s.ok();
+    if (!s.ok() && !logged) spdlog::warn("cannot keep this node's etcd lease: {}", s.ToString());
+    logged = !s.ok();
+    cv_.wait_for(lock, s.ok() ? period : options_.retry_interval, [this] { return stopping_; });
+  }
+}
+
+}  // namespace verdict::replication

@@ -1,0 +1,517 @@
+#include "replication/replicator.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "proto/wire.h"
+#include "replication/etcd_client.h"
+#include "replication/keys.h"
+
+namespace verdict::replication {
+namespace {
+
+// Keys of released records remembered, so that a put racing with an ack is dropped. A put that
+// still slips through leaves a copy whose record was acked: the next start enqueues it again and
+// the lobby answers `duplicate`, so the bound costs at most a redelivery, never a result.
+constexpr size_t kReleasedRemembered = 65536;
+// Records the rebuild reads from one shard at a time, and copies listed per range request.
+constexpr size_t kScanChunk = 256;
+constexpr int64_t kListPage = 256;
+
+}  // namespace
+
+// The rebuild's progress through a read-only view of the outbox: the shards in order, then dead
+// letter (whose records keep their copies until they are redriven and acked).
+struct Replicator::Scan {
+  std::unique_ptr<storage::Outbox> view;
+  uint32_t shard = 0;
+  uint64_t after = 0;
+  uint64_t covers = 0;  // not_held_ when it began: the records it stands for
+};
+
+Replicator::Replicator(storage::Outbox& outbox, std::string outbox_dir, std::string node_id,
+                       ReplicationOptions options, const Clock* clock,
+                       ReplicatedCallback on_replicated, std::function<void()> wake_delivery,
+                       metrics::Registry* registry)
+    : outbox_(outbox),
+      outbox_dir_(std::move(outbox_dir)),
+      node_id_(std::move(node_id)),
+      options_(std::move(options)),
+      clock_(clock ? clock : SystemClock::Default()),
+      on_replicated_(std::move(on_replicated)),
+      wake_delivery_(std::move(wake_delivery)) {
+  ExportMetrics(registry ? *registry : fallback_registry_);
+}
+
+Replicator::~Replicator() { Stop(std::chrono::steady_clock::now()); }
+
+Status Replicator::Start() {
+  if (options_.max_batch == 0) return InvalidArgumentError("replication max_batch must be > 0");
+  auto client = EtcdClient::Create(options_.etcd);
+  if (!client.ok()) return client.status();
+  client_ = std::move(client).value();
+  // What the outbox holds now is unreplicated until the rebuild has put it.
+  if (auto stats = outbox_.Stats(); stats.ok()) {
+    int64_t oldest_age_ms = 0;
+    for (const auto& s : stats->shards) oldest_age_ms = std::max(oldest_age_ms, s.oldest_age_ms);
+    std::lock_guard lock(mu_);
+    not_held_ = stats->records;
+    if (not_held_ > 0) not_held_since_ms_ = clock_->NowMs() - oldest_age_ms;
+  }
+  thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
+}
+
+void Replicator::Stop(std::chrono::steady_clock::time_point deadline) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    stop_deadline_ = deadline;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Whoever still waits for a copy hears that it will not come from this process.
+  std::vector<Waiter> waiters;
+  {
+    std::lock_guard lock(mu_);
+    for (Entry& e : queue_)
+      std::move(e.waiters.begin(), e.waiters.end(), std::back_inserter(waiters));
+    for (auto& [key, e] : in_flight_) {
+      std::move(e.waiters.begin(), e.waiters.end(), std::back_inserter(waiters));
+    }
+    queue_.clear();
+    queued_.clear();
+    in_flight_.clear();
+  }
+  for (Waiter& w : waiters) w(UnavailableError("the node is shutting down before replicating"));
+}
+
+bool Replicator::KnownLocked(const std::string& key) const {
+  return queued_.count(key) || in_flight_.count(key) || released_.count(key);
+}
+
+bool Replicator::EnqueueLocked(Entry entry) {
+  if (KnownLocked(entry.key)) return false;
+  queued_bytes_ += entry.value.size();
+  const std::string key = entry.key;
+  queue_.push_back(std::move(entry));
+  queued_[key] = std::prev(queue_.end());
+  return true;
+}
+
+void Replicator::Stored(const std::vector<v1::BattleResult>& batch,
+                        const std::vector<storage::EnqueueResult>& outcomes) {
+  const int64_t now = clock_->NowMs();
+  bool added = false;
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!outcomes[i].status.ok()) continue;  // refused: never stored, nothing to copy
+      const v1::BattleResult& r = batch[i];
+      std::string key = ResultKey(options_.etcd.key_prefix, node_id_, r.room_id(), r.ended_at_ms());
+      if (KnownLocked(key)) continue;
+      if (queued_bytes_ >= options_.max_buffered_bytes) {
+        // Kept by the outbox alone; the next rebuild reads it back.
+        if (not_held_++ == 0) not_held_since_ms_ = now;
+        rescan_needed_ = true;
+        continue;
+      }
+      added |= EnqueueLocked({std::move(key),
+                              wire::DeterministicBytes(r),
+                              r.room_id(),
+                              r.ended_at_ms(),
+                              now,
+                              true,
+                              {}});
+    }
+  }
+  if (added) cv_.notify_all();
+}
+
+void Replicator::Released(const storage::OutboxRecord& record) {
+  const std::string key = ResultKey(options_.etcd.key_prefix, node_id_, record.result.room_id(),
+                                    record.result.ended_at_ms());
+  std::vector<Waiter> waiters;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = queued_.find(key); it != queued_.end()) {
+      waiters = std::move(it->second->waiters);
+      queued_bytes_ -= it->second->value.size();
+      queue_.erase(it->second);
+      queued_.erase(it);
+    }
+    // A put in flight finds its entry gone and reports nothing; the delete runs after it.
+    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
+      std::move(it->second.waiters.begin(), it->second.waiters.end(), std::back_inserter(waiters));
+      in_flight_.erase(it);
+    }
+    if (released_.insert(key).second) {
+      released_order_.push_back(key);
+      if (released_order_.size() > kReleasedRemembered) {
+        released_.erase(released_order_.front());
+        released_order_.pop_front();
+      }
+    }
+    deletes_.push_back(key);
+  }
+  cv_.notify_all();
+  // Settled at the lobby: stronger than replicated.
+  for (Waiter& w : waiters) w(Status::Ok());
+}
+
+void Replicator::Await(const std::vector<v1::BattleResult>& results,
+                       std::function<void(std::vector<Status>)> done) {
+  struct Pending {
+    std::mutex mu;
+    std::vector<Status> statuses;
+    size_t left = 0;
+    std::function<void(std::vector<Status>)> done;
+  };
+  if (results.empty()) return done({});
+  auto pending = std::make_shared<Pending>();
+  pending->statuses.resize(results.size());
+  pending->left = results.size();
+  pending->done = std::move(done);
+  std::vector<Waiter> settled;
+  const int64_t now = clock_->NowMs();
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < results.size(); ++i) {
+      Waiter w = [pending, i](const Status& s) {
+        std::unique_lock plock(pending->mu);
+        pending->statuses[i] = s;
+        if (--pending->left > 0) return;
+        plock.unlock();
+        pending->done(std::move(pending->statuses));
+      };
+      const v1::BattleResult& r = results[i];
+      std::string key = ResultKey(options_.etcd.key_prefix, node_id_, r.room_id(), r.ended_at_ms());
+      if (released_.count(key)) {
+        settled.push_back(std::move(w));
+      } else if (auto q = queued_.find(key); q != queued_.end()) {
+        q->second->waiters.push_back(std::move(w));
+      } else if (auto f = in_flight_.find(key); f != in_flight_.end()) {
+        f->second.waiters.push_back(std::move(w));
+      } else {
+        // Replicated already, or not held in memory: put it again, which answers at once if
+        // etcd has it. Bounded by what the ingest lets wait.
+        Entry e{std::move(key),
+                wire::DeterministicBytes(r),
+                r.room_id(),
+                r.ended_at_ms(),
+                now,
+                false,
+                {}};
+        e.waiters.push_back(std::move(w));
+        EnqueueLocked(std::move(e));
+      }
+    }
+  }
+  cv_.notify_all();
+  for (Waiter& w : settled) w(Status::Ok());
+}
+
+void Replicator::NoteOutcome(const Status& s) {
+  const bool nospace = s.code() == StatusCode::kResourceExhausted;
+  const bool unavailable = !s.ok() && !nospace;
+  const bool was_failing = nospace_.exchange(nospace) | unavailable_.exchange(unavailable);
+  if (!s.ok() && !was_failing) {
+    spdlog::warn(
+        "replication to etcd is failing: {}; results are stored locally and replicated when it "
+        "works again",
+        s.ToString());
+  } else if (s.ok() && was_failing) {
+    spdlog::info("replication to etcd works again");
+  }
+}
+
+Status Replicator::Adopt() {
+  const std::string prefix = NodeResultsPrefix(options_.etcd.key_prefix, node_id_);
+  const std::string end = PrefixEnd(prefix);
+  std::string from = prefix;
+  uint64_t listed = 0, adopted = 0;
+  while (true) {
+    auto page = client_->Range(from, end, kListPage, /*keys_only=*/false);
+    if (!page.ok()) return page.status();
+    std::vector<v1::BattleResult> results;
+    for (const KeyValue& kv : page->kvs) {
+      v1::BattleResult r;
+      if (!r.ParseFromString(kv.value)) {
+        spdlog::error("etcd key {} does not hold a result; left alone", wire::ValidUtf8(kv.key));
+        continue;
+      }
+      results.push_back(std::move(r));
+    }
+    listed += page->kvs.size();
+    if (!results.empty()) {
+      auto outcomes = outbox_.Enqueue(results);
+      if (!outcomes.ok()) return outcomes.status();
+      for (size_t i = 0; i < results.size(); ++i) {
+        const storage::EnqueueResult& o = (*outcomes)[i];
+        if (o.status.ok() && !o.already_present) ++adopted;
+        if (!o.status.ok()) {
+          spdlog::error("room={}: the copy in etcd cannot go back into the outbox: {}",
+                        results[i].room_id(), o.status.ToString());
+        }
+      }
+    }
+    if (!page->more || page->kvs.empty()) break;
+    from = page->kvs.back().key + '\0';
+  }
+  adopted_total_->Add(adopted);
+  if (adopted > 0) {
+    spdlog::warn(
+        "{} result(s) found only in etcd were put back into the outbox (acked just before a "
+        "crash, or lost with the disk); they are delivered again",
+        adopted);
+    wake_delivery_();
+  } else {
+    spdlog::info("etcd holds {} copies of this node's results; the outbox has each", listed);
+  }
+  return Status::Ok();
+}
+
+Status Replicator::ScanSome() {
+  uint64_t covers = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (!scan_) {
+      if (!rescan_needed_) return Status::Ok();
+      rescan_needed_ = false;
+      covers = not_held_;
+    }
+  }
+  if (!scan_) {
+    auto view = storage::OpenOutbox(outbox_dir_, {.read_only = true});
+    if (!view.ok()) {
+      std::lock_guard lock(mu_);
+      rescan_needed_ = true;
+      return view.status();
+    }
+    scan_ = std::make_unique<Scan>();
+    scan_->view = std::move(view).value();
+    scan_->covers = covers;
+  }
+  std::vector<storage::OutboxRecord> records;
+  bool finished = false;
+  if (scan_->shard < scan_->view->shard_count()) {
+    auto read = scan_->view->ReadShard(scan_->shard, scan_->after, kScanChunk);
+    if (!read.ok()) return read.status();
+    records = std::move(read).value();
+    if (records.empty()) {
+      ++scan_->shard;
+      scan_->after = 0;
+    }
+  } else {
+    auto side = scan_->view->ListSide(storage::SideArea::kDeadLetter, std::nullopt);
+    if (!side.ok()) return side.status();
+    for (storage::SideRecord& s : *side) {
+      if (!s.decodable) continue;
+      storage::OutboxRecord& r = records.emplace_back();
+      r.enqueued_at_ms = s.enqueued_at_ms;
+      r.result = std::move(s.result);
+    }
+    finished = true;
+  }
+  std::lock_guard lock(mu_);
+  for (storage::OutboxRecord& r : records) {
+    if (!finished) {
+      if (queued_bytes_ >= options_.max_buffered_bytes) break;  // this record comes next time
+      scan_->after = r.sequence;
+    }
+    const v1::BattleResult& result = r.result;
+    std::string key =
+        ResultKey(options_.etcd.key_prefix, node_id_, result.room_id(), result.ended_at_ms());
+    if (EnqueueLocked({std::move(key),
+                       wire::DeterministicBytes(result),
+                       result.room_id(),
+                       result.ended_at_ms(),
+                       r.enqueued_at_ms,
+                       false,
+                       {}}) &&
+        scan_->covers > 0 && not_held_ > 0) {
+      --scan_->covers;
+      --not_held_;
+    }
+  }
+  if (finished) {
+    not_held_ -= std::min(scan_->covers, not_held_);
+    if (not_held_ == 0) {
+      not_held_since_ms_ = 0;
+    } else {
+      rescan_needed_ = true;  // more overflowed while it ran
+    }
+    scan_.reset();
+  }
+  return Status::Ok();
+}
+
+Status Replicator::PutSome(std::unique_lock<std::mutex>& lock) {
+  std::vector<KeyValue> kvs;
+  size_t bytes = 0;
+  while (!queue_.empty() && kvs.size() < options_.max_batch) {
+    Entry& e = queue_.front();
+    if (!kvs.empty() && bytes + e.value.size() > options_.max_batch_bytes) break;
+    bytes += e.value.size();
+    queued_bytes_ -= e.value.size();
+    kvs.push_back({e.key, e.value, 0});
+    queued_.erase(e.key);
+    const std::string key = e.key;
+    in_flight_.emplace(key, std::move(e));
+    queue_.pop_front();
+  }
+  lock.unlock();
+  auto outcomes = client_->CreateIfAbsent(kvs);
+  lock.lock();
+  if (!outcomes.ok()) {
+    // Back to the head of the queue, in their order; those released meanwhile stay out.
+    for (auto kv = kvs.rbegin(); kv != kvs.rend(); ++kv) {
+      auto f = in_flight_.find(kv->key);
+      if (f == in_flight_.end()) continue;
+      queued_bytes_ += f->second.value.size();
+      queue_.push_front(std::move(f->second));
+      queued_[kv->key] = queue_.begin();
+      in_flight_.erase(f);
+    }
+    return outcomes.status();
+  }
+  const int64_t now = clock_->NowMs();
+  std::vector<ReplicatedResult> done;
+  std::vector<std::pair<std::vector<Waiter>, Status>> calls;
+  for (size_t i = 0; i < kvs.size(); ++i) {
+    auto f = in_flight_.find(kvs[i].key);
+    if (f == in_flight_.end()) continue;  // released meanwhile: its waiters have their answer
+    Entry e = std::move(f->second);
+    in_flight_.erase(f);
+    Status s;
+    if ((*outcomes)[i] == CreateOutcome::kConflict) {
+      conflicts_total_->Add();
+      s = AlreadyExistsError("etcd holds a different result under " + e.key);
+      spdlog::error(
+          "room={}: {}; this record is not replicated (the copy in etcd is another "
+          "result for the same room and ended_at_ms)",
+          e.room_id, s.message());
+    } else {
+      replicated_total_->Add();
+      if (e.live) lag_seconds_->Observe(std::max<int64_t>(0, now - e.stored_ms) / 1000.0);
+    }
+    done.push_back({e.room_id, e.ended_at_ms, s});
+    calls.emplace_back(std::move(e.waiters), s);
+  }
+  lock.unlock();
+  if (on_replicated_ && !done.empty()) on_replicated_(done);
+  for (auto& [waiters, s] : calls) {
+    for (Waiter& w : waiters) w(s);
+  }
+  lock.lock();
+  return Status::Ok();
+}
+
+Status Replicator::DeleteSome(std::unique_lock<std::mutex>& lock) {
+  const size_t n = std::min(deletes_.size(), options_.max_batch);
+  std::vector<std::string> keys(deletes_.begin(), deletes_.begin() + n);
+  lock.unlock();
+  Status s = client_->Delete(keys);
+  lock.lock();
+  if (s.ok()) {
+    deletes_.erase(deletes_.begin(), deletes_.begin() + n);  // others only append
+    deleted_total_->Add(n);
+  }
+  return s;
+}
+
+void Replicator::Run() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    if (stopping_) {
+      // Deletes are worth a last try (each one spares a redelivery); puts are not (the outbox
+      // keeps the records and the next start puts them).
+      if (deletes_.empty() || std::chrono::steady_clock::now() >= stop_deadline_) break;
+      if (!DeleteSome(lock).ok()) break;
+      continue;
+    }
+    Status s;
+    bool contacted = false;  // whether `s` says something about etcd
+    if (!adopted_) {
+      contacted = true;
+      lock.unlock();
+      s = Adopt();
+      lock.lock();
+      adopted_ = s.ok();
+    } else if (!deletes_.empty()) {
+      contacted = true;
+      s = DeleteSome(lock);
+    } else if ((scan_ || rescan_needed_) && queued_bytes_ < options_.max_buffered_bytes / 2) {
+      // Read back while etcd is away too: the queue's bound holds it, and puts start at once
+      // when etcd returns.
+      lock.unlock();
+      Status read = ScanSome();
+      lock.lock();
+      if (!read.ok()) spdlog::error("replication cannot read the outbox back: {}", read.ToString());
+      s = read;
+    }
+    if (s.ok() && adopted_ && deletes_.empty() && !queue_.empty()) {
+      s = PutSome(lock);
+      contacted = true;
+    }
+    if (contacted) NoteOutcome(s);
+    if (!s.ok()) {
+      cv_.wait_for(lock, options_.retry_interval, [this] { return stopping_; });
+      continue;
+    }
+    cv_.wait(lock, [this] {
+      return stopping_ || !adopted_ || !deletes_.empty() || !queue_.empty() || scan_ ||
+             rescan_needed_;
+    });
+  }
+}
+
+ReplicationStats Replicator::Stats() const {
+  std::lock_guard lock(mu_);
+  ReplicationStats s;
+  s.unreplicated = queue_.size() + in_flight_.size() + not_held_;
+  int64_t oldest = not_held_ > 0 ? not_held_since_ms_ : INT64_MAX;
+  for (const Entry& e : queue_) oldest = std::min(oldest, e.stored_ms);
+  for (const auto& [key, e] : in_flight_) oldest = std::min(oldest, e.stored_ms);
+  if (oldest != INT64_MAX)
+    s.oldest_unreplicated_age_s = std::max<int64_t>(0, clock_->NowMs() - oldest) / 1000.0;
+  s.etcd_unavailable = unavailable_;
+  s.etcd_nospace = nospace_;
+  return s;
+}
+
+void Replicator::ExportMetrics(metrics::Registry& registry) {
+  replicated_total_ =
+      &registry.AddCounter("verdict_node_replication_replicated_total",
+                           "Results whose copy was written to etcd (or found there already).");
+  deleted_total_ = &registry.AddCounter("verdict_node_replication_deleted_total",
+                                        "Copies deleted from etcd after the lobby's receipt.");
+  conflicts_total_ = &registry.AddCounter(
+      "verdict_node_replication_conflicts_total",
+      "Results not replicated because etcd holds a different result under their key.");
+  adopted_total_ = &registry.AddCounter(
+      "verdict_node_replication_adopted_total",
+      "Copies found in etcd at start that the outbox no longer held, enqueued again.");
+  lag_seconds_ = &registry.AddHistogram("verdict_node_replication_lag_seconds",
+                                        "From stored to replicated, per result.");
+  auto stat = [this](auto field) { return [this, field] { return field(Stats()); }; };
+  registry.AddGauge("verdict_node_replication_unreplicated_records",
+                    "Results stored on this node and not yet replicated to etcd.",
+                    stat([](const ReplicationStats& s) { return double(s.unreplicated); }));
+  registry.AddGauge("verdict_node_replication_oldest_unreplicated_age_seconds",
+                    "Age of the oldest result not yet replicated; 0 when none.",
+                    stat([](const ReplicationStats& s) { return s.oldest_unreplicated_age_s; }));
+  registry.AddGauge(
+      "verdict_node_replication_etcd_unavailable",
+      "1 while etcd cannot be reached or cannot act (alert: results are stored on this host only).",
+      stat([](const ReplicationStats& s) { return s.etcd_unavailable ? 1.0 : 0.0; }));
+  registry.AddGauge(
+      "verdict_node_replication_etcd_nospace",
+      "1 while etcd refuses writes for lack of space (NOSPACE alarm; alert: an operator must "
+      "compact, defragment and disarm).",
+      stat([](const ReplicationStats& s) { return s.etcd_nospace ? 1.0 : 0.0; }));
+}
+
+}  // namespace verdict::replication

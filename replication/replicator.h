@@ -1,0 +1,159 @@
+// Replicator: a node's replicated tier. After the outbox's fsync ("stored"), it copies each
+// record to etcd under its key (replication/keys.h) with create-if-absent transactions of up to
+// max_batch records ("replicated": Raft has fsynced it on a majority of the cluster); after the
+// lobby's receipt has removed a record from the outbox (Released), it deletes the copy, in
+// batches. It never holds back the outbox: while etcd is away or out of quota it counts what is
+// unreplicated, raises its alert gauges, and catches up when etcd takes writes again; stored
+// records beyond max_buffered_bytes are not kept in memory but read back from the outbox then.
+//
+// At start it rebuilds the replicated state: every record the outbox holds is put again
+// (create-if-absent, so what etcd already has costs a read), and every copy of this node that
+// etcd holds is enqueued into the outbox again (an identical record already there is a no-op): a
+// copy whose record was acked just before a crash is delivered once more and answered
+// `duplicate`, and a copy whose record died with a replaced disk is delivered for the first
+// time. Nothing is deleted from etcd without the lobby's receipt for it.
+//
+// Owned by BattleNode. Stored, Released and Await may be called from any thread; Start and Stop
+// from one. Callbacks run on the replicator's thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "common/status.h"
+#include "replication/options.h"
+#include "storage/outbox.h"
+
+namespace verdict::replication {
+
+class EtcdClient;
+
+// The answer for one result: OK once its copy is in etcd (or once the lobby's receipt made it
+// unnecessary), ALREADY_EXISTS if etcd holds a different result under its key.
+struct ReplicatedResult {
+  uint64_t room_id = 0;
+  int64_t ended_at_ms = 0;
+  Status status;
+};
+
+struct ReplicationStats {
+  uint64_t unreplicated = 0;             // stored, not yet in etcd
+  double oldest_unreplicated_age_s = 0;  // 0 when none
+  bool etcd_unavailable = false;         // the last call found no endpoint able to act
+  bool etcd_nospace = false;             // etcd is out of its quota (NOSPACE alarm)
+};
+
+class Replicator {
+ public:
+  using ReplicatedCallback = std::function<void(const std::vector<ReplicatedResult>&)>;
+
+  // `outbox` is the node's, opened in `outbox_dir` (the rebuild reads a read-only view of the
+  // directory, so it never competes with the deliverers for a shard); it must outlive the
+  // replicator. `wake_delivery` is called after records were enqueued from etcd. `registry` may
+  // be null.
+  Replicator(storage::Outbox& outbox, std::string outbox_dir, std::string node_id,
+             ReplicationOptions options, const Clock* clock, ReplicatedCallback on_replicated,
+             std::function<void()> wake_delivery, metrics::Registry* registry);
+  ~Replicator();  // stops
+  Replicator(const Replicator&) = delete;
+  Replicator& operator=(const Replicator&) = delete;
+
+  // Checks the options (INVALID_ARGUMENT) and starts the thread; etcd need not be up.
+  Status Start();
+  // Stops: deletes still queued are tried until `deadline`, puts are abandoned (the outbox keeps
+  // the records, and the next start puts them).
+  void Stop(std::chrono::steady_clock::time_point deadline);
+
+  // The outbox's writer stored these (OutboxWriter's callback): copy the ones stored OK.
+  void Stored(const std::vector<v1::BattleResult>& batch,
+              const std::vector<storage::EnqueueResult>& outcomes);
+  // The record left the outbox with the lobby's receipt: delete its copy.
+  void Released(const storage::OutboxRecord& record);
+  // Calls `done` once each of `results` (stored already) is replicated, with one status each:
+  // for ?durability=replicated. A result not known here is put again (create-if-absent).
+  void Await(const std::vector<v1::BattleResult>& results,
+             std::function<void(std::vector<Status>)> done);
+
+  ReplicationStats Stats() const;
+
+ private:
+  using Waiter = std::function<void(const Status&)>;
+  struct Entry {
+    std::string key;
+    std::string value;
+    uint64_t room_id = 0;
+    int64_t ended_at_ms = 0;
+    int64_t stored_ms = 0;  // wall time it was stored (or enqueued, for a record read back)
+    bool live = false;      // came from Stored: its replication lag is measured
+    std::vector<Waiter> waiters;
+  };
+  struct Scan;
+
+  void Run();
+  // Enqueues into the outbox every copy of this node that etcd holds (see the file comment).
+  Status Adopt();
+  // Moves up to a chunk of records from the rebuild's read-only view into the queue.
+  Status ScanSome();
+  Status PutSome(std::unique_lock<std::mutex>& lock);
+  Status DeleteSome(std::unique_lock<std::mutex>& lock);
+  void NoteOutcome(const Status& s);
+  // Adds an entry to the queue unless it is queued, in flight or released; false if it was not
+  // added. mu_ held.
+  bool EnqueueLocked(Entry entry);
+  bool KnownLocked(const std::string& key) const;
+  void ExportMetrics(metrics::Registry& registry);
+
+  storage::Outbox& outbox_;
+  const std::string outbox_dir_;
+  const std::string node_id_;
+  const ReplicationOptions options_;
+  const Clock* clock_;
+  ReplicatedCallback on_replicated_;
+  std::function<void()> wake_delivery_;
+  std::unique_ptr<EtcdClient> client_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::list<Entry> queue_;                                              // to put, oldest first
+  std::unordered_map<std::string, std::list<Entry>::iterator> queued_;  // by key
+  std::unordered_map<std::string, Entry> in_flight_;                    // being put now
+  size_t queued_bytes_ = 0;
+  // Stored records not held in memory (beyond max_buffered_bytes, or stored before the start):
+  // how many, the wall time of the oldest, and whether a rebuild must read them back.
+  uint64_t not_held_ = 0;
+  int64_t not_held_since_ms_ = 0;
+  bool rescan_needed_ = true;
+  std::unique_ptr<Scan> scan_;
+  std::vector<std::string> deletes_;  // keys whose records were acked
+  // Keys released lately, so that a put racing with the ack does not bring a copy back.
+  std::unordered_set<std::string> released_;
+  std::deque<std::string> released_order_;
+  bool adopted_ = false;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point stop_deadline_;
+  std::atomic<bool> unavailable_{false};
+  std::atomic<bool> nospace_{false};
+
+  metrics::Registry fallback_registry_;
+  metrics::Counter* replicated_total_ = nullptr;
+  metrics::Counter* deleted_total_ = nullptr;
+  metrics::Counter* conflicts_total_ = nullptr;
+  metrics::Counter* adopted_total_ = nullptr;
+  metrics::Histogram* lag_seconds_ = nullptr;
+  std::thread thread_;
+};
+
+}  // namespace verdict::replication
