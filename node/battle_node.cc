@@ -5,6 +5,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "replication/node_lease.h"
+#include "replication/releasing_outbox.h"
+#include "replication/replicator.h"
+
 namespace verdict::node {
 namespace {
 
@@ -19,6 +23,8 @@ constexpr std::chrono::seconds kMaintenanceInterval{1};
 constexpr double kAssumedRecordBytes = 2048;
 // How long Shutdown waits, after closing the channel, for the producers it woke to leave Push.
 constexpr std::chrono::seconds kWokenProducersWait{5};
+// How long Shutdown lets the replicator delete the etcd copies of the last acked results.
+constexpr std::chrono::seconds kReplicaDeletesWait{2};
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 }  // namespace
@@ -48,6 +54,19 @@ Result<std::unique_ptr<BattleNode>> BattleNode::Start(NodeOptions options) {
   if (!outbox.ok()) return outbox.status();
   node->outbox_ =
       o.wrap_outbox ? o.wrap_outbox(std::move(outbox).value()) : std::move(outbox).value();
+  BattleNode* raw = node.get();
+  const bool replicate = !o.replication.etcd.endpoints.empty();
+  if (replicate) {
+    // Every ack (the lobby's receipt) releases the record's copy in etcd.
+    node->outbox_ = replication::ReleaseOnAck(
+        std::move(node->outbox_),
+        [raw](const storage::OutboxRecord& record) { raw->replicator_->Released(record); });
+    node->replicator_ = std::make_unique<replication::Replicator>(
+        *node->outbox_, o.outbox_dir, o.node_id, o.replication, node->clock_, o.on_replicated,
+        [raw] { raw->deliverer_->Wake(); }, &node->registry_);
+    node->lease_ =
+        std::make_unique<replication::NodeLease>(o.node_id, o.replication, &node->registry_);
+  }
 
   delivery::DelivererOptions delivery = o.delivery;
   delivery.lobby_urls = o.lobby_urls;
@@ -56,13 +75,17 @@ Result<std::unique_ptr<BattleNode>> BattleNode::Start(NodeOptions options) {
   node->deliverer_ =
       std::make_unique<delivery::Deliverer>(*node->outbox_, delivery, &node->registry_);
   VERDICT_RETURN_IF_ERROR(node->deliverer_->Start());
+  if (replicate) {
+    VERDICT_RETURN_IF_ERROR(node->replicator_->Start());
+    VERDICT_RETURN_IF_ERROR(node->lease_->Start());
+  }
 
-  BattleNode* raw = node.get();
   node->writer_ = std::make_unique<OutboxWriter>(
       node->channel_, *node->outbox_, o.writer,
       [raw](const std::vector<v1::BattleResult>& batch,
             const std::vector<storage::EnqueueResult>& outcomes) {
         raw->deliverer_->Wake();
+        if (raw->replicator_) raw->replicator_->Stored(batch, outcomes);
         if (raw->options_.on_stored) raw->options_.on_stored(batch, outcomes);
       },
       &node->registry_);
@@ -115,6 +138,12 @@ Status BattleNode::StartServer() {
   hooks.ready = [this] { return Ready(); };
   hooks.health = [this] { return Health(); };
   hooks.metrics = [this] { return registry_.RenderText(); };
+  if (replicator_) {
+    hooks.replicate = [this](const std::vector<v1::BattleResult>& results,
+                             std::function<void(std::vector<Status>)> done) {
+      replicator_->Await(results, std::move(done));
+    };
+  }
   ingest_ =
       std::make_unique<IngestService>(options_.ingest, options_.node_id, outbox_->shard_count(),
                                       first_ingest, std::move(hooks), registry_);
@@ -224,6 +253,8 @@ size_t BattleNode::Shutdown() {
   if (maintenance_.joinable()) maintenance_.join();
   lost += channel_.refused();
   if (deliverer_) deliverer_->Stop();
+  if (replicator_) replicator_->Stop(std::chrono::steady_clock::now() + kReplicaDeletesWait);
+  if (lease_) lease_->Stop();
   // Last: the writer has answered every request it took by now.
   if (server_) server_->Stop();
   if (lost > 0) {

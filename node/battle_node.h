@@ -25,8 +25,14 @@
 #include "node/outbox_writer.h"
 #include "node/result_channel.h"
 #include "node/room.h"
+#include "replication/options.h"
 #include "server/http_server.h"
 #include "storage/outbox.h"
+
+namespace verdict::replication {
+class Replicator;
+class NodeLease;
+}  // namespace verdict::replication
 
 namespace verdict::node {
 
@@ -62,6 +68,13 @@ struct NodeOptions {
   // "oversize"), one whose room already has a different record (ALREADY_EXISTS; that record is
   // the one delivered), one with room 0 (INVALID_ARGUMENT). Default: none.
   OutboxWriter::StoredCallback on_stored;
+  // The replicated tier (replication/replicator.h): with etcd endpoints, each stored result is
+  // copied to etcd, its copy deleted after the lobby's receipt, and the node keeps a lease there
+  // so that a rescuer can deliver its results if its host is lost. Default: none (off).
+  replication::ReplicationOptions replication;
+  // Called with each batch of results once their copies are in etcd, on the replicator's thread;
+  // keep it short. Default: none.
+  std::function<void(const std::vector<replication::ReplicatedResult>&)> on_replicated;
   // Test seam: wraps the opened outbox (for example in one whose writes fail). Default: none.
   std::function<std::unique_ptr<storage::Outbox>(std::unique_ptr<storage::Outbox>)> wrap_outbox;
 };
@@ -143,6 +156,8 @@ class BattleNode {
   RoomTable rooms_;
   std::unique_ptr<delivery::Deliverer> deliverer_;
   std::unique_ptr<OutboxWriter> writer_;
+  std::unique_ptr<replication::Replicator> replicator_;  // null unless replicating
+  std::unique_ptr<replication::NodeLease> lease_;
   std::unique_ptr<IngestService> ingest_;
   std::unique_ptr<server::HttpServer> server_;
   uint16_t metrics_port_ = 0;

@@ -55,6 +55,36 @@ ErrorCode ProblemOf(const Status& s) {
   }
 }
 
+// What ?durability= asks for: false for "stored" (the default), true for "replicated";
+// INVALID_ARGUMENT for anything else.
+Result<bool> ReplicatedAsked(const std::string& target) {
+  const size_t q = target.find('?');
+  if (q == std::string::npos) return false;
+  std::string_view query = std::string_view(target).substr(q + 1);
+  bool replicated = false;
+  while (!query.empty()) {
+    const std::string_view pair = query.substr(0, query.find('&'));
+    query.remove_prefix(std::min(query.size(), pair.size() + 1));
+    if (!pair.starts_with("durability=")) continue;
+    const std::string_view value = pair.substr(sizeof("durability=") - 1);
+    if (value == "replicated") {
+      replicated = true;
+    } else if (value == "stored") {
+      replicated = false;
+    } else {
+      return InvalidArgumentError("durability is 'stored' or 'replicated', not '" +
+                                  wire::ValidUtf8(value) + "'");
+    }
+  }
+  return replicated;
+}
+
+// The problem for a stored result that could not be replicated.
+ErrorCode ReplicationProblemOf(const Status& s) {
+  return s.code() == StatusCode::kAlreadyExists ? ErrorCode::kIdempotencyMismatch
+                                                : ErrorCode::kUnavailable;
+}
+
 }  // namespace
 
 IngestService::IngestService(IngestOptions options, std::string node_id, uint32_t shard_count,
@@ -73,6 +103,15 @@ IngestService::IngestService(IngestOptions options, std::string node_id, uint32_
       batch_not_durable_(Unavailable(
           "the results are not durable yet (the outbox is slow or failing); retry the batch: "
           "results already stored are answered as duplicates",
+          std::string(kBatchPath))),
+      result_not_replicated_(Unavailable(
+          "the result is not replicated yet (etcd is slow or away; it may already be stored on "
+          "this node); retry it: an identical result is answered 200 once it is replicated",
+          std::string(kResultPath))),
+      batch_not_replicated_(Unavailable(
+          "the results are not replicated yet (etcd is slow or away; they may already be stored "
+          "on this node); retry the batch: results already stored are answered as duplicates "
+          "once replicated",
           std::string(kBatchPath))),
       answers_(registry.AddLabeledCounter(
           "verdict_node_ingest_results_total",
@@ -138,8 +177,18 @@ server::HeaderVerdict IngestService::OnHeader(const server::RequestHead& head) {
 
 void IngestService::OnRequest(const server::RequestHead& head, server::HttpRequest request,
                               std::shared_ptr<server::Exchange> exchange) {
-  if (head.path == kResultPath) return PostResult(request, std::move(exchange));
-  PostBatch(request, std::move(exchange));
+  auto replicated = ReplicatedAsked(head.target);
+  if (replicated.ok() && *replicated && !hooks_.replicate) {
+    replicated = InvalidArgumentError(
+        "durability=replicated: this node does not replicate (it runs without --replicate-to)");
+  }
+  if (!replicated.ok()) {
+    answers_.Add("INVALID_ARGUMENT");
+    return exchange->Reply(ProblemReply(ErrorCode::kInvalidArgument, replicated.status().message(),
+                                        head.path, kRetryAfterS));
+  }
+  if (head.path == kResultPath) return PostResult(request, std::move(exchange), *replicated);
+  PostBatch(request, std::move(exchange), *replicated);
 }
 
 Status IngestService::Prepare(v1::BattleResult& result) const {
@@ -204,7 +253,7 @@ std::optional<HttpReply> IngestService::Store(
 }
 
 void IngestService::PostResult(const server::HttpRequest& request,
-                               std::shared_ptr<server::Exchange> exchange) {
+                               std::shared_ptr<server::Exchange> exchange, bool replicated) {
   const std::string path(kResultPath);
   auto refuse = [&](ErrorCode code, const std::string& detail) {
     answers_.Add(server::InfoOf(code).code);
@@ -222,29 +271,45 @@ void IngestService::PostResult(const server::HttpRequest& request,
   const uint64_t room = result.room_id();
   std::vector<v1::BattleResult> one;
   one.push_back(std::move(result));
+  std::vector<v1::BattleResult> to_replicate;
+  if (replicated) to_replicate = one;
   auto refused = Store(
       std::move(one),
-      [this, exchange, room, accept = request.accept,
-       path](std::vector<storage::EnqueueResult> outcomes) {
-        const storage::EnqueueResult& r = outcomes.front();
+      [this, exchange, room, accept = request.accept, path,
+       to_replicate = std::move(to_replicate)](std::vector<storage::EnqueueResult> outcomes) {
+        const storage::EnqueueResult r = outcomes.front();
         if (!r.status.ok()) {
           const ErrorCode code = ProblemOf(r.status);
           answers_.Add(server::InfoOf(code).code);
           return exchange->Reply(ProblemReply(code, r.status.message(), path, kRetryAfterS));
         }
-        answers_.Add(r.already_present ? "DUPLICATE" : "STORED");
-        exchange->Reply(MessageReply(r.already_present ? 200 : 201, StoredOf(room, r), accept));
+        auto answer = [this, exchange, room, accept, r] {
+          answers_.Add(r.already_present ? "DUPLICATE" : "STORED");
+          exchange->Reply(MessageReply(r.already_present ? 200 : 201, StoredOf(room, r), accept));
+        };
+        if (to_replicate.empty()) return answer();
+        hooks_.replicate(to_replicate, [this, exchange, path, answer](std::vector<Status> done) {
+          const Status& s = done.front();
+          if (s.ok()) return answer();
+          const ErrorCode code = ReplicationProblemOf(s);
+          answers_.Add(server::InfoOf(code).code);
+          exchange->Reply(
+              ProblemReply(code, "stored, not replicated: " + s.message(), path, kRetryAfterS));
+        });
       },
       path);
   if (refused) {
     answers_.Add("UNAVAILABLE");
     return exchange->Reply(std::move(*refused));
   }
+  if (replicated) {
+    return exchange->ReplyUnlessAnsweredWithin(options_.replicated_wait, result_not_replicated_);
+  }
   exchange->ReplyUnlessAnsweredWithin(options_.durable_wait, result_not_durable_);
 }
 
 void IngestService::PostBatch(const server::HttpRequest& request,
-                              std::shared_ptr<server::Exchange> exchange) {
+                              std::shared_ptr<server::Exchange> exchange, bool replicated) {
   const std::string path(kBatchPath);
   auto refuse = [&](ErrorCode code, const std::string& detail) {
     answers_.Add(server::InfoOf(code).code);
@@ -276,26 +341,55 @@ void IngestService::PostBatch(const server::HttpRequest& request,
   }
   std::vector<uint64_t> rooms;
   for (const auto& r : valid) rooms.push_back(r.room_id());
-  auto answer = [this, exchange, reply, slots, rooms,
-                 accept = request.accept](std::vector<storage::EnqueueResult> outcomes) {
+  std::vector<v1::BattleResult> to_replicate;
+  if (replicated) to_replicate = valid;
+  auto answer = [this, exchange, reply, slots, rooms, accept = request.accept,
+                 to_replicate =
+                     std::move(to_replicate)](std::vector<storage::EnqueueResult> outcomes) {
+    std::vector<v1::BattleResult> stored;  // to replicate: the ones stored OK
+    std::vector<size_t> stored_at;         // their index in `outcomes`
     for (size_t i = 0; i < outcomes.size(); ++i) {
       v1::StoredItem* item = reply->mutable_items(slots[i]);
       const storage::EnqueueResult& r = outcomes[i];
       if (r.status.ok()) {
-        answers_.Add(r.already_present ? "DUPLICATE" : "STORED");
         *item->mutable_stored() = StoredOf(rooms[i], r);
+        if (!to_replicate.empty()) {
+          stored.push_back(to_replicate[i]);
+          stored_at.push_back(i);
+          continue;
+        }
+        answers_.Add(r.already_present ? "DUPLICATE" : "STORED");
       } else {
         const ErrorCode code = ProblemOf(r.status);
         answers_.Add(server::InfoOf(code).code);
         *item->mutable_problem() = server::ItemProblem(code, r.status.message());
       }
     }
-    exchange->Reply(MessageReply(200, *reply, accept));
+    if (stored.empty()) return exchange->Reply(MessageReply(200, *reply, accept));
+    hooks_.replicate(stored, [this, exchange, reply, slots, outcomes, stored_at,
+                              accept](std::vector<Status> done) {
+      for (size_t j = 0; j < done.size(); ++j) {
+        const size_t i = stored_at[j];
+        v1::StoredItem* item = reply->mutable_items(slots[i]);
+        if (done[j].ok()) {
+          answers_.Add(outcomes[i].already_present ? "DUPLICATE" : "STORED");
+          continue;
+        }
+        const ErrorCode code = ReplicationProblemOf(done[j]);
+        answers_.Add(server::InfoOf(code).code);
+        *item->mutable_problem() =
+            server::ItemProblem(code, "stored, not replicated: " + done[j].message());
+      }
+      exchange->Reply(MessageReply(200, *reply, accept));
+    });
   };
   if (valid.empty()) return answer({});
   if (auto refused = Store(std::move(valid), std::move(answer), path)) {
     answers_.Add("UNAVAILABLE", slots.size());
     return exchange->Reply(std::move(*refused));
+  }
+  if (replicated) {
+    return exchange->ReplyUnlessAnsweredWithin(options_.replicated_wait, batch_not_replicated_);
   }
   exchange->ReplyUnlessAnsweredWithin(options_.durable_wait, batch_not_durable_);
 }

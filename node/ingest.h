@@ -32,6 +32,10 @@ struct IngestOptions {
   // How long a request waits for its results to become durable before it is answered 503; they
   // may still become durable, and a retry of the same results then answers 200. Default: 5 s.
   std::chrono::milliseconds durable_wait{5000};
+  // How long a request with ?durability=replicated waits for its results to be durable and then
+  // replicated to etcd before it is answered 503; as above, they may be stored and replicated
+  // later, and a retry then answers 200. Default: 10 s.
+  std::chrono::milliseconds replicated_wait{10000};
   // Results taken and not yet durable beyond which new requests are answered 503: with the
   // connection cap, what bounds the memory that ingest can hold. Default: 8192.
   size_t max_pending_results = 8192;
@@ -51,6 +55,12 @@ struct IngestHooks {
   std::function<Status()> health;
   // The Prometheus text of /metrics.
   std::function<std::string()> metrics;
+  // Calls its second argument once each of the stored results is replicated, with a status each
+  // (Replicator::Await); null when the node does not replicate (?durability=replicated is then
+  // refused).
+  std::function<void(const std::vector<v1::BattleResult>&,
+                     std::function<void(std::vector<Status>)>)>
+      replicate;
 };
 
 class IngestService final : public server::HttpHandler {
@@ -73,8 +83,11 @@ class IngestService final : public server::HttpHandler {
 
   // The result as it will be stored (node_id filled in), or INVALID_ARGUMENT.
   Status Prepare(v1::BattleResult& result) const;
-  void PostResult(const server::HttpRequest& request, std::shared_ptr<server::Exchange> exchange);
-  void PostBatch(const server::HttpRequest& request, std::shared_ptr<server::Exchange> exchange);
+  // `replicated`: answer only once the results are replicated too (?durability=replicated).
+  void PostResult(const server::HttpRequest& request, std::shared_ptr<server::Exchange> exchange,
+                  bool replicated);
+  void PostBatch(const server::HttpRequest& request, std::shared_ptr<server::Exchange> exchange,
+                 bool replicated);
   // Offers `results` and arranges for `answer` to run once every one of them has its outbox
   // answer; the problem to reply with if they cannot be taken now.
   std::optional<server::HttpReply> Store(
@@ -94,6 +107,8 @@ class IngestService final : public server::HttpHandler {
   // problem costs more than the rest of a request.
   const server::HttpReply result_not_durable_;
   const server::HttpReply batch_not_durable_;
+  const server::HttpReply result_not_replicated_;
+  const server::HttpReply batch_not_replicated_;
   std::atomic<size_t> pending_{0};
   metrics::LabeledCounter& answers_;
 };

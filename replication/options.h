@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,15 @@ struct ReplicationOptions {
   // (it stopped, or lost etcd for this long) is rescued by `verdict-node run --rescue`.
   // Default: 10 s.
   std::chrono::seconds lease_ttl{10};
+};
+
+// What replication came to for one result (NodeOptions::on_replicated): OK once its copy is in
+// etcd (or once the lobby's receipt made it unnecessary), ALREADY_EXISTS if etcd holds a
+// different result under its key.
+struct ReplicatedResult {
+  uint64_t room_id = 0;
+  int64_t ended_at_ms = 0;
+  Status status;
 };
 
 }  // namespace verdict::replication

@@ -41,14 +41,6 @@ namespace verdict::replication {
 
 class EtcdClient;
 
-// The answer for one result: OK once its copy is in etcd (or once the lobby's receipt made it
-// unnecessary), ALREADY_EXISTS if etcd holds a different result under its key.
-struct ReplicatedResult {
-  uint64_t room_id = 0;
-  int64_t ended_at_ms = 0;
-  Status status;
-};
-
 struct ReplicationStats {
   uint64_t unreplicated = 0;             // stored, not yet in etcd
   double oldest_unreplicated_age_s = 0;  // 0 when none
