@@ -48,6 +48,7 @@ struct Flags {
   bool unsafe_release_before_commit = false;  // verdict-lobby-testing only
   int64_t older_than_s = 0;
   std::vector<std::string> outbox_listings;
+  std::vector<std::string> replicated_listings;  // reconcile --replicated NODE_ID=FILE
   bool json = false;
 };
 
@@ -110,13 +111,15 @@ struct Whereabouts {
   std::string reason, detail;
 };
 
-// Reads the `--outbox NODE_ID=FILE` listings (`verdict-node outbox ls --json`), keyed by node.
-Result<std::map<std::string, v1::OutboxListing>> ReadListings(const Flags& flags) {
+// Reads the `--outbox NODE_ID=FILE` listings (`verdict-node outbox ls --json`), or the
+// `--replicated NODE_ID=FILE` ones (`verdict-node replicated ls --json`), keyed by node.
+Result<std::map<std::string, v1::OutboxListing>> ReadListings(
+    const std::vector<std::string>& entries, const std::string& flag) {
   std::map<std::string, v1::OutboxListing> listings;
-  for (const std::string& entry : flags.outbox_listings) {
+  for (const std::string& entry : entries) {
     const size_t eq = entry.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
-      return InvalidArgumentError("--outbox wants NODE_ID=FILE, got '" + entry + "'");
+      return InvalidArgumentError(flag + " wants NODE_ID=FILE, got '" + entry + "'");
     }
     const std::string node = entry.substr(0, eq), file = entry.substr(eq + 1);
     std::ifstream in(file);
@@ -128,8 +131,9 @@ Result<std::map<std::string, v1::OutboxListing>> ReadListings(const Flags& flags
     v1::OutboxListing listing;
     if (auto s = google::protobuf::util::JsonStringToMessage(text.str(), &listing, options);
         !s.ok()) {
-      return InvalidArgumentError(file + " is not the output of `verdict-node outbox ls --json`: " +
-                                  std::string(s.message()));
+      return InvalidArgumentError(file +
+                                  " is not a listing of `verdict-node outbox ls --json` or " +
+                                  "`replicated ls --json`: " + std::string(s.message()));
     }
     if (!listing.complete()) {
       return InvalidArgumentError(file + " is cut short by --limit; list the whole outbox (" +
@@ -139,6 +143,19 @@ Result<std::map<std::string, v1::OutboxListing>> ReadListings(const Flags& flags
     listings[node] = std::move(listing);
   }
   return listings;
+}
+
+// A room of no outbox listing, or lost from its node's, that etcd holds is `replicated`: a
+// rescue (verdict-node rescue) or the node itself delivers it.
+Whereabouts LocateReplicated(const PendingRoom& room, Whereabouts found,
+                             const std::map<std::string, v1::OutboxListing>& replicated) {
+  if (found.state != "lost" && found.state != "unchecked") return found;
+  auto listing = replicated.find(room.node_id);
+  if (listing == replicated.end()) return found;
+  for (const auto& r : listing->second.records()) {
+    if (r.room_id() == room.room_id) return {"replicated", "in etcd", ""};
+  }
+  return found;
 }
 
 Whereabouts Locate(const PendingRoom& room,
@@ -162,8 +179,10 @@ Whereabouts Locate(const PendingRoom& room,
 }
 
 int RunReconcile(const Flags& flags) {
-  auto listings = ReadListings(flags);
+  auto listings = ReadListings(flags.outbox_listings, "--outbox");
   if (!listings.ok()) return Fail(listings.status().message());
+  auto replicated = ReadListings(flags.replicated_listings, "--replicated");
+  if (!replicated.ok()) return Fail(replicated.status().message());
   StoreOptions store_options;
   store_options.conninfo = flags.db;
   store_options.pool_size = 1;
@@ -176,7 +195,9 @@ int RunReconcile(const Flags& flags) {
   std::map<std::string, int> counts;
   std::vector<Whereabouts> where;
   for (const PendingRoom& r : *rooms) {
-    where.push_back(listings->empty() ? Whereabouts{"unchecked", "", ""} : Locate(r, *listings));
+    where.push_back(LocateReplicated(
+        r, listings->empty() ? Whereabouts{"unchecked", "", ""} : Locate(r, *listings),
+        *replicated));
     ++counts[where.back().state];
   }
   const int lost = counts.count("lost") ? counts.at("lost") : 0;
@@ -425,6 +446,10 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
                         "NODE_ID=FILE: that node's `verdict-node outbox ls --json` (repeatable); "
                         "rooms are then classified pending, quarantined, dead-lettered or lost "
                         "(exit status 3 if any is lost)");
+  reconcile->add_option(
+      "--replicated", flags.replicated_listings,
+      "NODE_ID=FILE: that node's `verdict-node replicated ls --json` (repeatable); "
+      "a room found there and in no outbox is `replicated`, not lost");
   reconcile->add_flag("--json", flags.json, "print JSON instead of a table");
   return {migrate, serve, reconcile};
 }

@@ -19,6 +19,7 @@
 
 #include "cli/config_file.h"
 #include "node/battle_node.h"
+#include "node/replication_commands.h"
 #include "node/simulator.h"
 #include "proto/problem.h"
 #include "proto/validation.h"
@@ -60,6 +61,7 @@ struct Flags {
   size_t limit = 1000;
   uint64_t room_id = 0;
   std::string from;
+  ReplicationFlags replication;  // --replicate-to, --rescue, `rescue`, `replicated ls`
 };
 
 int Fail(const std::string& message) {
@@ -172,6 +174,7 @@ Result<NodeOptions> OptionsFrom(const Flags& flags) {
   options.delivery.unsafe_ack_whole_batch_for_test = flags.unsafe_ack_whole_batch;
   options.writer.unsafe_drop_failed_batches_for_test = flags.unsafe_drop_failed_batches;
   options.preallocate_outbox_files = !flags.outbox_no_preallocate;
+  if (Status s = ApplyReplicationFlags(flags.replication, options); !s.ok()) return s;
   if (flags.unsafe_ack_before_send || flags.unsafe_drop_failed_batches ||
       flags.unsafe_ack_whole_batch || flags.unsafe_answer_before_durable) {
     spdlog::error("UNSAFE test switches are on: this node can lose results");
@@ -354,6 +357,8 @@ int RunNode(const Flags& flags, const std::function<Result<Tokens>()>& reread) {
   auto started = BattleNode::Start(*options);
   if (!started.ok()) return Fail(started.status().ToString());
   BattleNode& node = **started;
+  auto rescue_watcher = StartRescueWatcher(flags.replication, *options, &node.metrics());
+  if (!rescue_watcher.ok()) return Fail(rescue_watcher.status().ToString());
   PrintInitialBacklog(node, flags);
   std::unique_ptr<Simulator> simulator = StartSimulator(flags, *options, node);
   const bool signalled = ServeUntilStopped(flags, node, simulator.get(), signals, reread);
@@ -363,6 +368,7 @@ int RunNode(const Flags& flags, const std::function<Result<Tokens>()>& reread) {
   // The simulator's thread may be blocked handing a result to a full channel (a failing
   // outbox): only Shutdown, at its deadline, releases it, so it is joined after.
   if (simulator) simulator->RequestStop();
+  if (*rescue_watcher) (*rescue_watcher)->Stop();
   const size_t lost = node.Shutdown();
   if (simulator) simulator->Stop();
   PrintProgress(node, simulator.get(), flags.simulate_rooms);
@@ -720,6 +726,7 @@ int RunRedrive(const Flags& flags, std::optional<uint64_t> room) {
 
 struct Commands {
   CLI::App *run, *enqueue, *stats, *ls, *show, *redrive;
+  ReplicationCommands replication;
 };
 
 constexpr char kDescription[] =
@@ -862,6 +869,8 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
       ->check(CLI::Range(100, 3'600'000));
 
   DeclareOutboxCommands(app, flags, c);
+  DeclareReplicationRunFlags(c.run, flags.replication);
+  c.replication = DeclareReplicationCommands(app, flags.replication);
   return c;
 }
 
@@ -893,6 +902,8 @@ int main(int argc, char** argv) {
 
   if (c.run->parsed()) return RunNode(flags, [argc, argv] { return RereadTokens(argc, argv); });
   if (c.enqueue->parsed()) return RunEnqueue(flags);
+  if (c.replication.rescue->parsed()) return RunRescue(flags.replication);
+  if (c.replication.replicated_ls->parsed()) return RunReplicatedList(flags.replication);
   if (c.stats->parsed()) return RunStats(flags);
   if (c.ls->parsed()) return RunList(flags, std::nullopt);
   if (c.show->parsed()) return RunList(flags, flags.room_id);
