@@ -443,7 +443,8 @@ void Replicator::Run() {
     } else if (!deletes_.empty()) {
       contacted = true;
       s = DeleteSome(lock);
-    } else if ((scan_ || rescan_needed_) && queued_bytes_ < options_.max_buffered_bytes / 2) {
+    } else if ((scan_ || rescan_needed_) &&
+               (queue_.empty() || queued_bytes_ < options_.max_buffered_bytes / 2)) {
       // Read back while etcd is away too: the queue's bound holds it, and puts start at once
       // when etcd returns.
       lock.unlock();

@@ -48,6 +48,7 @@
 #include "tests/fault/invariants.h"
 #include "tests/fault/node_command.h"
 #include "tests/sql/unguarded_settle_sql.h"
+#include "tests/support/etcd_cluster.h"
 #include "tests/support/http_client.h"
 #include "tests/support/private_postgres.h"
 #include "tests/support/process.h"
@@ -233,6 +234,9 @@ struct Tally {
   uint64_t batches = 0;
   uint64_t batches_of_several = 0;
   uint64_t batched_records = 0;
+  // etcd members killed while the node replicated, and copies it had written by then.
+  int etcd_member_kills = 0;
+  uint64_t replicated = 0;
 
   std::string Summary() const {
     auto n = [](auto v) { return std::to_string(v); };
@@ -325,6 +329,7 @@ class FaultSuite : public ::testing::Test {
     if (unsafe_.ack_before_send) args.push_back("--unsafe-ack-before-send");
     if (unsafe_.ack_whole_batch) args.push_back("--unsafe-ack-whole-batch");
     if (unsafe_.drop_failed_batches) args.push_back("--unsafe-drop-failed-batches");
+    if (etcd_) args.insert(args.end(), {"--replicate-to", etcd_->url(), "--lease-ttl", "3"});
     return args;
   }
 
@@ -677,6 +682,41 @@ class FaultSuite : public ::testing::Test {
     tally_.corrupt_written += written;
   }
 
+  // etcd members SIGKILLed one at a time while battles end, the node is killed at random and the
+  // lobby comes and goes: the quorum carries on, and a killed member is started again on its
+  // data. Replication never holds the node back, so the checker's promises hold as without it.
+  void KillEtcdMembers(std::mt19937& rng) {
+    StartNode();
+    for (int i = 0; i < 3; ++i) {
+      const int member = std::uniform_int_distribution<int>(0, etcd_->size() - 1)(rng);
+      etcd_->Kill(member);
+      ++tally_.etcd_member_kills;
+      if (i == 1) LetABacklogBuild(std::chrono::milliseconds(800));
+      Sleep(std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 1200)(rng)));
+      if (!lobby_) StartLobby();
+      tally_.replicated +=
+          MetricValue(Metrics(node_metrics_port_), "verdict_node_replication_replicated_total");
+      if (i == 1) {
+        KillNode();
+        StartNode();
+      }
+      ASSERT_TRUE(etcd_->Restart(member));
+      ASSERT_TRUE(WaitUntil([&] { return etcd_->Healthy(); }, 30s));
+    }
+    KillNode();
+  }
+
+  // The copies etcd still holds of node-a's results, by room.
+  std::vector<uint64_t> ReplicatedRooms() {
+    const CommandResult ls = RunCommand({NodeBinary(), "replicated", "ls", "--from", etcd_->url(),
+                                         "--node-id", "node-a", "--json"});
+    v1::OutboxListing listing;
+    EXPECT_TRUE(ParseListing(ls.out, &listing)) << ls.out;
+    std::vector<uint64_t> rooms;
+    for (const auto& r : listing.records()) rooms.push_back(r.room_id());
+    return rooms;
+  }
+
   // One round of every fault.
   void Cycle(std::mt19937& rng) {
     for (const char* point : {"writer.before_sync", "writer.after_sync", "deliver.mid_send",
@@ -723,6 +763,7 @@ class FaultSuite : public ::testing::Test {
   Unsafe unsafe_;
   Tally tally_;
   std::vector<std::string> fault_violations_;  // found by a fault itself, beyond the checker's
+  std::unique_ptr<EtcdCluster> etcd_;          // the replicated tier's cluster, when a test has one
   int runs_ = 0;
   uint64_t corrupt_sequence_ = 0;
 };
@@ -766,6 +807,42 @@ TEST_F(FaultSuite, NothingLostNothingTwiceUnderEveryFault) {
     EXPECT_EQ(tally_.disk_full, cycles);
     EXPECT_GT(stalls, 0) << "the full disk never made a write fail";
   }
+}
+
+// The replicated tier under etcd member kills: a node replicating to a three-member cluster
+// whose members are SIGKILLed one at a time (with the node killed and the lobby away meanwhile)
+// loses nothing and settles nothing twice, and every copy etcd still holds afterwards belongs to
+// a settled room (a copy whose delete a kill cut off: delivered again, answered duplicate).
+TEST_F(FaultSuite, EtcdMemberKillsLoseNothing) {
+  if (!EtcdCluster::Installed()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
+  std::filesystem::create_directories(dir_.Sub("etcd"));
+  etcd_ = EtcdCluster::Start(dir_.Sub("etcd"));
+  ASSERT_NE(etcd_, nullptr);
+  StartLobby();
+  std::mt19937 rng(g_long ? std::random_device{}() : 13);
+  const int cycles = g_long ? 4 : 1;
+  for (int c = 0; c < cycles; ++c) KillEtcdMembers(rng);
+  const InvariantReport report = DrainAndCheck();
+  for (const auto& v : report.violations) ADD_FAILURE() << v;
+  EXPECT_EQ(tally_.etcd_member_kills, 3 * cycles);
+  EXPECT_GT(tally_.replicated, 0u) << "nothing was replicated while members were killed";
+  EXPECT_GT(report.settled, 0u);
+  size_t unsettled_copies = 0;
+  const std::vector<uint64_t> copies = ReplicatedRooms();
+  for (uint64_t room : copies) {
+    pqxx::connection conn(conninfo_);
+    unsettled_copies += pqxx::nontransaction(conn)
+                            .exec1("SELECT count(*) FROM settlement_receipts WHERE room_id = " +
+                                   std::to_string(room))[0]
+                            .as<int>() == 0;
+  }
+  EXPECT_EQ(unsettled_copies, 0u) << "etcd holds copies of rooms that never settled";
+  std::printf(
+      "etcd member kills: %d kills, %llu copies written, %zu copies left of settled "
+      "rooms
+          % s ",
+            tally_.etcd_member_kills,
+      static_cast<unsigned long long>(tally_.replicated), copies.size(), report.Summary().c_str());
 }
 
 // Negative control for the deliver.* kill points: a node that acks before sending, killed

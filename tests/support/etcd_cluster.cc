@@ -19,12 +19,14 @@ std::string Url(uint16_t port) { return "http://127.0.0.1:" + std::to_string(por
 
 bool EtcdCluster::Installed() { return ::access(kEtcdBinary, X_OK) == 0; }
 
-std::unique_ptr<EtcdCluster> EtcdCluster::Start(const std::string& dir, int members) {
+std::unique_ptr<EtcdCluster> EtcdCluster::Start(const std::string& dir, int members,
+                                                const std::vector<std::string>& extra_args) {
   if (!Installed()) {
     std::fprintf(stderr, "etcd is not installed (apt-get install etcd-server)\n");
     return nullptr;
   }
   std::unique_ptr<EtcdCluster> cluster(new EtcdCluster());
+  cluster->extra_args_ = extra_args;
   for (int i = 0; i < members; ++i) {
     Member m;
     m.name = "m" + std::to_string(i);
@@ -63,6 +65,7 @@ bool EtcdCluster::Launch(int i) {
       // Quick elections on loopback, so a killed leader is replaced
       // within a second or two.
       "--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "warn"};
+  argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
   m.process = ChildProcess::Start(argv, {}, m.log);
   return m.process != nullptr;
 }

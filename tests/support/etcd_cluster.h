@@ -16,7 +16,9 @@ class EtcdCluster {
  public:
   // Starts the members in `dir` and waits until the cluster has a leader; null (after printing
   // why) if it does not come up, or if etcd is not installed.
-  static std::unique_ptr<EtcdCluster> Start(const std::string& dir, int members = 3);
+  // `extra_args` go to every member (a quota, say).
+  static std::unique_ptr<EtcdCluster> Start(const std::string& dir, int members = 3,
+                                            const std::vector<std::string>& extra_args = {});
   ~EtcdCluster();
 
   // "etcd://127.0.0.1:P1,127.0.0.1:P2,…", for --replicate-to and --from.
@@ -41,6 +43,7 @@ class EtcdCluster {
   // Starts member `i`; a restarted member finds its cluster in its data directory.
   bool Launch(int i);
   std::string initial_cluster_;
+  std::vector<std::string> extra_args_;
   std::vector<Member> members_;
 };
 

@@ -1,0 +1,260 @@
+// The replicated tier's parts against a real one-member etcd (Debian's etcd-server) and real
+// RocksDB outboxes: the gateway client's answers (create-if-absent, conflicts, pages, leases,
+// failover past a dead endpoint, NOSPACE), the key layout, and the replicator's rebuild, release
+// and read-back paths.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <set>
+
+#include "common/clock.h"
+#include "proto/wire.h"
+#include "replication/etcd_client.h"
+#include "replication/keys.h"
+#include "replication/releasing_outbox.h"
+#include "replication/replicator.h"
+#include "storage/outbox.h"
+#include "tests/support/etcd_cluster.h"
+#include "tests/support/process.h"
+#include "tests/support/results.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
+
+namespace verdict::replication {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::EtcdCluster;
+using testing::MakeResult;
+using testing::TempDir;
+using testing::WaitUntil;
+
+TEST(ReplicaKeysTest, NodeIdsAreEscapedAndReadBack) {
+  EXPECT_EQ(ResultKey("verdict/", "battle-01", 42, 1700),
+            "verdict/results/battle-01/00000000000000000042/1700");
+  const std::string odd = "a/b c%é";
+  const std::string key = ResultKey("p/", odd, 7, -1);
+  EXPECT_EQ(key.find("a/b"), std::string::npos) << key;
+  EXPECT_EQ(NodeOfResultKey("p/", key), odd);
+  EXPECT_EQ(NodeOfLivenessKey("p/", NodeLivenessKey("p/", odd)), odd);
+  EXPECT_EQ(NodeOfResultKey("p/", "p/results/%zz/1/2"), std::nullopt);
+  EXPECT_EQ(NodeOfResultKey("q/", key), std::nullopt);
+  // One node's range never holds another's keys, even one whose id it prefixes.
+  const std::string a = NodeResultsPrefix("p/", "a"), ab = NodeResultsPrefix("p/", "ab");
+  EXPECT_FALSE(ab >= a && ab < PrefixEnd(a));
+  EXPECT_EQ(PrefixEnd("ab"), "ac");
+}
+
+TEST(ReplicaKeysTest, EtcdUrlsParse) {
+  EtcdOptions o;
+  ASSERT_TRUE(ParseEtcdUrl("etcd://127.0.0.1:2379,[::1]:2380", &o).ok());
+  EXPECT_EQ(o.endpoints, (std::vector<std::string>{"127.0.0.1:2379", "[::1]:2380"}));
+  for (const char* bad : {"http://a:1", "etcd://", "etcd://a", "etcd://a:1,,b:2", "etcd://a:0"}) {
+    EXPECT_EQ(ParseEtcdUrl(bad, &o).code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+class EtcdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdCluster::Installed()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
+    etcd_ = EtcdCluster::Start(dir_.path(), 1);
+    ASSERT_NE(etcd_, nullptr);
+    ASSERT_TRUE(ParseEtcdUrl(etcd_->url(), &options_).ok());
+  }
+
+  std::unique_ptr<EtcdClient> Client(const EtcdOptions& options) {
+    auto client = EtcdClient::Create(options);
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    return client.ok() ? std::move(client).value() : nullptr;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<EtcdCluster> etcd_;
+  EtcdOptions options_;
+};
+
+TEST_F(EtcdTest, CreateIfAbsentTellsCreatedPresentAndConflict) {
+  auto client = Client(options_);
+  std::vector<KeyValue> first = {{"k/1", "one", 0}, {"k/2", "two", 0}};
+  auto created = client->CreateIfAbsent(first);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_EQ(*created,
+            (std::vector<CreateOutcome>{CreateOutcome::kCreated, CreateOutcome::kCreated}));
+  std::vector<KeyValue> again = {{"k/1", "one", 0}, {"k/2", "other", 0}, {"k/3", "three", 0}};
+  auto outcomes = client->CreateIfAbsent(again);
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
+  EXPECT_EQ(*outcomes,
+            (std::vector<CreateOutcome>{CreateOutcome::kPresent, CreateOutcome::kConflict,
+                                        CreateOutcome::kCreated}));
+  auto page = client->Range("k/", PrefixEnd("k/"), 2, false);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->kvs.size(), 2u);
+  EXPECT_TRUE(page->more);
+  EXPECT_EQ(page->kvs[1].value, "two");  // the conflict changed nothing
+  const std::vector<std::string> gone = {"k/1", "k/2", "k/absent"};
+  ASSERT_TRUE(client->Delete(gone).ok());
+  page = client->Range("k/", PrefixEnd("k/"), 0, true);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->kvs.size(), 1u);
+  EXPECT_EQ(page->kvs[0].key, "k/3");
+}
+
+TEST_F(EtcdTest, ADeadEndpointIsSkippedAndNoneAnsweringIsUnavailable) {
+  EtcdOptions o = options_;
+  o.endpoints.insert(o.endpoints.begin(),
+                     "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort()));
+  auto client = Client(o);
+  const std::vector<KeyValue> kv = {{"x", "y", 0}};
+  EXPECT_TRUE(client->CreateIfAbsent(kv).ok());
+  EtcdOptions none;
+  none.endpoints = {"127.0.0.1:" + std::to_string(testing::FreeLoopbackPort())};
+  none.timeout = 1s;
+  auto dead = Client(none);
+  EXPECT_EQ(dead->CreateIfAbsent(kv).status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(EtcdTest, LeaseKeepsItsKeyAliveAndExpiresWithoutRenewal) {
+  auto client = Client(options_);
+  auto lease = client->GrantLease(2);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  ASSERT_TRUE(client->Put("alive", "1", *lease).ok());
+  auto ttl = client->KeepAlive(*lease);
+  ASSERT_TRUE(ttl.ok());
+  EXPECT_GT(*ttl, 0);
+  // Without renewal the key goes with the lease, and a renewal then finds it expired.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto page = client->Range("alive", "", 0, true);
+        return page.ok() && page->kvs.empty();
+      },
+      10s))
+      << "the key outlived its lease";
+  EXPECT_EQ(client->KeepAlive(*lease).value(), 0);
+}
+
+TEST_F(EtcdTest, OutOfQuotaIsResourceExhaustedAndDeletesStillWork) {
+  // A second, tiny cluster: etcd raises NOSPACE past its quota.
+  TempDir small_dir;
+  etcd_.reset();
+  auto small = EtcdCluster::Start(small_dir.path(), 1, {"--quota-backend-bytes", "1048576"});
+  ASSERT_NE(small, nullptr);
+  EtcdOptions o;
+  ASSERT_TRUE(ParseEtcdUrl(small->url(), &o).ok());
+  auto client = Client(o);
+  const std::string value(64 * 1024, 'v');
+  Status last;
+  for (int i = 0; i < 64 && last.ok(); ++i) {
+    const std::vector<KeyValue> kv = {{"big/" + std::to_string(i), value, 0}};
+    last = client->CreateIfAbsent(kv).status();
+  }
+  EXPECT_EQ(last.code(), StatusCode::kResourceExhausted) << last.ToString();
+  const std::vector<std::string> gone = {"big/0"};
+  EXPECT_TRUE(client->Delete(gone).ok());
+}
+
+// A replicator on a real outbox: stored records reach etcd, acked ones leave it, and copies
+// found only in etcd at start go back into the outbox.
+class ReplicatorTest : public EtcdTest {
+ protected:
+  void SetUp() override {
+    EtcdTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto outbox = storage::OpenOutbox(dir_.Sub("outbox"), {.shard_count = 4});
+    ASSERT_TRUE(outbox.ok());
+    outbox_ = ReleaseOnAck(std::move(outbox).value(), [this](const storage::OutboxRecord& r) {
+      if (replicator_) replicator_->Released(r);
+    });
+    options_r_.etcd = options_;
+    options_r_.retry_interval = 50ms;
+  }
+
+  void StartReplicator() {
+    replicator_ = std::make_unique<Replicator>(
+        *outbox_, dir_.Sub("outbox"), "node-a", options_r_, nullptr, nullptr, [] {}, nullptr);
+    ASSERT_TRUE(replicator_->Start().ok());
+  }
+
+  // Stores results the way the writer does, and tells the replicator.
+  void Store(uint64_t first, uint64_t n) {
+    std::vector<v1::BattleResult> batch;
+    for (uint64_t room = first; room < first + n; ++room) batch.push_back(MakeResult(room));
+    auto outcomes = outbox_->Enqueue(batch);
+    ASSERT_TRUE(outcomes.ok());
+    replicator_->Stored(batch, *outcomes);
+  }
+
+  size_t Copies() {
+    auto client = Client(options_);
+    const std::string prefix = NodeResultsPrefix("verdict/", "node-a");
+    auto page = client->Range(prefix, PrefixEnd(prefix), 0, true);
+    return page.ok() ? page->kvs.size() : SIZE_MAX;
+  }
+
+  std::unique_ptr<storage::Outbox> outbox_;
+  ReplicationOptions options_r_;
+  std::unique_ptr<Replicator> replicator_;
+};
+
+TEST_F(ReplicatorTest, StoredRecordsAreCopiedAndAckedOnesDeleted) {
+  StartReplicator();
+  Store(1, 300);  // more than one transaction
+  ASSERT_TRUE(WaitUntil([&] { return replicator_->Stats().unreplicated == 0; }, 20s));
+  EXPECT_EQ(Copies(), 300u);
+  std::set<uint64_t> acked;
+  for (uint32_t shard = 0; shard < 4; ++shard) {
+    auto records = outbox_->ReadShard(shard, 0, 1000);
+    ASSERT_TRUE(records.ok());
+    for (const auto& r : *records) {
+      if (r.result.room_id() % 2 == 0) continue;
+      ASSERT_TRUE(outbox_->Ack(r).ok());
+      acked.insert(r.result.room_id());
+    }
+  }
+  ASSERT_EQ(acked.size(), 150u);
+  EXPECT_TRUE(WaitUntil([&] { return Copies() == 150; }, 20s)) << Copies();
+}
+
+TEST_F(ReplicatorTest, AwaitAnswersOnceReplicated) {
+  StartReplicator();
+  Store(7, 1);
+  std::promise<std::vector<Status>> done;
+  replicator_->Await({MakeResult(7)}, [&](std::vector<Status> s) { done.set_value(s); });
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
+  const auto statuses = f.get();
+  ASSERT_EQ(statuses.size(), 1u);
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0].ToString();
+  EXPECT_EQ(Copies(), 1u);
+}
+
+TEST_F(ReplicatorTest, CopiesOnlyInEtcdGoBackIntoTheOutboxAtStart) {
+  auto client = Client(options_);
+  const v1::BattleResult lost = MakeResult(99);
+  const std::vector<KeyValue> kv = {
+      {ResultKey("verdict/", "node-a", 99, lost.ended_at_ms()), wire::DeterministicBytes(lost), 0}};
+  ASSERT_TRUE(client->CreateIfAbsent(kv).ok());
+  StartReplicator();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto stats = outbox_->Stats();
+        return stats.ok() && stats->records == 1;
+      },
+      20s));
+  auto records = outbox_->ReadShard(storage::RoomShard(99, 4), 0, 10);
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 1u);
+  EXPECT_EQ(records->front().result.room_id(), 99u);
+}
+
+TEST_F(ReplicatorTest, RecordsBeyondTheBufferAreReadBackFromTheOutbox) {
+  options_r_.max_buffered_bytes = 1;  // nothing stays in memory: every record is read back
+  StartReplicator();
+  Store(1, 50);
+  ASSERT_TRUE(WaitUntil([&] { return Copies() == 50; }, 20s)) << Copies();
+  EXPECT_TRUE(WaitUntil([&] { return replicator_->Stats().unreplicated == 0; }, 20s));
+}
+
+}  // namespace
+}  // namespace verdict::replication
