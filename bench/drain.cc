@@ -36,6 +36,7 @@
 #include <thread>
 #include <variant>
 
+#include "bench/backlog.h"
 #include "bench/latency_proxy.h"
 #include "common/host_port.h"
 #include "delivery/deliverer.h"
@@ -53,81 +54,13 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr char kNode[] = "bench-node";
-constexpr char kToken[] = "bench-token";
+constexpr const char* kNode = kBacklogNode;
+constexpr const char* kToken = kBacklogToken;
 constexpr uint64_t kRunSpan = 10'000'000;  // room ids per run: run k uses k * span + 1 …
 // How long the serial deliverer waits before sending a result again after a failure.
 constexpr std::chrono::milliseconds kSerialRetryPause{100};
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// Room `base + slot` seats players slot * 10 + 1 … + 10 (team 1: the first five). Every run
-// reuses the same players: they are free again once the previous run has drained.
-v1::BattleResult ResultFor(uint64_t base, uint64_t slot) {
-  v1::BattleResult r;
-  r.set_room_id(base + slot);
-  r.set_outcome(v1::SETTLED);
-  r.set_winner_team(1);
-  r.set_ended_at_ms(1'700'000'000'000);
-  r.set_node_id(kNode);
-  r.set_replay_path("replays/" + std::to_string(base + slot));
-  for (uint32_t g = 1; g <= 10; ++g) {
-    v1::PlayerResult* p = r.add_players();
-    p->set_player_id(slot * 10 + g);
-    p->set_team(g <= 5 ? 1 : 2);
-    p->set_kills(g);
-    p->set_score(100 * g);
-  }
-  return r;
-}
-
-// Allocates the rooms a run settles, then brings the database to where it would be after the
-// outage the backlog stands for:
-//   - vacuums and analyzes the tables the allocation wrote, as autovacuum would have (otherwise
-//     the run pays for autovacuum starting under it, on statistics from before the rooms existed);
-//   - analyzes the settlement's tables that the runs before it wrote, so that each design is
-//     planned on the database as it is (on none, or on statistics from a smaller table, the old
-//     single-room settlement scans all of players for each room). Empty ones are left alone:
-//     PostgreSQL plans a table never analyzed as at least ten pages, one analyzed empty as the
-//     page it has, and foreign-key checks cached at the start of a run then scan it throughout;
-//   - checkpoints, so that the run does not pay for the writes of the runs before it (a
-//     checkpoint under load slows every commit's fsync).
-void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count) {
-  pqxx::connection conn(conninfo);
-  constexpr uint64_t kChunk = 1000;
-  for (uint64_t first = 1; first <= count; first += kChunk) {
-    const uint64_t last = std::min(count, first + kChunk - 1);
-    pqxx::work tx(conn);
-    tx.exec_params(
-        "SELECT count(*) FROM generate_series($1::bigint, $2::bigint) r, LATERAL "
-        "verdict_allocate(r, $3, ARRAY(SELECT (r - $4::bigint) * 10 + g FROM "
-        "generate_series(1, 10) g), '{1,1,1,1,1,2,2,2,2,2}')",
-        base + first, base + last, std::string(kNode), base);
-    tx.commit();
-  }
-  try {
-    pqxx::nontransaction(conn).exec("VACUUM ANALYZE players, battle_rooms, battle_room_seats");
-    for (const char* table :
-         {"matches", "match_players", "replays", "settlement_events", "settlement_receipts"}) {
-      pqxx::nontransaction tx(conn);
-      if (tx.exec1("SELECT EXISTS (SELECT 1 FROM " + std::string(table) + ")")[0].as<bool>()) {
-        tx.exec("ANALYZE " + std::string(table));
-      }
-    }
-    pqxx::nontransaction(conn).exec("CHECKPOINT");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "    (no vacuum, analyze or checkpoint before the run: %s)\n", e.what());
-  }
-}
-
-uint64_t ReceiptsBetween(const std::string& conninfo, uint64_t base, uint64_t count) {
-  pqxx::connection conn(conninfo);
-  pqxx::nontransaction tx(conn);
-  return tx
-      .exec_params1("SELECT count(*) FROM settlement_receipts WHERE room_id BETWEEN $1 AND $2",
-                    base + 1, base + count)[0]
-      .as<uint64_t>();
-}
 
 // The 99th percentile of a rendered Prometheus histogram: the upper bound of the first bucket
 // holding 99 % of the observations (in ms).
@@ -149,44 +82,6 @@ double HistogramP99Ms(const std::string& text, const std::string& name) {
   }
   return INFINITY;
 }
-
-// The lobby, in this process, on a free port.
-class InProcessLobby {
- public:
-  InProcessLobby(const std::string& conninfo, int pool, double coalesce_ms)
-      : hub_(Store(conninfo, pool), conninfo) {
-    lobby::ServiceOptions service_options;
-    service_options.coalesce_wait =
-        std::chrono::microseconds(static_cast<int64_t>(coalesce_ms * 1000));
-    service_options.db_workers = pool;
-    service_options.node_tokens.push_back({kNode, kToken});
-    service_ =
-        std::make_unique<lobby::SettlementService>(*store_, nullptr, service_options, registry_);
-    lobby::ServerOptions server_options;
-    server_options.port = 0;
-    server_options.db_threads = pool;
-    server_ = std::make_unique<lobby::HttpServer>(server_options, *service_, hub_, registry_);
-    auto port = server_->Start();
-    port_ = port.ok() ? *port : 0;
-  }
-  uint16_t port() const { return port_; }
-
- private:
-  lobby::SettlementStore& Store(const std::string& conninfo, int pool) {
-    lobby::StoreOptions options;
-    options.conninfo = conninfo;
-    options.pool_size = pool;
-    store_ = std::move(lobby::OpenSettlementStore(options)).value();
-    return *store_;
-  }
-
-  metrics::Registry registry_;
-  std::unique_ptr<lobby::SettlementStore> store_;
-  lobby::EventHub hub_;  // not started: the benchmark has no event subscribers
-  std::unique_ptr<lobby::SettlementService> service_;
-  std::unique_ptr<lobby::HttpServer> server_;
-  uint16_t port_ = 0;
-};
 
 struct Row {
   std::string mode;

@@ -14,6 +14,7 @@
 #include "bench/drain.h"
 #include "bench/events.h"
 #include "bench/ingest.h"
+#include "bench/replicate.h"
 #include "bench/scale.h"
 
 namespace {
@@ -154,12 +155,35 @@ int main(int argc, char** argv) {
   events_cmd->add_flag("--json", events.output.json, "print one JSON object on stdout");
   events_cmd->add_option("--csv", events.output.csv_dir, "write the raw rows to DIR/events.csv");
 
+  verdict::bench::ReplicateOptions replicate;
+  CLI::App* replicate_cmd = app.add_subcommand(
+      "replicate",
+      "the replicated tier: replicated results/s beside local-only ingest, replication lag at "
+      "half that rate, and a rescue's drain beside the ordinary drain of the same backlog");
+  replicate_cmd->add_option("--seconds", replicate.seconds, "seconds per run")
+      ->capture_default_str()
+      ->check(CLI::Range(0.5, 3600.0));
+  replicate_cmd->add_option("--producers", replicate.producers, "producer threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  replicate_cmd->add_option("--backlog", replicate.backlog, "results of each drain")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{100}, uint64_t{5'000'000}));
+  replicate_cmd->add_option("--etcd", replicate.etcd,
+                            "etcd://HOST:PORT,...; default: three members started here");
+  replicate_cmd->add_option("--db", replicate.db,
+                            "libpq conninfo; without it (and without PGHOST) the benchmark runs "
+                            "itself inside pg_virtualenv");
+  replicate_cmd->add_flag("--json", replicate.output.json, "print one JSON object on stdout");
+
   CLI11_PARSE(app, argc, argv);
   if (ingest_cmd->parsed()) return verdict::bench::RunIngest(ingest);
   if (scale_cmd->parsed()) return verdict::bench::RunScale(scale);
-  const bool needs_db = drain_cmd->parsed() || events_cmd->parsed();
+  const bool needs_db = drain_cmd->parsed() || events_cmd->parsed() || replicate_cmd->parsed();
   if (needs_db) {
-    const std::string& db = drain_cmd->parsed() ? drain.db : events.db;
+    const std::string& db = drain_cmd->parsed()    ? drain.db
+                            : events_cmd->parsed() ? events.db
+                                                   : replicate.db;
     if (const char* fd = std::getenv(kStdoutFdVariable)) {
       // Inside pg_virtualenv: take back the stdout it was started with (see below).
       const int saved = std::atoi(fd);
@@ -186,6 +210,7 @@ int main(int argc, char** argv) {
       std::perror("pg_virtualenv");
       return 1;
     }
+    if (replicate_cmd->parsed()) return verdict::bench::RunReplicate(replicate);
     return drain_cmd->parsed() ? verdict::bench::RunDrain(drain)
                                : verdict::bench::RunEvents(events);
   }

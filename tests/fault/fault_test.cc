@@ -687,15 +687,32 @@ class FaultSuite : public ::testing::Test {
   // data. Replication never holds the node back, so the checker's promises hold as without it.
   void KillEtcdMembers(std::mt19937& rng) {
     StartNode();
+    // Waits until the running node has written `n` more copies to etcd (at most 30 s), and
+    // counts them; false if it did not.
+    const auto more_copies = [&](double n) {
+      const auto copies = [&] {
+        return MetricValue(Metrics(node_metrics_port_),
+                           "verdict_node_replication_replicated_total");
+      };
+      const double from = copies();
+      const bool done = WaitUntil([&] { return copies() >= from + n; }, 30s);
+      tally_.replicated += static_cast<uint64_t>(std::max(0.0, copies() - from));
+      return done;
+    };
     for (int i = 0; i < 3; ++i) {
+      more_copies(20);
       const int member = std::uniform_int_distribution<int>(0, etcd_->size() - 1)(rng);
       etcd_->Kill(member);
       ++tally_.etcd_member_kills;
-      if (i == 1) LetABacklogBuild(std::chrono::milliseconds(800));
-      Sleep(std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 1200)(rng)));
-      if (!lobby_) StartLobby();
-      tally_.replicated +=
-          MetricValue(Metrics(node_metrics_port_), "verdict_node_replication_replicated_total");
+      if (i == 1) {
+        LetABacklogBuild(std::chrono::milliseconds(800));
+        StartLobby();
+      }
+      // Replication goes on with one member down.
+      if (!more_copies(20)) {
+        fault_violations_.push_back("replication stalled with one etcd member down");
+      }
+      Sleep(std::chrono::milliseconds(std::uniform_int_distribution<int>(100, 800)(rng)));
       if (i == 1) {
         KillNode();
         StartNode();
@@ -703,6 +720,7 @@ class FaultSuite : public ::testing::Test {
       ASSERT_TRUE(etcd_->Restart(member));
       ASSERT_TRUE(WaitUntil([&] { return etcd_->Healthy(); }, 30s));
     }
+    more_copies(20);
     KillNode();
   }
 
@@ -839,10 +857,9 @@ TEST_F(FaultSuite, EtcdMemberKillsLoseNothing) {
   EXPECT_EQ(unsettled_copies, 0u) << "etcd holds copies of rooms that never settled";
   std::printf(
       "etcd member kills: %d kills, %llu copies written, %zu copies left of settled "
-      "rooms
-          % s ",
-            tally_.etcd_member_kills,
-      static_cast<unsigned long long>(tally_.replicated), copies.size(), report.Summary().c_str());
+      "rooms\n  %s\n",
+      tally_.etcd_member_kills, static_cast<unsigned long long>(tally_.replicated), copies.size(),
+      report.Summary().c_str());
 }
 
 // Negative control for the deliver.* kill points: a node that acks before sending, killed

@@ -367,5 +367,35 @@ TEST_F(IngestTest, ATcpListenerWithoutATokenIsRefusedAtStart) {
   EXPECT_NE(node.status().message().find("--ingest-token"), std::string::npos);
 }
 
+TEST_F(IngestTest, DurabilityReplicatedIsRefusedWithoutReplicationAndUnknownValuesToo) {
+  Start();
+  EXPECT_EQ(CodeOf(Post(socket_, "/v1/results?durability=replicated", Json(MakeResult(8)))),
+            "INVALID_ARGUMENT");
+  EXPECT_EQ(CodeOf(Post(socket_, "/v1/results:batch?durability=replicated",
+                        "{\"results\": [" + Json(MakeResult(8)) + "]}")),
+            "INVALID_ARGUMENT");
+  EXPECT_EQ(CodeOf(Post(socket_, "/v1/results?durability=fsynced", Json(MakeResult(8)))),
+            "INVALID_ARGUMENT");
+  EXPECT_EQ(Pending(), 0u) << "a refused request stored its result";
+  EXPECT_EQ(Post(socket_, "/v1/results?durability=stored", Json(MakeResult(8))).status, 201);
+}
+
+// With etcd out of reach, ?durability=replicated waits its bounded time and answers 503 saying
+// the result is not replicated; the result is stored all the same, and a plain post of it is 200.
+TEST_F(IngestTest, DurabilityReplicatedAnswers503WhileEtcdIsAway) {
+  Start([](NodeOptions& o) {
+    o.replication.etcd.endpoints = {"127.0.0.1:1"};  // nobody
+    o.replication.etcd.timeout = 200ms;
+    o.ingest.replicated_wait = 500ms;
+  });
+  const HttpReply waited = Post(socket_, "/v1/results?durability=replicated", Json(MakeResult(9)));
+  EXPECT_EQ(waited.status, 503) << waited.body;
+  EXPECT_EQ(CodeOf(waited), "UNAVAILABLE");
+  EXPECT_NE(waited.body.find("not replicated yet"), std::string::npos) << waited.body;
+  EXPECT_EQ(Pending(), 1u) << "the result is stored even though it is not replicated";
+  EXPECT_EQ(PostResult(MakeResult(9)).status, 200);
+  EXPECT_EQ(testing::MetricValue(Metrics(), "verdict_node_replication_unreplicated_records"), 1);
+}
+
 }  // namespace
 }  // namespace verdict::node

@@ -1,0 +1,72 @@
+// What the drain benchmarks deliver to: results of allocated rooms, as a battle node of the
+// benchmark would store them, and the lobby running in the benchmark's process. Shared by
+// `verdict-bench drain` and `verdict-bench replicate`. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/metrics.h"
+#include "lobby/event_hub.h"
+#include "lobby/http_server.h"
+#include "lobby/settlement_service.h"
+#include "lobby/settlement_store.h"
+#include "verdict/v1/verdict.pb.h"
+
+namespace verdict::bench {
+
+// The node the benchmarks' results come from, and its token at the in-process lobby.
+inline constexpr char kBacklogNode[] = "bench-node";
+inline constexpr char kBacklogToken[] = "bench-token";
+
+// Room `base + slot` seats players slot * 10 + 1 … + 10 (team 1: the first five). Every run
+// reuses the same players: they are free again once the previous run has drained.
+v1::BattleResult ResultFor(uint64_t base, uint64_t slot);
+
+// Allocates rooms base + 1 … base + count to kBacklogNode, then brings the database to where it
+// would be after the outage the backlog stands for (drain.cc says how).
+void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count);
+
+// Receipts of rooms base + 1 … base + count.
+uint64_t ReceiptsBetween(const std::string& conninfo, uint64_t base, uint64_t count);
+
+// The lobby, in this process, on a free port.
+class InProcessLobby {
+ public:
+  InProcessLobby(const std::string& conninfo, int pool, double coalesce_ms)
+      : hub_(Store(conninfo, pool), conninfo) {
+    lobby::ServiceOptions service_options;
+    service_options.coalesce_wait =
+        std::chrono::microseconds(static_cast<int64_t>(coalesce_ms * 1000));
+    service_options.db_workers = pool;
+    service_options.node_tokens.push_back({kBacklogNode, kBacklogToken});
+    service_ =
+        std::make_unique<lobby::SettlementService>(*store_, nullptr, service_options, registry_);
+    lobby::ServerOptions server_options;
+    server_options.port = 0;
+    server_options.db_threads = pool;
+    server_ = std::make_unique<lobby::HttpServer>(server_options, *service_, hub_, registry_);
+    auto port = server_->Start();
+    port_ = port.ok() ? *port : 0;
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  lobby::SettlementStore& Store(const std::string& conninfo, int pool) {
+    lobby::StoreOptions options;
+    options.conninfo = conninfo;
+    options.pool_size = pool;
+    store_ = std::move(lobby::OpenSettlementStore(options)).value();
+    return *store_;
+  }
+
+  metrics::Registry registry_;
+  std::unique_ptr<lobby::SettlementStore> store_;
+  lobby::EventHub hub_;  // not started: the benchmark has no event subscribers
+  std::unique_ptr<lobby::SettlementService> service_;
+  std::unique_ptr<lobby::HttpServer> server_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace verdict::bench
