@@ -51,6 +51,10 @@ struct ReplicationOptions {
   // (1.5 MiB by default), and one record may be 1 MiB. A record alone may exceed it.
   // Default: 1 MiB.
   size_t max_batch_bytes = size_t{1} << 20;
+  // Create-if-absent transactions in flight at once, each on its own connection: etcd commits
+  // the proposals that arrive together in one Raft round, so a second and third transaction
+  // ride the fsync of the first instead of waiting for the next. Default: 4.
+  size_t max_in_flight = 4;
   // Bytes of stored records kept in memory while they wait for etcd. Beyond it the node keeps
   // only their count, and reads them back from the outbox once etcd takes writes again, so an
   // etcd outage costs no memory beyond this. Default: 64 MiB.

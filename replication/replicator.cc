@@ -51,6 +51,11 @@ Status Replicator::Start() {
   auto client = EtcdClient::Create(options_.etcd);
   if (!client.ok()) return client.status();
   client_ = std::move(client).value();
+  for (size_t i = 1; i < options_.max_in_flight; ++i) {
+    auto extra = EtcdClient::Create(options_.etcd);
+    if (!extra.ok()) return extra.status();
+    put_clients_.push_back(std::move(extra).value());
+  }
   // What the outbox holds now is unreplicated until the rebuild has put it.
   if (auto stats = outbox_.Stats(); stats.ok()) {
     int64_t oldest_age_ms = 0;
@@ -60,6 +65,9 @@ Status Replicator::Start() {
     if (not_held_ > 0) not_held_since_ms_ = clock_->NowMs() - oldest_age_ms;
   }
   thread_ = std::thread([this] { Run(); });
+  for (auto& client : put_clients_) {
+    put_threads_.emplace_back([this, c = client.get()] { RunPuts(*c); });
+  }
   return Status::Ok();
 }
 
@@ -72,6 +80,8 @@ void Replicator::Stop(std::chrono::steady_clock::time_point deadline) {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  for (auto& t : put_threads_) t.join();
+  put_threads_.clear();
   // Whoever still waits for a copy hears that it will not come from this process.
   std::vector<Waiter> waiters;
   {
@@ -142,10 +152,13 @@ void Replicator::Released(const storage::OutboxRecord& record) {
       queue_.erase(it->second);
       queued_.erase(it);
     }
-    // A put in flight finds its entry gone and reports nothing; the delete runs after it.
+    // A put in flight queues the delete when it is back, so the delete cannot overtake it.
+    bool put_in_flight = false;
     if (auto it = in_flight_.find(key); it != in_flight_.end()) {
       std::move(it->second.waiters.begin(), it->second.waiters.end(), std::back_inserter(waiters));
-      in_flight_.erase(it);
+      it->second.waiters.clear();
+      it->second.released = true;
+      put_in_flight = true;
     }
     if (released_.insert(key).second) {
       released_order_.push_back(key);
@@ -154,7 +167,7 @@ void Replicator::Released(const storage::OutboxRecord& record) {
         released_order_.pop_front();
       }
     }
-    deletes_.push_back(key);
+    if (!put_in_flight) deletes_.push_back(key);
   }
   cv_.notify_all();
   // Settled at the lobby: stronger than replicated.
@@ -348,7 +361,7 @@ Status Replicator::ScanSome() {
   return Status::Ok();
 }
 
-Status Replicator::PutSome(std::unique_lock<std::mutex>& lock) {
+Status Replicator::PutSome(std::unique_lock<std::mutex>& lock, EtcdClient& client) {
   std::vector<KeyValue> kvs;
   size_t bytes = 0;
   while (!queue_.empty() && kvs.size() < options_.max_batch) {
@@ -363,13 +376,18 @@ Status Replicator::PutSome(std::unique_lock<std::mutex>& lock) {
     queue_.pop_front();
   }
   lock.unlock();
-  auto outcomes = client_->CreateIfAbsent(kvs);
+  auto outcomes = client.CreateIfAbsent(kvs);
   lock.lock();
   if (!outcomes.ok()) {
-    // Back to the head of the queue, in their order; those released meanwhile stay out.
+    // Back to the head of the queue, in their order; those released meanwhile are deleted.
     for (auto kv = kvs.rbegin(); kv != kvs.rend(); ++kv) {
       auto f = in_flight_.find(kv->key);
       if (f == in_flight_.end()) continue;
+      if (f->second.released) {
+        deletes_.push_back(kv->key);
+        in_flight_.erase(f);
+        continue;
+      }
       queued_bytes_ += f->second.value.size();
       queue_.push_front(std::move(f->second));
       queued_[kv->key] = queue_.begin();
@@ -382,9 +400,13 @@ Status Replicator::PutSome(std::unique_lock<std::mutex>& lock) {
   std::vector<std::pair<std::vector<Waiter>, Status>> calls;
   for (size_t i = 0; i < kvs.size(); ++i) {
     auto f = in_flight_.find(kvs[i].key);
-    if (f == in_flight_.end()) continue;  // released meanwhile: its waiters have their answer
+    if (f == in_flight_.end()) continue;
     Entry e = std::move(f->second);
     in_flight_.erase(f);
+    if (e.released) {  // acked meanwhile: its waiters have their answer; now the delete
+      deletes_.push_back(e.key);
+      continue;
+    }
     Status s;
     if ((*outcomes)[i] == CreateOutcome::kConflict) {
       conflicts_total_->Add();
@@ -401,6 +423,7 @@ Status Replicator::PutSome(std::unique_lock<std::mutex>& lock) {
     calls.emplace_back(std::move(e.waiters), s);
   }
   lock.unlock();
+  cv_.notify_all();  // deletes of keys acked meanwhile may be queued
   if (on_replicated_ && !done.empty()) on_replicated_(done);
   for (auto& [waiters, s] : calls) {
     for (Waiter& w : waiters) w(s);
@@ -454,7 +477,7 @@ void Replicator::Run() {
       s = read;
     }
     if (s.ok() && adopted_ && deletes_.empty() && !queue_.empty()) {
-      s = PutSome(lock);
+      s = PutSome(lock, *client_);
       contacted = true;
     }
     if (contacted) NoteOutcome(s);
@@ -469,13 +492,28 @@ void Replicator::Run() {
   }
 }
 
+void Replicator::RunPuts(EtcdClient& client) {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stopping_ || (adopted_ && !queue_.empty()); });
+    if (stopping_) return;
+    Status s = PutSome(lock, client);
+    NoteOutcome(s);
+    if (!s.ok()) cv_.wait_for(lock, options_.retry_interval, [this] { return stopping_; });
+  }
+}
+
 ReplicationStats Replicator::Stats() const {
   std::lock_guard lock(mu_);
   ReplicationStats s;
-  s.unreplicated = queue_.size() + in_flight_.size() + not_held_;
+  s.unreplicated = queue_.size() + not_held_;
   int64_t oldest = not_held_ > 0 ? not_held_since_ms_ : INT64_MAX;
   for (const Entry& e : queue_) oldest = std::min(oldest, e.stored_ms);
-  for (const auto& [key, e] : in_flight_) oldest = std::min(oldest, e.stored_ms);
+  for (const auto& [key, e] : in_flight_) {
+    if (e.released) continue;  // settled: nothing left to replicate
+    ++s.unreplicated;
+    oldest = std::min(oldest, e.stored_ms);
+  }
   if (oldest != INT64_MAX)
     s.oldest_unreplicated_age_s = std::max<int64_t>(0, clock_->NowMs() - oldest) / 1000.0;
   s.etcd_unavailable = unavailable_;

@@ -90,6 +90,7 @@ class Replicator {
     int64_t ended_at_ms = 0;
     int64_t stored_ms = 0;  // wall time it was stored (or enqueued, for a record read back)
     bool live = false;      // came from Stored: its replication lag is measured
+    bool released = false;  // acked while its put was in flight: delete it once the put is back
     std::vector<Waiter> waiters;
   };
   struct Scan;
@@ -99,7 +100,10 @@ class Replicator {
   Status Adopt();
   // Moves up to a chunk of records from the rebuild's read-only view into the queue.
   Status ScanSome();
-  Status PutSome(std::unique_lock<std::mutex>& lock);
+  // Puts a batch from the head of the queue through `client`; mu_ held (released meanwhile).
+  Status PutSome(std::unique_lock<std::mutex>& lock, EtcdClient& client);
+  // The extra put threads (max_in_flight - 1): PutSome whenever there is something to put.
+  void RunPuts(EtcdClient& client);
   Status DeleteSome(std::unique_lock<std::mutex>& lock);
   void NoteOutcome(const Status& s);
   // Adds an entry to the queue unless it is queued, in flight or released; false if it was not
@@ -115,7 +119,8 @@ class Replicator {
   const Clock* clock_;
   ReplicatedCallback on_replicated_;
   std::function<void()> wake_delivery_;
-  std::unique_ptr<EtcdClient> client_;
+  std::unique_ptr<EtcdClient> client_;                    // the main thread's
+  std::vector<std::unique_ptr<EtcdClient>> put_clients_;  // one per extra put thread
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -146,6 +151,7 @@ class Replicator {
   metrics::Counter* adopted_total_ = nullptr;
   metrics::Histogram* lag_seconds_ = nullptr;
   std::thread thread_;
+  std::vector<std::thread> put_threads_;
 };
 
 }  // namespace verdict::replication
