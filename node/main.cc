@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/config_file.h"
+#include "cli/log_level.h"
 #include "node/battle_node.h"
 #include "node/simulator.h"
 #include "proto/problem.h"
@@ -770,8 +771,7 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
   app.require_subcommand(1);
   app.fallthrough();  // program flags may follow the subcommand
   cli::AddConfigOption(app);
-  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
-      ->capture_default_str();
+  cli::AddLogLevelOption(app, &flags.log_level);
 
   c.run = app.add_subcommand("run", "deliver the outbox to the lobby (and simulate)");
   c.run->add_option("--node-id", flags.node_id, "this node's id at the lobby")->required();
@@ -889,7 +889,7 @@ int main(int argc, char** argv) {
   CLI::App app{kDescription};
   const Commands c = DeclareFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  cli::ApplyLogLevel(flags.log_level);
 
   if (c.run->parsed()) return RunNode(flags, [argc, argv] { return RereadTokens(argc, argv); });
   if (c.enqueue->parsed()) return RunEnqueue(flags);
