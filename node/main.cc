@@ -19,6 +19,7 @@
 
 #include "cli/config_file.h"
 #include "cli/log_level.h"
+#include "common/bearer_token.h"
 #include "node/battle_node.h"
 #include "node/simulator.h"
 #include "proto/problem.h"
@@ -37,6 +38,7 @@ struct Flags {
   std::string node_id, outbox, lobby, token, token_file, metrics_listen, admin_token;
   uint32_t shards = 16;
   size_t batch = delivery::DelivererOptions{}.batch;
+  double max_backoff_s = delivery::DelivererOptions{}.max_backoff.count() / 1000.0;
   uint64_t simulate_rooms = 0;
   uint64_t simulate_first_room = 0;
   uint64_t simulate_first_player = 1;
@@ -85,15 +87,10 @@ std::string Seconds(double s) {
   return buf;
 }
 
-// A bearer token must be one header-safe word: visible ASCII, no spaces.
+// A bearer token must be one header-safe word (common/bearer_token.h); `where` names its source.
 Status CheckToken(const std::string& token, const std::string& where) {
-  if (token.empty()) return InvalidArgumentError(where + " is empty");
-  for (unsigned char c : token) {
-    if (c < 0x21 || c > 0x7e) {
-      return InvalidArgumentError(where + " holds a character that cannot go in a header");
-    }
-  }
-  return Status::Ok();
+  Status valid = CheckBearerToken(token);
+  return valid.ok() ? valid : InvalidArgumentError(where + " " + valid.message());
 }
 
 // A token given on the command line (`flag`) or in a file (`file`, named by `file_flag`; its
@@ -169,6 +166,8 @@ Result<NodeOptions> OptionsFrom(const Flags& flags) {
   options.ingest.unsafe_answer_before_durable_for_test = flags.unsafe_answer_before_durable;
   options.delivery.tls_ca_file = flags.tls_ca;
   options.delivery.batch = flags.batch;
+  options.delivery.max_backoff =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.max_backoff_s * 1000));
   options.delivery.unsafe_ack_before_send_for_test = flags.unsafe_ack_before_send;
   options.delivery.unsafe_ack_whole_batch_for_test = flags.unsafe_ack_whole_batch;
   options.writer.unsafe_drop_failed_batches_for_test = flags.unsafe_drop_failed_batches;
@@ -795,6 +794,12 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
                    "alone to POST /v1/settlements")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  c.run
+      ->add_option("--max-backoff", flags.max_backoff_s,
+                   "longest wait, in seconds, before a failed delivery is retried; a lobby's "
+                   "Retry-After is obeyed up to it")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
   c.run->add_option("--metrics-listen", flags.metrics_listen,
                     "HOST:PORT for /metrics, /healthz and /readyz");
   c.run->add_option("--ingest-listen", flags.ingest_listen,
