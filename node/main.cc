@@ -143,8 +143,12 @@ void ReloadTokens(BattleNode& node, const std::function<Result<Tokens>()>& rerea
                   tokens.status().ToString());
     return;
   }
-  node.SetLobbyToken(tokens->lobby);
-  node.SetIngestToken(tokens->ingest);
+  Status lobby = node.SetLobbyToken(tokens->lobby);
+  Status ingest = lobby.ok() ? node.SetIngestToken(tokens->ingest) : lobby;
+  if (!ingest.ok()) {
+    spdlog::error("SIGHUP: {}", ingest.ToString());
+    return;
+  }
   spdlog::info("SIGHUP: lobby token reloaded, and the ingest token");
 }
 
@@ -222,7 +226,7 @@ void PrintInitialBacklog(BattleNode& node, const Flags& flags) {
       std::printf("ingest on %s\n", flags.ingest_listen[i].c_str());
     }
   }
-  if (auto initial = node.outbox().Stats(); initial.ok()) {
+  if (auto initial = node.OutboxStats(); initial.ok()) {
     std::printf("node %s: %llu result(s) waiting in the outbox at start\n", node_id.c_str(),
                 static_cast<unsigned long long>(initial->records));
     std::fflush(stdout);
@@ -253,7 +257,7 @@ std::unique_ptr<Simulator> StartSimulator(const Flags& flags, const NodeOptions&
 // One progress line: the simulator's rooms, what was stored and delivered, the backlog as it
 // is now and the drain ETA at the current rates.
 void PrintProgress(BattleNode& node, const Simulator* simulator, uint64_t simulate_rooms) {
-  auto stats = node.outbox().Stats();
+  auto stats = node.OutboxStats();
   const NodeRates rates = node.rates();
   std::string sim;
   if (simulator) {
@@ -371,7 +375,7 @@ int RunNode(const Flags& flags, const std::function<Result<Tokens>()>& reread) {
     return Fail(std::to_string(lost) + " result(s) could not be stored before shutdown");
   }
   if (drain && !drained) {
-    auto stats = node.outbox().Stats();
+    auto stats = node.OutboxStats();
     std::fprintf(stderr,
                  "verdict-node: %s result(s) remain undelivered in the outbox %s; a node started "
                  "on it delivers them\n",

@@ -18,6 +18,11 @@ for f in bin/verdict-lobby bin/verdict-node include/verdict/node/battle_node.h \
          lib/systemd/system/verdict-node.service; do
   [ -e "$prefix/$f" ] || fail "missing $f"
 done
+# Only what a host needs: the library's internals are not installed.
+for f in node/outbox_writer.h node/result_channel.h node/ingest.h node/room_table.h \
+         delivery/deliverer.h server/http_server.h; do
+  [ ! -e "$prefix/include/verdict/$f" ] || fail "installs the internal header $f"
+done
 # The test builds of the programs, with the negative controls' switches, never ship.
 for f in bin/verdict-lobby-testing bin/verdict-node-testing; do
   [ ! -e "$prefix/$f" ] || fail "installs $f, a test build"
