@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/config_file.h"
+#include "cli/log_level.h"
 #include "common/host_port.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
@@ -357,8 +358,7 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
   app.fallthrough();  // program flags may follow the subcommand
   cli::AddConfigOption(app);
   app.add_option("--db", flags.db, "libpq connection string (default: PG* environment)");
-  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
-      ->capture_default_str();
+  cli::AddLogLevelOption(app, &flags.log_level);
 
   CLI::App* migrate = app.add_subcommand("migrate", "apply the schema migrations this binary has");
 
@@ -462,7 +462,7 @@ int main(int argc, char** argv) {
   CLI::App app;
   const Commands commands = DefineFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  cli::ApplyLogLevel(flags.log_level);
 
   if (commands.migrate->parsed()) return RunMigrate(flags);
   if (commands.serve->parsed()) return RunServe(flags, argc, argv);

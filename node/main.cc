@@ -18,6 +18,8 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/config_file.h"
+#include "cli/log_level.h"
+#include "common/bearer_token.h"
 #include "node/battle_node.h"
 #include "node/replication_commands.h"
 #include "node/simulator.h"
@@ -37,6 +39,7 @@ struct Flags {
   std::string node_id, outbox, lobby, token, token_file, metrics_listen, admin_token;
   uint32_t shards = 16;
   size_t batch = delivery::DelivererOptions{}.batch;
+  double max_backoff_s = delivery::DelivererOptions{}.max_backoff.count() / 1000.0;
   uint64_t simulate_rooms = 0;
   uint64_t simulate_first_room = 0;
   uint64_t simulate_first_player = 1;
@@ -86,15 +89,10 @@ std::string Seconds(double s) {
   return buf;
 }
 
-// A bearer token must be one header-safe word: visible ASCII, no spaces.
+// A bearer token must be one header-safe word (common/bearer_token.h); `where` names its source.
 Status CheckToken(const std::string& token, const std::string& where) {
-  if (token.empty()) return InvalidArgumentError(where + " is empty");
-  for (unsigned char c : token) {
-    if (c < 0x21 || c > 0x7e) {
-      return InvalidArgumentError(where + " holds a character that cannot go in a header");
-    }
-  }
-  return Status::Ok();
+  Status valid = CheckBearerToken(token);
+  return valid.ok() ? valid : InvalidArgumentError(where + " " + valid.message());
 }
 
 // A token given on the command line (`flag`) or in a file (`file`, named by `file_flag`; its
@@ -147,8 +145,12 @@ void ReloadTokens(BattleNode& node, const std::function<Result<Tokens>()>& rerea
                   tokens.status().ToString());
     return;
   }
-  node.SetLobbyToken(tokens->lobby);
-  node.SetIngestToken(tokens->ingest);
+  Status lobby = node.SetLobbyToken(tokens->lobby);
+  Status ingest = lobby.ok() ? node.SetIngestToken(tokens->ingest) : lobby;
+  if (!ingest.ok()) {
+    spdlog::error("SIGHUP: {}", ingest.ToString());
+    return;
+  }
   spdlog::info("SIGHUP: lobby token reloaded, and the ingest token");
 }
 
@@ -170,6 +172,8 @@ Result<NodeOptions> OptionsFrom(const Flags& flags) {
   options.ingest.unsafe_answer_before_durable_for_test = flags.unsafe_answer_before_durable;
   options.delivery.tls_ca_file = flags.tls_ca;
   options.delivery.batch = flags.batch;
+  options.delivery.max_backoff =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.max_backoff_s * 1000));
   options.delivery.unsafe_ack_before_send_for_test = flags.unsafe_ack_before_send;
   options.delivery.unsafe_ack_whole_batch_for_test = flags.unsafe_ack_whole_batch;
   options.writer.unsafe_drop_failed_batches_for_test = flags.unsafe_drop_failed_batches;
@@ -225,7 +229,7 @@ void PrintInitialBacklog(BattleNode& node, const Flags& flags) {
       std::printf("ingest on %s\n", flags.ingest_listen[i].c_str());
     }
   }
-  if (auto initial = node.outbox().Stats(); initial.ok()) {
+  if (auto initial = node.OutboxStats(); initial.ok()) {
     std::printf("node %s: %llu result(s) waiting in the outbox at start\n", node_id.c_str(),
                 static_cast<unsigned long long>(initial->records));
     std::fflush(stdout);
@@ -256,7 +260,7 @@ std::unique_ptr<Simulator> StartSimulator(const Flags& flags, const NodeOptions&
 // One progress line: the simulator's rooms, what was stored and delivered, the backlog as it
 // is now and the drain ETA at the current rates.
 void PrintProgress(BattleNode& node, const Simulator* simulator, uint64_t simulate_rooms) {
-  auto stats = node.outbox().Stats();
+  auto stats = node.OutboxStats();
   const NodeRates rates = node.rates();
   std::string sim;
   if (simulator) {
@@ -377,7 +381,7 @@ int RunNode(const Flags& flags, const std::function<Result<Tokens>()>& reread) {
     return Fail(std::to_string(lost) + " result(s) could not be stored before shutdown");
   }
   if (drain && !drained) {
-    auto stats = node.outbox().Stats();
+    auto stats = node.OutboxStats();
     std::fprintf(stderr,
                  "verdict-node: %s result(s) remain undelivered in the outbox %s; a node started "
                  "on it delivers them\n",
@@ -777,8 +781,7 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
   app.require_subcommand(1);
   app.fallthrough();  // program flags may follow the subcommand
   cli::AddConfigOption(app);
-  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
-      ->capture_default_str();
+  cli::AddLogLevelOption(app, &flags.log_level);
 
   c.run = app.add_subcommand("run", "deliver the outbox to the lobby (and simulate)");
   c.run->add_option("--node-id", flags.node_id, "this node's id at the lobby")->required();
@@ -802,6 +805,12 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
                    "alone to POST /v1/settlements")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  c.run
+      ->add_option("--max-backoff", flags.max_backoff_s,
+                   "longest wait, in seconds, before a failed delivery is retried; a lobby's "
+                   "Retry-After is obeyed up to it")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
   c.run->add_option("--metrics-listen", flags.metrics_listen,
                     "HOST:PORT for /metrics, /healthz and /readyz");
   c.run->add_option("--ingest-listen", flags.ingest_listen,
@@ -898,7 +907,7 @@ int main(int argc, char** argv) {
   CLI::App app{kDescription};
   const Commands c = DeclareFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  cli::ApplyLogLevel(flags.log_level);
 
   if (c.run->parsed()) return RunNode(flags, [argc, argv] { return RereadTokens(argc, argv); });
   if (c.enqueue->parsed()) return RunEnqueue(flags);

@@ -25,10 +25,28 @@ Status CheckString(const std::string& s, const char* field) {
 
 }  // namespace
 
+Status ValidateNodeId(const std::string& node_id) {
+  if (node_id.empty()) return InvalidArgumentError("node_id is required");
+  return CheckString(node_id, "node_id");
+}
+
+Status ValidatePlayerResult(const v1::PlayerResult& p) {
+  if (p.player_id() == 0 ||
+      p.player_id() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return InvalidArgumentError("player_id must be a positive 63-bit integer");
+  }
+  if (p.team() != 1 && p.team() != 2) {
+    return InvalidArgumentError("team must be 1 or 2, got " + std::to_string(p.team()));
+  }
+  if (p.kills() > kMaxStat || p.deaths() > kMaxStat || p.assists() > kMaxStat) {
+    return InvalidArgumentError("player statistics are out of range");
+  }
+  return Status::Ok();
+}
+
 Status ValidateAllocation(const v1::RoomAllocation& a) {
   if (a.room_id() == 0) return InvalidArgumentError("room_id must be a positive integer");
-  if (a.node_id().empty()) return InvalidArgumentError("node_id is required");
-  VERDICT_RETURN_IF_ERROR(CheckString(a.node_id(), "node_id"));
+  VERDICT_RETURN_IF_ERROR(ValidateNodeId(a.node_id()));
   if (a.seats_size() < 2 || static_cast<size_t>(a.seats_size()) > kMaxSeats) {
     return InvalidArgumentError("a room needs between 2 and 100 seats");
   }
@@ -76,18 +94,9 @@ Status ValidateResult(const v1::BattleResult& r) {
   std::set<uint64_t> seen;
   bool teams[3] = {false, false, false};
   for (const auto& p : r.players()) {
-    if (p.player_id() == 0 ||
-        p.player_id() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return InvalidArgumentError("player_id must be a positive 63-bit integer");
-    }
+    VERDICT_RETURN_IF_ERROR(ValidatePlayerResult(p));
     if (!seen.insert(p.player_id()).second) {
       return InvalidArgumentError("player " + std::to_string(p.player_id()) + " appears twice");
-    }
-    if (p.team() != 1 && p.team() != 2) {
-      return InvalidArgumentError("team must be 1 or 2, got " + std::to_string(p.team()));
-    }
-    if (p.kills() > kMaxStat || p.deaths() > kMaxStat || p.assists() > kMaxStat) {
-      return InvalidArgumentError("player statistics are out of range");
     }
     teams[p.team()] = true;
   }

@@ -28,6 +28,8 @@ expect_file "$lobby" ./usr/bin/verdict-lobby
 expect_file "$lobby" ./usr/lib/systemd/system/verdict-lobby.service
 expect_file "$lobby" ./etc/verdict/lobby.conf
 expect_file "$lobby" ./usr/share/verdict/sql/001_schema.sql
+expect_file "$lobby" ./usr/share/verdict/prometheus/verdict.rules.yml
+expect_file "$lobby" ./usr/share/verdict/grafana/verdict-dashboard.json
 expect_field "$lobby" Depends '(^|, )adduser(,|$)'
 expect_field "$lobby" Depends 'libpqxx-[0-9.]+'
 expect_field "$lobby" Depends 'libprotobuf[0-9]+'

@@ -1,0 +1,22 @@
+#include "common/bearer_token.h"
+
+#include <cstdio>
+#include <string>
+
+namespace verdict {
+
+Status CheckBearerToken(std::string_view token) {
+  if (token.empty()) return InvalidArgumentError("is empty");
+  for (size_t i = 0; i < token.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(token[i]);
+    if (c >= 0x21 && c <= 0x7e) continue;
+    char byte[8];
+    std::snprintf(byte, sizeof(byte), "0x%02x", c);
+    return InvalidArgumentError("holds a byte that cannot go in an HTTP header (" +
+                                std::string(byte) + " at offset " + std::to_string(i) +
+                                "; a token is one word of visible ASCII)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace verdict
