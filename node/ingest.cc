@@ -5,6 +5,7 @@
 #include "common/constant_time.h"
 #include "proto/validation.h"
 #include "proto/wire.h"
+#include "server/bearer.h"
 #include "server/problem.h"
 #include "storage/outbox.h"
 
@@ -82,11 +83,10 @@ void IngestService::SetToken(std::string token) {
 }
 
 bool IngestService::TokenMatches(const std::string& authorization) const {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (!std::string_view(authorization).starts_with(kBearer)) return false;
+  const std::optional<std::string_view> presented = server::BearerToken(authorization);
+  if (!presented) return false;
   std::lock_guard lock(token_mu_);
-  return !token_.empty() &&
-         ConstantTimeEquals(std::string_view(authorization).substr(kBearer.size()), token_);
+  return !token_.empty() && ConstantTimeEquals(*presented, token_);
 }
 
 HttpReply IngestService::Unavailable(const std::string& detail, const std::string& path) const {
