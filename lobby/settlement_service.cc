@@ -38,7 +38,6 @@ std::optional<uint64_t> IdAfter(std::string_view path, std::string_view prefix) 
 
 constexpr std::string_view kBatchPath = "/v1/settlements:batch";
 using wire::kMaxBatchBodyBytes;
-using wire::kMaxBatchResults;
 constexpr size_t kMaxSingleBodyBytes = wire::kMaxResultBodyBytes;
 
 const char* CodeOf(SettleStatus status) {
@@ -246,10 +245,10 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
                         "send application/x-protobuf or application/json", path);
   }
   v1::RoomAllocation allocation;
-  std::string error;
-  if (!wire::DecodeBody(request.body, *format, &allocation, &error)) {
-    allocations_.Add("INVALID_ARGUMENT");
-    return ProblemReply(ErrorCode::kInvalidArgument, error, path);
+  if (Status decoded = wire::DecodeBody(request.body, *format, &allocation); !decoded.ok()) {
+    const ErrorCode code = server::ProblemOfUndecodable(decoded);
+    allocations_.Add(InfoOf(code).code);
+    return ProblemReply(code, decoded.message(), path);
   }
   if (Status valid = wire::ValidateAllocation(allocation); !valid.ok()) {
     allocations_.Add("INVALID_ARGUMENT");
@@ -317,9 +316,9 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
                                "send application/x-protobuf or application/json", path));
   }
   v1::BattleResult result;
-  std::string error;
-  if (!wire::DecodeBody(request.body, *format, &result, &error)) {
-    return answer("INVALID_ARGUMENT", ProblemReply(ErrorCode::kInvalidArgument, error, path));
+  if (Status decoded = wire::DecodeBody(request.body, *format, &result); !decoded.ok()) {
+    const ErrorCode code = server::ProblemOfUndecodable(decoded);
+    return answer(InfoOf(code).code, ProblemReply(code, decoded.message(), path));
   }
   auto attempt = Prepare(std::move(result), caller);
   if (!attempt.ok()) {
@@ -421,15 +420,10 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
     return done(ProblemReply(ErrorCode::kUnsupportedMediaType,
                              "send application/x-protobuf or application/json", path));
   }
+  // The decoding refuses more than wire::kMaxBatchResults results (413) before it parses them.
   v1::SettlementBatch batch;
-  std::string error;
-  if (!wire::DecodeBody(request.body, *format, &batch, &error)) {
-    return done(ProblemReply(ErrorCode::kInvalidArgument, error, path));
-  }
-  if (static_cast<size_t>(batch.results_size()) > kMaxBatchResults) {
-    return done(ProblemReply(
-        ErrorCode::kPayloadTooLarge,
-        "a batch holds at most " + std::to_string(kMaxBatchResults) + " results", path));
+  if (Status decoded = wire::DecodeBody(request.body, *format, &batch); !decoded.ok()) {
+    return done(ProblemReply(server::ProblemOfUndecodable(decoded), decoded.message(), path));
   }
   auto collect = std::make_shared<BatchReply>();
   collect->format = HttpRequest{"", "", request.content_type, request.accept, "", ""};
