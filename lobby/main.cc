@@ -17,6 +17,7 @@
 #include "common/host_port.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
+#include "lobby/readiness.h"
 #include "lobby/settlement_service.h"
 #include "lobby/settlement_store.h"
 #include "proto/wire.h"
@@ -41,6 +42,7 @@ struct Flags {
   double coalesce_wait_ms = 2;
   int settle_concurrency = 4;
   int statement_timeout_ms = 5'000;
+  int readiness_interval_ms = static_cast<int>(ReadinessOptions{}.interval.count());
   size_t max_connections = ServerOptions{}.http.max_connections;
   size_t max_subscribers = ServerOptions{}.max_subscribers;
   size_t subscriber_buffer_bytes = ServerOptions{}.subscriber_buffer_bytes;
@@ -281,9 +283,6 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   store_options.unsafe_release_before_commit_for_test = flags.unsafe_release_before_commit;
   auto store = OpenSettlementStore(store_options);
   if (!store.ok()) return Fail(store.status().ToString());
-  if (Status ready = (*store)->CheckReady(); !ready.ok()) {
-    spdlog::warn("not ready yet: {} (/readyz will say so until it is)", ready.ToString());
-  }
   // The event feed reads through connections of its own, so subscribers never take the
   // settlements' connections.
   EventHubOptions hub_options;
@@ -300,9 +299,17 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Readiness is probed on a connection of its own, so /readyz never takes a settlement's; its
+  // first probe runs before the lobby listens (and logs whether it is ready).
+  ReadinessOptions readiness_options;
+  readiness_options.interval = std::chrono::milliseconds(flags.readiness_interval_ms);
+  const auto probe = OpenReadinessProbe(store_options, readiness_options.timeout);
+  ReadinessMonitor readiness([&probe] { return probe->Probe(); }, readiness_options);
+  readiness.Start();
+
   metrics::Registry registry;
   EventHub hub(**feed_store, ConnectionString(store_options), hub_options);
-  SettlementService service(**store, &hub, service_options, registry);
+  SettlementService service(**store, &hub, service_options, registry, &readiness);
   server_options.http.io_threads = flags.threads;
   server_options.http.read_timeout = std::chrono::milliseconds(flags.read_timeout_ms);
   server_options.http.max_connections = flags.max_connections;
@@ -311,6 +318,7 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   server_options.http.tls_cert_file = flags.tls_cert;
   server_options.http.tls_key_file = flags.tls_key;
   server_options.db_threads = flags.db_pool;
+
   HttpServer server(server_options, service, hub, registry);
   hub.Start();
   auto port = server.Start();
@@ -324,6 +332,7 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   spdlog::info("{}: shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
   server.Stop();
   hub.Stop();
+  readiness.Stop();
   spdlog::info("stopped");
   return 0;
 }
@@ -377,6 +386,12 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
                    "503; 0 never cancels")
       ->capture_default_str()
       ->check(CLI::Range(0, 3'600'000));
+  serve
+      ->add_option("--readiness-interval-ms", flags.readiness_interval_ms,
+                   "time between readiness probes (a write transaction on a connection of their "
+                   "own); /readyz answers from the last one")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 60'000));
   serve
       ->add_option("--coalesce-wait-ms", flags.coalesce_wait_ms,
                    "group commit: settlements of concurrent requests share one transaction, which "

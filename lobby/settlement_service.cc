@@ -81,10 +81,11 @@ std::string Fingerprint(const v1::BattleResult& result) {
 }
 
 SettlementService::SettlementService(SettlementStore& store, EventHub* hub, ServiceOptions options,
-                                     metrics::Registry& registry)
+                                     metrics::Registry& registry, const ReadinessMonitor* readiness)
     : store_(store),
       hub_(hub),
       options_(options),
+      readiness_(readiness),
       node_tokens_(std::make_shared<const std::vector<NodeToken>>(std::move(options.node_tokens))),
       settlements_(registry.AddLabeledCounter(
           "verdict_lobby_settlements_total",
@@ -108,7 +109,7 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
 
 bool SettlementService::IsCheap(const HttpRequest& request) {
   const std::string_view path = PathOf(request.target);
-  return path == "/healthz" || path == "/metrics";
+  return path == "/healthz" || path == "/readyz" || path == "/metrics";
 }
 
 std::optional<Caller> SettlementService::Authenticate(const std::string& authorization) const {
@@ -195,8 +196,9 @@ void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cance
   if (path == "/healthz") return done({200, "text/plain", "ok\n", {}});
   if (path == "/readyz") {
     if (!get) return done(ProblemReply(ErrorCode::kMethodNotAllowed, "use GET", path));
-    Status ready = store_.CheckReady();
     // Not ready is never final: an unmigrated schema or an unreachable database is for later.
+    const Status ready =
+        readiness_ ? readiness_->Current() : UnavailableError("readiness is not monitored");
     if (!ready.ok()) return done(Unavailable(ready.message(), path));
     return done({200, "text/plain", "ready\n", {}});
   }

@@ -18,6 +18,7 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "lobby/event_hub.h"
+#include "lobby/readiness.h"
 #include "lobby/settlement_store.h"
 #include "proto/validation.h"
 #include "server/http_types.h"
@@ -70,9 +71,10 @@ struct Caller {
 
 class SettlementService {
  public:
-  // `store`, `hub` and `registry` must outlive the service; `hub` may be null.
+  // `store`, `hub`, `registry` and `readiness` must outlive the service; `hub` may be null, and
+  // so may `readiness` (then /readyz answers 503).
   SettlementService(SettlementStore& store, EventHub* hub, ServiceOptions options,
-                    metrics::Registry& registry);
+                    metrics::Registry& registry, const ReadinessMonitor* readiness = nullptr);
 
   using ReplyFn = std::function<void(HttpReply)>;
 
@@ -85,7 +87,7 @@ class SettlementService {
   void Handle(const HttpRequest& request, std::shared_ptr<Cancellation> cancel, ReplyFn done);
 
   // True for requests that never touch the database (the server answers them on its I/O
-  // threads): health and metrics.
+  // threads): health, readiness (from the readiness monitor's last verdict) and metrics.
   static bool IsCheap(const HttpRequest& request);
 
   // For GET /v1/events: the caller (any valid token), or nullopt.
@@ -167,6 +169,7 @@ class SettlementService {
   SettlementStore& store_;
   EventHub* hub_;
   const ServiceOptions options_;
+  const ReadinessMonitor* readiness_;
 
   mutable std::mutex tokens_mu_;
   std::shared_ptr<const std::vector<NodeToken>> node_tokens_;

@@ -15,6 +15,11 @@
 namespace verdict::lobby {
 namespace {
 
+// The schema's version and whether the session only reads (a standby, a primary being demoted).
+constexpr char kReadinessSql[] =
+    "SELECT coalesce(max(version), 0), current_setting('transaction_read_only') = 'on' "
+    "FROM verdict_schema_migrations";
+
 // Every statement the lobby runs, prepared on each connection (all but the test-only negative
 // control's in SettleBattles). Nothing is ever built by string concatenation of input: arrays
 // travel as array-literal parameters.
@@ -59,9 +64,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "SELECT room_id, node_id, (extract(epoch FROM allocated_at) * 1000)::bigint, "
      "extract(epoch FROM now() - allocated_at)::bigint FROM battle_rooms "
      "WHERE allocated_at < now() - make_interval(secs => $1) ORDER BY allocated_at, room_id"},
-    {"readiness",
-     "SELECT coalesce(max(version), 0), current_setting('transaction_read_only') = 'on' "
-     "FROM verdict_schema_migrations"},
+    {"readiness", kReadinessSql},
     // A transaction that writes WAL (a logical message, of no other consequence), so that its
     // commit waits for the synchronous standby (if any) to confirm the WAL up to it. (A
     // transaction id alone writes nothing before the commit, which then does not wait.)
@@ -134,6 +137,13 @@ v1::Outcome OutcomeFromName(const std::string& s) {
   return s == "ABORTED" ? v1::ABORTED : v1::SETTLED;
 }
 
+// What every connection of the lobby runs first: its lock and statement timeouts (0 is none).
+std::string SessionSettings(std::chrono::milliseconds lock_timeout,
+                            std::chrono::milliseconds statement_timeout) {
+  return "SET lock_timeout = " + std::to_string(lock_timeout.count()) +
+         "; SET statement_timeout = " + std::to_string(statement_timeout.count());
+}
+
 // A fixed set of connections handed out one per call. A connection found broken is dropped
 // and re-opened by the next caller, and so are the idle ones: they lead to the same server, which
 // is most likely gone (a failover), and each would otherwise fail one more request before it is
@@ -142,9 +152,7 @@ class ConnectionPool {
  public:
   explicit ConnectionPool(const StoreOptions& options)
       : conninfo_(ConnectionString(options)),
-        session_settings_(
-            "SET lock_timeout = " + std::to_string(options.lock_timeout.count()) +
-            "; SET statement_timeout = " + std::to_string(options.statement_timeout.count())),
+        session_settings_(SessionSettings(options.lock_timeout, options.statement_timeout)),
         free_slots_(options.pool_size),
         timeout_(options.acquire_timeout) {}
 
@@ -314,6 +322,24 @@ std::string Hex(const std::string& bytes) {
     out.push_back(digits[c & 15]);
   }
   return out;
+}
+
+// The verdict of kReadinessSql's row: OK, UNAVAILABLE for a session that only reads,
+// FAILED_PRECONDITION for a schema this binary does not know.
+Status ReadinessOf(const pqxx::row& row) {
+  if (row[1].as<bool>()) {
+    return UnavailableError(
+        "the database only reads (a standby, or a primary being demoted): no settlement can "
+        "commit; a conninfo naming every node with target_session_attrs=read-write finds the "
+        "primary");
+  }
+  const int version = row[0].as<int>();
+  if (version != ExpectedSchemaVersion()) {
+    return FailedPreconditionError("database schema is version " + std::to_string(version) +
+                                   ", this lobby needs " + std::to_string(ExpectedSchemaVersion()) +
+                                   "; run `verdict-lobby migrate`");
+  }
+  return Status::Ok();
 }
 
 class PgSettlementStore final : public SettlementStore {
@@ -520,38 +546,24 @@ class PgSettlementStore final : public SettlementStore {
     });
   }
 
-  Status CheckReady() override {
-    struct Readiness {
-      int version = 0;
-      bool read_only = false;
-    };
+ private:
+  // Whether the database behind the pool is the one this lobby expects: ReadinessOf on a pooled
+  // connection. A connection found lost (opened before a failover, say) is replaced, and the
+  // check runs again on a new one.
+  Status CheckReady() {
+    Status verdict;
     const auto check = [&] {
-      return RunDb<Readiness>(pool_, "readiness", [&](ConnectionPool::Lease& l) {
+      return RunDb<bool>(pool_, "readiness", [&](ConnectionPool::Lease& l) {
         pqxx::nontransaction tx(l.conn());
-        const pqxx::row row = tx.exec_prepared1("readiness");
-        return Readiness{row[0].as<int>(), row[1].as<bool>()};
+        verdict = ReadinessOf(tx.exec_prepared1("readiness"));
+        return true;
       });
     };
-    // Readiness is about a connection made now: one found lost (opened before a failover,
-    // say) is replaced, and the check runs again on a new one.
-    auto ready = check();
-    if (!ready.ok() && ready.status().code() == StatusCode::kUnavailable) ready = check();
-    if (!ready.ok()) return ready.status();
-    if (ready->read_only) {
-      return UnavailableError(
-          "the database only reads (a standby, or a primary being demoted): no settlement can "
-          "commit; a conninfo naming every node with target_session_attrs=read-write finds the "
-          "primary");
-    }
-    if (ready->version != ExpectedSchemaVersion()) {
-      return FailedPreconditionError(
-          "database schema is version " + std::to_string(ready->version) + ", this lobby needs " +
-          std::to_string(ExpectedSchemaVersion()) + "; run `verdict-lobby migrate`");
-    }
-    return Status::Ok();
+    auto ran = check();
+    if (!ran.ok() && ran.status().code() == StatusCode::kUnavailable) ran = check();
+    return ran.ok() ? verdict : ran.status();
   }
 
- private:
   static std::vector<SettleOutcome> FromSettleRows(const pqxx::result& rows) {
     std::vector<SettleOutcome> outcomes;
     for (const auto& row : rows) {
@@ -680,11 +692,75 @@ class PgSettlementStore final : public SettlementStore {
   ConnectionPool pool_;
 };
 
+// The readiness probe's connection and its one transaction. Its SQL errors keep the connection
+// (the transaction is rolled back); a lost connection is opened again by the next probe.
+class PgReadinessProbe final : public ReadinessProbe {
+ public:
+  PgReadinessProbe(const StoreOptions& options, std::chrono::milliseconds timeout)
+      : conninfo_(ConnectionString(options)),
+        session_settings_(SessionSettings(timeout, timeout)) {}
+
+  Status Probe() override {
+    try {
+      if (!conn_ || !conn_->is_open()) {
+        conn_.reset();
+        conn_ = std::make_unique<pqxx::connection>(conninfo_);
+        pqxx::nontransaction(*conn_).exec(session_settings_);
+      }
+      pqxx::work tx(*conn_);
+      VERDICT_RETURN_IF_ERROR(ReadinessOf(tx.exec1(kReadinessSql)));
+      // A settlement inserts rows, which take new pages as its tables grow; so does this, into
+      // a table that lives for the transaction and is empty, so its one row needs a fresh page.
+      // On a full data disk it fails as the settlements do (53100, disk full). Its commit waits
+      // for a synchronous standby, if there is one, as theirs do.
+      tx.exec("CREATE TEMP TABLE verdict_readiness_probe (probe text) ON COMMIT DROP");
+      tx.exec("INSERT INTO verdict_readiness_probe VALUES ('probe')");
+      tx.commit();
+      last_logged_.clear();
+      return Status::Ok();
+    } catch (const pqxx::broken_connection& e) {
+      conn_.reset();
+      Log(std::string("cannot reach the database: ") + e.what());
+      return UnavailableError("cannot reach the database");
+    } catch (const pqxx::sql_error& e) {
+      Log("SQL error " + e.sqlstate() + ": " + e.what());
+      if (e.sqlstate() == "42P01") {
+        return FailedPreconditionError(
+            "the database has no verdict schema; run `verdict-lobby migrate`");
+      }
+      return UnavailableError("the database cannot commit a settlement now: SQLSTATE " +
+                              e.sqlstate());
+    } catch (const std::exception& e) {
+      conn_.reset();
+      Log(e.what());
+      return UnavailableError("cannot reach the database");
+    }
+  }
+
+ private:
+  // The detail of a failed probe (libpq's text), logged once while it stays the same.
+  void Log(const std::string& detail) {
+    if (detail == last_logged_) return;
+    spdlog::warn("readiness probe: {}", detail);
+    last_logged_ = detail;
+  }
+
+  const std::string conninfo_;
+  const std::string session_settings_;
+  std::unique_ptr<pqxx::connection> conn_;
+  std::string last_logged_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions& options) {
   if (options.pool_size < 1) return InvalidArgumentError("the database pool needs a connection");
   return std::unique_ptr<SettlementStore>(std::make_unique<PgSettlementStore>(options));
+}
+
+std::unique_ptr<ReadinessProbe> OpenReadinessProbe(const StoreOptions& options,
+                                                   std::chrono::milliseconds timeout) {
+  return std::make_unique<PgReadinessProbe>(options, timeout);
 }
 
 std::string ConnectionString(const StoreOptions& options) {

@@ -147,13 +147,28 @@ class SettlementStore {
 
   // Rooms allocated more than `older_than_s` seconds ago that have no receipt.
   virtual Result<std::vector<PendingRoom>> RoomsWithoutReceipt(int64_t older_than_s) = 0;
-
-  // OK if a connection can run a query on a server that takes writes (not a standby) and the
-  // schema is the one this binary knows.
-  virtual Status CheckReady() = 0;
 };
 
 Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions& options);
+
+// Whether settlements can commit now, asked on a database connection of the probe's own (opened
+// when first needed, and again after it is lost), never one of a store's pool. Its caller owns it;
+// one thread at a time.
+class ReadinessProbe {
+ public:
+  virtual ~ReadinessProbe() = default;
+  // OK if the database takes writes (not a standby), has the schema this binary needs, and
+  // commits a transaction that needs a fresh page of storage in the database's default
+  // tablespace: a full data disk fails it, as it fails settlements. Otherwise UNAVAILABLE (or
+  // FAILED_PRECONDITION for the schema) saying why, in words fit for any client: libpq's text,
+  // which names the database's host, port or socket path, goes to the log only.
+  virtual Status Probe() = 0;
+};
+
+// A probe on `options`' database whose statements each run under `timeout` (as lock and
+// statement timeout), so that none outlasts it by much.
+std::unique_ptr<ReadinessProbe> OpenReadinessProbe(const StoreOptions& options,
+                                                   std::chrono::milliseconds timeout);
 
 // `options.conninfo` with this lobby's connection defaults (connect timeout, TCP keepalives)
 // added where it sets none of its own; key=value strings and postgresql:// URIs both work.

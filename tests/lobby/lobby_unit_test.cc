@@ -1,14 +1,18 @@
 // Lobby logic that needs no database: validation, tokens, the error table, body formats,
-// fingerprints and query parsing.
+// fingerprints, query parsing and the readiness monitor.
 #include <google/protobuf/any.pb.h>
 #include <google/protobuf/struct.pb.h>
 #include <gtest/gtest.h>
 
+#include <future>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/constant_time.h"
+#include "lobby/readiness.h"
 #include "lobby/settlement_service.h"
 #include "proto/wire.h"
 #include "server/problem.h"
@@ -279,6 +283,47 @@ TEST(ParseEventsAfterTest, ReadsTheQuery) {
   EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?x=1&after=7"), 7);
   EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=-1").ok());
   EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=1x").ok());
+}
+
+// The readiness monitor answers from the last probe's verdict, and is not ready while a probe
+// runs past its timeout (a database that hangs): with a fake probe and a fake clock.
+TEST(ReadinessMonitorTest, AnswersTheLastVerdictAndNotReadyWhileAProbeOutrunsItsTimeout) {
+  FakeClock clock;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> probes{0};
+  std::atomic<bool> hang{false};
+  std::promise<void> hanging;
+  ReadinessMonitor monitor(
+      [&]() -> Status {
+        const int n = ++probes;
+        if (hang) {
+          hanging.set_value();
+          released.wait();
+        }
+        return n == 2 ? UnavailableError("disk full") : Status::Ok();
+      },
+      {.interval = std::chrono::hours(1),
+       .timeout = std::chrono::milliseconds(5000),
+       .clock = &clock});
+  EXPECT_EQ(monitor.Current().code(), StatusCode::kUnavailable) << "ready before any probe";
+  monitor.Refresh();
+  EXPECT_TRUE(monitor.Current().ok());
+  monitor.Refresh();
+  EXPECT_EQ(monitor.Current().message(), "disk full");
+  monitor.Refresh();
+  EXPECT_TRUE(monitor.Current().ok());
+
+  hang = true;
+  std::thread probe([&] { monitor.Refresh(); });
+  hanging.get_future().wait();
+  clock.AdvanceMs(5000);
+  EXPECT_TRUE(monitor.Current().ok()) << "not ready before the probe's timeout";
+  clock.AdvanceMs(1);
+  EXPECT_EQ(monitor.Current().code(), StatusCode::kUnavailable);
+  release.set_value();
+  probe.join();
+  EXPECT_TRUE(monitor.Current().ok());
 }
 
 }  // namespace
