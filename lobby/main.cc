@@ -60,7 +60,10 @@ int Fail(const std::string& message) {
 
 // The "NODE_ID=TOKEN" entries (from the command line and --config) and the "node_id token"
 // lines of --node-tokens-file. A node may appear several times: each of its tokens is valid,
-// which is how a token is rotated without a moment in which the node is refused.
+// which is how a token is rotated without a moment in which the node is refused. A tokens file
+// that names no token (empty, comments only: cut short while it was written, say) is refused
+// rather than read as "no node may settle". SettlementService::CheckTokens says which sets of
+// tokens can serve.
 Result<std::vector<NodeToken>> CollectTokens(const Flags& flags) {
   std::vector<NodeToken> tokens;
   for (const auto& entry : flags.node_tokens) {
@@ -75,6 +78,7 @@ Result<std::vector<NodeToken>> CollectTokens(const Flags& flags) {
     if (!in) return InvalidArgumentError("cannot read " + flags.node_tokens_file);
     std::string line;
     int number = 0;
+    size_t in_file = 0;
     while (std::getline(in, line)) {
       ++number;
       if (line.empty() || line[0] == '#') continue;
@@ -85,16 +89,14 @@ Result<std::vector<NodeToken>> CollectTokens(const Flags& flags) {
                                     ": expected 'node_id token'");
       }
       tokens.push_back({node, token});
+      ++in_file;
+    }
+    if (in_file == 0) {
+      return InvalidArgumentError(flags.node_tokens_file +
+                                  " names no node token (is it empty, or cut short?)");
     }
   }
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (tokens[i].token == tokens[j].token && tokens[i].node_id != tokens[j].node_id) {
-        return InvalidArgumentError("one token is given to two nodes, " + tokens[j].node_id +
-                                    " and " + tokens[i].node_id);
-      }
-    }
-  }
+  VERDICT_RETURN_IF_ERROR(SettlementService::CheckTokens(tokens, flags.admin_token));
   return tokens;
 }
 
@@ -248,9 +250,13 @@ void ReloadTokens(int argc, char** argv, SettlementService& service) {
                   tokens.status().message());
     return;
   }
-  spdlog::info("SIGHUP: node tokens reloaded ({} token{})", tokens->size(),
-               tokens->size() == 1 ? "" : "s");
-  service.ReplaceNodeTokens(std::move(*tokens));
+  const size_t count = tokens->size();
+  if (Status replaced = service.ReplaceNodeTokens(std::move(*tokens)); !replaced.ok()) {
+    spdlog::error("SIGHUP: cannot reload the node tokens: {}; keeping the current ones",
+                  replaced.message());
+    return;
+  }
+  spdlog::info("SIGHUP: node tokens reloaded ({} token{})", count, count == 1 ? "" : "s");
 }
 
 int RunServe(const Flags& flags, int argc, char** argv) {
@@ -318,7 +324,6 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   server_options.http.tls_cert_file = flags.tls_cert;
   server_options.http.tls_key_file = flags.tls_key;
   server_options.db_threads = flags.db_pool;
-
   HttpServer server(server_options, service, hub, registry);
   hub.Start();
   auto port = server.Start();
@@ -433,9 +438,12 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
 
   CLI::App* reconcile = app.add_subcommand(
       "reconcile", "list rooms allocated longer ago than a threshold that have no receipt");
+  // A century is older than any room; beyond some millennia the database cannot even say when
+  // "that long ago" was.
+  constexpr int64_t kMaxOlderThanS = int64_t{100} * 366 * 24 * 3600;
   reconcile->add_option("--older-than", flags.older_than_s, "threshold in seconds")
       ->required()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxOlderThanS));
   reconcile->add_option("--outbox", flags.outbox_listings,
                         "NODE_ID=FILE: that node's `verdict-node outbox ls --json` (repeatable); "
                         "rooms are then classified pending, quarantined, dead-lettered or lost "

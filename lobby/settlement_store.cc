@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/failpoint.h"
+#include "proto/wire.h"
 #include "sql/migrations.h"
 
 namespace verdict::lobby {
@@ -204,7 +205,8 @@ class ConnectionPool {
         for (const auto& [name, text] : kStatements) conn->prepare(name, text);
       } catch (const std::exception& e) {
         Return(nullptr);
-        return UnavailableError(std::string("cannot connect to the database: ") + e.what());
+        spdlog::warn("cannot connect to the database: {}", e.what());
+        return UnavailableError("cannot connect to the database");
       }
     }
     return Lease(this, std::move(conn));
@@ -283,7 +285,7 @@ Result<T> RunDb(ConnectionPool& pool, const char* what, F body) {
     }
     spdlog::error("{}: transaction rolled back, a retry would fail the same way: {}", what,
                   e.what());
-    return InternalError(std::string(what) + ": transaction rolled back: " + e.what());
+    return InternalError(std::string(what) + ": transaction rolled back");
   } catch (const pqxx::sql_error& e) {
     const bool lost = !lease->open();
     lost ? lease->DiscardLost() : lease->Discard();
@@ -356,20 +358,22 @@ class PgSettlementStore final : public SettlementStore {
     }
     ids << '}';
     teams << '}';
-    return RunDb<AllocateOutcome>(pool_, "allocate", [&](ConnectionPool::Lease& lease) {
+    auto allocated = RunDb<AllocateOutcome>(pool_, "allocate", [&](ConnectionPool::Lease& lease) {
       pqxx::work tx(lease.conn());
       pqxx::row row =
           tx.exec_prepared1("allocate", a.room_id(), a.node_id(), ids.str(), teams.str());
-      tx.commit();
-      AllocateOutcome out;
-      const std::string status = row[0].as<std::string>();
-      out.busy_player = row[1].as<uint64_t>();
-      out.status = status == "allocated"     ? AllocateStatus::kAllocated
-                   : status == "duplicate"   ? AllocateStatus::kDuplicate
-                   : status == "player_busy" ? AllocateStatus::kPlayerBusy
-                                             : AllocateStatus::kRoomExists;
-      return out;
+      auto status = AllocateStatusFromSql(row[0].as<std::string>());
+      if (!status.ok()) {
+        spdlog::error("room={}: {}; answering INTERNAL", a.room_id(), status.status().message());
+        return Result<AllocateOutcome>(status.status());
+      }
+      // Only an allocation changes anything: a refused one (a busy player) must not keep the
+      // new players it created before it found the busy one, so it rolls back.
+      if (*status == AllocateStatus::kAllocated) tx.commit();
+      return Result<AllocateOutcome>(AllocateOutcome{*status, row[1].as<uint64_t>()});
     });
+    if (!allocated.ok()) return UnlessNotReady(allocated.status());
+    return allocated;
   }
 
   std::vector<Result<SettleOutcome>> SettleBattles(const std::vector<SettleRequest>& requests,
@@ -402,9 +406,10 @@ class PgSettlementStore final : public SettlementStore {
     // during COMMIT, the receipts read back say which rooms this call committed.
     const int64_t attempt_id = NewAttemptId();
     bool commit_unknown = false;
-    auto settled = RunDb<std::vector<SettleOutcome>>(
-        pool_, "settle", [&](ConnectionPool::Lease& lease) -> Result<std::vector<SettleOutcome>> {
-          std::vector<SettleOutcome> out;
+    using Outcomes = std::vector<Result<SettleOutcome>>;
+    auto settled =
+        RunDb<Outcomes>(pool_, "settle", [&](ConnectionPool::Lease& lease) -> Result<Outcomes> {
+          Outcomes out;
           bool lost = false;
           {
             // Armed only around the statement: a lost connection is closed after it (below),
@@ -455,7 +460,7 @@ class PgSettlementStore final : public SettlementStore {
                                  " rows for " + std::to_string(requests.size()) + " rooms");
           }
           const bool any_settled = std::any_of(out.begin(), out.end(), [](const auto& o) {
-            return o.status == SettleStatus::kSettled;
+            return o.ok() && o->status == SettleStatus::kSettled;
           });
           if (any_settled && CheckFailpoint("settle.commit_unknown") == FailAction::kError) {
             // As if the connection dropped right after COMMIT was sent: the reply is lost.
@@ -468,7 +473,7 @@ class PgSettlementStore final : public SettlementStore {
     if (!settled.ok()) {
       return {requests.size(), Result<SettleOutcome>(UnlessNotReady(settled.status()))};
     }
-    std::vector<Result<SettleOutcome>> answers(settled->begin(), settled->end());
+    std::vector<Result<SettleOutcome>> answers = std::move(*settled);
     // Rows this call settled were confirmed by its own commit, unless a cancel reached it: a
     // cancelled wait for the synchronous standby still commits locally, with only a warning. The
     // other rows were read from receipts that earlier transactions wrote.
@@ -483,7 +488,7 @@ class PgSettlementStore final : public SettlementStore {
 
   Result<std::optional<v1::SettlementReceipt>> GetReceipt(
       uint64_t room_id, const std::optional<std::string>& node_id) override {
-    return RunDb<std::optional<v1::SettlementReceipt>>(
+    auto receipt = RunDb<std::optional<v1::SettlementReceipt>>(
         pool_, "get receipt", [&](ConnectionPool::Lease& lease) {
           pqxx::nontransaction tx(lease.conn());
           pqxx::result rows = node_id ? tx.exec_prepared("receipt_of_node", room_id, *node_id)
@@ -491,23 +496,28 @@ class PgSettlementStore final : public SettlementStore {
           if (rows.empty()) return std::optional<v1::SettlementReceipt>();
           return std::optional<v1::SettlementReceipt>(ReceiptFromRow(rows[0]));
         });
+    if (!receipt.ok()) return UnlessNotReady(receipt.status());
+    return receipt;
   }
 
   Result<std::optional<v1::Player>> GetPlayer(uint64_t player_id) override {
-    return RunDb<std::optional<v1::Player>>(pool_, "get player", [&](ConnectionPool::Lease& lease) {
-      pqxx::nontransaction tx(lease.conn());
-      pqxx::result rows = tx.exec_prepared("player", player_id);
-      if (rows.empty()) return std::optional<v1::Player>();
-      v1::Player p;
-      p.set_player_id(rows[0][0].as<uint64_t>());
-      p.set_elo(rows[0][1].as<int32_t>());
-      p.set_games(rows[0][2].as<uint32_t>());
-      p.set_wins(rows[0][3].as<uint32_t>());
-      p.set_losses(rows[0][4].as<uint32_t>());
-      p.set_draws(rows[0][5].as<uint32_t>());
-      p.set_in_battle_room(rows[0][6].as<uint64_t>());
-      return std::optional<v1::Player>(p);
-    });
+    auto player =
+        RunDb<std::optional<v1::Player>>(pool_, "get player", [&](ConnectionPool::Lease& lease) {
+          pqxx::nontransaction tx(lease.conn());
+          pqxx::result rows = tx.exec_prepared("player", player_id);
+          if (rows.empty()) return std::optional<v1::Player>();
+          v1::Player p;
+          p.set_player_id(rows[0][0].as<uint64_t>());
+          p.set_elo(rows[0][1].as<int32_t>());
+          p.set_games(rows[0][2].as<uint32_t>());
+          p.set_wins(rows[0][3].as<uint32_t>());
+          p.set_losses(rows[0][4].as<uint32_t>());
+          p.set_draws(rows[0][5].as<uint32_t>());
+          p.set_in_battle_room(rows[0][6].as<uint64_t>());
+          return std::optional<v1::Player>(p);
+        });
+    if (!player.ok()) return UnlessNotReady(player.status());
+    return player;
   }
 
   Result<int> SequenceEvents(int limit) override {
@@ -564,18 +574,20 @@ class PgSettlementStore final : public SettlementStore {
     return ran.ok() ? verdict : ran.status();
   }
 
-  static std::vector<SettleOutcome> FromSettleRows(const pqxx::result& rows) {
-    std::vector<SettleOutcome> outcomes;
+  // One outcome per row; a row whose status this binary does not know is INTERNAL (logged by
+  // SettleStatusFromSql).
+  static std::vector<Result<SettleOutcome>> FromSettleRows(const pqxx::result& rows) {
+    std::vector<Result<SettleOutcome>> outcomes;
     for (const auto& row : rows) {
+      auto status = SettleStatusFromSql(row[1].as<std::string>());
+      if (!status.ok()) {
+        spdlog::error("room={}: {}; answering INTERNAL", row[0].as<uint64_t>(),
+                      status.status().message());
+        outcomes.push_back(status.status());
+        continue;
+      }
       SettleOutcome out;
-      const std::string status = row[1].as<std::string>();
-      out.status = status == "settled"                ? SettleStatus::kSettled
-                   : status == "duplicate"            ? SettleStatus::kDuplicate
-                   : status == "outcome_conflict"     ? SettleStatus::kOutcomeConflict
-                   : status == "idempotency_mismatch" ? SettleStatus::kIdempotencyMismatch
-                   : status == "roster_mismatch"      ? SettleStatus::kRosterMismatch
-                   : status == "busy"                 ? SettleStatus::kBusy
-                                                      : SettleStatus::kRoomUnknown;
+      out.status = *status;
       out.receipt.set_room_id(row[0].as<uint64_t>());
       out.receipt.set_match_id(row[2].as<uint64_t>());
       out.receipt.set_outcome(OutcomeFromName(row[3].as<std::string>()));
@@ -753,14 +765,45 @@ class PgReadinessProbe final : public ReadinessProbe {
 
 }  // namespace
 
-Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions& options) {
-  if (options.pool_size < 1) return InvalidArgumentError("the database pool needs a connection");
-  return std::unique_ptr<SettlementStore>(std::make_unique<PgSettlementStore>(options));
+Result<AllocateStatus> AllocateStatusFromSql(std::string_view status) {
+  static constexpr std::pair<std::string_view, AllocateStatus> kNames[] = {
+      {"allocated", AllocateStatus::kAllocated},
+      {"duplicate", AllocateStatus::kDuplicate},
+      {"room_exists", AllocateStatus::kRoomExists},
+      {"player_busy", AllocateStatus::kPlayerBusy},
+  };
+  for (const auto& [name, value] : kNames) {
+    if (status == name) return value;
+  }
+  return InternalError("the allocation answered status '" + wire::ValidUtf8(status) +
+                       "', which this lobby does not know");
+}
+
+Result<SettleStatus> SettleStatusFromSql(std::string_view status) {
+  static constexpr std::pair<std::string_view, SettleStatus> kNames[] = {
+      {"settled", SettleStatus::kSettled},
+      {"duplicate", SettleStatus::kDuplicate},
+      {"room_unknown", SettleStatus::kRoomUnknown},
+      {"outcome_conflict", SettleStatus::kOutcomeConflict},
+      {"idempotency_mismatch", SettleStatus::kIdempotencyMismatch},
+      {"roster_mismatch", SettleStatus::kRosterMismatch},
+      {"busy", SettleStatus::kBusy},
+  };
+  for (const auto& [name, value] : kNames) {
+    if (status == name) return value;
+  }
+  return InternalError("the settlement answered status '" + wire::ValidUtf8(status) +
+                       "', which this lobby does not know");
 }
 
 std::unique_ptr<ReadinessProbe> OpenReadinessProbe(const StoreOptions& options,
                                                    std::chrono::milliseconds timeout) {
   return std::make_unique<PgReadinessProbe>(options, timeout);
+}
+
+Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions& options) {
+  if (options.pool_size < 1) return InvalidArgumentError("the database pool needs a connection");
+  return std::unique_ptr<SettlementStore>(std::make_unique<PgSettlementStore>(options));
 }
 
 std::string ConnectionString(const StoreOptions& options) {

@@ -2,8 +2,9 @@
 // stuck room holds one DB worker and no other room waits; lock and statement timeouts answer
 // 503; a client that hangs up frees its worker; a backend killed mid-settlement, or a connection
 // lost after COMMIT, is answered truthfully from the receipt (once a synchronous standby has it);
-// a read-only database is not ready and answers 503; tokens rotate without a 401; readiness
-// costs the settlements nothing and fails on a full data disk.
+// a read-only database is not ready and answers 503; tokens rotate without a 401, and a reload
+// that would confuse them is refused; readiness costs the settlements nothing and fails on a full
+// data disk.
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <signal.h>
@@ -339,6 +340,58 @@ TEST_F(LobbyResilienceTest, TokenRotationUnderLoadRefusesNothing) {
           .status,
       200);
   EXPECT_TRUE(lobby->Running());
+}
+
+// An admin token that is also a node's token would make that node the admin (and refuse its
+// settlements with 401): refused at start, and at reload, where the tokens in use stay.
+TEST_F(LobbyResilienceTest, AnAdminTokenThatIsANodesTokenIsRefusedAtStartAndAtReload) {
+  EXPECT_EQ(LobbyProcess::Start(db_->conninfo(), {"--node-token", "node-c=admin-token"}), nullptr)
+      << "a lobby started with a node token equal to its admin token";
+  TempDir dir;
+  const std::string tokens = dir.Sub("tokens");
+  const std::string log = dir.Sub("lobby.log");
+  std::ofstream(tokens) << "node-c token-c\n";
+  auto lobby = LobbyProcess::Start(db_->conninfo(), {"--node-tokens-file", tokens}, {},
+                                   "127.0.0.1:0", LobbyBinary(), log);
+  ASSERT_NE(lobby, nullptr);
+  std::ofstream(tokens) << "node-c admin-token\n";
+  ::kill(lobby->pid(), SIGHUP);
+  ASSERT_TRUE(SighupsHandled(lobby->pid())) << "the lobby did not take its SIGHUP";
+  EXPECT_EQ(
+      HttpCall(lobby->port(), "GET", "/v1/players/1", {{"Authorization", "Bearer token-c"}}).status,
+      404)
+      << "the tokens in use were dropped";
+  MustAllocate(lobby->port(), 92, "node-c");  // admin-token is still the admin's alone
+  EXPECT_EQ(Settle(lobby->port(), MakeResult(92, 1'700'000'000'000, "node-c"), "token-c").status,
+            200);
+  std::ifstream logged(log);
+  const std::string lines((std::istreambuf_iterator<char>(logged)), {});
+  EXPECT_NE(lines.find("admin token"), std::string::npos) << lines;
+}
+
+// A tokens file that names no token (emptied, or cut short while it was written) is refused at
+// reload, with an error in the log: the tokens in use stay, and no node is refused.
+TEST_F(LobbyResilienceTest, AReloadOfATokensFileThatNamesNoTokenKeepsTheTokensInUse) {
+  TempDir dir;
+  const std::string tokens = dir.Sub("tokens");
+  const std::string log = dir.Sub("lobby.log");
+  std::ofstream(tokens) << "node-c token-c\n";
+  auto lobby = LobbyProcess::Start(db_->conninfo(), {"--node-tokens-file", tokens}, {},
+                                   "127.0.0.1:0", LobbyBinary(), log);
+  ASSERT_NE(lobby, nullptr);
+  for (const char* contents : {"", "# node_id token\n\n"}) {
+    std::ofstream(tokens) << contents;
+    ::kill(lobby->pid(), SIGHUP);
+    ASSERT_TRUE(SighupsHandled(lobby->pid())) << "the lobby did not take its SIGHUP";
+    EXPECT_EQ(HttpCall(lobby->port(), "GET", "/v1/players/1", {{"Authorization", "Bearer token-c"}})
+                  .status,
+              404)
+        << "a reload of '" << contents << "' dropped the tokens in use";
+  }
+  std::ifstream logged(log);
+  const std::string lines((std::istreambuf_iterator<char>(logged)), {});
+  EXPECT_NE(lines.find("[error] SIGHUP: cannot reload the node tokens"), std::string::npos)
+      << lines;
 }
 
 // /readyz is answered from the last probe, made on a connection of the readiness monitor's own:
