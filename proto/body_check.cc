@@ -25,11 +25,17 @@
 // max_depth of them.
 #include "proto/body_check.h"
 
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace verdict::wire {
@@ -48,21 +54,58 @@ constexpr size_t kMaxNumberChars = 64;
 // What an error message quotes of the body.
 constexpr size_t kMaxQuotedBytes = 40;
 
-// Where a check is: the fields (and elements) from the body down, for error messages.
-struct Step {
-  const FieldDescriptor* field;
-  size_t index;  // the element of a repeated field, or kNoIndex
+// One tally per field (or oneof) of a message: in place for the small messages verdict has, so
+// that checking a body allocates nothing per message.
+template <typename T>
+class PerField {
+ public:
+  explicit PerField(int n) {
+    if (n > kInPlace) {
+      heap_.resize(n);
+    } else {
+      std::fill_n(in_place_.begin(), n, T{});
+    }
+  }
+  T& operator[](int i) { return heap_.empty() ? in_place_[i] : heap_[i]; }
+
+ private:
+  static constexpr int kInPlace = 16;
+  std::array<T, kInPlace> in_place_;
+  std::vector<T> heap_;
 };
 
-std::string PathOf(const std::vector<Step>& path) {
-  std::string out;
-  for (const Step& step : path) {
-    if (!out.empty()) out += '.';
-    out += step.field->name();
-    if (step.index != kNoIndex) out += '[' + std::to_string(step.index) + ']';
+// Where a check is, for error messages: the field (and element) being read at each level of
+// nesting, from the body down. One slot per level, written as the check goes, so that reading a
+// field allocates nothing; rendered only when there is an error to report.
+class Path {
+ public:
+  explicit Path(int max_depth) : steps_(std::max(max_depth, 1)) {}
+  // Reading `field` (its element `index`) of the message `depth` levels down (from 1).
+  void Enter(int depth, const FieldDescriptor* field, size_t index = kNoIndex) {
+    steps_[depth - 1] = {field, index};
+    length_ = depth;
   }
-  return out;
-}
+  // Done with the field of the message `depth` levels down.
+  void Leave(int depth) { length_ = depth - 1; }
+  // "results[3].players[0].player_id: ", or "" at the body's own level.
+  std::string Where() const {
+    std::string out;
+    for (size_t i = 0; i < length_; ++i) {
+      if (!out.empty()) out += '.';
+      out += steps_[i].field->name();
+      if (steps_[i].index != kNoIndex) out += '[' + std::to_string(steps_[i].index) + ']';
+    }
+    return out.empty() ? out : out + ": ";
+  }
+
+ private:
+  struct Step {
+    const FieldDescriptor* field;
+    size_t index;  // the element of a repeated field, or kNoIndex
+  };
+  std::vector<Step> steps_;
+  size_t length_ = 0;
+};
 
 // `text` as an error message may show it: valid UTF-8, cut short.
 std::string Quoted(std::string_view text) {
@@ -137,7 +180,8 @@ void AppendUtf8(uint32_t cp, std::string* out) {
 
 class JsonCheck {
  public:
-  JsonCheck(std::string_view text, const DecodeLimits& limits) : text_(text), limits_(limits) {}
+  JsonCheck(std::string_view text, const DecodeLimits& limits)
+      : text_(text), limits_(limits), path_(limits.max_depth) {}
 
   Status Body(const Descriptor& type) {
     SkipSpace();
@@ -156,8 +200,8 @@ class JsonCheck {
                      " deep");
     }
     ++pos_;
-    std::vector<bool> seen(type.field_count());
-    std::vector<const FieldDescriptor*> oneof_member(type.oneof_decl_count());
+    PerField<char> seen(type.field_count());
+    PerField<const FieldDescriptor*> oneof_member(type.oneof_decl_count());
     SkipSpace();
     if (At('}')) {
       ++pos_;
@@ -189,9 +233,9 @@ class JsonCheck {
       if (!At(':')) return Invalid("expected ':' after a field name");
       ++pos_;
       SkipSpace();
-      path_.push_back({field, kNoIndex});
+      path_.Enter(depth, field);
       VERDICT_RETURN_IF_ERROR(Value(*field, depth));
-      path_.pop_back();
+      path_.Leave(depth);
       SkipSpace();
       if (At(',')) {
         ++pos_;
@@ -218,8 +262,8 @@ class JsonCheck {
       return Status::Ok();
     }
     for (size_t i = 0;; ++i) {
+      path_.Enter(depth, &field, i);
       VERDICT_RETURN_IF_ERROR(CountElement(i));
-      path_.back().index = i;
       VERDICT_RETURN_IF_ERROR(Singular(field, depth));
       SkipSpace();
       if (At(',')) {
@@ -229,7 +273,6 @@ class JsonCheck {
       }
       if (At(']')) {
         ++pos_;
-        path_.back().index = kNoIndex;
         return Status::Ok();
       }
       return Invalid("expected ',' or ']'");
@@ -549,7 +592,7 @@ class JsonCheck {
     }
   }
 
-  std::string Where() const { return path_.empty() ? "" : PathOf(path_) + ": "; }
+  std::string Where() const { return path_.Where(); }
 
   Status Invalid(const std::string& what) const {
     return InvalidArgumentError(Where() + what + " (at byte " + std::to_string(pos_) + ")");
@@ -563,7 +606,7 @@ class JsonCheck {
   const DecodeLimits& limits_;
   size_t pos_ = 0;
   size_t elements_ = 0;
-  std::vector<Step> path_;
+  Path path_;
 };
 
 // The wire type a field's values are written with (a packed repeated scalar uses 2 instead).
@@ -588,8 +631,76 @@ int WireTypeOf(const FieldDescriptor& field) {
   }
 }
 
+struct WireMessage;
+
+// What the protobuf pass needs of one field, read from its descriptor once.
+struct WireField {
+  const FieldDescriptor* field = nullptr;  // null: no such field
+  int wire = 0;                            // the wire type of one value
+  bool packable = false;                   // a repeated scalar, which may come packed
+  bool text = false;                       // a string or bytes value
+  int slot = -1;                           // its count among the type's repeated fields
+  const WireMessage* message = nullptr;    // a message value's type
+};
+
+// One message type: its fields by number. Built once per type and then only read, by any thread.
+struct WireMessage {
+  // Numbers up to this index `direct`; the rest (rare) are searched in `far`.
+  static constexpr int kMaxDirectNumber = 255;
+  std::vector<WireField> direct;
+  std::vector<WireField> far;
+  int repeated = 0;  // repeated fields, each with a slot
+
+  const WireField* Find(uint32_t number) const {
+    if (number < direct.size()) return direct[number].field ? &direct[number] : nullptr;
+    for (const WireField& f : far) {
+      if (static_cast<uint32_t>(f.field->number()) == number) return &f;
+    }
+    return nullptr;
+  }
+};
+
+// The WireMessage of `type`, built on first use together with those of the types it holds.
+// Descriptors live as long as the process, and so do these.
+const WireMessage& WireMessageOf(const Descriptor& type) {
+  using Built = std::unordered_map<const Descriptor*, std::unique_ptr<WireMessage>>;
+  static std::mutex mu;
+  static Built* const built = new Built();
+  const std::function<const WireMessage*(const Descriptor&)> build = [&](const Descriptor& d) {
+    auto [it, fresh] = built->try_emplace(&d);
+    if (!fresh) return static_cast<const WireMessage*>(it->second.get());
+    it->second = std::make_unique<WireMessage>();  // before the fields: a type may hold itself
+    WireMessage* m = it->second.get();
+    int highest = 0;
+    for (int i = 0; i < d.field_count(); ++i) highest = std::max(highest, d.field(i)->number());
+    m->direct.resize(std::min(highest, WireMessage::kMaxDirectNumber) + 1);
+    for (int i = 0; i < d.field_count(); ++i) {
+      const FieldDescriptor* f = d.field(i);
+      WireField w;
+      w.field = f;
+      w.wire = WireTypeOf(*f);
+      w.packable = f->is_packable();
+      w.text = f->cpp_type() == FieldDescriptor::CPPTYPE_STRING;
+      if (f->is_repeated()) w.slot = m->repeated++;
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) w.message = build(*f->message_type());
+      if (f->number() <= WireMessage::kMaxDirectNumber) {
+        m->direct[f->number()] = w;
+      } else {
+        m->far.push_back(w);
+      }
+    }
+    return static_cast<const WireMessage*>(m);
+  };
+  std::lock_guard lock(mu);
+  return *build(type);
+}
+
 // Reads the varint at `*at` (at most ten bytes); false if it is cut short or longer.
-bool ReadVarint(std::string_view bytes, size_t* at, uint64_t* value) {
+inline bool ReadVarint(std::string_view bytes, size_t* at, uint64_t* value) {
+  if (*at < bytes.size() && static_cast<unsigned char>(bytes[*at]) < 0x80) {  // most tags, ids
+    *value = static_cast<unsigned char>(bytes[(*at)++]);
+    return true;
+  }
   uint64_t v = 0;
   for (int shift = 0; shift < 70 && *at < bytes.size(); shift += 7) {
     const auto byte = static_cast<unsigned char>(bytes[(*at)++]);
@@ -604,15 +715,15 @@ bool ReadVarint(std::string_view bytes, size_t* at, uint64_t* value) {
 
 class ProtobufCheck {
  public:
-  explicit ProtobufCheck(const DecodeLimits& limits) : limits_(limits) {}
+  explicit ProtobufCheck(const DecodeLimits& limits) : limits_(limits), path_(limits.max_depth) {}
 
   // `bytes` as a `type`, `depth` messages down from the body.
-  Status Message(std::string_view bytes, const Descriptor& type, int depth) {
+  Status Message(std::string_view bytes, const WireMessage& type, int depth) {
     if (depth > limits_.max_depth) {
       return Invalid("messages are nested more than " + std::to_string(limits_.max_depth) +
                      " deep");
     }
-    std::vector<size_t> counts(type.field_count());
+    PerField<size_t> counts(type.repeated);
     size_t at = 0;
     while (at < bytes.size()) {
       uint64_t tag = 0;
@@ -646,9 +757,9 @@ class ProtobufCheck {
         default:
           return Invalid("wire type " + std::to_string(wire) + " is not accepted (groups are not)");
       }
-      const FieldDescriptor* field = type.FindFieldByNumber(static_cast<int>(tag >> 3));
-      const bool packed = field != nullptr && field->is_packable() && wire == 2;
-      if (field == nullptr || (wire != WireTypeOf(*field) && !packed)) {
+      const WireField* f = type.Find(static_cast<uint32_t>(tag >> 3));
+      const bool packed = f != nullptr && f->packable && wire == 2;
+      if (f == nullptr || (wire != f->wire && !packed)) {
         // Protobuf keeps it as an unknown field (one object each).
         if (++unknown_ > limits_.max_unknown_fields) {
           return ResourceExhaustedError(Where() + "the body holds more than " +
@@ -656,15 +767,15 @@ class ProtobufCheck {
         }
         continue;
       }
-      size_t& count = counts[field->index()];
-      path_.push_back({field, field->is_repeated() ? count : kNoIndex});
-      if (field->is_repeated()) {
+      if (f->slot >= 0) {
+        size_t& count = counts[f->slot];
+        path_.Enter(depth, f->field, count);
         size_t added = 1;
-        if (packed) VERDICT_RETURN_IF_ERROR(PackedCount(payload, *field, &added));
+        if (packed) VERDICT_RETURN_IF_ERROR(PackedCount(payload, *f, &added));
         count += added;
         elements_ += added;
         if (count > limits_.max_repeated) {
-          path_.back().index = kNoIndex;
+          path_.Enter(depth, f->field);
           return ResourceExhaustedError(Where() + "more than " +
                                         Plural(limits_.max_repeated, "element"));
         }
@@ -673,24 +784,24 @@ class ProtobufCheck {
                                         Plural(limits_.max_elements, "element") +
                                         " in its repeated fields, all together");
         }
+      } else {
+        path_.Enter(depth, f->field);
       }
-      if (!packed && field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        VERDICT_RETURN_IF_ERROR(Message(payload, *field->message_type(), depth + 1));
-      } else if (!packed && field->cpp_type() == FieldDescriptor::CPPTYPE_STRING &&
-                 payload.size() > limits_.max_string_bytes) {
+      if (!packed && f->message != nullptr) {
+        VERDICT_RETURN_IF_ERROR(Message(payload, *f->message, depth + 1));
+      } else if (!packed && f->text && payload.size() > limits_.max_string_bytes) {
         return Invalid("longer than " + Plural(limits_.max_string_bytes, "byte"));
       }
-      path_.pop_back();
+      path_.Leave(depth);
     }
     return Status::Ok();
   }
 
  private:
   // The values in a packed repeated field's payload.
-  Status PackedCount(std::string_view payload, const FieldDescriptor& field, size_t* n) {
-    const int wire = WireTypeOf(field);
-    if (wire == 1 || wire == 5) {
-      const size_t width = wire == 1 ? 8 : 4;
+  Status PackedCount(std::string_view payload, const WireField& field, size_t* n) {
+    if (field.wire == 1 || field.wire == 5) {
+      const size_t width = field.wire == 1 ? 8 : 4;
       if (payload.size() % width != 0) return Invalid("a packed field is cut short");
       *n = payload.size() / width;
       return Status::Ok();
@@ -703,13 +814,13 @@ class ProtobufCheck {
     return Status::Ok();
   }
 
-  std::string Where() const { return path_.empty() ? "" : PathOf(path_) + ": "; }
+  std::string Where() const { return path_.Where(); }
   Status Invalid(const std::string& what) const { return InvalidArgumentError(Where() + what); }
 
   const DecodeLimits& limits_;
   size_t elements_ = 0;
   size_t unknown_ = 0;
-  std::vector<Step> path_;
+  Path path_;
 };
 
 }  // namespace
@@ -720,7 +831,7 @@ Status CheckJsonBody(std::string_view json, const Descriptor& type, const Decode
 
 Status CheckProtobufBody(std::string_view bytes, const Descriptor& type,
                          const DecodeLimits& limits) {
-  return ProtobufCheck(limits).Message(bytes, type, 1);
+  return ProtobufCheck(limits).Message(bytes, WireMessageOf(type), 1);
 }
 
 }  // namespace verdict::wire
