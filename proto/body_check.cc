@@ -185,8 +185,13 @@ class JsonCheck {
 
   Status Body(const Descriptor& type) {
     SkipSpace();
-    if (!At('{')) return Invalid("the body is not a JSON object");
-    VERDICT_RETURN_IF_ERROR(Object(type, 1));
+    if (IsWellKnown(type)) {
+      // A Struct, a Value, a Timestamp…: its JSON is not its fields; protobuf reads it.
+      VERDICT_RETURN_IF_ERROR(AnyValue(1));
+    } else {
+      if (!At('{')) return Invalid("the body is not a JSON object");
+      VERDICT_RETURN_IF_ERROR(Object(type, 1));
+    }
     SkipSpace();
     if (pos_ < text_.size()) return Invalid("text follows the JSON object");
     return Status::Ok();

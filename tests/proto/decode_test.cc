@@ -1,6 +1,7 @@
 // DecodeBody (proto/wire.h) within its limits: counts, depth and sizes are checked before
 // protobuf builds anything, JSON ids are exact, and a key is given once. The lobby's and the
 // node's ingest decode through it, so these hold for both.
+#include <google/protobuf/struct.pb.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -200,6 +201,20 @@ TEST(DecodeBodyTest, StringsAreMeasuredUnescapedAgainstTheLimit) {
   EXPECT_EQ(back.node_id().size(), kMaxStringBytes);
   EXPECT_EQ(DecodeJson(R"({"node_id":")" + escaped + "x\"}", &back).code(),
             StatusCode::kInvalidArgument);
+}
+
+// A well-known type's JSON is not its fields (a Struct is any object): it is checked only for
+// depth, counts and sizes, and protobuf reads it.
+TEST(DecodeBodyTest, AWellKnownTypeIsCheckedForDepthAndSizeOnly) {
+  google::protobuf::Struct doc;
+  ASSERT_TRUE(
+      DecodeJson(R"({"mode":"events","rows":[{"per_s":1,"ok":true,"x":null}]})", &doc).ok());
+  EXPECT_EQ(doc.fields().at("mode").string_value(), "events");
+  const std::string deep = std::string(100, '[') + std::string(100, ']');
+  EXPECT_EQ(DecodeJson(R"({"a":)" + deep + "}", &doc).code(), StatusCode::kInvalidArgument);
+  std::string wide = R"({"a":[0)";
+  for (size_t i = 1; i <= kMaxBatchResults; ++i) wide += ",0";
+  EXPECT_EQ(DecodeJson(wide + "]}", &doc).code(), StatusCode::kResourceExhausted);
 }
 
 TEST(DecodeBodyTest, TheMessageSaysWhereTheBodyIsWrong) {
