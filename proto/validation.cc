@@ -8,15 +8,14 @@
 namespace verdict::wire {
 namespace {
 
-constexpr size_t kMaxSeats = 100;
-constexpr size_t kMaxStringBytes = 4096;
 constexpr uint32_t kMaxStat = std::numeric_limits<int32_t>::max();
 
 bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
 
 Status CheckString(const std::string& s, const char* field) {
   if (s.size() > kMaxStringBytes) {
-    return InvalidArgumentError(std::string(field) + " is longer than 4096 bytes");
+    return InvalidArgumentError(std::string(field) + " is longer than " +
+                                std::to_string(kMaxStringBytes) + " bytes");
   }
   if (HasNul(s)) return InvalidArgumentError(std::string(field) + " contains a NUL byte");
   if (!IsValidUtf8(s)) return InvalidArgumentError(std::string(field) + " is not valid UTF-8");
@@ -46,8 +45,11 @@ Status ValidatePlayerResult(const v1::PlayerResult& p) {
 
 Status ValidateAllocation(const v1::RoomAllocation& a) {
   if (a.room_id() == 0) return InvalidArgumentError("room_id must be a positive integer");
+  if (a.room_id() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return InvalidArgumentError("room_id is out of range");
+  }
   VERDICT_RETURN_IF_ERROR(ValidateNodeId(a.node_id()));
-  if (a.seats_size() < 2 || static_cast<size_t>(a.seats_size()) > kMaxSeats) {
+  if (a.seats_size() < 2 || static_cast<size_t>(a.seats_size()) > kMaxPlayers) {
     return InvalidArgumentError("a room needs between 2 and 100 seats");
   }
   std::set<uint64_t> players;
@@ -88,7 +90,7 @@ Status ValidateResult(const v1::BattleResult& r) {
   VERDICT_RETURN_IF_ERROR(CheckString(r.node_id(), "node_id"));
   VERDICT_RETURN_IF_ERROR(CheckString(r.replay_path(), "replay_path"));
   VERDICT_RETURN_IF_ERROR(CheckString(r.abort_reason(), "abort_reason"));
-  if (r.players_size() < 2 || static_cast<size_t>(r.players_size()) > kMaxSeats) {
+  if (r.players_size() < 2 || static_cast<size_t>(r.players_size()) > kMaxPlayers) {
     return InvalidArgumentError("a result needs between 2 and 100 players");
   }
   std::set<uint64_t> seen;
