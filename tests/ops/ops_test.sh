@@ -3,7 +3,8 @@
 # unit tests (verdict.rules.test.yml) pass and cover every alert, and every metric that a rule or
 # a panel of packaging/grafana/verdict-dashboard.json names is one that a real verdict-node and
 # verdict-lobby export (scraped from their /metrics, HELP and TYPE lines included, so a counter
-# that has not moved yet counts). Runs against the PostgreSQL server the PG* environment names.
+# that has not moved yet counts; the node replicates to a one-member etcd, so the replicated
+# tier's metrics count too). Runs against the PostgreSQL server the PG* environment names.
 #   ops_test.sh VERDICT_NODE VERDICT_LOBBY SOURCE_DIR
 set -euo pipefail
 node_bin=$1 lobby_bin=$2 source=$3
@@ -13,7 +14,7 @@ dashboard=$source/packaging/grafana/verdict-dashboard.json
 
 fail() {
   echo "FAIL: $*" >&2
-  for log in "${work:-}"/lobby.log "${work:-}"/node.log; do
+  for log in "${work:-}"/lobby.log "${work:-}"/node.log "${work:-}"/etcd.log; do
     [ -s "$log" ] && { echo "--- last lines of $(basename "$log"):" >&2; tail -n 20 "$log" >&2; }
   done
   exit 1
@@ -23,16 +24,17 @@ step() { echo "== $*"; }
 command -v promtool >/dev/null || fail "promtool is missing: install the Debian package prometheus"
 command -v python3 >/dev/null || fail "python3 is missing: install the Debian package python3"
 command -v curl >/dev/null || fail "curl is missing: install the Debian package curl"
+[ -x /usr/bin/etcd ] || fail "etcd is missing: install the Debian package etcd-server"
 psql -Atqc 'SELECT 1' postgres >/dev/null 2>&1 ||
   fail "no PostgreSQL server answers (PGHOST=${PGHOST:-unset}): run inside pg_virtualenv"
 
 work=$(mktemp -d)
 db="verdict_ops_$$_$RANDOM"
-lobby_pid="" node_pid="" db_created=""
+lobby_pid="" node_pid="" etcd_pid="" db_created=""
 cleanup() {
   local status=$?
   set +e
-  for pid in $node_pid $lobby_pid; do
+  for pid in $node_pid $lobby_pid $etcd_pid; do
     kill -TERM "$pid" 2>/dev/null || continue
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null
@@ -73,7 +75,24 @@ missing() {
   return $status
 }
 
-step "start a lobby and a node"
+step "start a one-member etcd, a lobby and a node"
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+etcd_port=$(free_port) etcd_peer=$(free_port)
+/usr/bin/etcd --name ops --data-dir "$work/etcd" --log-level warn \
+  --listen-client-urls "http://127.0.0.1:$etcd_port" \
+  --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+  --listen-peer-urls "http://127.0.0.1:$etcd_peer" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+  --initial-cluster "ops=http://127.0.0.1:$etcd_peer" >"$work/etcd.log" 2>&1 &
+etcd_pid=$!
+for _ in $(seq 300); do
+  curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"true"' && break
+  kill -0 "$etcd_pid" 2>/dev/null || fail "etcd exited"
+  sleep 0.1
+done
+curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"true"' || fail "etcd is not healthy"
 createdb "$db" && db_created=1
 admin="admin-$RANDOM" token="node-$RANDOM"
 "$lobby_bin" --db "dbname=$db" migrate >"$work/migrate.log" 2>&1 || fail "migrate"
@@ -90,7 +109,8 @@ done
 [ -n "$lobby_port" ] || fail "the lobby did not say where it listens"
 "$node_bin" run --outbox "$work/outbox" --node-id ops-node --token "$token" \
   --lobby "http://127.0.0.1:$lobby_port" --admin-token "$admin" --simulate-rooms 2 \
-  --metrics-listen 127.0.0.1:0 --ingest-listen "unix:$work/ingest.sock" >"$work/node.log" 2>&1 &
+  --metrics-listen 127.0.0.1:0 --ingest-listen "unix:$work/ingest.sock" \
+  --replicate-to "etcd://127.0.0.1:$etcd_port" >"$work/node.log" 2>&1 &
 node_pid=$!
 node_port=""
 for _ in $(seq 300); do
@@ -108,6 +128,8 @@ scrape() {  # URL: every metric name it declares or reports
 { scrape "http://127.0.0.1:$node_port/metrics"; scrape "http://127.0.0.1:$lobby_port/metrics"; } |
   sort -u >"$work/exported"
 grep -q '^verdict_node_outbox_records$' "$work/exported" || fail "the node's scrape is empty"
+grep -q '^verdict_node_replication_unreplicated_records$' "$work/exported" ||
+  fail "the node's scrape has no replication metrics"
 grep -q '^verdict_lobby_settle_seconds$' "$work/exported" || fail "the lobby's scrape is empty"
 
 step "the check catches a name nobody exports (negative control)"
