@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -55,6 +56,8 @@ uint32_t UnmaskCrc(uint32_t masked) {
   return (rotated >> 17) | (rotated << 15);
 }
 
+uint32_t MaskCrc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kCrcMaskDelta; }
+
 // The number of a log file's name ("000004.log" → 4), or nullopt for any other file.
 std::optional<uint64_t> LogNumber(const std::string& name) {
   constexpr std::string_view kSuffix = ".log";
@@ -79,8 +82,10 @@ struct Physical {
 // Reads one log, block by block, into `out`.
 class LogReader {
  public:
-  LogReader(std::string name, uint64_t number, LogScan& out)
-      : name_(std::move(name)), number_(number), out_(out) {}
+  // `on_record`, if set, is given every logical record that reads whole, in order.
+  LogReader(std::string name, uint64_t number, LogScan& out,
+            std::function<Status(std::string_view)> on_record = nullptr)
+      : name_(std::move(name)), number_(number), out_(out), on_record_(std::move(on_record)) {}
 
   void Block(std::string_view block, uint64_t block_offset, bool last) {
     size_t pos = 0;
@@ -121,6 +126,8 @@ class LogReader {
   }
 
   bool ended() const { return ended_; }
+  // The first error on_record returned.
+  const Status& status() const { return status_; }
 
  private:
   Physical Examine(std::string_view block, size_t pos, bool last) const {
@@ -174,7 +181,7 @@ class LogReader {
     switch (type) {
       case kFullType:
         CloseUnfinished(offset);
-        Whole(payload.size());
+        Whole(payload);
         break;
       case kFirstType:
         CloseUnfinished(offset);
@@ -188,7 +195,7 @@ class LogReader {
           record_.append(payload);
           if (type == kLastType) {
             in_record_ = false;
-            Whole(record_.size());
+            Whole(record_);
             record_.clear();
           }
         } else if (broken_) {
@@ -207,11 +214,12 @@ class LogReader {
     Damage(record_offset_, offset - record_offset_, "record without its last fragment", {});
   }
 
-  void Whole(size_t bytes) {
+  void Whole(std::string_view record) {
     broken_ = false;
+    if (on_record_ && status_.ok()) status_ = on_record_(record);
     if (out_.damage.empty()) return;
     ++out_.intact_records_after_damage;
-    out_.intact_bytes_after_damage += bytes;
+    out_.intact_bytes_after_damage += record.size();
   }
 
   // Notes damage at `offset`; `payload` is what the damaged fragment's header says it holds
@@ -243,15 +251,74 @@ class LogReader {
   std::string record_;
   bool broken_ = false;  // fragments without a start go to the last damaged batch
   bool ended_ = false;
+  std::function<Status(std::string_view)> on_record_;
+  Status status_;
+};
+
+// Writes logical records as a log, in RocksDB's format (see the file comment), as RocksDB's
+// log::Writer lays them out.
+class LogWriter {
+ public:
+  explicit LogWriter(std::unique_ptr<rocksdb::FSWritableFile> file) : file_(std::move(file)) {}
+
+  Status Add(std::string_view record) {
+    bool first = true;
+    do {
+      const size_t left_in_block = kBlockSize - block_offset_;
+      if (left_in_block < kHeaderSize) {
+        VERDICT_RETURN_IF_ERROR(Append(std::string(left_in_block, '\0')));
+        block_offset_ = 0;
+      }
+      const size_t room = kBlockSize - block_offset_ - kHeaderSize;
+      const size_t length = std::min(record.size(), room);
+      const bool last = length == record.size();
+      const uint8_t type = first && last ? kFullType
+                           : first       ? kFirstType
+                           : last        ? kLastType
+                                         : kMiddleType;
+      VERDICT_RETURN_IF_ERROR(Physical(type, record.substr(0, length)));
+      record.remove_prefix(length);
+      first = false;
+    } while (!record.empty());
+    return Status::Ok();
+  }
+
+  Status Close() {
+    rocksdb::IOStatus s = file_->Sync(rocksdb::IOOptions(), nullptr);
+    if (s.ok()) s = file_->Close(rocksdb::IOOptions(), nullptr);
+    return s.ok() ? Status::Ok() : UnavailableError("cannot write a log: " + s.ToString());
+  }
+
+ private:
+  Status Physical(uint8_t type, std::string_view payload) {
+    std::string record(kHeaderSize, '\0');
+    record[4] = static_cast<char>(payload.size() & 0xff);
+    record[5] = static_cast<char>(payload.size() >> 8);
+    record[6] = static_cast<char>(type);
+    record.append(payload);
+    const uint32_t crc = MaskCrc(Crc32c(std::string_view(record).substr(6)));
+    for (int i = 0; i < 4; ++i) record[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+    block_offset_ += record.size();
+    return Append(record);
+  }
+
+  Status Append(const std::string& bytes) {
+    rocksdb::IOStatus s = file_->Append(bytes, rocksdb::IOOptions(), nullptr);
+    return s.ok() ? Status::Ok() : UnavailableError("cannot write a log: " + s.ToString());
+  }
+
+  std::unique_ptr<rocksdb::FSWritableFile> file_;
+  size_t block_offset_ = 0;
 };
 
 Status ScanLog(rocksdb::FileSystem& fs, const std::string& dir, const std::string& name,
-               uint64_t number, LogScan& out) {
+               uint64_t number, LogScan& out,
+               std::function<Status(std::string_view)> on_record = nullptr) {
   const std::string path = dir + "/" + name;
   std::unique_ptr<rocksdb::FSSequentialFile> file;
   rocksdb::IOStatus s = fs.NewSequentialFile(path, rocksdb::FileOptions(), &file, nullptr);
   if (!s.ok()) return UnavailableError("cannot open the outbox log " + path + ": " + s.ToString());
-  LogReader reader(name, number, out);
+  LogReader reader(name, number, out, std::move(on_record));
   std::string scratch(kBlockSize, '\0');
   std::string block, next;
   uint64_t offset = 0;
@@ -277,7 +344,7 @@ Status ScanLog(rocksdb::FileSystem& fs, const std::string& dir, const std::strin
   }
   reader.End(offset);
   ++out.logs_scanned;
-  return Status::Ok();
+  return reader.status();
 }
 
 }  // namespace
@@ -298,6 +365,22 @@ Result<LogScan> ScanLogs(rocksdb::FileSystem& fs, const std::string& dir, uint64
     VERDICT_RETURN_IF_ERROR(ScanLog(fs, dir, name, number, scan));
   }
   return scan;
+}
+
+Status CopyReadableLog(rocksdb::FileSystem& fs, const std::string& from_dir,
+                       const std::string& name, const std::string& to_dir) {
+  const std::optional<uint64_t> number = LogNumber(name);
+  if (!number) return InvalidArgumentError(name + " is not a log");
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  rocksdb::IOStatus s =
+      fs.NewWritableFile(to_dir + "/" + name, rocksdb::FileOptions(), &file, nullptr);
+  if (!s.ok()) return UnavailableError("cannot write " + to_dir + "/" + name + ": " + s.ToString());
+  LogWriter writer(std::move(file));
+  LogScan ignored;
+  VERDICT_RETURN_IF_ERROR(
+      ScanLog(fs, from_dir, name, *number, ignored,
+              [&writer](std::string_view record) { return writer.Add(record); }));
+  return writer.Close();
 }
 
 }  // namespace verdict::storage

@@ -54,4 +54,11 @@ struct LogScan {
 // UNAVAILABLE if a log cannot be listed or read.
 Result<LogScan> ScanLogs(rocksdb::FileSystem& fs, const std::string& dir, uint64_t min_log_number);
 
+// Writes the log `name` of `from_dir` into `to_dir` (as a new file of the same name) with every
+// logical record that reads whole, in order, and nothing of its damaged stretches. RocksDB, even
+// skipping damaged records, drops the rest of the 32 KiB block holding one, and with it the
+// start of the next intact record; from the copy it replays every intact record.
+Status CopyReadableLog(rocksdb::FileSystem& fs, const std::string& from_dir,
+                       const std::string& name, const std::string& to_dir);
+
 }  // namespace verdict::storage

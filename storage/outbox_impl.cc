@@ -426,15 +426,17 @@ class OutboxImpl final : public Outbox {
   // Stores records copied from another outbox's quarantine or dead letter (or undecodable shard
   // values) into that area, synced, with new sequences and their reason, detail and enqueue
   // time. A decodable record whose room and end time the outbox already holds is skipped.
-  // Returns how many were stored.
-  Result<uint64_t> ImportSide(std::span<const internal::SalvagedRecord> records) {
+  // Says for each whether it was stored.
+  Result<std::vector<bool>> ImportSide(std::span<const internal::SalvagedRecord> records) {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
     std::lock_guard lock(write_mu_);
     rocksdb::WriteBatch wb;
     std::set<std::string> indexed;
     uint64_t sequence = next_sequence_;
     std::map<SideArea, uint64_t> added;
-    for (const internal::SalvagedRecord& r : records) {
+    std::vector<bool> stored(records.size(), false);
+    for (size_t i = 0; i < records.size(); ++i) {
+      const internal::SalvagedRecord& r = records[i];
       v1::Envelope envelope;
       envelope.set_sequence(sequence);
       envelope.set_enqueued_at_ms(r.enqueued_at_ms);
@@ -457,19 +459,16 @@ class OutboxImpl final : public Outbox {
       }
       wb.Put(SideCf(r.area), SequenceKey(sequence), SerializeEnvelope(envelope));
       ++added[r.area];
+      stored[i] = true;
       ++sequence;
     }
-    if (wb.Count() == 0) return uint64_t{0};
+    if (wb.Count() == 0) return stored;
     // Written after anything buffered before, and synced: everything before it is durable.
     wb.Put(MetaCf(), kNextSequenceKey, EncodeNextSequence(sequence));
     VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "salvage import"));
     next_sequence_ = sequence;
     RaiseTo(published_, sequence);
-    uint64_t stored = 0;
-    for (auto [area, n] : added) {
-      SideCount(area) += n;
-      stored += n;
-    }
+    for (auto [area, n] : added) SideCount(area) += n;
     return stored;
   }
 
@@ -1307,7 +1306,7 @@ class ImportTargetImpl final : public internal::ImportTarget {
       std::span<const v1::BattleResult> batch, std::span<const int64_t> enqueued_at_ms) override {
     return outbox_->ImportPending(batch, enqueued_at_ms);
   }
-  Result<uint64_t> ImportSide(std::span<const internal::SalvagedRecord> records) override {
+  Result<std::vector<bool>> ImportSide(std::span<const internal::SalvagedRecord> records) override {
     return outbox_->ImportSide(records);
   }
 

@@ -61,9 +61,9 @@ class ImportTarget {
   // Stores pending records into their shards with their enqueue times, in order, synced.
   virtual Result<std::vector<EnqueueResult>> ImportPending(
       std::span<const v1::BattleResult> batch, std::span<const int64_t> enqueued_at_ms) = 0;
-  // Stores side records (and undecodable ones, into quarantine), synced; returns how many
-  // (a decodable one whose room and end time is stored already is skipped).
-  virtual Result<uint64_t> ImportSide(std::span<const SalvagedRecord> records) = 0;
+  // Stores side records (and undecodable ones, into quarantine), synced; says for each whether
+  // it was stored (a decodable one whose room and end time is stored already is skipped).
+  virtual Result<std::vector<bool>> ImportSide(std::span<const SalvagedRecord> records) = 0;
 };
 
 // Creates a new outbox in `dir`, which must be absent or empty, to import into.

@@ -2,8 +2,9 @@
 // way disks and operators do (bytes flipped in the middle of the write-ahead log, CURRENT and
 // the log deleted, CURRENT alone deleted, a truncated MANIFEST, a bad block in one shard's table
 // file) and checks that the open refuses with DATA_LOSS and changes nothing, or, for one shard,
-// that only that shard stops. The negative control opens with RocksDB's point-in-time recovery
-// alone and shows the silent loss the log check prevents.
+// that only that shard stops; then that salvage copies every record that can be read into a new
+// outbox and names the rooms of those that cannot. The negative control opens with RocksDB's
+// point-in-time recovery alone and shows the silent loss the log check prevents.
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 #include <rocksdb/utilities/options_util.h>
@@ -14,6 +15,7 @@
 #include <set>
 
 #include "storage/outbox.h"
+#include "storage/outbox_salvage.h"
 #include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
 
@@ -361,6 +363,166 @@ TEST(OutboxDamageTest, BadBlockInOneShardStopsOnlyThatShard) {
   EXPECT_EQ(viewed->damaged_shards, 1u);
   EXPECT_EQ((*viewer)->ReadShard(1, 0, 10).status().code(), StatusCode::kDataLoss);
   EXPECT_TRUE((*viewer)->ReadShard(2, 0, 10).ok());
+}
+
+// Every room of the outbox in `dir`, with where its record is: its shard's records in order,
+// then "quarantine:REASON" and "dead-letter:REASON".
+struct Contents {
+  std::map<uint32_t, std::vector<uint64_t>> shards;  // rooms in each shard, in order
+  std::multimap<uint64_t, std::string> where;        // room → "shard-N", "quarantine:…", …
+};
+Contents Read(const std::string& dir) {
+  Contents c;
+  auto outbox = OpenOutbox(dir, {.read_only = true});
+  EXPECT_TRUE(outbox.ok()) << outbox.status().ToString();
+  if (!outbox.ok()) return c;
+  for (uint32_t s = 0; s < (*outbox)->shard_count(); ++s) {
+    auto records = (*outbox)->ReadShard(s, 0, 1'000'000);
+    EXPECT_TRUE(records.ok()) << records.status().ToString();
+    for (const auto& r : *records) {
+      c.shards[s].push_back(r.result.room_id());
+      c.where.emplace(r.result.room_id(), "shard");
+    }
+  }
+  for (SideArea area : {SideArea::kQuarantine, SideArea::kDeadLetter}) {
+    auto side = (*outbox)->ListSide(area, std::nullopt);
+    EXPECT_TRUE(side.ok());
+    for (const auto& r : *side) {
+      c.where.emplace(r.decodable ? r.result.room_id() : 0,
+                      std::string(SideAreaName(area)) + ":" + r.reason);
+    }
+  }
+  return c;
+}
+
+// An outbox holding 6,000 results as a crash leaves it, two of them dead-lettered, and one
+// more quarantined as oversize.
+class SalvageTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kRooms = 6'000;
+
+  void SetUp() override {
+    TempDir live;
+    auto outbox = OpenOutbox(live.Sub("outbox"), {.shard_count = kShards});
+    ASSERT_TRUE(outbox.ok()) << outbox.status().ToString();
+    EnqueueRooms(**outbox, 1, kRooms);
+    auto head = (*outbox)->ReadShard(2, 0, 2);
+    ASSERT_TRUE(head.ok());
+    for (const auto& r : *head) {
+      ASSERT_TRUE((*outbox)->DeadLetter(r, "ROSTER_MISMATCH", "players differ").ok());
+      dead_lettered_.insert(r.result.room_id());
+    }
+    auto big = MakeResult(kRooms + 1);
+    big.set_abort_reason(std::string(size_t{2} << 20, 'x'));
+    ASSERT_EQ((*outbox)->Enqueue(std::span(&big, 1))->front().status.code(),
+              StatusCode::kResourceExhausted);
+    fs::copy(live.Sub("outbox"), damaged(), fs::copy_options::recursive);
+  }
+
+  std::string damaged() const { return dir_.Sub("damaged"); }
+  std::string salvaged() const { return dir_.Sub("salvaged"); }
+
+  // Every stored room is in the salvaged outbox, in the same place, or named lost; each
+  // shard's rooms are in their old order.
+  void ExpectEverythingCopiedOrNamed(const SalvageReport& report) {
+    const Contents after = Read(salvaged());
+    const std::set<uint64_t> lost(report.lost_rooms.begin(), report.lost_rooms.end());
+    EXPECT_EQ(lost.size(), report.lost);
+    for (uint64_t room = 1; room <= kRooms + 1; ++room) {
+      const size_t copies = after.where.count(room);
+      if (lost.count(room)) {
+        EXPECT_EQ(copies, 0u) << "room " << room << " named lost but copied";
+        continue;
+      }
+      ASSERT_EQ(copies, 1u) << "room " << room << " neither copied nor named lost";
+      const std::string where = after.where.find(room)->second;
+      if (dead_lettered_.count(room)) {
+        EXPECT_EQ(where, "dead-letter:ROSTER_MISMATCH");
+      } else if (room == kRooms + 1) {
+        EXPECT_EQ(where, "quarantine:oversize");
+      } else {
+        EXPECT_EQ(where, "shard") << "room " << room;
+      }
+    }
+    for (const auto& [shard, rooms] : after.shards) {
+      EXPECT_TRUE(std::is_sorted(rooms.begin(), rooms.end())) << "shard " << shard;
+    }
+    EXPECT_EQ(report.pending + report.lost + dead_lettered_.size() + 1, kRooms + 1);
+  }
+
+  TempDir dir_;
+  std::set<uint64_t> dead_lettered_;
+};
+
+TEST_F(SalvageTest, DamagedLogCopiesEveryReadableRecordAndNamesTheRoomsOfTheRest) {
+  const std::string log = damaged() + "/" + OnlyFile(damaged(), ".log");
+  FlipBytes(log, fs::file_size(log) / 3, 4);
+  const auto before = Snapshot(damaged());
+  std::vector<SalvageProgress> progress;
+  auto report =
+      SalvageOutbox(damaged(), salvaged(),
+                    {.progress = [&](const SalvageProgress& p) { progress.push_back(p); }});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(Snapshot(damaged()) == before) << "salvage wrote to the damaged outbox";
+
+  // One write batch of 100 results is unreadable; its rooms are named from its bytes.
+  EXPECT_EQ(report->lost, 100u);
+  EXPECT_FALSE(report->more_may_be_lost);
+  ASSERT_EQ(report->lost_rooms.size(), 100u);
+  EXPECT_EQ(report->lost_rooms.back() - report->lost_rooms.front(), 99u) << "one batch";
+  ASSERT_FALSE(report->damage.empty());
+  EXPECT_NE(report->damage.front().find("checksum mismatch"), std::string::npos);
+  EXPECT_EQ(report->shard_count, kShards);
+  EXPECT_EQ(report->dead_lettered, 2u);
+  EXPECT_EQ(report->quarantined, 1u);
+  ExpectEverythingCopiedOrNamed(*report);
+  ASSERT_GE(progress.size(), 2u);
+  EXPECT_EQ(progress.front().area, "shard-000");
+
+  // The new outbox opens for writing, with its index rebuilt: a copied result is a repeat.
+  auto opened = OpenOutbox(salvaged(), {.shard_count = kShards});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const auto again = MakeResult(report->lost_rooms.front() - 1);
+  EXPECT_TRUE((*opened)->Enqueue(std::span(&again, 1))->front().already_present);
+}
+
+TEST_F(SalvageTest, BadTableBlockCopiesTheRestOfTheShardAndNamesTheRoomsOfTheBlock) {
+  {
+    auto closed = OpenOutbox(damaged(), {.shard_count = kShards});  // flushes on close
+    ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  }
+  FlipBytes(TableFileOf(damaged(), 1), 20'000, 4);
+  auto report = SalvageOutbox(damaged(), salvaged(), {});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_GT(report->lost, 0u);
+  EXPECT_LT(report->lost, 50u) << "more than a block";
+  EXPECT_FALSE(report->more_may_be_lost);
+  for (uint64_t room : report->lost_rooms) EXPECT_EQ(RoomShard(room, kShards), 1u);
+  EXPECT_NE(report->damage.front().find("shard-001"), std::string::npos);
+  ExpectEverythingCopiedOrNamed(*report);
+}
+
+TEST_F(SalvageTest, MissingCurrentIsReadThroughTheNewestManifestWithoutTouchingTheOutbox) {
+  fs::remove(damaged() + "/CURRENT");
+  const auto before = Snapshot(damaged());
+  auto report = SalvageOutbox(damaged(), salvaged(), {});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(Snapshot(damaged()) == before);
+  EXPECT_FALSE(fs::exists(salvaged() + ".salvage-work"));
+  EXPECT_EQ(report->lost, 0u);
+  EXPECT_NE(report->damage.front().find("CURRENT is missing"), std::string::npos);
+  ExpectEverythingCopiedOrNamed(*report);
+}
+
+TEST_F(SalvageTest, RefusesATargetThatIsNotNew) {
+  fs::create_directories(salvaged());
+  std::ofstream(salvaged() + "/keep") << "x";
+  auto report = SalvageOutbox(damaged(), salvaged(), {});
+  EXPECT_EQ(report.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(SalvageOutbox(damaged(), damaged(), {}).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(SalvageOutbox(dir_.Sub("nothing"), dir_.Sub("new"), {}).status().code(),
+            StatusCode::kNotFound);
 }
 
 }  // namespace
