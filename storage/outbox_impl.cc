@@ -329,8 +329,10 @@ class OutboxImpl final : public Outbox {
     envelope.set_sequence(record.sequence);
     envelope.set_enqueued_at_ms(record.enqueued_at_ms);
     *envelope.mutable_result() = record.result;
-    envelope.set_reason(code);
-    envelope.set_detail(message);
+    // The lobby's words may hold any bytes; an envelope whose text is not UTF-8 cannot be read
+    // back (proto3), which would make the record undecodable.
+    envelope.set_reason(wire::ValidUtf8(code));
+    envelope.set_detail(wire::ValidUtf8(message));
     envelope.set_shard(record.shard);
     rocksdb::WriteBatch wb;
     wb.Put(DeadLetterCf(), SequenceKey(record.sequence), SerializeEnvelope(envelope));

@@ -92,16 +92,33 @@ std::string NewestManifest(const std::vector<std::string>& files) {
   return newest;
 }
 
-// The idempotency index entries a write batch puts, as far as the batch can be taken apart.
-class IndexPuts final : public rocksdb::WriteBatch::Handler {
+// What a write batch of the outbox stores, as far as it can be taken apart: the records it puts
+// (their sequences, and rooms) through their values and through their index entries. A put it
+// cannot make sense of is counted: what it held is unknown.
+class BatchContents final : public rocksdb::WriteBatch::Handler {
  public:
   rocksdb::Status PutCF(uint32_t, const rocksdb::Slice& key, const rocksdb::Slice& value) override {
     const std::string k = key.ToString();
-    if (k.size() == IndexKey(0, 0).size() && k[0] == IndexKey(0, 0)[0]) {
+    const std::string index_prefix = IndexKey(0, 0).substr(0, 1);
+    v1::Envelope envelope;
+    if (k == kNextSequenceKey || k == kShardCountKey) return rocksdb::Status::OK();
+    if (k.size() == IndexKey(0, 0).size() && k.starts_with(index_prefix)) {
       if (auto entry = DecodeIndex(value.ToString())) {
-        found.emplace_back(GetBigEndian(k.data() + 1, 8), *entry);
+        records.emplace_back(entry->sequence, GetBigEndian(k.data() + 1, 8));
+        return rocksdb::Status::OK();
+      }
+    } else if (const uint64_t sequence = KeySequence(key); sequence != 0) {
+      // A shard value names its own sequence; a side record is an envelope with a reason.
+      if (DecodeShardValue(value, sequence, &envelope) ||
+          (envelope.ParseFromArray(value.data(), static_cast<int>(value.size())) &&
+           !envelope.reason().empty() && envelope.sequence() == sequence)) {
+        records.emplace_back(sequence, envelope.has_result()
+                                           ? std::optional(envelope.result().room_id())
+                                           : std::nullopt);
+        return rocksdb::Status::OK();
       }
     }
+    ++unknown;
     return rocksdb::Status::OK();
   }
   rocksdb::Status DeleteCF(uint32_t, const rocksdb::Slice&) override {
@@ -114,7 +131,8 @@ class IndexPuts final : public rocksdb::WriteBatch::Handler {
     return rocksdb::Status::OK();
   }
 
-  std::vector<std::pair<uint64_t, IndexEntry>> found;  // (room, where its record was)
+  std::vector<std::pair<uint64_t, std::optional<uint64_t>>> records;  // (sequence, room)
+  uint64_t unknown = 0;  // puts that are none of the outbox's
 };
 
 class Salvager {
@@ -150,9 +168,11 @@ class Salvager {
   // read) and those in `damaged_batches` of the log.
   void CountLost(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* meta,
                  const std::vector<std::string>& damaged_batches) {
-    std::map<uint64_t, uint64_t> missing;  // sequence → room
-    auto note = [&](uint64_t room, const IndexEntry& entry) {
-      if (!read_.count(entry.sequence)) missing.emplace(entry.sequence, room);
+    std::map<uint64_t, std::optional<uint64_t>> missing;  // sequence → room, if known
+    auto note = [&](uint64_t sequence, std::optional<uint64_t> room) {
+      if (read_.count(sequence)) return;
+      auto& known = missing[sequence];
+      if (room) known = room;
     };
     if (meta) {
       Progress("index");
@@ -161,8 +181,9 @@ class Salvager {
       for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
         const rocksdb::Slice key = it->key();
         auto entry = DecodeIndex(it->value().ToString());
-        if (key.size() == IndexKey(0, 0).size() && entry)
-          note(GetBigEndian(key.data() + 1, 8), *entry);
+        if (key.size() == IndexKey(0, 0).size() && entry) {
+          note(entry->sequence, GetBigEndian(key.data() + 1, 8));
+        }
       }
       if (!it->status().ok()) {
         report_.damage.push_back("meta (the idempotency index): cannot be read to its end (" +
@@ -173,13 +194,17 @@ class Salvager {
       report_.more_may_be_lost = true;
     }
     for (const std::string& bytes : damaged_batches) {
-      IndexPuts puts;
+      BatchContents contents;
       rocksdb::WriteBatch batch(bytes);
-      if (bytes.size() < 12 || !batch.Iterate(&puts).ok()) report_.more_may_be_lost = true;
-      for (const auto& [room, entry] : puts.found) note(room, entry);
+      if (bytes.size() < 12 || !batch.Iterate(&contents).ok() || contents.unknown > 0) {
+        report_.more_may_be_lost = true;
+      }
+      for (const auto& [sequence, room] : contents.records) note(sequence, room);
     }
     std::set<uint64_t> rooms;
-    for (const auto& [sequence, room] : missing) rooms.insert(room);
+    for (const auto& [sequence, room] : missing) {
+      if (room) rooms.insert(*room);
+    }
     report_.lost = missing.size();
     report_.lost_rooms.assign(rooms.begin(), rooms.end());
   }

@@ -34,12 +34,13 @@ struct SalvageReport {
   uint64_t dead_lettered = 0;  // copied into its dead letter (with the lobby's codes)
   uint64_t undecodable = 0;    // of the quarantined: bytes that are no result, kept as they are
   // Stored records that could not be read: those the outbox's idempotency index names, and
-  // those a damaged log record held. Their rooms, sorted (a room read from a damaged log record
-  // is as its bytes say).
+  // those a damaged log record held (by their values or their index entries). The rooms of
+  // those whose room is known, sorted (a room read from a damaged log record is as its bytes
+  // say).
   uint64_t lost = 0;
   std::vector<uint64_t> lost_rooms;
   // Damage that may have hidden more records than are counted in `lost` (an index that could
-  // not be read to its end, a damaged log record that could not be taken apart).
+  // not be read to its end, a damaged log record that could not be taken apart whole).
   bool more_may_be_lost = false;
   // Each damaged or missing part found, in words, in the order found.
   std::vector<std::string> damage;

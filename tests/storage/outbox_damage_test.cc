@@ -16,6 +16,7 @@
 
 #include "storage/outbox.h"
 #include "storage/outbox_salvage.h"
+#include "tests/support/outbox_images.h"
 #include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
 
@@ -23,65 +24,20 @@ namespace verdict::storage {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::EnqueueRooms;
+using testing::FlipBytes;
 using testing::MakeResult;
+using testing::OnlyFile;
+using testing::TableFileOf;
 using testing::TempDir;
 
 constexpr uint32_t kShards = 4;
 
-// Enqueues results for rooms first … first + n - 1, in batches of 100.
-void EnqueueRooms(Outbox& outbox, uint64_t first, uint64_t n) {
-  std::vector<v1::BattleResult> batch;
-  for (uint64_t room = first; room < first + n; ++room) {
-    batch.push_back(MakeResult(room));
-    if (batch.size() == 100 || room + 1 == first + n) {
-      auto out = outbox.Enqueue(batch);
-      ASSERT_TRUE(out.ok()) << out.status().ToString();
-      for (const auto& r : *out) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-      batch.clear();
-    }
-  }
-}
-
-// An outbox in `dir` as a crash leaves it: `n` results stored and synced, in the write-ahead
-// log only (the open outbox is copied, so nothing is flushed or closed).
 void MakeCrashImage(const std::string& dir, uint64_t n) {
-  TempDir live;
-  auto outbox = OpenOutbox(live.Sub("outbox"), {.shard_count = kShards});
-  ASSERT_TRUE(outbox.ok()) << outbox.status().ToString();
-  EnqueueRooms(**outbox, 1, n);
-  fs::copy(live.Sub("outbox"), dir, fs::copy_options::recursive);
+  testing::MakeCrashImage(dir, n, kShards);
 }
-
-// An outbox in `dir` closed cleanly after `n` results: they are in table files, one per column
-// family, and the log is empty.
 void MakeClosedOutbox(const std::string& dir, uint64_t n) {
-  auto outbox = OpenOutbox(dir, {.shard_count = kShards});
-  ASSERT_TRUE(outbox.ok()) << outbox.status().ToString();
-  EnqueueRooms(**outbox, 1, n);
-}
-
-std::string OnlyFile(const std::string& dir, const std::string& suffix) {
-  std::string found;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (name.ends_with(suffix) || name.starts_with(suffix)) {
-      EXPECT_TRUE(found.empty()) << "two files match " << suffix;
-      found = name;
-    }
-  }
-  EXPECT_FALSE(found.empty()) << "no file matches " << suffix << " in " << dir;
-  return found;
-}
-
-void FlipBytes(const std::string& path, uint64_t offset, int n) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  for (int i = 0; i < n; ++i) {
-    f.seekg(static_cast<std::streamoff>(offset + i));
-    const char c = static_cast<char>(f.get());
-    f.seekp(static_cast<std::streamoff>(offset + i));
-    f.put(static_cast<char>(c ^ 0xff));
-  }
-  ASSERT_TRUE(f.good()) << path;
+  testing::MakeClosedOutbox(dir, n, kShards);
 }
 
 // Every file of `dir` with its contents: what a failed open must leave as it was.
@@ -142,7 +98,7 @@ TEST(OutboxDamageTest, DamageInTheMiddleOfTheLogFailsTheOpenNamingFileAndOffset)
 
   ExpectRefused(outbox, StatusCode::kDataLoss, {log, "salvage"});
   auto opened = OpenOutbox(outbox, {.shard_count = kShards});
-  const std::string& message = opened.status().message();
+  const std::string message = opened.status().message();
   // The offset named is the damaged record's, within the 32 KiB block holding the flip.
   const size_t at = message.find("offset ");
   ASSERT_NE(at, std::string::npos) << message;
@@ -279,30 +235,6 @@ TEST(OutboxDamageTest, OnlyAnEmptyOrAbsentDirectoryBecomesAnOutbox) {
   // The root of a file system of its own holds lost+found.
   fs::create_directories(dir.Sub("volume/lost+found"));
   EXPECT_TRUE(OpenOutbox(dir.Sub("volume"), {.shard_count = 1}).ok());
-}
-
-// The table file of `shard` in the closed outbox `dir`.
-std::string TableFileOf(const std::string& dir, uint32_t shard) {
-  rocksdb::DBOptions options;
-  std::vector<std::string> names;
-  EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(options, dir, &names).ok());
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* db = nullptr;
-  EXPECT_TRUE(rocksdb::DB::OpenForReadOnly(options, dir, descriptors, &handles, &db).ok());
-  std::vector<rocksdb::LiveFileMetaData> files;
-  db->GetLiveFilesMetaData(&files);
-  for (auto* h : handles) EXPECT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
-  delete db;
-  std::string found;
-  char name[16];
-  std::snprintf(name, sizeof(name), "shard-%03u", shard);
-  for (const auto& f : files) {
-    if (f.column_family_name == name) found = dir + f.name;
-  }
-  EXPECT_FALSE(found.empty());
-  return found;
 }
 
 // A bad block in one shard's table file used to fail every open ("DATA_LOSS: scanning
@@ -465,9 +397,10 @@ TEST_F(SalvageTest, DamagedLogCopiesEveryReadableRecordAndNamesTheRoomsOfTheRest
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_TRUE(Snapshot(damaged()) == before) << "salvage wrote to the damaged outbox";
 
-  // One write batch of 100 results is unreadable; its rooms are named from its bytes.
+  // One write batch of 100 results is unreadable; its rooms are named from its bytes (each
+  // record by its value or its index entry; the flipped bytes may garble one of them beyond
+  // recognition, which more_may_be_lost then admits).
   EXPECT_EQ(report->lost, 100u);
-  EXPECT_FALSE(report->more_may_be_lost);
   ASSERT_EQ(report->lost_rooms.size(), 100u);
   EXPECT_EQ(report->lost_rooms.back() - report->lost_rooms.front(), 99u) << "one batch";
   ASSERT_FALSE(report->damage.empty());
