@@ -144,6 +144,7 @@ class OutboxImpl final : public Outbox {
   }
 
   ~OutboxImpl() override {
+    for (SideCursor& cursor : side_cursors_) cursor.it.reset();  // before the database closes
     if (!options_.read_only) {
       // A clean close leaves nothing in the log to replay: after a drain that is one delete
       // per acked record, which made the next open take seconds after a million acks.
@@ -348,21 +349,32 @@ class OutboxImpl final : public Outbox {
   Result<std::vector<SideRecord>> ListSidePage(SideArea area, std::optional<uint64_t> room_id,
                                                uint64_t after_sequence,
                                                size_t max_records) override {
-    const std::string lower = SequenceKey(after_sequence + 1);
-    const rocksdb::Slice lower_slice(lower);
-    rocksdb::ReadOptions ro = ScanOptions();
-    ro.iterate_lower_bound = &lower_slice;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, SideCf(area)));
+    // A read-only outbox does not change, so the page after this one continues this page's
+    // iterator: a new one would read the first block of every level-0 table file past the
+    // target again, which made listing a quarantine of large records quadratic in its files.
+    std::lock_guard lock(side_cursor_mu_);
+    SideCursor& cursor = side_cursors_[area == SideArea::kQuarantine ? 0 : 1];
+    std::unique_ptr<rocksdb::Iterator> fresh;
+    rocksdb::Iterator* it = cursor.it.get();
+    if (!options_.read_only || !it || cursor.after != after_sequence || cursor.room != room_id) {
+      fresh.reset(db_->NewIterator(ScanOptions(), SideCf(area)));
+      fresh->Seek(SequenceKey(after_sequence + 1));
+      it = fresh.get();
+    }
     std::vector<SideRecord> out;
     size_t bytes = 0;
-    for (it->Seek(lower); it->Valid() && out.size() < max_records && bytes < kSidePageBytes;
-         it->Next()) {
+    for (; it->Valid() && out.size() < max_records && bytes < kSidePageBytes; it->Next()) {
       SideRecord r = DecodeSide(area, it->key(), it->value());
       if (room_id && (!r.decodable || r.result.room_id() != *room_id)) continue;
       bytes += r.stored_bytes;
       out.push_back(std::move(r));
     }
     VERDICT_RETURN_IF_ERROR(Damaged(it->status(), SideAreaName(area)));
+    if (options_.read_only) {
+      if (fresh) cursor.it = std::move(fresh);
+      cursor.after = out.empty() ? after_sequence : out.back().sequence;
+      cursor.room = room_id;
+    }
     return out;
   }
 
@@ -886,6 +898,14 @@ class OutboxImpl final : public Outbox {
   std::vector<ShardState> shards_;
   mutable std::mutex damage_mu_;
   std::vector<std::string> damage_;  // guarded by damage_mu_: each damaged shard's reason
+  // Where the last ListSidePage of each side area stopped (read-only outboxes only).
+  struct SideCursor {
+    std::unique_ptr<rocksdb::Iterator> it;  // at the entry after the last one returned
+    uint64_t after = 0;                     // the last sequence returned
+    std::optional<uint64_t> room;
+  };
+  std::mutex side_cursor_mu_;
+  SideCursor side_cursors_[2];  // guarded by side_cursor_mu_: quarantine, dead letter
   std::atomic<uint64_t> quarantined_{0};
   std::atomic<uint64_t> dead_lettered_{0};
   std::atomic<bool> needs_resume_{false};
