@@ -1,8 +1,8 @@
 // Outbox: the battle node's durable queue of finished-battle results, hashed into shards by
 // room. The OutboxWriter enqueues, one Deliverer per shard reads, acks and dead-letters, and
-// operators list and redrive. Thread-safety: Enqueue, Redrive and Stats may be called from any
-// thread. ReadShard, Ack and DeadLetter for one shard must come from one thread at a time (its
-// deliverer); different shards and Enqueue may proceed concurrently.
+// operators list and redrive. Thread-safety: Enqueue, Redrive, ListSidePage and Stats may be
+// called from any thread. ReadShard, Ack and DeadLetter for one shard must come from one thread at
+// a time (its deliverer); different shards and Enqueue may proceed concurrently.
 //
 // Durability and crash semantics:
 //  - Enqueue returns OK only after its batch is in the write-ahead log and fsynced: a record
