@@ -384,6 +384,26 @@ class Salvager {
   uint64_t last_progress_ = 0;
 };
 
+// FAILED_PRECONDITION if a process (a node) holds the outbox in `dir`: it would go on writing
+// records the copy misses. Tried only when the outbox has its LOCK file, which taking the lock
+// would otherwise create; a lock this process may not take is not held against it.
+Status RefuseIfInUse(const std::string& dir) {
+  const std::string lock_file = dir + "/LOCK";
+  std::error_code error;
+  if (!fs::exists(lock_file, error)) return Status::Ok();
+  rocksdb::Env* env = rocksdb::Env::Default();
+  rocksdb::FileLock* lock = nullptr;
+  rocksdb::Status s = env->LockFile(lock_file, &lock);
+  if (s.ok()) return internal::FromRocks(env->UnlockFile(lock), "unlocking " + lock_file);
+  const std::string text = s.ToString();
+  if (text.find("While lock file") != std::string::npos ||
+      text.find("lock hold by current process") != std::string::npos) {
+    return FailedPreconditionError(
+        "outbox " + dir + " is in use by a running node; stop it before salvaging (" + text + ")");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<SalvageReport> SalvageOutbox(const std::string& from, const std::string& to,
@@ -397,6 +417,7 @@ Result<SalvageReport> SalvageOutbox(const std::string& from, const std::string& 
   if (!contents->exists || (contents->database_files.empty() && !contents->has_current)) {
     return NotFoundError("no outbox in " + from);
   }
+  VERDICT_RETURN_IF_ERROR(RefuseIfInUse(from));
   VERDICT_RETURN_IF_ERROR(internal::CheckNewOutboxDirectory(to));
 
   SalvageReport report;

@@ -447,7 +447,7 @@ TEST_F(SalvageTest, MissingCurrentIsReadThroughTheNewestManifestWithoutTouchingT
   ExpectEverythingCopiedOrNamed(*report);
 }
 
-TEST_F(SalvageTest, RefusesATargetThatIsNotNew) {
+TEST_F(SalvageTest, RefusesATargetThatIsNotNewOrAnOutboxInUse) {
   fs::create_directories(salvaged());
   std::ofstream(salvaged() + "/keep") << "x";
   auto report = SalvageOutbox(damaged(), salvaged(), {});
@@ -456,6 +456,13 @@ TEST_F(SalvageTest, RefusesATargetThatIsNotNew) {
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(SalvageOutbox(dir_.Sub("nothing"), dir_.Sub("new"), {}).status().code(),
             StatusCode::kNotFound);
+  // A node holding the outbox would write records the copy misses.
+  auto held = OpenOutbox(damaged(), {.shard_count = kShards});
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  auto refused = SalvageOutbox(damaged(), dir_.Sub("new"), {});
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("in use"), std::string::npos)
+      << refused.status().message();
 }
 
 }  // namespace
