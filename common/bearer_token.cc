@@ -1,5 +1,6 @@
 #include "common/bearer_token.h"
 
+#include <cctype>
 #include <cstdio>
 #include <string>
 
@@ -17,6 +18,21 @@ Status CheckBearerToken(std::string_view token) {
                                 "; a token is one word of visible ASCII)");
   }
   return Status::Ok();
+}
+
+std::optional<std::string_view> BearerTokenOf(std::string_view authorization) {
+  constexpr std::string_view kScheme = "bearer";
+  if (authorization.size() <= kScheme.size()) return std::nullopt;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) {
+      return std::nullopt;
+    }
+  }
+  std::string_view rest = authorization.substr(kScheme.size());
+  if (rest.front() != ' ') return std::nullopt;  // "Bearerx …" is another scheme
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  if (rest.empty()) return std::nullopt;
+  return rest;
 }
 
 }  // namespace verdict

@@ -329,7 +329,7 @@ class ShardLoop {
 
   // Reads the next records after what the window holds, on the disk thread (a read may
   // quarantine an undecodable record with a synced write); returns how many. On a storage
-  // error the shard pauses for kReadFailurePauseMs.
+  // error the shard pauses for kReadFailurePauseMs, on DATA_LOSS (a damaged shard) for good.
   awaitable<Result<size_t>> Refill() {
     const size_t want =
         std::min(owner_.options_.read_batch, owner_.options_.max_window - window_.size());
@@ -337,6 +337,13 @@ class ShardLoop {
     const uint64_t wakes = wakes_;
     co_await owner_.OnDiskThread(
         [&] { page = owner_.outbox_.ReadShard(shard_, read_through_, want); });
+    if (page.status().code() == StatusCode::kDataLoss) {
+      // The shard's stored data is damaged: it stays stopped (the outbox reports it) until the
+      // outbox is salvaged; the other shards go on.
+      spdlog::error("shard={}: delivery stopped: {}", shard_, page.status().ToString());
+      shard_until_ms_ = kForever;
+      co_return page.status();
+    }
     if (!page.ok()) {
       spdlog::warn("shard={}: cannot read the outbox: {}", shard_, page.status().ToString());
       shard_until_ms_ = owner_.clock_->MonotonicMs() + kReadFailurePauseMs;

@@ -9,11 +9,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/bearer_token.h"
 #include "common/constant_time.h"
 #include "common/failpoint.h"
 #include "proto/validation.h"
 #include "proto/wire.h"
-#include "server/bearer.h"
 #include "server/problem.h"
 
 namespace verdict::lobby {
@@ -184,7 +184,7 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
 }
 
 std::optional<Caller> SettlementService::Authenticate(const std::string& authorization) const {
-  const std::optional<std::string_view> token = server::BearerToken(authorization);
+  const std::optional<std::string_view> token = BearerTokenOf(authorization);
   if (!token) return std::nullopt;
   std::shared_ptr<const std::vector<NodeToken>> tokens;
   {
@@ -238,7 +238,15 @@ server::HeaderVerdict SettlementService::Judge(const server::RequestHead& head) 
 
 Status SettlementService::CheckTokens(const std::vector<NodeToken>& tokens,
                                       const std::string& admin_token) {
+  if (!admin_token.empty()) {
+    if (Status valid = CheckBearerToken(admin_token); !valid.ok()) {
+      return InvalidArgumentError("the admin token " + valid.message());
+    }
+  }
   for (size_t i = 0; i < tokens.size(); ++i) {
+    if (Status valid = CheckBearerToken(tokens[i].token); !valid.ok()) {
+      return InvalidArgumentError("node " + tokens[i].node_id + "'s token " + valid.message());
+    }
     if (!admin_token.empty() && tokens[i].token == admin_token) {
       return InvalidArgumentError("node " + tokens[i].node_id +
                                   "'s token is the admin token; give each its own");

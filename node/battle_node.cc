@@ -251,6 +251,12 @@ Status BattleNode::Health() const {
   if (writer_ && writer_->stalled()) {
     return UnavailableError("outbox writes are failing; rooms finishing are held back");
   }
+  {
+    std::lock_guard lock(mu_);
+    for (const storage::ShardStats& s : last_stats_.shards) {
+      if (!s.damage.empty()) return DataLossError(s.damage);  // names the shard, stopped alone
+    }
+  }
   return deliverer_ ? deliverer_->Health() : Status::Ok();
 }
 
@@ -350,6 +356,10 @@ void BattleNode::ExportMetrics() {
   registry_.AddLabeledGauge("verdict_node_outbox_oldest_age_seconds",
                             "Age of the oldest waiting result in each shard.", "shard",
                             per_shard([](const auto& s) { return s.oldest_age_ms / 1000.0; }));
+  registry_.AddLabeledGauge(
+      "verdict_node_outbox_shard_damaged",
+      "1 for a shard whose stored data cannot be read: it is stopped, the others deliver.", "shard",
+      per_shard([](const auto& s) { return s.damage.empty() ? 0.0 : 1.0; }));
   registry_.AddGauge("verdict_node_outbox_quarantined", "Results in quarantine.",
                      stat([](const auto& s) { return s.quarantined; }));
   registry_.AddGauge("verdict_node_outbox_dead_lettered", "Results in dead letter.",

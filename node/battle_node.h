@@ -94,8 +94,8 @@ class BattleNode {
   // Nothing waits anywhere: no room is blocked handing over a result, the channel is empty,
   // the writer holds no batch (taken but not yet stored) and every shard is empty.
   bool Drained();
-  // OK, or why the node is unhealthy (outbox writes failing, a delivery loop that keeps
-  // failing).
+  // OK, or why the node is unhealthy (outbox writes failing, a damaged outbox shard, a
+  // delivery loop that keeps failing).
   Status Health() const;
   // OK while the node takes results: UNAVAILABLE while it drains (BeginDrain), shuts down, or
   // cannot write its outbox. /readyz and the ingest endpoints answer 503 with it.

@@ -2,10 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/bearer_token.h"
 #include "common/constant_time.h"
 #include "proto/validation.h"
 #include "proto/wire.h"
-#include "server/bearer.h"
 #include "server/problem.h"
 #include "storage/outbox.h"
 
@@ -130,7 +130,7 @@ void IngestService::SetToken(std::string token) {
 }
 
 bool IngestService::TokenMatches(const std::string& authorization) const {
-  const std::optional<std::string_view> presented = server::BearerToken(authorization);
+  const std::optional<std::string_view> presented = BearerTokenOf(authorization);
   if (!presented) return false;
   std::lock_guard lock(token_mu_);
   return !token_.empty() && ConstantTimeEquals(*presented, token_);

@@ -27,9 +27,11 @@ class ReleasingOutbox final : public storage::Outbox {
                     const std::string& message) override {
     return inner_->DeadLetter(record, code, message);
   }
-  Result<std::vector<storage::SideRecord>> ListSide(storage::SideArea area,
-                                                    std::optional<uint64_t> room_id) override {
-    return inner_->ListSide(area, room_id);
+  Result<std::vector<storage::SideRecord>> ListSidePage(storage::SideArea area,
+                                                        std::optional<uint64_t> room_id,
+                                                        uint64_t after_sequence,
+                                                        size_t max_records) override {
+    return inner_->ListSidePage(area, room_id, after_sequence, max_records);
   }
   Result<storage::RedriveReport> Redrive(storage::SideArea from,
                                          std::optional<uint64_t> room_id) override {

@@ -358,6 +358,15 @@ TEST(CheckTokensTest, RefusesATokenOfTwoNodesAndANodeTokenThatIsTheAdminToken) {
   EXPECT_TRUE(SettlementService::CheckTokens({{"a", "t1"}}, "").ok());
 }
 
+// A token no header can carry (a newline from a file, a space) is refused, never kept unusable.
+TEST(CheckTokensTest, RefusesATokenThatCannotTravelInAHeader) {
+  const Status node = SettlementService::CheckTokens({{"a", "t1\n"}}, "admin");
+  EXPECT_EQ(node.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(node.message().find("node a"), std::string::npos) << node.message();
+  EXPECT_EQ(SettlementService::CheckTokens({{"a", "t1"}}, "two words").code(),
+            StatusCode::kInvalidArgument);
+}
+
 // The readiness monitor answers from the last probe's verdict, and is not ready while a probe
 // runs past its timeout (a database that hangs): with a fake probe and a fake clock.
 TEST(ReadinessMonitorTest, AnswersTheLastVerdictAndNotReadyWhileAProbeOutrunsItsTimeout) {

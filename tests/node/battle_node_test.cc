@@ -22,6 +22,7 @@
 #include "tests/support/failing_outbox.h"
 #include "tests/support/fake_lobby.h"
 #include "tests/support/http_client.h"
+#include "tests/support/outbox_images.h"
 #include "tests/support/process.h"
 #include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
@@ -495,6 +496,46 @@ TEST_F(BattleNodeTest, HealthzReportsADeliveryLoopThatKeepsFailing) {
   EXPECT_TRUE(WaitUntil(
       [&] { return testing::HttpCall((*node)->metrics_port(), "GET", "/healthz").status == 200; },
       30s));
+}
+
+// One bad block in one shard's table file used to stop every shard (the node did not start).
+// That shard stops alone now: /healthz answers 503 naming it, its alert gauge is 1, and the other
+// shards deliver everything they hold.
+TEST_F(BattleNodeTest, DamagedShardStopsAloneWithAnAlertWhileTheOthersDeliver) {
+  constexpr uint32_t kShards = 4;
+  constexpr uint64_t kRooms = 400;
+  testing::MakeClosedOutbox(dir_.path(), kRooms, kShards);
+  testing::FlipBytes(testing::TableFileOf(dir_.path(), 1), 1000, 4);
+  std::set<uint64_t> healthy;
+  for (uint64_t room = 1; room <= kRooms; ++room) {
+    if (storage::RoomShard(room, kShards) != 1) healthy.insert(room);
+  }
+
+  NodeOptions o = Options(lobby_.url());
+  o.shards = kShards;
+  o.metrics_listen = "127.0.0.1:0";
+  auto node = BattleNode::Start(o);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  ASSERT_TRUE(lobby_.WaitForAccepted(healthy.size(), 30s));
+  std::set<uint64_t> delivered;
+  for (const auto& r : lobby_.accepted()) delivered.insert(r.room_id());
+  EXPECT_EQ(delivered, healthy);
+
+  const auto health = testing::HttpCall((*node)->metrics_port(), "GET", "/healthz");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_NE(health.body.find("shard-001"), std::string::npos) << health.body;
+  EXPECT_NE(health.body.find("salvage"), std::string::npos) << health.body;
+  const std::string metrics = testing::HttpCall((*node)->metrics_port(), "GET", "/metrics").body;
+  EXPECT_EQ(testing::MetricValue(metrics, "verdict_node_outbox_shard_damaged{shard=\"1\"}", -1), 1)
+      << metrics;
+  EXPECT_EQ(testing::MetricValue(metrics, "verdict_node_outbox_shard_damaged{shard=\"0\"}", -1), 0);
+  // Results still come in, into every shard.
+  for (uint64_t room = kRooms + 1; room <= kRooms + 8; ++room) {
+    Room r(Seats(room), (*node)->room_context(nullptr, nullptr));
+    r.Abort("test");
+  }
+  EXPECT_TRUE(WaitUntil([&] { return (*node)->stored() == 8; }));
+  EXPECT_EQ((*node)->Health().code(), StatusCode::kDataLoss);
 }
 
 void WriteFile(const std::string& path, const std::string& content) {

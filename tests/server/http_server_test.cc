@@ -18,7 +18,6 @@
 #include <mutex>
 #include <thread>
 
-#include "server/bearer.h"
 #include "server/http_client.h"
 #include "server/problem.h"
 #include "tests/support/temp_dir.h"
@@ -266,17 +265,6 @@ TEST_F(HttpServerTest, AnHttp11RequestNeedsExactlyOneHostHeader) {
   EXPECT_EQ(handler_.headers.load(), 0);
   EXPECT_EQ(status_line("GET /now HTTP/1.1\r\nHost: a\r\n\r\n"), "HTTP/1.1 200 OK");
   EXPECT_EQ(status_line("GET /now HTTP/1.0\r\n\r\n"), "HTTP/1.0 200 OK");
-}
-
-TEST(BearerTokenTest, TheSchemeIsReadInAnyCaseAndTheTokenAfterItsSpaces) {
-  for (const char* header :
-       {"Bearer abc", "bearer abc", "BEARER abc", "bEaReR abc", "Bearer   abc"}) {
-    EXPECT_EQ(BearerToken(header), std::optional<std::string_view>("abc")) << header;
-  }
-  for (const char* header : {"", "Bearer", "Bearer ", "Bearer   ", "Bearerabc", "Bearer\tabc",
-                             " Bearer abc", "Basic abc", "Token abc"}) {
-    EXPECT_FALSE(BearerToken(header).has_value()) << header;
-  }
 }
 
 TEST_F(HttpServerTest, AnIdleConnectionIsClosedAfterTheReadTimeout) {
