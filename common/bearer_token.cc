@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 namespace verdict {
@@ -33,6 +34,32 @@ std::optional<std::string_view> BearerTokenOf(std::string_view authorization) {
   while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
   if (rest.empty()) return std::nullopt;
   return rest;
+}
+
+Result<std::vector<NodeTokenLine>> ParseNodeTokensFile(std::string_view text,
+                                                       const std::string& file_name) {
+  std::vector<NodeTokenLine> lines;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::string where = file_name + ":" + std::to_string(number);
+    std::istringstream fields(line);
+    NodeTokenLine entry;
+    std::string extra;
+    if (!(fields >> entry.node_id >> entry.token) || (fields >> extra)) {
+      return InvalidArgumentError(where + ": expected 'node_id token'");
+    }
+    if (Status valid = CheckBearerToken(entry.token); !valid.ok()) {
+      return InvalidArgumentError(where + ": node " + entry.node_id + "'s token " +
+                                  valid.message());
+    }
+    lines.push_back(std::move(entry));
+  }
+  if (lines.empty()) {
+    return InvalidArgumentError(file_name + " names no node token (is it empty, or cut short?)");
+  }
+  return lines;
 }
 
 }  // namespace verdict

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -22,5 +24,19 @@ Status CheckBearerToken(std::string_view token);
 // `bearer` and `BEARER` too), one or more spaces, then the token; nullopt if the value is not a
 // bearer credential or its token is empty.
 std::optional<std::string_view> BearerTokenOf(std::string_view authorization);
+
+// One line of a node tokens file.
+struct NodeTokenLine {
+  std::string node_id;
+  std::string token;
+};
+
+// The lines of a node tokens file (the lobby's --node-tokens-file, a rescuer's tokens file):
+// `node_id token` on each, lines that are empty or start with '#' skipped; a node may appear on
+// several lines. INVALID_ARGUMENT naming FILE:LINE for a line of another shape or a token that
+// CheckBearerToken refuses (never quoting it), and for text that names no token at all (an empty
+// file, or one cut short while it was written, is not read as "no node").
+Result<std::vector<NodeTokenLine>> ParseNodeTokensFile(std::string_view text,
+                                                       const std::string& file_name);
 
 }  // namespace verdict

@@ -16,6 +16,7 @@
 
 #include "cli/config_file.h"
 #include "cli/log_level.h"
+#include "common/bearer_token.h"
 #include "common/host_port.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
@@ -79,24 +80,12 @@ Result<std::vector<NodeToken>> CollectTokens(const Flags& flags) {
   if (!flags.node_tokens_file.empty()) {
     std::ifstream in(flags.node_tokens_file);
     if (!in) return InvalidArgumentError("cannot read " + flags.node_tokens_file);
-    std::string line;
-    int number = 0;
-    size_t in_file = 0;
-    while (std::getline(in, line)) {
-      ++number;
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream fields(line);
-      std::string node, token, extra;
-      if (!(fields >> node >> token) || (fields >> extra)) {
-        return InvalidArgumentError(flags.node_tokens_file + ":" + std::to_string(number) +
-                                    ": expected 'node_id token'");
-      }
-      tokens.push_back({node, token});
-      ++in_file;
-    }
-    if (in_file == 0) {
-      return InvalidArgumentError(flags.node_tokens_file +
-                                  " names no node token (is it empty, or cut short?)");
+    std::ostringstream text;
+    text << in.rdbuf();
+    auto lines = ParseNodeTokensFile(text.str(), flags.node_tokens_file);
+    if (!lines.ok()) return lines.status();
+    for (NodeTokenLine& line : *lines) {
+      tokens.push_back({std::move(line.node_id), std::move(line.token)});
     }
   }
   VERDICT_RETURN_IF_ERROR(SettlementService::CheckTokens(tokens, flags.admin_token));

@@ -2,10 +2,12 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
 
+#include "common/bearer_token.h"
 #include "proto/wire.h"
 #include "replication/etcd_client.h"
 #include "replication/keys.h"
@@ -29,6 +31,19 @@ Result<std::string> ReadFile(const std::string& path, const std::string& flag) {
   std::stringstream content;
   content << in.rdbuf();
   return content.str();
+}
+
+// node id -> the token a rescue delivers that node's results with, from a node tokens file
+// (common/bearer_token.h); of a node named twice, the last line's.
+Result<std::map<std::string, std::string>> ReadRescueTokens(const std::string& path,
+                                                            const std::string& flag) {
+  auto text = ReadFile(path, flag);
+  if (!text.ok()) return text.status();
+  auto lines = ParseNodeTokensFile(*text, path);
+  if (!lines.ok()) return lines.status();
+  std::map<std::string, std::string> tokens;
+  for (NodeTokenLine& line : *lines) tokens[line.node_id] = std::move(line.token);
+  return tokens;
 }
 
 void AddEtcdFlags(CLI::App* app, ReplicationFlags& flags) {
@@ -162,9 +177,7 @@ Status ApplyReplicationFlags(const ReplicationFlags& flags, NodeOptions& options
 Result<std::unique_ptr<replication::RescueWatcher>> StartRescueWatcher(
     const ReplicationFlags& flags, const NodeOptions& options, metrics::Registry* registry) {
   if (!flags.rescue) return std::unique_ptr<replication::RescueWatcher>();
-  auto text = ReadFile(flags.rescue_tokens_file, "--rescue-tokens-file");
-  if (!text.ok()) return text.status();
-  auto tokens = replication::ParseNodeTokens(*text, flags.rescue_tokens_file);
+  auto tokens = ReadRescueTokens(flags.rescue_tokens_file, "--rescue-tokens-file");
   if (!tokens.ok()) return tokens.status();
   replication::RescueWatcherOptions watch;
   watch.rescue.etcd = options.replication.etcd;
@@ -183,9 +196,7 @@ Result<std::unique_ptr<replication::RescueWatcher>> StartRescueWatcher(
 int RunRescue(const ReplicationFlags& flags) {
   auto etcd = EtcdOptionsFrom(flags, flags.from);
   if (!etcd.ok()) return Fail(etcd.status().message());
-  auto text = ReadFile(flags.rescue_tokens_file, "--tokens-file");
-  if (!text.ok()) return Fail(text.status().message());
-  auto tokens = replication::ParseNodeTokens(*text, flags.rescue_tokens_file);
+  auto tokens = ReadRescueTokens(flags.rescue_tokens_file, "--tokens-file");
   if (!tokens.ok()) return Fail(tokens.status().message());
   auto token = tokens->find(flags.node_id);
   if (token == tokens->end()) {

@@ -1,7 +1,6 @@
 #include "replication/rescue.h"
 
 #include <filesystem>
-#include <sstream>
 
 #include <spdlog/spdlog.h>
 
@@ -147,24 +146,6 @@ Result<RescueReport> RescueNode(const std::string& node_id, const std::string& t
   report.delivered = report.found - report.left - report.refused;
   std::filesystem::remove_all(dir, ec);
   return report;
-}
-
-Result<std::map<std::string, std::string>> ParseNodeTokens(const std::string& text,
-                                                           const std::string& file_name) {
-  std::map<std::string, std::string> tokens;
-  std::istringstream in(text);
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    std::istringstream fields(line);
-    std::string node, token, extra;
-    if (!(fields >> node) || node[0] == '#') continue;
-    if (!(fields >> token) || (fields >> extra)) {
-      return InvalidArgumentError(file_name + ":" + std::to_string(number) +
-                                  ": expected 'node_id token'");
-    }
-    tokens[node] = token;
-  }
-  return tokens;
 }
 
 RescueWatcher::RescueWatcher(RescueWatcherOptions options, metrics::Registry* registry)

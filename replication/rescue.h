@@ -57,11 +57,6 @@ Result<RescueReport> RescueNode(const std::string& node_id, const std::string& t
                                 const RescueOptions& options,
                                 const std::atomic<bool>* cancel = nullptr);
 
-// The "node_id token" lines of a token file, as the lobby's --node-tokens-file has them (blank
-// lines and lines starting with '#' skipped). INVALID_ARGUMENT naming the line otherwise.
-Result<std::map<std::string, std::string>> ParseNodeTokens(const std::string& text,
-                                                           const std::string& file_name);
-
 struct RescueWatcherOptions {
   RescueOptions rescue;
   // The watching node, never rescued by itself.
