@@ -530,10 +530,7 @@ TEST_F(BattleNodeTest, DamagedShardStopsAloneWithAnAlertWhileTheOthersDeliver) {
       << metrics;
   EXPECT_EQ(testing::MetricValue(metrics, "verdict_node_outbox_shard_damaged{shard=\"0\"}", -1), 0);
   // Results still come in, into every shard.
-  for (uint64_t room = kRooms + 1; room <= kRooms + 8; ++room) {
-    Room r(Seats(room), (*node)->room_context(nullptr, nullptr));
-    r.Abort("test");
-  }
+  for (uint64_t room = kRooms + 1; room <= kRooms + 8; ++room) AbortRoom(**node, room);
   EXPECT_TRUE(WaitUntil([&] { return (*node)->stored() == 8; }));
   EXPECT_EQ((*node)->Health().code(), StatusCode::kDataLoss);
 }
