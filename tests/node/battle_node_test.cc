@@ -1,6 +1,6 @@
 // The node's plumbing: backpressure when the outbox cannot write (P6), shutdown storing what
 // is queued, a restarted node delivering what the previous one stored, the derived gauges on a
-// simulated clock, /healthz, and verdict-node reloading its token on SIGHUP.
+// simulated clock, /healthz, verdict-node reloading its token on SIGHUP, and on_replicated.
 #include "node/battle_node.h"
 
 #include <gtest/gtest.h>
@@ -13,12 +13,14 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "proto/wire.h"
 #include "tests/support/battle_node_peer.h"
+#include "tests/support/etcd_cluster.h"
 #include "tests/support/failing_outbox.h"
 #include "tests/support/fake_lobby.h"
 #include "tests/support/http_client.h"
@@ -176,6 +178,41 @@ TEST_F(BattleNodeTest, NegativeControlDroppingFailedBatchesIsCaught) {
   ASSERT_TRUE(WaitUntil([&] { return Peer::results(*node).size() == 0; }));
   failing_->set_fail_writes(false);
   EXPECT_LT(StoredRooms(Peer::outbox(*node)).size(), 12u) << "lost results went unnoticed";
+}
+
+// The embedding API's second state after "stored": on_replicated names each finished room once
+// its copy is in etcd, while the lobby is away (replication does not wait for a receipt).
+TEST_F(BattleNodeTest, OnReplicatedNamesEachFinishedRoomOnceItsCopyIsInEtcd) {
+  if (!testing::EtcdCluster::Installed()) {
+    if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "etcd is not installed (etcd-server)";
+    GTEST_SKIP() << "etcd is not installed (etcd-server)";
+  }
+  testing::TempDir etcd_dir;
+  auto etcd = testing::EtcdCluster::Start(etcd_dir.path(), 1);
+  ASSERT_NE(etcd, nullptr);
+  NodeOptions o = Options(testing::UnreachableUrl());
+  ASSERT_TRUE(replication::ParseEtcdUrl(etcd->url(), &o.replication.etcd).ok());
+  std::mutex mu;
+  std::multiset<uint64_t> replicated;
+  o.on_replicated = [&](const std::vector<replication::ReplicatedResult>& results) {
+    std::lock_guard lock(mu);
+    for (const auto& r : results) {
+      EXPECT_TRUE(r.status.ok()) << r.room_id << ": " << r.status.ToString();
+      replicated.insert(r.room_id);
+    }
+  };
+  auto node = BattleNode::Start(o);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  for (uint64_t room = 1; room <= 3; ++room) AbortRoom(**node, room);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        std::lock_guard lock(mu);
+        return replicated.size() >= 3;
+      },
+      20s));
+  EXPECT_EQ((*node)->Shutdown(), 0u);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(replicated, (std::multiset<uint64_t>{1, 2, 3}));
 }
 
 TEST_F(BattleNodeTest, ShutdownStoresWhatTheChannelHolds) {
