@@ -386,7 +386,7 @@ double Gauge(const std::string& text, const std::string& name) {
   return testing::MetricValue(text, name, std::nan(""));
 }
 
-// The derived gauges of DESIGN §6 on a simulated clock, against figures worked out by hand:
+// The derived gauges of docs/design.md §6 on a simulated clock, against figures worked out by hand:
 // R and C are the results stored and resolved over the samples' span, T = D / (S x R) with S the
 // mean record size (2 KiB when the outbox is empty), and the drain ETA N / (C - R). The outbox
 // answers with pinned figures (N, its bytes, D); stored and resolved move only when the test
@@ -531,8 +531,9 @@ TEST_F(BattleNodeTest, DamagedShardStopsAloneWithAnAlertWhileTheOthersDeliver) {
   EXPECT_EQ(testing::MetricValue(metrics, "verdict_node_outbox_shard_damaged{shard=\"0\"}", -1), 0);
   // Results still come in, into every shard.
   for (uint64_t room = kRooms + 1; room <= kRooms + 8; ++room) {
-    Room r(Seats(room), (*node)->room_context(nullptr, nullptr));
-    r.Abort("test");
+    auto r = (*node)->AddRoom(Seats(room));
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_TRUE(r->Abort("test").ok());
   }
   EXPECT_TRUE(WaitUntil([&] { return (*node)->stored() == 8; }));
   EXPECT_EQ((*node)->Health().code(), StatusCode::kDataLoss);
