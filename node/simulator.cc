@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log.h"
+
 namespace verdict::node {
 namespace {
 
@@ -176,7 +178,7 @@ void Simulator::Play::PlayAllocated(Clock::time_point now, std::vector<uint64_t>
   }
   ++next_room_id_;
   pending_.reset();
-  if (outage_logged_) spdlog::info("simulator: lobby takes allocations again");
+  if (outage_logged_) Log().info("simulator: lobby takes allocations again");
   outage_logged_ = false;
 }
 
@@ -185,8 +187,8 @@ void Simulator::Play::PauseForLobby(Clock::time_point now, const AllocateReply& 
   ++sim_.failures_;
   paused_until_ = now + kLobbyAwayPause;
   if (!outage_logged_) {
-    spdlog::warn("simulator: cannot allocate rooms ({} {}); battles in play go on", reply.status,
-                 reply.code.empty() ? "unreachable" : reply.code);
+    Log().warn("simulator: cannot allocate rooms ({} {}); battles in play go on", reply.status,
+               reply.code.empty() ? "unreachable" : reply.code);
     outage_logged_ = true;
   }
 }

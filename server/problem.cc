@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log.h"
 #include "proto/wire.h"
 #include "verdict/v1/verdict.pb.h"
 
@@ -45,8 +46,7 @@ HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::str
     reply.body = std::move(*body);
   } else {
     // The status and headers still say what happened.
-    spdlog::error("a {} problem goes out without its body: {}", info.code,
-                  body.status().ToString());
+    Log().error("a {} problem goes out without its body: {}", info.code, body.status().ToString());
   }
   if (code == ErrorCode::kUnavailable) {
     reply.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
