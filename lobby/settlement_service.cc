@@ -35,7 +35,8 @@ std::optional<uint64_t> ParseId(std::string_view s) {
   return v;
 }
 
-constexpr std::string_view kBatchPath = "/v1/settlements:batch";
+constexpr std::string_view kBatchPath = wire::kSettlementsBatchPath;
+constexpr std::string_view kSettlePath = wire::kSettlementsPath;
 constexpr std::string_view kReceiptPrefix = "/v1/settlements/";
 constexpr std::string_view kPlayerPrefix = "/v1/players/";
 
@@ -83,7 +84,7 @@ std::optional<Endpoint> EndpointOf(std::string_view path) {
   if (path == "/metrics") return Endpoint::kMetrics;
   if (path == "/v1/events") return Endpoint::kEvents;
   if (path == "/v1/rooms") return Endpoint::kRooms;
-  if (path == "/v1/settlements") return Endpoint::kSettle;
+  if (path == kSettlePath) return Endpoint::kSettle;
   if (path == kBatchPath) return Endpoint::kBatch;
   if (path.starts_with(kReceiptPrefix)) return Endpoint::kReceipt;
   if (path.starts_with(kPlayerPrefix)) return Endpoint::kPlayer;
@@ -390,7 +391,7 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
 void SettlementService::PostSettlement(const HttpRequest& request, const Caller& caller,
                                        std::shared_ptr<Cancellation> cancel, ReplyFn done) {
   const auto started = std::chrono::steady_clock::now();
-  const std::string path = "/v1/settlements";
+  const std::string path(kSettlePath);
   // Counts the reply by its code and sends it.
   auto answer = [this, started, done](const char* code, HttpReply r) {
     settlements_.Add(code);
@@ -545,7 +546,7 @@ void SettlementService::FinishBatch(BatchReply& batch) {
 HttpReply SettlementService::SettlementReply(const HttpRequest& request,
                                              const Result<SettleOutcome>& outcome,
                                              uint64_t room_id) {
-  const std::string path = "/v1/settlements";
+  const std::string path(kSettlePath);
   if (!outcome.ok()) return FailureReply(outcome.status(), path);
   if (auto refused = RefusalOf(*outcome)) {
     return ProblemReply(refused->code, refused->detail, path, options_.retry_after_s);
@@ -735,10 +736,10 @@ HttpReply SettlementService::GetSettlement(const HttpRequest& request, const Cal
                                            uint64_t room_id) {
   auto receipt = store_.GetReceipt(
       room_id, caller.admin ? std::nullopt : std::optional<std::string>(caller.node_id));
-  if (!receipt.ok()) return FailureReply(receipt.status(), "/v1/settlements");
+  if (!receipt.ok()) return FailureReply(receipt.status(), std::string(kSettlePath));
   if (!receipt->has_value()) {
     return ProblemReply(ErrorCode::kRoomUnknown, "no settlement of this room is visible to you",
-                        "/v1/settlements");
+                        std::string(kSettlePath));
   }
   v1::SettlementReceipt r = **receipt;
   r.set_duplicate(true);  // a read of an existing settlement
