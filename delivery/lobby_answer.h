@@ -1,5 +1,5 @@
-// What the lobby's answer to a delivery means for the records it was about (DESIGN §3): ack on
-// the lobby's receipt, dead-letter on a problem that says `retryable: false`, pause every shard
+// What the lobby's answer to a delivery means for the records it was about (docs/design.md §3): ack
+// on the lobby's receipt, dead-letter on a problem that says `retryable: false`, pause every shard
 // on a refused token, fall back to single requests where the batch path is missing, and retry
 // anything else. Pure functions of the answer, used by the deliverer's shard loops.
 // Thread-safe.

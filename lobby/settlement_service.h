@@ -205,7 +205,8 @@ class SettlementService {
   metrics::Histogram& batch_rooms_;
 };
 
-// sha256 of the deterministic serialization: the payload fingerprint of DESIGN §3 (32 bytes).
+// sha256 of the deterministic serialization: the payload fingerprint of docs/design.md §3 (32
+// bytes).
 std::string Fingerprint(const v1::BattleResult& result);
 
 }  // namespace verdict::lobby

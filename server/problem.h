@@ -1,5 +1,5 @@
-// The error contract that the lobby and the node's ingest both answer with (DESIGN §3): each
-// error code with its HTTP status and whether a client may retry, rendered as
+// The error contract that the lobby and the node's ingest both answer with (docs/design.md §3):
+// each error code with its HTTP status and whether a client may retry, rendered as
 // application/problem+json (RFC 9457) with `code` and `retryable` members. Stateless;
 // thread-safe.
 #pragma once

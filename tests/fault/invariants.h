@@ -1,6 +1,6 @@
 // The fault suite's invariant checker: after the faults stop and the node has drained, it
 // holds the database, the node's outbox listing and the node's log of results it reported
-// stored to verdict's promises (DESIGN.md §1):
+// stored to verdict's promises (docs/design.md §1):
 //   P1  every result the node reported stored has exactly one receipt, or is in the outbox's
 //       quarantine or dead letter with a reason; nothing is left pending;
 //   P2  every player's games, wins, losses, draws and Elo equal the sum over their settled
@@ -11,7 +11,7 @@
 //   P4  every record set aside names its reason; the undecodable ones are exactly those the
 //       suite wrote.
 // Rooms allocated whose result was never reported stored (the node was killed mid-battle, the
-// honest limit of DESIGN.md §1) are counted, not violations.
+// honest limit of docs/design.md §1) are counted, not violations.
 #pragma once
 
 #include <cstdint>
