@@ -53,6 +53,8 @@ const char* CodeOf(SettleStatus status) {
       return "OUTCOME_CONFLICT";
     case SettleStatus::kIdempotencyMismatch:
       return "IDEMPOTENCY_MISMATCH";
+    case SettleStatus::kOriginalExpired:
+      return "ORIGINAL_EXPIRED";
     case SettleStatus::kRosterMismatch:
     case SettleStatus::kBusy:
       break;
@@ -70,6 +72,9 @@ ErrorCode ProblemOf(const Status& failed) {
 const char* CodeOf(const Result<SettleOutcome>& outcome) {
   return outcome.ok() ? CodeOf(outcome->status) : InfoOf(ProblemOf(outcome.status())).code;
 }
+
+constexpr const char* kOriginalExpiredDetail =
+    "the room was settled, and its receipt is past retention: the result was delivered before";
 
 }  // namespace
 
@@ -92,6 +97,9 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
           "Settlement requests by outcome: OK, DUPLICATE or the error code.", "code")),
       allocations_(registry.AddLabeledCounter("verdict_lobby_allocations_total",
                                               "Room allocations by outcome.", "code")),
+      room_actions_(registry.AddLabeledCounter(
+          "verdict_lobby_room_actions_total",
+          "Rooms an operator released to a pending settlement or aborted.", "action")),
       settle_latency_(registry.AddHistogram("verdict_lobby_settle_seconds",
                                             "Time to answer a settlement request.")),
       coalesced_(registry.AddCounter(
@@ -138,7 +146,8 @@ namespace {
 // The endpoints that need a token (all but health, readiness, metrics and events).
 bool NeedsToken(std::string_view path) {
   return path == "/v1/rooms" || path == "/v1/settlements" || path == kBatchPath ||
-         path.starts_with("/v1/settlements/") || path.starts_with("/v1/players/");
+         path.starts_with("/v1/rooms/") || path.starts_with("/v1/settlements/") ||
+         path.starts_with("/v1/players/");
 }
 
 HttpReply Unauthenticated(std::string_view path) {
@@ -169,23 +178,79 @@ bool SettlementService::HasToken(const std::string& node_id) const {
   return false;
 }
 
-Result<int64_t> SettlementService::ParseEventsAfter(const std::string& target) {
+namespace {
+
+// The value of `name` in `target`'s query, or nullopt if it has none.
+std::optional<std::string_view> QueryValue(const std::string& target, std::string_view name) {
   const size_t q = target.find('?');
-  if (q == std::string::npos) return int64_t{0};
+  if (q == std::string::npos) return std::nullopt;
   std::string_view query = std::string_view(target).substr(q + 1);
   while (!query.empty()) {
     const std::string_view pair = query.substr(0, query.find('&'));
     query.remove_prefix(std::min(query.size(), pair.size() + 1));
-    if (!pair.starts_with("after=")) continue;
-    const std::string_view value = pair.substr(6);
-    int64_t after = 0;
-    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), after);
-    if (ec != std::errc() || end != value.data() + value.size() || after < 0) {
-      return InvalidArgumentError("after must be a non-negative event id");
+    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+      return pair.substr(name.size() + 1);
     }
-    return after;
   }
-  return int64_t{0};
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<std::string> SettlementService::ParseEventsEpoch(const std::string& target) {
+  const auto value = QueryValue(target, "epoch");
+  if (!value) return std::string();
+  if (value->empty() || value->size() > 64 ||
+      value->find_first_not_of("0123456789abcdef") != std::string_view::npos) {
+    return InvalidArgumentError("epoch must be the feed's epoch, in lowercase hex digits");
+  }
+  return std::string(*value);
+}
+
+Result<int64_t> SettlementService::ParseEventsAfter(const std::string& target) {
+  const auto value = QueryValue(target, "after");
+  if (!value) return int64_t{0};
+  int64_t after = 0;
+  auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), after);
+  if (ec != std::errc() || end != value->data() + value->size() || after < 0) {
+    return InvalidArgumentError("after must be a non-negative event id");
+  }
+  return after;
+}
+
+std::optional<HttpReply> SettlementService::RefuseEventsCursor(const FeedState& feed, int64_t after,
+                                                               const std::string& epoch,
+                                                               const std::string& instance) {
+  v1::ProblemDetails where;
+  v1::FeedPosition* position_of = where.mutable_feed();
+  position_of->set_epoch(feed.epoch);
+  position_of->set_head_event_id(static_cast<uint64_t>(feed.head));
+  position_of->set_trimmed_through(static_cast<uint64_t>(feed.trimmed_through));
+  position_of->set_oldest_event_id(static_cast<uint64_t>(feed.oldest));
+  const std::string position = "; the feed's epoch is " + feed.epoch + ", its head " +
+                               std::to_string(feed.head) + ", and it holds every event after " +
+                               std::to_string(feed.trimmed_through);
+  if (!epoch.empty() && epoch != feed.epoch) {
+    return ProblemReply(ErrorCode::kEpochChanged,
+                        "the cursor is from epoch " + epoch +
+                            ", another history of the feed (a restore): its event ids may now "
+                            "name other events" +
+                            position,
+                        instance, where);
+  }
+  if (after > feed.head) {
+    return ProblemReply(
+        ErrorCode::kCursorAhead,
+        "the cursor " + std::to_string(after) + " is beyond the feed's head" + position, instance,
+        where);
+  }
+  if (after < feed.trimmed_through) {
+    return ProblemReply(ErrorCode::kCursorTrimmed,
+                        "events after the cursor " + std::to_string(after) +
+                            " are past retention and gone" + position,
+                        instance, where);
+  }
+  return std::nullopt;
 }
 
 void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cancellation> cancel,
@@ -212,6 +277,20 @@ void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cance
   if (path == kBatchPath) {
     if (!post) return done(ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path));
     return PostSettlementBatch(request, *caller, std::move(cancel), std::move(done));
+  }
+  if (path.starts_with("/v1/rooms/")) {  // "/v1/rooms/{room_id}:release" or ":abort"
+    const size_t colon = path.rfind(':');
+    const std::string action = colon == std::string::npos ? "" : path.substr(colon + 1);
+    if (action != "release" && action != "abort") {
+      return done(ProblemReply(ErrorCode::kNotFound, "no such endpoint", path));
+    }
+    if (!post) return done(ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path));
+    const auto room = IdAfter(std::string_view(path).substr(0, colon), "/v1/rooms/");
+    if (!room) {
+      return done(ProblemReply(ErrorCode::kInvalidArgument,
+                               "the id in the path must be a positive integer", path));
+    }
+    return PostRoomAction(request, *caller, *room, action, std::move(done));
   }
   done(Route(request, *caller, path));
 }
@@ -277,14 +356,19 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
       return ProblemReply(
           ErrorCode::kPlayerBusy,
           "player " + std::to_string(outcome->busy_player) + " is already in another battle", path);
+    case AllocateStatus::kRoomIdReused:
+      allocations_.Add("ROOM_ID_REUSED");
+      return ProblemReply(ErrorCode::kRoomIdReused,
+                          "room " + std::to_string(allocation.room_id()) +
+                              " was settled before; room ids are never reused",
+                          path);
     case AllocateStatus::kRoomExists:
       break;
   }
   allocations_.Add("ROOM_EXISTS");
   return ProblemReply(ErrorCode::kRoomExists,
                       "room " + std::to_string(allocation.room_id()) +
-                          " was already allocated differently or settled; room ids are never "
-                          "reused",
+                          " is already allocated differently; room ids are never reused",
                       path);
 }
 
@@ -395,6 +479,8 @@ void SetItem(v1::SettlementItem* item, const Result<SettleOutcome>& outcome, uin
     case SettleStatus::kIdempotencyMismatch:
       return SetProblem(item, ErrorCode::kIdempotencyMismatch,
                         "the room was already settled with a different payload");
+    case SettleStatus::kOriginalExpired:
+      return SetProblem(item, ErrorCode::kOriginalExpired, kOriginalExpiredDetail);
     case SettleStatus::kRosterMismatch:
     case SettleStatus::kBusy:
       break;
@@ -498,6 +584,8 @@ HttpReply SettlementService::SettlementReply(const HttpRequest& request,
     case SettleStatus::kIdempotencyMismatch:
       return ProblemReply(ErrorCode::kIdempotencyMismatch,
                           "the room was already settled with a different payload", path);
+    case SettleStatus::kOriginalExpired:
+      return ProblemReply(ErrorCode::kOriginalExpired, kOriginalExpiredDetail, path);
     case SettleStatus::kRosterMismatch:
     case SettleStatus::kBusy:
       break;
@@ -688,6 +776,12 @@ HttpReply SettlementService::GetSettlement(const HttpRequest& request, const Cal
       room_id, caller.admin ? std::nullopt : std::optional<std::string>(caller.node_id));
   if (!receipt.ok()) return FailureReply(receipt.status(), "/v1/settlements");
   if (!receipt->has_value()) {
+    auto expired = store_.ReceiptExpired(
+        room_id, caller.admin ? std::nullopt : std::optional<std::string>(caller.node_id));
+    if (!expired.ok()) return FailureReply(expired.status(), "/v1/settlements");
+    if (*expired) {
+      return ProblemReply(ErrorCode::kOriginalExpired, kOriginalExpiredDetail, "/v1/settlements");
+    }
     return ProblemReply(ErrorCode::kRoomUnknown, "no settlement of this room is visible to you",
                         "/v1/settlements");
   }

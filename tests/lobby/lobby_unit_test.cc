@@ -279,6 +279,41 @@ TEST(ParseEventsAfterTest, ReadsTheQuery) {
   EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?x=1&after=7"), 7);
   EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=-1").ok());
   EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=1x").ok());
+  EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=").ok());
+  EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?afterwards=3"), 0);
+}
+
+TEST(ParseEventsEpochTest, ReadsTheQuery) {
+  EXPECT_EQ(*SettlementService::ParseEventsEpoch("/v1/events?after=3"), "");
+  EXPECT_EQ(*SettlementService::ParseEventsEpoch("/v1/events?after=3&epoch=0a1b"), "0a1b");
+  for (const char* bad : {"/v1/events?epoch=", "/v1/events?epoch=XYZ", "/v1/events?epoch=%20"}) {
+    EXPECT_FALSE(SettlementService::ParseEventsEpoch(bad).ok()) << bad;
+  }
+}
+
+// Where the feed can continue from: every cursor from the trim mark to the head, in its epoch.
+TEST(RefuseEventsCursorTest, RefusesWhatTheFeedCannotContinue) {
+  const FeedState feed{"00aa", /*head=*/10, /*trimmed_through=*/4, /*oldest=*/5};
+  const auto code = [&](int64_t after, const std::string& epoch) -> std::string {
+    auto refused = SettlementService::RefuseEventsCursor(feed, after, epoch, "/v1/events");
+    if (!refused) return "OK";
+    v1::ProblemDetails problem;
+    std::string error;
+    EXPECT_TRUE(wire::DecodeBody(refused->body, wire::BodyFormat::kJson, &problem, &error));
+    EXPECT_EQ(problem.feed().head_event_id(), 10u);
+    EXPECT_EQ(problem.feed().trimmed_through(), 4u);
+    EXPECT_EQ(problem.feed().oldest_event_id(), 5u);
+    EXPECT_EQ(problem.feed().epoch(), "00aa");
+    return problem.code() + "/" + std::to_string(refused->status);
+  };
+  EXPECT_EQ(code(4, ""), "OK");
+  EXPECT_EQ(code(10, "00aa"), "OK");
+  EXPECT_EQ(code(11, ""), "CURSOR_AHEAD/409");
+  EXPECT_EQ(code(3, ""), "CURSOR_TRIMMED/410");
+  EXPECT_EQ(code(0, "00aa"), "CURSOR_TRIMMED/410");
+  EXPECT_EQ(code(5, "00bb"), "EPOCH_CHANGED/409") << "the epoch is judged first";
+  // The other problems carry no feed position.
+  EXPECT_EQ(ProblemReply(ErrorCode::kRoomUnknown, "x", "/y").body.find("feed"), std::string::npos);
 }
 
 }  // namespace
