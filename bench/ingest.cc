@@ -109,9 +109,10 @@ class SyncTimingOutbox final : public storage::Outbox {
                     const std::string& message) override {
     return outbox_.DeadLetter(record, code, message);
   }
-  Result<std::vector<storage::SideRecord>> ListSide(storage::SideArea area,
-                                                    std::optional<uint64_t> room) override {
-    return outbox_.ListSide(area, room);
+  Result<std::vector<storage::SideRecord>> ListSidePage(storage::SideArea area,
+                                                        std::optional<uint64_t> room,
+                                                        uint64_t after, size_t max) override {
+    return outbox_.ListSidePage(area, room, after, max);
   }
   Result<storage::RedriveReport> Redrive(storage::SideArea from,
                                          std::optional<uint64_t> room) override {
@@ -164,8 +165,8 @@ class BareLog final : public storage::Outbox {
   Status DeadLetter(const storage::OutboxRecord&, const std::string&, const std::string&) override {
     return Refused();
   }
-  Result<std::vector<storage::SideRecord>> ListSide(storage::SideArea,
-                                                    std::optional<uint64_t>) override {
+  Result<std::vector<storage::SideRecord>> ListSidePage(storage::SideArea, std::optional<uint64_t>,
+                                                        uint64_t, size_t) override {
     return Refused();
   }
   Result<storage::RedriveReport> Redrive(storage::SideArea, std::optional<uint64_t>) override {

@@ -1,5 +1,8 @@
 #include "common/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace verdict {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -33,5 +36,16 @@ std::string Status::ToString() const {
   out += message_;
   return out;
 }
+
+namespace internal {
+
+void DieOfValueOfError(const Status& status) {
+  std::fprintf(stderr, "verdict: value() of a Result holding an error: %s\n",
+               status.ToString().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace internal
 
 }  // namespace verdict

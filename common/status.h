@@ -66,7 +66,15 @@ inline Status UnavailableError(std::string m) {
 inline Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::move(m)); }
 inline Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 
-// Either a value or a non-OK Status.
+namespace internal {
+// Ends the process with "value() of a Result holding an error: <status>" on stderr: what
+// Result<T>::value() does when there is no value (a caller's bug, as with absl::StatusOr).
+[[noreturn]] void DieOfValueOfError(const Status& status);
+}  // namespace internal
+
+// Either a value or a non-OK Status. Reading the value of an error (value(), * or ->) is a
+// caller's bug: it aborts the process naming the status, and never throws (no exception crosses
+// the library boundary). Test ok() first.
 template <typename T>
 class [[nodiscard]] Result {
  public:
@@ -81,15 +89,28 @@ class [[nodiscard]] Result {
   bool ok() const { return std::holds_alternative<T>(v_); }
   Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
 
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  T& value() & {
+    CheckValue();
+    return *std::get_if<T>(&v_);
+  }
+  const T& value() const& {
+    CheckValue();
+    return *std::get_if<T>(&v_);
+  }
+  T&& value() && {
+    CheckValue();
+    return std::move(*std::get_if<T>(&v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
  private:
+  void CheckValue() const {
+    if (!ok()) internal::DieOfValueOfError(*std::get_if<Status>(&v_));
+  }
+
   std::variant<T, Status> v_;
 };
 

@@ -29,6 +29,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/bearer_token.h"
 #include "common/failpoint.h"
 #include "common/host_port.h"
 #include "delivery/http_client.h"
@@ -100,17 +101,20 @@ class Deliverer::Impl {
 
   // The token for the next attempt, and what the lobby said about one.
   std::string Token() const;
-  void SetToken(std::string token);
+  Status SetToken(std::string token);
   // Acceptances so far: an attempt notes it when sent, so a refusal that was overtaken by an
   // acceptance is recognised as stale.
   uint64_t auth_acceptances() const { return auth_acceptances_.load(); }
-  // Pauses every shard (a backoff doubling per refusal in a row) unless the refused attempt is
-  // stale: the token was replaced, or another attempt was accepted, since it was sent. One
-  // error line when the refusals begin.
+  // Every lobby URL refused the token, in a row, to one shard: pauses every shard (a backoff
+  // doubling per refusal in a row) unless the refused attempt is stale: the token was replaced,
+  // or another attempt was accepted, since it was sent. One error line when the refusals begin.
   void OnAuthRejected(const std::string& cause, const std::string& token_used,
                       uint64_t acceptances_when_sent);
-  // The lobby accepted the token: ends the pause and the alert.
-  void OnAuthAccepted();
+  // The lobby at `endpoint` refused the token and the shard moves on to the next URL: one
+  // warning per URL until that URL accepts the token again.
+  void OnEndpointRefusedToken(size_t endpoint, const std::string& cause);
+  // The lobby at `endpoint` accepted the token: ends the pause and the alert.
+  void OnAuthAccepted(size_t endpoint);
   // Until when every shard waits because the token was refused (0: no pause).
   int64_t auth_paused_until_ms() const { return auth_paused_until_ms_.load(); }
 
@@ -154,8 +158,10 @@ class Deliverer::Impl {
   void LoopDone();
 
   mutable std::mutex auth_mu_;
-  std::string token_;      // guarded by auth_mu_
-  int auth_refusals_ = 0;  // in a row; guarded by auth_mu_
+  std::string token_;                       // guarded by auth_mu_
+  int auth_refusals_ = 0;                   // in a row; guarded by auth_mu_
+  std::vector<bool> endpoint_refuses_;      // per URL, logged as refusing; guarded by auth_mu_
+  std::atomic<int> endpoints_refusing_{0};  // how many of endpoint_refuses_ are true
   std::atomic<int64_t> auth_paused_until_ms_{0};
   std::atomic<bool> auth_failing_{false};
   std::atomic<uint64_t> auth_acceptances_{0};
@@ -224,9 +230,16 @@ class ShardLoop {
     return ++failures_in_row_;
   }
 
-  // OK unless the loop failed `threshold` times in a row without resolving a record since.
+  // OK unless the lobby refuses this shard's requests as a whole, or the loop failed
+  // `threshold` times in a row without resolving a record since.
   Status Health(int threshold) const {
     std::lock_guard lock(health_mu_);
+    if (!request_refused_.empty()) {
+      return UnavailableError("shard " + std::to_string(shard_) +
+                              ": the lobby refuses this node's requests as a whole (" +
+                              request_refused_ +
+                              "); their results are kept and retried, none is dead-lettered");
+    }
     if (failures_in_row_ < threshold) return Status::Ok();
     return UnavailableError("delivery loop of shard " + std::to_string(shard_) + " failed " +
                             std::to_string(failures_in_row_) + " times in a row: " + last_failure_);
@@ -317,7 +330,7 @@ class ShardLoop {
 
   // Reads the next records after what the window holds, on the disk thread (a read may
   // quarantine an undecodable record with a synced write); returns how many. On a storage
-  // error the shard pauses for kReadFailurePauseMs.
+  // error the shard pauses for kReadFailurePauseMs, on DATA_LOSS (a damaged shard) for good.
   awaitable<Result<size_t>> Refill() {
     const size_t want =
         std::min(owner_.options_.read_batch, owner_.options_.max_window - window_.size());
@@ -325,6 +338,13 @@ class ShardLoop {
     const uint64_t wakes = wakes_;
     co_await owner_.OnDiskThread(
         [&] { page = owner_.outbox_.ReadShard(shard_, read_through_, want); });
+    if (page.status().code() == StatusCode::kDataLoss) {
+      // The shard's stored data is damaged: it stays stopped (the outbox reports it) until the
+      // outbox is salvaged; the other shards go on.
+      spdlog::error("shard={}: delivery stopped: {}", shard_, page.status().ToString());
+      shard_until_ms_ = kForever;
+      co_return page.status();
+    }
     if (!page.ok()) {
       spdlog::warn("shard={}: cannot read the outbox: {}", shard_, page.status().ToString());
       shard_until_ms_ = owner_.clock_->MonotonicMs() + kReadFailurePauseMs;
@@ -439,31 +459,34 @@ class ShardLoop {
       case Attempt::Kind::kStopped:
         co_return;
       case Attempt::Kind::kDelivered:
-        connection_failures_ = 0;
-        owner_.OnAuthAccepted();
+        LobbyAnswered();
+        RequestsRead();
+        owner_.OnAuthAccepted(endpoint_);
         Acknowledge(record, a);
         co_return;
       case Attempt::Kind::kTerminal:
-        connection_failures_ = 0;
-        owner_.OnAuthAccepted();
+        LobbyAnswered();
+        RequestsRead();
+        owner_.OnAuthAccepted(endpoint_);
         co_await MoveToDeadLetter(record, a);
         co_return;
       case Attempt::Kind::kRetryRoom:
-        connection_failures_ = 0;
+        LobbyAnswered();
+        if (a.request_refused) RequestRefused(a);
         RetryRoom(record, a);
         co_return;
       case Attempt::Kind::kAuthRejected:
         // The record stays where it is and goes first once the token works: no room backoff.
         connection_failures_ = 0;
         owner_.retried_.Add(a.cause);
-        owner_.OnAuthRejected(a.cause, sent_token_, sent_acceptances_);
+        TokenRefused(a);
         co_return;
       case Attempt::Kind::kConnectionFailed:
         ConnectionFailed(a);
         co_return;
       case Attempt::Kind::kNoBatchEndpoint:
         // The records stay where they are and go out singly at once: no backoff.
-        connection_failures_ = 0;
+        LobbyAnswered();
         owner_.FallBackToSingleRequests(shard_, a);
         co_return;
     }
@@ -537,6 +560,50 @@ class ShardLoop {
     bad_receipts_unlogged_ = 0;
   }
 
+  // The lobby refused a request as a whole (Attempt::request_refused): the node sends something
+  // it cannot read. Health says so until a request is read; one error line when it begins.
+  void RequestRefused(const Attempt& a) {
+    requests_refused_ = true;
+    std::lock_guard lock(health_mu_);
+    const bool first = request_refused_.empty();
+    request_refused_ = a.cause + ": " + a.message;
+    if (first) {
+      spdlog::error(
+          "shard={}: the lobby refuses this node's requests as a whole ({}); the results are kept "
+          "and retried, none is dead-lettered; /healthz reports it until a request gets through",
+          shard_, request_refused_);
+    }
+  }
+
+  // The lobby read a request and answered for its records.
+  void RequestsRead() {
+    if (!requests_refused_) return;
+    requests_refused_ = false;
+    std::lock_guard lock(health_mu_);
+    request_refused_.clear();
+    spdlog::info("shard={}: the lobby reads this node's requests again", shard_);
+  }
+
+  // The lobby answered something other than a refused token.
+  void LobbyAnswered() {
+    connection_failures_ = 0;
+    token_refusals_ = 0;
+  }
+
+  // The lobby at this shard's URL refused the token. Another URL may take it (an instance whose
+  // token list is behind during a rotation): the shard moves on to the next one at once. Only
+  // when every URL refused it in a row is it about the node, and every shard pauses.
+  void TokenRefused(const Attempt& a) {
+    ++token_refusals_;
+    const size_t refused_by = endpoint_;
+    endpoint_ = (endpoint_ + 1) % owner_.endpoints_.size();
+    if (token_refusals_ % owner_.endpoints_.size() != 0) {
+      owner_.OnEndpointRefusedToken(refused_by, a.cause);
+      return;
+    }
+    owner_.OnAuthRejected(a.cause, sent_token_, sent_acceptances_);
+  }
+
   void ConnectionFailed(const Attempt& a) {
     owner_.retried_.Add(a.cause);
     ++connection_failures_;
@@ -557,7 +624,9 @@ class ShardLoop {
     Backoff& b = backoff_[record.result.room_id()];
     ++b.failures;
     b.sequence = record.sequence;
-    const int64_t delay = std::max(BackoffDelay(b.failures), retry_after_ms);
+    // The lobby's Retry-After is obeyed up to the longest backoff, never beyond.
+    const int64_t delay = std::max(BackoffDelay(b.failures),
+                                   std::min(retry_after_ms, owner_.options_.max_backoff.count()));
     b.until_ms = owner_.clock_->MonotonicMs() + delay;
     rooms_in_backoff_ = backoff_.size();
     return delay;
@@ -596,11 +665,14 @@ class ShardLoop {
 
   mutable std::mutex health_mu_;  // Health is read from other threads
   std::atomic<int> failures_in_row_{0};
-  std::string last_failure_;  // guarded by health_mu_
+  std::string last_failure_;       // guarded by health_mu_
+  std::string request_refused_;    // why, while the lobby refuses requests whole; by health_mu_
+  bool requests_refused_ = false;  // request_refused_ is set (read on the strand, lock-free)
 
   HttpConnection connection_;  // to endpoints_[endpoint_]
   size_t endpoint_ = 0;
-  size_t connection_failures_ = 0;
+  size_t connection_failures_ = 0;  // in a row, over the URLs
+  size_t token_refusals_ = 0;       // in a row, over the URLs
 
   std::vector<storage::OutboxRecord> window_;  // unresolved records in shard order
   uint64_t read_through_ = 0;                  // highest sequence read into the window
@@ -672,6 +744,9 @@ Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
 Status Deliverer::Impl::Start() {
   if (started_) return FailedPreconditionError("deliverer already started");
   if (options_.lobby_urls.empty()) return InvalidArgumentError("no lobby URL given");
+  if (Status token = CheckBearerToken(options_.token); !token.ok()) {
+    return InvalidArgumentError("the lobby token " + token.message());
+  }
   std::vector<HttpUrl> endpoints;
   for (const auto& url : options_.lobby_urls) {
     std::optional<HttpUrl> parsed = ParseHttpUrl(url);
@@ -687,6 +762,7 @@ Status Deliverer::Impl::Start() {
     tls_trust_ = std::move(trust).value();
   }
   endpoints_ = std::move(endpoints);
+  endpoint_refuses_.assign(endpoints_.size(), false);
   started_ = true;
   for (uint32_t s = 0; s < outbox_.shard_count(); ++s) {
     loops_.push_back(std::make_unique<ShardLoop>(*this, s, ioc_.get_executor()));
@@ -762,7 +838,11 @@ std::string Deliverer::Impl::Token() const {
   return token_;
 }
 
-void Deliverer::Impl::SetToken(std::string token) {
+Status Deliverer::Impl::SetToken(std::string token) {
+  if (Status valid = CheckBearerToken(token); !valid.ok()) {
+    return InvalidArgumentError("the lobby token " + valid.message() +
+                                "; the node keeps the token it has");
+  }
   {
     std::lock_guard lock(auth_mu_);
     token_ = std::move(token);
@@ -771,6 +851,7 @@ void Deliverer::Impl::SetToken(std::string token) {
   }
   spdlog::info("lobby token replaced; every shard tries it now");
   Wake();
+  return Status::Ok();
 }
 
 void Deliverer::Impl::OnAuthRejected(const std::string& cause, const std::string& token_used,
@@ -792,17 +873,28 @@ void Deliverer::Impl::OnAuthRejected(const std::string& cause, const std::string
   }
 }
 
-void Deliverer::Impl::OnAuthAccepted() {
-  if (!auth_failing_.load()) {
-    ++auth_acceptances_;
-    return;
+void Deliverer::Impl::OnEndpointRefusedToken(size_t endpoint, const std::string& cause) {
+  std::lock_guard lock(auth_mu_);
+  if (endpoint_refuses_[endpoint]) return;
+  endpoint_refuses_[endpoint] = true;
+  ++endpoints_refusing_;
+  spdlog::warn(
+      "the lobby at {} refuses this node's token ({}); shards move on to the next lobby URL",
+      options_.lobby_urls[endpoint], cause);
+}
+
+void Deliverer::Impl::OnAuthAccepted(size_t endpoint) {
+  ++auth_acceptances_;
+  if (!auth_failing_.load() && endpoints_refusing_.load() == 0) return;  // the usual case
+  std::lock_guard lock(auth_mu_);
+  if (endpoint_refuses_[endpoint]) {
+    endpoint_refuses_[endpoint] = false;
+    --endpoints_refusing_;
+    spdlog::info("the lobby at {} accepts this node's token again", options_.lobby_urls[endpoint]);
   }
-  {
-    std::lock_guard lock(auth_mu_);
-    ++auth_acceptances_;
-    auth_refusals_ = 0;
-    auth_paused_until_ms_ = 0;
-  }
+  if (!auth_failing_.load()) return;
+  auth_refusals_ = 0;
+  auth_paused_until_ms_ = 0;
   if (auth_failing_.exchange(false)) spdlog::info("the lobby accepts this node's token again");
 }
 
@@ -840,7 +932,7 @@ Status Deliverer::Start() { return impl_->Start(); }
 void Deliverer::Stop() { impl_->Stop(); }
 void Deliverer::Wake() { impl_->Wake(); }
 size_t Deliverer::RoomsInBackoff() const { return impl_->RoomsInBackoff(); }
-void Deliverer::SetToken(std::string token) { impl_->SetToken(std::move(token)); }
+Status Deliverer::SetToken(std::string token) { return impl_->SetToken(std::move(token)); }
 Status Deliverer::Health() const { return impl_->Health(); }
 bool Deliverer::auth_failing() const { return impl_->auth_failing(); }
 uint64_t Deliverer::resolved() const { return impl_->resolved_.load(); }

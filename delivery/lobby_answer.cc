@@ -161,6 +161,8 @@ std::vector<Attempt> ClassifyBatch(const HttpResponse& res,
     a.kind = Attempt::Kind::kRetryRoom;
     a.code.clear();
     a.expired = false;
+    a.request_refused =
+        res.status >= 400 && res.status < 500 && res.status != 408 && res.status != 429;
     return std::vector<Attempt>(records.size(), a);
   }
   if (ack_whole) {

@@ -35,6 +35,10 @@ struct Attempt {
   int64_t retry_after_ms = 0;
   bool duplicate = false;
   bool expired = false;  // delivered long ago: the lobby answered ORIGINAL_EXPIRED
+  // The lobby refused a batch request as a whole with a 4xx (400, 413, 415…, not a refused
+  // token, a missing path, 408 or 429): about what this node sends, not about a result. Every
+  // record is kept and retried; the node reports itself unhealthy until a request gets through.
+  bool request_refused = false;
 };
 
 // A request that got no answer: a timeout after the request was sent retries the room (the
@@ -50,8 +54,8 @@ Attempt Classify(const HttpResponse& res, const v1::BattleResult& result);
 // endpoint). A 200 whose items do not decode or do not match the records in number acks
 // nothing (bad_receipt); a receipt acks only the record of its room and outcome. Whole-request
 // refusals (400, 413, 415, 503, a proxy's 502) are about the request, not one result: every
-// record is retried, none is dead-lettered. `ack_whole` is the test-only negative control that
-// skips reading the items.
+// record is retried, none is dead-lettered; a 4xx among them is marked request_refused. `ack_whole`
+// is the test-only negative control that skips reading the items.
 std::vector<Attempt> ClassifyBatch(const HttpResponse& res,
                                    const std::vector<storage::OutboxRecord>& records,
                                    bool ack_whole);

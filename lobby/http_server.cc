@@ -30,11 +30,7 @@ class HttpServer::Impl final : public server::HttpHandler {
  public:
   Impl(ServerOptions options, SettlementService& service, EventHub& hub,
        metrics::Registry& registry)
-      : options_(std::move(options)),
-        service_(service),
-        hub_(hub),
-        registry_(registry),
-        db_pool_(options_.db_threads) {
+      : options_(std::move(options)), service_(service), hub_(hub), db_pool_(options_.db_threads) {
     registry.AddGauge("verdict_lobby_queued_requests",
                       "Requests waiting for a DB worker to take them.",
                       [this] { return static_cast<double>(queued_.load()); });
@@ -65,26 +61,16 @@ class HttpServer::Impl final : public server::HttpHandler {
     canceller_.join();
   }
 
-  // The header alone: a request without a valid token for an endpoint that needs one is
-  // answered 401 now, and its body is never read (nor held); the rest read their bodies.
+  // The header alone: health, metrics, readiness and every refusal the header decides (an
+  // unknown path, a missing token, a wrong method) are answered now, and their bodies are never
+  // read (nor held); the rest read their bodies, up to their endpoint's limit.
   server::HeaderVerdict OnHeader(const server::RequestHead& head) override {
-    if (auto refused = service_.RefuseUnauthenticated(head.path, head.authorization)) {
-      return {std::move(refused)};
-    }
-    return {std::nullopt, options_.max_body_bytes};
+    return service_.Judge(head);
   }
 
   void OnRequest(const server::RequestHead& head, HttpRequest request,
                  std::shared_ptr<server::Exchange> exchange) override {
     if (head.path == "/v1/events") return Subscribe(head, request, std::move(exchange));
-    if (head.path == "/metrics") {
-      return exchange->Reply(
-          {200, std::string(metrics::kTextContentType), registry_.RenderText(), {}});
-    }
-    if (SettlementService::IsCheap(request)) {
-      return service_.Handle(request, nullptr,
-                             [exchange](HttpReply reply) { exchange->Reply(std::move(reply)); });
-    }
     if (queued_.load() >= options_.max_queued_requests) {
       return exchange->Reply(
           ProblemReply(ErrorCode::kUnavailable, "lobby is overloaded", head.path));
@@ -108,7 +94,6 @@ class HttpServer::Impl final : public server::HttpHandler {
   const ServerOptions options_;
   SettlementService& service_;
   EventHub& hub_;
-  metrics::Registry& registry_;
   std::atomic<size_t> queued_{0};
   std::atomic<size_t> subscribers_{0};
   std::atomic<int64_t> event_queued_bytes_{0};

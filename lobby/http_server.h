@@ -13,7 +13,6 @@
 #include "common/status.h"
 #include "lobby/event_hub.h"
 #include "lobby/settlement_service.h"
-#include "proto/wire.h"
 #include "server/http_server.h"
 
 namespace verdict::lobby {
@@ -46,10 +45,6 @@ struct ServerOptions {
   // Events per catch-up page read from the database.
   // Default: 256.
   size_t catch_up_page_events = 256;
-  // Largest request body; larger ones get 413 and the connection is closed. (The service
-  // holds single settlements to wire::kMaxResultBodyBytes; this is the batch endpoint's.)
-  // Default: wire::kMaxBatchBodyBytes (4 MiB).
-  size_t max_body_bytes = wire::kMaxBatchBodyBytes;
 };
 
 class HttpServer {

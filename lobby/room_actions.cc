@@ -5,6 +5,7 @@
 #include "lobby/settlement_service.h"
 #include "proto/validation.h"
 #include "proto/wire.h"
+#include "server/problem.h"
 
 namespace verdict::lobby {
 
@@ -52,9 +53,8 @@ void SettlementService::PostRoomAction(const HttpRequest& request, const Caller&
                              "send application/x-protobuf or application/json", path));
   }
   v1::RoomAbort abort;
-  std::string error;
-  if (!wire::DecodeBody(request.body, *format, &abort, &error)) {
-    return done(ProblemReply(ErrorCode::kInvalidArgument, error, path));
+  if (Status decoded = wire::DecodeBody(request.body, *format, &abort); !decoded.ok()) {
+    return done(ProblemReply(server::ProblemOfUndecodable(decoded), decoded.message(), path));
   }
   if (abort.reason().empty()) {
     return done(ProblemReply(ErrorCode::kInvalidArgument, "reason is required", path));

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/bearer_token.h"
 #include "common/constant_time.h"
 #include "common/failpoint.h"
 #include "proto/validation.h"
@@ -22,44 +23,109 @@ std::string_view PathOf(const std::string& target) {
   return std::string_view(target).substr(0, target.find('?'));
 }
 
-// Parses a positive decimal uint64 that is the whole of `s`.
+// Parses a positive decimal id that is the whole of `s` and fits PostgreSQL's bigint, as every
+// room and player id does.
 std::optional<uint64_t> ParseId(std::string_view s) {
   uint64_t v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v == 0) return std::nullopt;
+  if (ec != std::errc() || end != s.data() + s.size() || v == 0 ||
+      v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return std::nullopt;
+  }
   return v;
 }
 
-// "/v1/settlements/123" with prefix "/v1/settlements/" → 123.
-std::optional<uint64_t> IdAfter(std::string_view path, std::string_view prefix) {
-  if (!path.starts_with(prefix)) return std::nullopt;
-  return ParseId(path.substr(prefix.size()));
+constexpr std::string_view kBatchPath = "/v1/settlements:batch";
+constexpr std::string_view kReceiptPrefix = "/v1/settlements/";
+constexpr std::string_view kPlayerPrefix = "/v1/players/";
+constexpr std::string_view kRoomPrefix = "/v1/rooms/";
+// The most bytes an abort's body ({"reason": "..."}) may take.
+constexpr size_t kMaxRoomActionBodyBytes = 4096;
+
+// What the lobby serves, each path once.
+enum class Endpoint {
+  kHealth,      // GET /healthz
+  kReady,       // GET /readyz
+  kMetrics,     // GET /metrics
+  kEvents,      // GET /v1/events (WebSocket)
+  kRooms,       // POST /v1/rooms
+  kSettle,      // POST /v1/settlements
+  kBatch,       // POST /v1/settlements:batch
+  kReceipt,     // GET /v1/settlements/{room_id}
+  kPlayer,      // GET /v1/players/{player_id}
+  kRoomAction,  // POST /v1/rooms/{room_id}:release and :abort
+};
+
+struct EndpointRule {
+  const char* method;
+  bool token;       // needs a valid bearer token
+  size_t max_body;  // bytes of body it reads
+};
+
+EndpointRule RuleOf(Endpoint endpoint) {
+  switch (endpoint) {
+    case Endpoint::kHealth:
+    case Endpoint::kReady:
+    case Endpoint::kMetrics:
+      return {"GET", false, 0};
+    case Endpoint::kEvents:
+    case Endpoint::kReceipt:
+    case Endpoint::kPlayer:
+      return {"GET", true, 0};
+    case Endpoint::kRooms:
+    case Endpoint::kSettle:
+      return {"POST", true, wire::kMaxResultBodyBytes};
+    case Endpoint::kBatch:
+      return {"POST", true, wire::kMaxBatchBodyBytes};
+    case Endpoint::kRoomAction:
+      return {"POST", true, kMaxRoomActionBodyBytes};
+  }
+  return {"GET", true, 0};
 }
 
-constexpr std::string_view kBatchPath = "/v1/settlements:batch";
-using wire::kMaxBatchBodyBytes;
-using wire::kMaxBatchResults;
-constexpr size_t kMaxSingleBodyBytes = wire::kMaxResultBodyBytes;
+std::optional<Endpoint> EndpointOf(std::string_view path) {
+  if (path == "/healthz") return Endpoint::kHealth;
+  if (path == "/readyz") return Endpoint::kReady;
+  if (path == "/metrics") return Endpoint::kMetrics;
+  if (path == "/v1/events") return Endpoint::kEvents;
+  if (path == "/v1/rooms") return Endpoint::kRooms;
+  if (path == "/v1/settlements") return Endpoint::kSettle;
+  if (path == kBatchPath) return Endpoint::kBatch;
+  if (path.starts_with(kReceiptPrefix)) return Endpoint::kReceipt;
+  if (path.starts_with(kPlayerPrefix)) return Endpoint::kPlayer;
+  if (path.starts_with(kRoomPrefix)) return Endpoint::kRoomAction;
+  return std::nullopt;
+}
 
-const char* CodeOf(SettleStatus status) {
-  switch (status) {
-    case SettleStatus::kSettled:
-      return "OK";
-    case SettleStatus::kDuplicate:
-      return "DUPLICATE";
-    case SettleStatus::kRoomUnknown:
-      return "ROOM_UNKNOWN";
-    case SettleStatus::kOutcomeConflict:
-      return "OUTCOME_CONFLICT";
-    case SettleStatus::kIdempotencyMismatch:
-      return "IDEMPOTENCY_MISMATCH";
-    case SettleStatus::kOriginalExpired:
-      return "ORIGINAL_EXPIRED";
-    case SettleStatus::kRosterMismatch:
-    case SettleStatus::kBusy:
-      break;
-  }
-  return "ROSTER_MISMATCH";
+// The id of a kReceipt or kPlayer path.
+std::optional<uint64_t> IdOf(Endpoint endpoint, std::string_view path) {
+  return ParseId(
+      path.substr(endpoint == Endpoint::kReceipt ? kReceiptPrefix.size() : kPlayerPrefix.size()));
+}
+
+// The room id and the action ("release" or "abort") of a kRoomAction path
+// ("/v1/rooms/{room_id}:{action}"); nullopt when either is not one.
+std::optional<std::pair<uint64_t, std::string_view>> RoomActionOf(std::string_view path) {
+  const std::string_view rest = path.substr(kRoomPrefix.size());
+  const size_t colon = rest.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const std::string_view action = rest.substr(colon + 1);
+  if (action != "release" && action != "abort") return std::nullopt;
+  const std::optional<uint64_t> room = ParseId(rest.substr(0, colon));
+  if (!room) return std::nullopt;
+  return std::make_pair(*room, action);
+}
+
+HttpReply BadId(std::string_view path) {
+  return ProblemReply(ErrorCode::kInvalidArgument,
+                      "the id in the path must be a positive integer below 2^63",
+                      std::string(path));
+}
+
+HttpReply Unauthenticated(std::string_view path) {
+  return ProblemReply(ErrorCode::kUnauthenticated,
+                      "a valid bearer token is required (Authorization: Bearer TOKEN)",
+                      std::string(path));
 }
 
 // The problem a failed store call answers with: INTERNAL when the database refused the request
@@ -70,11 +136,10 @@ ErrorCode ProblemOf(const Status& failed) {
 
 // The counter label of a settlement's outcome.
 const char* CodeOf(const Result<SettleOutcome>& outcome) {
-  return outcome.ok() ? CodeOf(outcome->status) : InfoOf(ProblemOf(outcome.status())).code;
+  if (!outcome.ok()) return InfoOf(ProblemOf(outcome.status())).code;
+  if (auto refused = RefusalOf(*outcome)) return InfoOf(refused->code).code;
+  return outcome->status == SettleStatus::kDuplicate ? "DUPLICATE" : "OK";
 }
-
-constexpr const char* kOriginalExpiredDetail =
-    "the room was settled, and its receipt is past retention: the result was delivered before";
 
 }  // namespace
 
@@ -86,11 +151,46 @@ std::string Fingerprint(const v1::BattleResult& result) {
   return std::string(reinterpret_cast<const char*>(digest), length);
 }
 
+namespace {
+
+constexpr const char* kOriginalExpiredDetail =
+    "the room was settled, and its receipt is past retention: the result was delivered before";
+
+}  // namespace
+
+std::optional<SettlementRefusal> RefusalOf(const SettleOutcome& outcome) {
+  switch (outcome.status) {
+    case SettleStatus::kSettled:
+    case SettleStatus::kDuplicate:
+      return std::nullopt;
+    case SettleStatus::kRoomUnknown:
+      return SettlementRefusal{ErrorCode::kRoomUnknown, "the room is not allocated to this node"};
+    case SettleStatus::kOutcomeConflict:
+      return SettlementRefusal{ErrorCode::kOutcomeConflict,
+                               "the room was already settled with outcome " +
+                                   v1::Outcome_Name(outcome.receipt.outcome())};
+    case SettleStatus::kIdempotencyMismatch:
+      return SettlementRefusal{ErrorCode::kIdempotencyMismatch,
+                               "the room was already settled with a different payload"};
+    case SettleStatus::kRosterMismatch:
+      return SettlementRefusal{ErrorCode::kRosterMismatch,
+                               "the players and teams differ from the room's allocated roster"};
+    case SettleStatus::kBusy:
+      return SettlementRefusal{ErrorCode::kUnavailable,
+                               "another transaction holds the room; retry it"};
+    case SettleStatus::kOriginalExpired:
+      return SettlementRefusal{ErrorCode::kOriginalExpired, kOriginalExpiredDetail};
+  }
+  return SettlementRefusal{ErrorCode::kInternal, "the settlement's outcome is unknown"};
+}
+
 SettlementService::SettlementService(SettlementStore& store, EventHub* hub, ServiceOptions options,
-                                     metrics::Registry& registry)
+                                     metrics::Registry& registry, const ReadinessMonitor* readiness)
     : store_(store),
       hub_(hub),
       options_(options),
+      registry_(registry),
+      readiness_(readiness),
       node_tokens_(std::make_shared<const std::vector<NodeToken>>(std::move(options.node_tokens))),
       settlements_(registry.AddLabeledCounter(
           "verdict_lobby_settlements_total",
@@ -115,16 +215,9 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
                     });
 }
 
-bool SettlementService::IsCheap(const HttpRequest& request) {
-  const std::string_view path = PathOf(request.target);
-  return path == "/healthz" || path == "/metrics";
-}
-
 std::optional<Caller> SettlementService::Authenticate(const std::string& authorization) const {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (!std::string_view(authorization).starts_with(kBearer)) return std::nullopt;
-  const std::string token = authorization.substr(kBearer.size());
-  if (token.empty()) return std::nullopt;
+  const std::optional<std::string_view> token = BearerTokenOf(authorization);
+  if (!token) return std::nullopt;
   std::shared_ptr<const std::vector<NodeToken>> tokens;
   {
     std::lock_guard lock(tokens_mu_);
@@ -132,42 +225,86 @@ std::optional<Caller> SettlementService::Authenticate(const std::string& authori
   }
   std::optional<Caller> found;
   // Compare against every token, so the time taken does not say which one nearly matched.
-  if (!options_.admin_token.empty() && ConstantTimeEquals(token, options_.admin_token)) {
+  if (!options_.admin_token.empty() && ConstantTimeEquals(*token, options_.admin_token)) {
     found = Caller{true, ""};
   }
   for (const NodeToken& t : *tokens) {
-    if (ConstantTimeEquals(token, t.token) && !found) found = Caller{false, t.node_id};
+    if (ConstantTimeEquals(*token, t.token) && !found) found = Caller{false, t.node_id};
   }
   return found;
 }
 
-namespace {
-
-// The endpoints that need a token (all but health, readiness, metrics and events).
-bool NeedsToken(std::string_view path) {
-  return path == "/v1/rooms" || path == "/v1/settlements" || path == kBatchPath ||
-         path.starts_with("/v1/rooms/") || path.starts_with("/v1/settlements/") ||
-         path.starts_with("/v1/players/");
+server::HeaderVerdict SettlementService::Judge(const server::RequestHead& head) const {
+  const std::string& path = head.path;
+  const std::optional<Endpoint> endpoint = EndpointOf(path);
+  if (!endpoint) return {ProblemReply(ErrorCode::kNotFound, "no such endpoint", path)};
+  const EndpointRule rule = RuleOf(*endpoint);
+  if (rule.token && !Authenticate(head.authorization)) return {Unauthenticated(path)};
+  if (head.method != rule.method) {
+    return {ProblemReply(ErrorCode::kMethodNotAllowed, std::string("use ") + rule.method, path)};
+  }
+  switch (*endpoint) {
+    case Endpoint::kHealth:
+      return {HttpReply{200, "text/plain", "ok\n", {}}};
+    case Endpoint::kMetrics:
+      return {HttpReply{200, std::string(metrics::kTextContentType), registry_.RenderText(), {}}};
+    case Endpoint::kReady: {
+      // Not ready is never final: an unmigrated schema or an unreachable database is for later.
+      const Status ready =
+          readiness_ ? readiness_->Current() : UnavailableError("readiness is not monitored");
+      if (!ready.ok()) return {Unavailable(ready.message(), path)};
+      return {HttpReply{200, "text/plain", "ready\n", {}}};
+    }
+    case Endpoint::kReceipt:
+    case Endpoint::kPlayer:
+      if (!IdOf(*endpoint, path)) return {BadId(path)};
+      break;
+    case Endpoint::kRoomAction:
+      if (!RoomActionOf(path)) {
+        return {ProblemReply(ErrorCode::kNotFound,
+                             "no such endpoint: POST /v1/rooms/{room_id}:release or :abort", path)};
+      }
+      break;
+    case Endpoint::kEvents:
+    case Endpoint::kRooms:
+    case Endpoint::kSettle:
+    case Endpoint::kBatch:
+      break;
+  }
+  return {std::nullopt, rule.max_body};
 }
 
-HttpReply Unauthenticated(std::string_view path) {
-  return ProblemReply(ErrorCode::kUnauthenticated,
-                      "a valid bearer token is required (Authorization: Bearer TOKEN)",
-                      std::string(path));
+Status SettlementService::CheckTokens(const std::vector<NodeToken>& tokens,
+                                      const std::string& admin_token) {
+  if (!admin_token.empty()) {
+    if (Status valid = CheckBearerToken(admin_token); !valid.ok()) {
+      return InvalidArgumentError("the admin token " + valid.message());
+    }
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (Status valid = CheckBearerToken(tokens[i].token); !valid.ok()) {
+      return InvalidArgumentError("node " + tokens[i].node_id + "'s token " + valid.message());
+    }
+    if (!admin_token.empty() && tokens[i].token == admin_token) {
+      return InvalidArgumentError("node " + tokens[i].node_id +
+                                  "'s token is the admin token; give each its own");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (tokens[i].token == tokens[j].token && tokens[i].node_id != tokens[j].node_id) {
+        return InvalidArgumentError("one token is given to two nodes, " + tokens[j].node_id +
+                                    " and " + tokens[i].node_id);
+      }
+    }
+  }
+  return Status::Ok();
 }
 
-}  // namespace
-
-std::optional<HttpReply> SettlementService::RefuseUnauthenticated(
-    std::string_view path, const std::string& authorization) const {
-  if (!NeedsToken(path) || Authenticate(authorization)) return std::nullopt;
-  return Unauthenticated(path);
-}
-
-void SettlementService::ReplaceNodeTokens(std::vector<NodeToken> tokens) {
+Status SettlementService::ReplaceNodeTokens(std::vector<NodeToken> tokens) {
+  VERDICT_RETURN_IF_ERROR(CheckTokens(tokens, options_.admin_token));
   auto fresh = std::make_shared<const std::vector<NodeToken>>(std::move(tokens));
   std::lock_guard lock(tokens_mu_);
   node_tokens_ = std::move(fresh);
+  return Status::Ok();
 }
 
 bool SettlementService::HasToken(const std::string& node_id) const {
@@ -256,60 +393,46 @@ std::optional<HttpReply> SettlementService::RefuseEventsCursor(const FeedState& 
 void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cancellation> cancel,
                                ReplyFn done) {
   const std::string path(PathOf(request.target));
-  const bool get = request.method == "GET";
-  const bool post = request.method == "POST";
-  if (path == "/healthz") return done({200, "text/plain", "ok\n", {}});
-  if (path == "/readyz") {
-    if (!get) return done(ProblemReply(ErrorCode::kMethodNotAllowed, "use GET", path));
-    Status ready = store_.CheckReady();
-    // Not ready is never final: an unmigrated schema or an unreachable database is for later.
-    if (!ready.ok()) return done(Unavailable(ready.message(), path));
-    return done({200, "text/plain", "ready\n", {}});
-  }
-
-  if (!NeedsToken(path)) return done(ProblemReply(ErrorCode::kNotFound, "no such endpoint", path));
-
+  const std::optional<Endpoint> endpoint = EndpointOf(path);
+  if (!endpoint) return done(ProblemReply(ErrorCode::kNotFound, "no such endpoint", path));
   std::optional<Caller> caller = Authenticate(request.authorization);
   if (!caller) return done(Unauthenticated(path));
-  if (path == "/v1/settlements" && post) {
-    return PostSettlement(request, *caller, std::move(cancel), std::move(done));
+  const EndpointRule rule = RuleOf(*endpoint);
+  if (request.method != rule.method) {
+    return done(
+        ProblemReply(ErrorCode::kMethodNotAllowed, std::string("use ") + rule.method, path));
   }
-  if (path == kBatchPath) {
-    if (!post) return done(ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path));
-    return PostSettlementBatch(request, *caller, std::move(cancel), std::move(done));
-  }
-  if (path.starts_with("/v1/rooms/")) {  // "/v1/rooms/{room_id}:release" or ":abort"
-    const size_t colon = path.rfind(':');
-    const std::string action = colon == std::string::npos ? "" : path.substr(colon + 1);
-    if (action != "release" && action != "abort") {
-      return done(ProblemReply(ErrorCode::kNotFound, "no such endpoint", path));
+  switch (*endpoint) {
+    case Endpoint::kSettle:
+      return PostSettlement(request, *caller, std::move(cancel), std::move(done));
+    case Endpoint::kBatch:
+      return PostSettlementBatch(request, *caller, std::move(cancel), std::move(done));
+    case Endpoint::kRooms:
+      return done(PostRoom(request, *caller));
+    case Endpoint::kReceipt:
+    case Endpoint::kPlayer: {
+      const std::optional<uint64_t> id = IdOf(*endpoint, path);
+      if (!id) return done(BadId(path));
+      return done(*endpoint == Endpoint::kReceipt ? GetSettlement(request, *caller, *id)
+                                                  : GetPlayer(request, *id));
     }
-    if (!post) return done(ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path));
-    const auto room = IdAfter(std::string_view(path).substr(0, colon), "/v1/rooms/");
-    if (!room) {
-      return done(ProblemReply(ErrorCode::kInvalidArgument,
-                               "the id in the path must be a positive integer", path));
+    case Endpoint::kRoomAction: {
+      const auto action = RoomActionOf(path);
+      if (!action) {
+        return done(ProblemReply(ErrorCode::kNotFound,
+                                 "no such endpoint: POST /v1/rooms/{room_id}:release or :abort",
+                                 path));
+      }
+      return PostRoomAction(request, *caller, action->first, std::string(action->second),
+                            std::move(done));
     }
-    return PostRoomAction(request, *caller, *room, action, std::move(done));
+    case Endpoint::kHealth:
+    case Endpoint::kReady:
+    case Endpoint::kMetrics:
+    case Endpoint::kEvents:
+      break;  // answered from the header, or by the server (the event feed's WebSocket)
   }
-  done(Route(request, *caller, path));
-}
-
-HttpReply SettlementService::Route(const HttpRequest& request, const Caller& caller,
-                                   const std::string& path) {
-  const bool get = request.method == "GET";
-  const bool post = request.method == "POST";
-  if (path == "/v1/rooms") {
-    if (!post) return ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path);
-    return PostRoom(request, caller);
-  }
-  if (path == "/v1/settlements")
-    return ProblemReply(ErrorCode::kMethodNotAllowed, "use POST", path);
-  if (!get) return ProblemReply(ErrorCode::kMethodNotAllowed, "use GET", path);
-  if (auto room = IdAfter(path, "/v1/settlements/")) return GetSettlement(request, caller, *room);
-  if (auto player = IdAfter(path, "/v1/players/")) return GetPlayer(request, *player);
-  return ProblemReply(ErrorCode::kInvalidArgument, "the id in the path must be a positive integer",
-                      path);
+  done(ProblemReply(ErrorCode::kNotFound, "no such endpoint here", path));
 }
 
 HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& caller) {
@@ -325,10 +448,10 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
                         "send application/x-protobuf or application/json", path);
   }
   v1::RoomAllocation allocation;
-  std::string error;
-  if (!wire::DecodeBody(request.body, *format, &allocation, &error)) {
-    allocations_.Add("INVALID_ARGUMENT");
-    return ProblemReply(ErrorCode::kInvalidArgument, error, path);
+  if (Status decoded = wire::DecodeBody(request.body, *format, &allocation); !decoded.ok()) {
+    const ErrorCode code = server::ProblemOfUndecodable(decoded);
+    allocations_.Add(InfoOf(code).code);
+    return ProblemReply(code, decoded.message(), path);
   }
   if (Status valid = wire::ValidateAllocation(allocation); !valid.ok()) {
     allocations_.Add("INVALID_ARGUMENT");
@@ -363,13 +486,14 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
                               " was settled before; room ids are never reused",
                           path);
     case AllocateStatus::kRoomExists:
-      break;
+      allocations_.Add("ROOM_EXISTS");
+      return ProblemReply(ErrorCode::kRoomExists,
+                          "room " + std::to_string(allocation.room_id()) +
+                              " is already allocated differently; room ids are never reused",
+                          path);
   }
-  allocations_.Add("ROOM_EXISTS");
-  return ProblemReply(ErrorCode::kRoomExists,
-                      "room " + std::to_string(allocation.room_id()) +
-                          " is already allocated differently; room ids are never reused",
-                      path);
+  allocations_.Add("INTERNAL");
+  return ProblemReply(ErrorCode::kInternal, "the allocation's outcome is unknown", path);
 }
 
 void SettlementService::PostSettlement(const HttpRequest& request, const Caller& caller,
@@ -387,13 +511,6 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
     return answer("UNAUTHENTICATED",
                   ProblemReply(ErrorCode::kUnauthenticated, "settling needs a node token", path));
   }
-  if (request.body.size() > kMaxSingleBodyBytes) {
-    return answer(
-        "PAYLOAD_TOO_LARGE",
-        ProblemReply(ErrorCode::kPayloadTooLarge,
-                     "a settlement is limited to " + std::to_string(kMaxSingleBodyBytes) + " bytes",
-                     path));
-  }
   const auto format = wire::FormatOfContentType(request.content_type);
   if (!format) {
     return answer("UNSUPPORTED_MEDIA_TYPE",
@@ -401,9 +518,9 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
                                "send application/x-protobuf or application/json", path));
   }
   v1::BattleResult result;
-  std::string error;
-  if (!wire::DecodeBody(request.body, *format, &result, &error)) {
-    return answer("INVALID_ARGUMENT", ProblemReply(ErrorCode::kInvalidArgument, error, path));
+  if (Status decoded = wire::DecodeBody(request.body, *format, &result); !decoded.ok()) {
+    const ErrorCode code = server::ProblemOfUndecodable(decoded);
+    return answer(InfoOf(code).code, ProblemReply(code, decoded.message(), path));
   }
   auto attempt = Prepare(std::move(result), caller);
   if (!attempt.ok()) {
@@ -462,31 +579,12 @@ void SetProblem(v1::SettlementItem* item, ErrorCode code, const std::string& det
 
 // The item a single settlement's reply would have been.
 void SetItem(v1::SettlementItem* item, const Result<SettleOutcome>& outcome, uint64_t room_id) {
-  if (!outcome.ok())
+  if (!outcome.ok()) {
     return SetProblem(item, ProblemOf(outcome.status()), outcome.status().message());
-  switch (outcome->status) {
-    case SettleStatus::kSettled:
-    case SettleStatus::kDuplicate:
-      *item->mutable_receipt() = outcome->receipt;
-      item->mutable_receipt()->set_room_id(room_id);
-      return;
-    case SettleStatus::kRoomUnknown:
-      return SetProblem(item, ErrorCode::kRoomUnknown, "the room is not allocated to this node");
-    case SettleStatus::kOutcomeConflict:
-      return SetProblem(item, ErrorCode::kOutcomeConflict,
-                        "the room was already settled with outcome " +
-                            v1::Outcome_Name(outcome->receipt.outcome()));
-    case SettleStatus::kIdempotencyMismatch:
-      return SetProblem(item, ErrorCode::kIdempotencyMismatch,
-                        "the room was already settled with a different payload");
-    case SettleStatus::kOriginalExpired:
-      return SetProblem(item, ErrorCode::kOriginalExpired, kOriginalExpiredDetail);
-    case SettleStatus::kRosterMismatch:
-    case SettleStatus::kBusy:
-      break;
   }
-  SetProblem(item, ErrorCode::kRosterMismatch,
-             "the players and teams differ from the room's allocated roster");
+  if (auto refused = RefusalOf(*outcome)) return SetProblem(item, refused->code, refused->detail);
+  *item->mutable_receipt() = outcome->receipt;
+  item->mutable_receipt()->set_room_id(room_id);
 }
 
 }  // namespace
@@ -497,25 +595,15 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
   if (caller.node_id.empty()) {
     return done(ProblemReply(ErrorCode::kUnauthenticated, "settling needs a node token", path));
   }
-  if (request.body.size() > kMaxBatchBodyBytes) {
-    return done(ProblemReply(
-        ErrorCode::kPayloadTooLarge,
-        "a batch is limited to " + std::to_string(kMaxBatchBodyBytes) + " bytes", path));
-  }
   const auto format = wire::FormatOfContentType(request.content_type);
   if (!format) {
     return done(ProblemReply(ErrorCode::kUnsupportedMediaType,
                              "send application/x-protobuf or application/json", path));
   }
+  // The decoding refuses more than wire::kMaxBatchResults results (413) before it parses them.
   v1::SettlementBatch batch;
-  std::string error;
-  if (!wire::DecodeBody(request.body, *format, &batch, &error)) {
-    return done(ProblemReply(ErrorCode::kInvalidArgument, error, path));
-  }
-  if (static_cast<size_t>(batch.results_size()) > kMaxBatchResults) {
-    return done(ProblemReply(
-        ErrorCode::kPayloadTooLarge,
-        "a batch holds at most " + std::to_string(kMaxBatchResults) + " results", path));
+  if (Status decoded = wire::DecodeBody(request.body, *format, &batch); !decoded.ok()) {
+    return done(ProblemReply(server::ProblemOfUndecodable(decoded), decoded.message(), path));
   }
   auto collect = std::make_shared<BatchReply>();
   collect->format = HttpRequest{"", "", request.content_type, request.accept, "", ""};
@@ -568,30 +656,12 @@ HttpReply SettlementService::SettlementReply(const HttpRequest& request,
                                              uint64_t room_id) {
   const std::string path = "/v1/settlements";
   if (!outcome.ok()) return FailureReply(outcome.status(), path);
+  if (auto refused = RefusalOf(*outcome)) {
+    return ProblemReply(refused->code, refused->detail, path, options_.retry_after_s);
+  }
   v1::SettlementReceipt receipt = outcome->receipt;
   receipt.set_room_id(room_id);
-  switch (outcome->status) {
-    case SettleStatus::kSettled:
-    case SettleStatus::kDuplicate:
-      return MessageReply(200, receipt, request);
-    case SettleStatus::kRoomUnknown:
-      return ProblemReply(ErrorCode::kRoomUnknown, "the room is not allocated to this node", path);
-    case SettleStatus::kOutcomeConflict:
-      return ProblemReply(ErrorCode::kOutcomeConflict,
-                          "the room was already settled with outcome " +
-                              v1::Outcome_Name(outcome->receipt.outcome()),
-                          path);
-    case SettleStatus::kIdempotencyMismatch:
-      return ProblemReply(ErrorCode::kIdempotencyMismatch,
-                          "the room was already settled with a different payload", path);
-    case SettleStatus::kOriginalExpired:
-      return ProblemReply(ErrorCode::kOriginalExpired, kOriginalExpiredDetail, path);
-    case SettleStatus::kRosterMismatch:
-    case SettleStatus::kBusy:
-      break;
-  }
-  return ProblemReply(ErrorCode::kRosterMismatch,
-                      "the players and teams differ from the room's allocated roster", path);
+  return MessageReply(200, receipt, request);
 }
 
 std::string SettlementService::Attempt::key() const { return node_id + '/' + fingerprint; }
@@ -799,7 +869,8 @@ HttpReply SettlementService::GetPlayer(const HttpRequest& request, uint64_t play
   return MessageReply(200, **player, request);
 }
 
-HttpReply SettlementService::Unavailable(const std::string& detail, const std::string& instance) {
+HttpReply SettlementService::Unavailable(const std::string& detail,
+                                         const std::string& instance) const {
   return ProblemReply(ErrorCode::kUnavailable, detail, instance, options_.retry_after_s);
 }
 

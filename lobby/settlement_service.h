@@ -18,8 +18,10 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "lobby/event_hub.h"
+#include "lobby/readiness.h"
 #include "lobby/settlement_store.h"
 #include "proto/validation.h"
+#include "server/http_server.h"
 #include "server/http_types.h"
 #include "server/problem.h"
 
@@ -68,11 +70,23 @@ struct Caller {
   std::string node_id;  // empty unless a node
 };
 
+// How a settlement outcome that is not a receipt is answered: its error code and detail.
+struct SettlementRefusal {
+  ErrorCode code;
+  std::string detail;
+};
+
+// The refusal for `outcome`, or nullopt when it is answered with its receipt (settled, or a
+// duplicate). Every status has its own answer: one that says to retry (busy) is never a final
+// refusal, which a node would dead-letter.
+std::optional<SettlementRefusal> RefusalOf(const SettleOutcome& outcome);
+
 class SettlementService {
  public:
-  // `store`, `hub` and `registry` must outlive the service; `hub` may be null.
+  // `store`, `hub`, `registry` and `readiness` must outlive the service; `hub` may be null, and
+  // so may `readiness` (then /readyz answers 503).
   SettlementService(SettlementStore& store, EventHub* hub, ServiceOptions options,
-                    metrics::Registry& registry);
+                    metrics::Registry& registry, const ReadinessMonitor* readiness = nullptr);
 
   using ReplyFn = std::function<void(HttpReply)>;
 
@@ -84,22 +98,26 @@ class SettlementService {
   // statement is stopped, or the attempt is skipped if it has not started.
   void Handle(const HttpRequest& request, std::shared_ptr<Cancellation> cancel, ReplyFn done);
 
-  // True for requests that never touch the database (the server answers them on its I/O
-  // threads): health and metrics.
-  static bool IsCheap(const HttpRequest& request);
+  // A request judged from its header alone, before any of its body is read (the server asks
+  // on an I/O thread; it never blocks): the answer when the header is enough, else the largest
+  // body the endpoint reads. Answered here: /healthz, /metrics, /readyz (from the readiness
+  // monitor's last verdict), an unknown path (404), a missing or invalid token (401), a wrong
+  // method (405), an id out of range (400). The GET endpoints read no body: one announced is
+  // refused 413 from its header.
+  server::HeaderVerdict Judge(const server::RequestHead& head) const;
 
   // For GET /v1/events: the caller (any valid token), or nullopt.
   std::optional<Caller> Authenticate(const std::string& authorization) const;
 
-  // The 401 for a request to `path` with `authorization`, when the path needs a token and this
-  // one is not valid; nullopt otherwise. The server asks before it reads a body, so that a
-  // caller without a valid token never has the lobby hold its body.
-  std::optional<HttpReply> RefuseUnauthenticated(std::string_view path,
-                                                 const std::string& authorization) const;
+  // OK if `tokens` can serve beside `admin_token`: no token given to two nodes, and none equal to
+  // the admin token (that node would be taken for the admin, refused its settlements with 401
+  // and given admin rights). INVALID_ARGUMENT saying which otherwise.
+  static Status CheckTokens(const std::vector<NodeToken>& tokens, const std::string& admin_token);
 
-  // Replaces the node tokens (SIGHUP reloads them). Requests in flight finish with the tokens
-  // they were authenticated with; connections stay open.
-  void ReplaceNodeTokens(std::vector<NodeToken> tokens);
+  // Replaces the node tokens (SIGHUP reloads them), unless CheckTokens refuses them: then the
+  // tokens in use stay, and the error says why. Requests in flight finish with the tokens they
+  // were authenticated with; connections stay open.
+  Status ReplaceNodeTokens(std::vector<NodeToken> tokens);
   // `after` from "/v1/events?after=N" (0 when absent); INVALID_ARGUMENT if malformed.
   static Result<int64_t> ParseEventsAfter(const std::string& target);
   // `epoch` from "/v1/events?epoch=E" (empty when absent); INVALID_ARGUMENT if malformed.
@@ -136,7 +154,6 @@ class SettlementService {
     std::deque<Attempt> waiting;
   };
 
-  HttpReply Route(const HttpRequest& request, const Caller& caller, const std::string& path);
   HttpReply PostRoom(const HttpRequest& request, const Caller& caller);
   void PostSettlement(const HttpRequest& request, const Caller& caller,
                       std::shared_ptr<Cancellation> cancel, ReplyFn done);
@@ -171,7 +188,7 @@ class SettlementService {
   std::vector<Attempt> EndTurn(const Attempt& ran, const Result<SettleOutcome>& outcome);
   bool HasToken(const std::string& node_id) const;
   // 503 UNAVAILABLE with Retry-After: the client should try again later.
-  HttpReply Unavailable(const std::string& detail, const std::string& instance);
+  HttpReply Unavailable(const std::string& detail, const std::string& instance) const;
   // The problem of a failed store call: 500 INTERNAL (not retryable) for an error the same call
   // would meet again, 503 UNAVAILABLE otherwise.
   HttpReply FailureReply(const Status& failed, const std::string& instance);
@@ -181,6 +198,8 @@ class SettlementService {
   SettlementStore& store_;
   EventHub* hub_;
   const ServiceOptions options_;
+  metrics::Registry& registry_;
+  const ReadinessMonitor* readiness_;
 
   mutable std::mutex tokens_mu_;
   std::shared_ptr<const std::vector<NodeToken>> node_tokens_;

@@ -10,10 +10,16 @@
 #include <spdlog/spdlog.h>
 
 #include "common/failpoint.h"
+#include "proto/wire.h"
 #include "sql/migrations.h"
 
 namespace verdict::lobby {
 namespace {
+
+// The schema's version and whether the session only reads (a standby, a primary being demoted).
+constexpr char kReadinessSql[] =
+    "SELECT coalesce(max(version), 0), current_setting('transaction_read_only') = 'on' "
+    "FROM verdict_schema_migrations";
 
 // Every statement the lobby runs, prepared on each connection (all but the test-only negative
 // control's in SettleBattles). Nothing is ever built by string concatenation of input: arrays
@@ -91,9 +97,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "AND (f.trimmed_at IS NULL OR r.settled_at > f.trimmed_at + interval '1 minute') "
      "AND NOT EXISTS (SELECT 1 FROM settlement_events e WHERE e.room_id = r.room_id) "
      "ORDER BY r.settled_at, r.room_id"},
-    {"readiness",
-     "SELECT coalesce(max(version), 0), current_setting('transaction_read_only') = 'on' "
-     "FROM verdict_schema_migrations"},
+    {"readiness", kReadinessSql},
     // A transaction that writes WAL (a logical message, of no other consequence), so that its
     // commit waits for the synchronous standby (if any) to confirm the WAL up to it. (A
     // transaction id alone writes nothing before the commit, which then does not wait.)
@@ -166,6 +170,13 @@ v1::Outcome OutcomeFromName(const std::string& s) {
   return s == "ABORTED" ? v1::ABORTED : v1::SETTLED;
 }
 
+// What every connection of the lobby runs first: its lock and statement timeouts (0 is none).
+std::string SessionSettings(std::chrono::milliseconds lock_timeout,
+                            std::chrono::milliseconds statement_timeout) {
+  return "SET lock_timeout = " + std::to_string(lock_timeout.count()) +
+         "; SET statement_timeout = " + std::to_string(statement_timeout.count());
+}
+
 // A fixed set of connections handed out one per call. A connection found broken is dropped
 // and re-opened by the next caller, and so are the idle ones: they lead to the same server, which
 // is most likely gone (a failover), and each would otherwise fail one more request before it is
@@ -174,9 +185,7 @@ class ConnectionPool {
  public:
   explicit ConnectionPool(const StoreOptions& options)
       : conninfo_(ConnectionString(options)),
-        session_settings_(
-            "SET lock_timeout = " + std::to_string(options.lock_timeout.count()) +
-            "; SET statement_timeout = " + std::to_string(options.statement_timeout.count())),
+        session_settings_(SessionSettings(options.lock_timeout, options.statement_timeout)),
         free_slots_(options.pool_size),
         timeout_(options.acquire_timeout) {}
 
@@ -228,7 +237,8 @@ class ConnectionPool {
         for (const auto& [name, text] : kStatements) conn->prepare(name, text);
       } catch (const std::exception& e) {
         Return(nullptr);
-        return UnavailableError(std::string("cannot connect to the database: ") + e.what());
+        spdlog::warn("cannot connect to the database: {}", e.what());
+        return UnavailableError("cannot connect to the database");
       }
     }
     return Lease(this, std::move(conn));
@@ -307,7 +317,7 @@ Result<T> RunDb(ConnectionPool& pool, const char* what, F body) {
     }
     spdlog::error("{}: transaction rolled back, a retry would fail the same way: {}", what,
                   e.what());
-    return InternalError(std::string(what) + ": transaction rolled back: " + e.what());
+    return InternalError(std::string(what) + ": transaction rolled back");
   } catch (const pqxx::sql_error& e) {
     const bool lost = !lease->open();
     lost ? lease->DiscardLost() : lease->Discard();
@@ -348,6 +358,24 @@ std::string Hex(const std::string& bytes) {
   return out;
 }
 
+// The verdict of kReadinessSql's row: OK, UNAVAILABLE for a session that only reads,
+// FAILED_PRECONDITION for a schema this binary does not know.
+Status ReadinessOf(const pqxx::row& row) {
+  if (row[1].as<bool>()) {
+    return UnavailableError(
+        "the database only reads (a standby, or a primary being demoted): no settlement can "
+        "commit; a conninfo naming every node with target_session_attrs=read-write finds the "
+        "primary");
+  }
+  const int version = row[0].as<int>();
+  if (version != ExpectedSchemaVersion()) {
+    return FailedPreconditionError("database schema is version " + std::to_string(version) +
+                                   ", this lobby needs " + std::to_string(ExpectedSchemaVersion()) +
+                                   "; run `verdict-lobby migrate`");
+  }
+  return Status::Ok();
+}
+
 class PgSettlementStore final : public SettlementStore {
  public:
   explicit PgSettlementStore(const StoreOptions& options) : options_(options), pool_(options) {}
@@ -362,21 +390,22 @@ class PgSettlementStore final : public SettlementStore {
     }
     ids << '}';
     teams << '}';
-    return RunDb<AllocateOutcome>(pool_, "allocate", [&](ConnectionPool::Lease& lease) {
+    auto allocated = RunDb<AllocateOutcome>(pool_, "allocate", [&](ConnectionPool::Lease& lease) {
       pqxx::work tx(lease.conn());
       pqxx::row row =
           tx.exec_prepared1("allocate", a.room_id(), a.node_id(), ids.str(), teams.str());
-      tx.commit();
-      AllocateOutcome out;
-      const std::string status = row[0].as<std::string>();
-      out.busy_player = row[1].as<uint64_t>();
-      out.status = status == "allocated"        ? AllocateStatus::kAllocated
-                   : status == "duplicate"      ? AllocateStatus::kDuplicate
-                   : status == "player_busy"    ? AllocateStatus::kPlayerBusy
-                   : status == "room_id_reused" ? AllocateStatus::kRoomIdReused
-                                                : AllocateStatus::kRoomExists;
-      return out;
+      auto status = AllocateStatusFromSql(row[0].as<std::string>());
+      if (!status.ok()) {
+        spdlog::error("room={}: {}; answering INTERNAL", a.room_id(), status.status().message());
+        return Result<AllocateOutcome>(status.status());
+      }
+      // Only an allocation changes anything: a refused one (a busy player) must not keep the
+      // new players it created before it found the busy one, so it rolls back.
+      if (*status == AllocateStatus::kAllocated) tx.commit();
+      return Result<AllocateOutcome>(AllocateOutcome{*status, row[1].as<uint64_t>()});
     });
+    if (!allocated.ok()) return UnlessNotReady(allocated.status());
+    return allocated;
   }
 
   std::vector<Result<SettleOutcome>> SettleBattles(const std::vector<SettleRequest>& requests,
@@ -409,9 +438,10 @@ class PgSettlementStore final : public SettlementStore {
     // during COMMIT, the receipts read back say which rooms this call committed.
     const int64_t attempt_id = NewAttemptId();
     bool commit_unknown = false;
-    auto settled = RunDb<std::vector<SettleOutcome>>(
-        pool_, "settle", [&](ConnectionPool::Lease& lease) -> Result<std::vector<SettleOutcome>> {
-          std::vector<SettleOutcome> out;
+    using Outcomes = std::vector<Result<SettleOutcome>>;
+    auto settled =
+        RunDb<Outcomes>(pool_, "settle", [&](ConnectionPool::Lease& lease) -> Result<Outcomes> {
+          Outcomes out;
           bool lost = false;
           {
             // Armed only around the statement: a lost connection is closed after it (below),
@@ -462,7 +492,7 @@ class PgSettlementStore final : public SettlementStore {
                                  " rows for " + std::to_string(requests.size()) + " rooms");
           }
           const bool any_settled = std::any_of(out.begin(), out.end(), [](const auto& o) {
-            return o.status == SettleStatus::kSettled;
+            return o.ok() && o->status == SettleStatus::kSettled;
           });
           if (any_settled && CheckFailpoint("settle.commit_unknown") == FailAction::kError) {
             // As if the connection dropped right after COMMIT was sent: the reply is lost.
@@ -475,7 +505,7 @@ class PgSettlementStore final : public SettlementStore {
     if (!settled.ok()) {
       return {requests.size(), Result<SettleOutcome>(UnlessNotReady(settled.status()))};
     }
-    std::vector<Result<SettleOutcome>> answers(settled->begin(), settled->end());
+    std::vector<Result<SettleOutcome>> answers = std::move(*settled);
     // Rows this call settled were confirmed by its own commit, unless a cancel reached it: a
     // cancelled wait for the synchronous standby still commits locally, with only a warning. The
     // other rows were read from receipts that earlier transactions wrote.
@@ -491,7 +521,7 @@ class PgSettlementStore final : public SettlementStore {
 
   Result<std::optional<v1::SettlementReceipt>> GetReceipt(
       uint64_t room_id, const std::optional<std::string>& node_id) override {
-    return RunDb<std::optional<v1::SettlementReceipt>>(
+    auto receipt = RunDb<std::optional<v1::SettlementReceipt>>(
         pool_, "get receipt", [&](ConnectionPool::Lease& lease) {
           pqxx::nontransaction tx(lease.conn());
           pqxx::result rows = node_id ? tx.exec_prepared("receipt_of_node", room_id, *node_id)
@@ -499,6 +529,8 @@ class PgSettlementStore final : public SettlementStore {
           if (rows.empty()) return std::optional<v1::SettlementReceipt>();
           return std::optional<v1::SettlementReceipt>(ReceiptFromRow(rows[0]));
         });
+    if (!receipt.ok()) return UnlessNotReady(receipt.status());
+    return receipt;
   }
 
   Result<bool> ReceiptExpired(uint64_t room_id,
@@ -556,20 +588,23 @@ class PgSettlementStore final : public SettlementStore {
   }
 
   Result<std::optional<v1::Player>> GetPlayer(uint64_t player_id) override {
-    return RunDb<std::optional<v1::Player>>(pool_, "get player", [&](ConnectionPool::Lease& lease) {
-      pqxx::nontransaction tx(lease.conn());
-      pqxx::result rows = tx.exec_prepared("player", player_id);
-      if (rows.empty()) return std::optional<v1::Player>();
-      v1::Player p;
-      p.set_player_id(rows[0][0].as<uint64_t>());
-      p.set_elo(rows[0][1].as<int32_t>());
-      p.set_games(rows[0][2].as<uint32_t>());
-      p.set_wins(rows[0][3].as<uint32_t>());
-      p.set_losses(rows[0][4].as<uint32_t>());
-      p.set_draws(rows[0][5].as<uint32_t>());
-      p.set_in_battle_room(rows[0][6].as<uint64_t>());
-      return std::optional<v1::Player>(p);
-    });
+    auto player =
+        RunDb<std::optional<v1::Player>>(pool_, "get player", [&](ConnectionPool::Lease& lease) {
+          pqxx::nontransaction tx(lease.conn());
+          pqxx::result rows = tx.exec_prepared("player", player_id);
+          if (rows.empty()) return std::optional<v1::Player>();
+          v1::Player p;
+          p.set_player_id(rows[0][0].as<uint64_t>());
+          p.set_elo(rows[0][1].as<int32_t>());
+          p.set_games(rows[0][2].as<uint32_t>());
+          p.set_wins(rows[0][3].as<uint32_t>());
+          p.set_losses(rows[0][4].as<uint32_t>());
+          p.set_draws(rows[0][5].as<uint32_t>());
+          p.set_in_battle_room(rows[0][6].as<uint64_t>());
+          return std::optional<v1::Player>(p);
+        });
+    if (!player.ok()) return UnlessNotReady(player.status());
+    return player;
   }
 
   Result<int> SequenceEvents(int limit) override {
@@ -630,51 +665,38 @@ class PgSettlementStore final : public SettlementStore {
         });
   }
 
-  Status CheckReady() override {
-    struct Readiness {
-      int version = 0;
-      bool read_only = false;
-    };
+ private:
+  // Whether the database behind the pool is the one this lobby expects: ReadinessOf on a pooled
+  // connection. A connection found lost (opened before a failover, say) is replaced, and the
+  // check runs again on a new one.
+  Status CheckReady() {
+    Status verdict;
     const auto check = [&] {
-      return RunDb<Readiness>(pool_, "readiness", [&](ConnectionPool::Lease& l) {
+      return RunDb<bool>(pool_, "readiness", [&](ConnectionPool::Lease& l) {
         pqxx::nontransaction tx(l.conn());
-        const pqxx::row row = tx.exec_prepared1("readiness");
-        return Readiness{row[0].as<int>(), row[1].as<bool>()};
+        verdict = ReadinessOf(tx.exec_prepared1("readiness"));
+        return true;
       });
     };
-    // Readiness is about a connection made now: one found lost (opened before a failover,
-    // say) is replaced, and the check runs again on a new one.
-    auto ready = check();
-    if (!ready.ok() && ready.status().code() == StatusCode::kUnavailable) ready = check();
-    if (!ready.ok()) return ready.status();
-    if (ready->read_only) {
-      return UnavailableError(
-          "the database only reads (a standby, or a primary being demoted): no settlement can "
-          "commit; a conninfo naming every node with target_session_attrs=read-write finds the "
-          "primary");
-    }
-    if (ready->version != ExpectedSchemaVersion()) {
-      return FailedPreconditionError(
-          "database schema is version " + std::to_string(ready->version) + ", this lobby needs " +
-          std::to_string(ExpectedSchemaVersion()) + "; run `verdict-lobby migrate`");
-    }
-    return Status::Ok();
+    auto ran = check();
+    if (!ran.ok() && ran.status().code() == StatusCode::kUnavailable) ran = check();
+    return ran.ok() ? verdict : ran.status();
   }
 
- private:
-  static std::vector<SettleOutcome> FromSettleRows(const pqxx::result& rows) {
-    std::vector<SettleOutcome> outcomes;
+  // One outcome per row; a row whose status this binary does not know is INTERNAL (logged by
+  // SettleStatusFromSql).
+  static std::vector<Result<SettleOutcome>> FromSettleRows(const pqxx::result& rows) {
+    std::vector<Result<SettleOutcome>> outcomes;
     for (const auto& row : rows) {
+      auto status = SettleStatusFromSql(row[1].as<std::string>());
+      if (!status.ok()) {
+        spdlog::error("room={}: {}; answering INTERNAL", row[0].as<uint64_t>(),
+                      status.status().message());
+        outcomes.push_back(status.status());
+        continue;
+      }
       SettleOutcome out;
-      const std::string status = row[1].as<std::string>();
-      out.status = status == "settled"                ? SettleStatus::kSettled
-                   : status == "duplicate"            ? SettleStatus::kDuplicate
-                   : status == "outcome_conflict"     ? SettleStatus::kOutcomeConflict
-                   : status == "idempotency_mismatch" ? SettleStatus::kIdempotencyMismatch
-                   : status == "roster_mismatch"      ? SettleStatus::kRosterMismatch
-                   : status == "busy"                 ? SettleStatus::kBusy
-                   : status == "original_expired"     ? SettleStatus::kOriginalExpired
-                                                      : SettleStatus::kRoomUnknown;
+      out.status = *status;
       out.receipt.set_room_id(row[0].as<uint64_t>());
       out.receipt.set_match_id(row[2].as<uint64_t>());
       out.receipt.set_outcome(OutcomeFromName(row[3].as<std::string>()));
@@ -793,7 +815,104 @@ class PgSettlementStore final : public SettlementStore {
   ConnectionPool pool_;
 };
 
+// The readiness probe's connection and its one transaction. Its SQL errors keep the connection
+// (the transaction is rolled back); a lost connection is opened again by the next probe.
+class PgReadinessProbe final : public ReadinessProbe {
+ public:
+  PgReadinessProbe(const StoreOptions& options, std::chrono::milliseconds timeout)
+      : conninfo_(ConnectionString(options)),
+        session_settings_(SessionSettings(timeout, timeout)) {}
+
+  Status Probe() override {
+    try {
+      if (!conn_ || !conn_->is_open()) {
+        conn_.reset();
+        conn_ = std::make_unique<pqxx::connection>(conninfo_);
+        pqxx::nontransaction(*conn_).exec(session_settings_);
+      }
+      pqxx::work tx(*conn_);
+      VERDICT_RETURN_IF_ERROR(ReadinessOf(tx.exec1(kReadinessSql)));
+      // A settlement inserts rows, which take new pages as its tables grow; so does this, into
+      // a table that lives for the transaction and is empty, so its one row needs a fresh page.
+      // On a full data disk it fails as the settlements do (53100, disk full). Its commit waits
+      // for a synchronous standby, if there is one, as theirs do.
+      tx.exec("CREATE TEMP TABLE verdict_readiness_probe (probe text) ON COMMIT DROP");
+      tx.exec("INSERT INTO verdict_readiness_probe VALUES ('probe')");
+      tx.commit();
+      last_logged_.clear();
+      return Status::Ok();
+    } catch (const pqxx::broken_connection& e) {
+      conn_.reset();
+      Log(std::string("cannot reach the database: ") + e.what());
+      return UnavailableError("cannot reach the database");
+    } catch (const pqxx::sql_error& e) {
+      Log("SQL error " + e.sqlstate() + ": " + e.what());
+      if (e.sqlstate() == "42P01") {
+        return FailedPreconditionError(
+            "the database has no verdict schema; run `verdict-lobby migrate`");
+      }
+      return UnavailableError("the database cannot commit a settlement now: SQLSTATE " +
+                              e.sqlstate());
+    } catch (const std::exception& e) {
+      conn_.reset();
+      Log(e.what());
+      return UnavailableError("cannot reach the database");
+    }
+  }
+
+ private:
+  // The detail of a failed probe (libpq's text), logged once while it stays the same.
+  void Log(const std::string& detail) {
+    if (detail == last_logged_) return;
+    spdlog::warn("readiness probe: {}", detail);
+    last_logged_ = detail;
+  }
+
+  const std::string conninfo_;
+  const std::string session_settings_;
+  std::unique_ptr<pqxx::connection> conn_;
+  std::string last_logged_;
+};
+
 }  // namespace
+
+Result<AllocateStatus> AllocateStatusFromSql(std::string_view status) {
+  static constexpr std::pair<std::string_view, AllocateStatus> kNames[] = {
+      {"allocated", AllocateStatus::kAllocated},
+      {"duplicate", AllocateStatus::kDuplicate},
+      {"room_exists", AllocateStatus::kRoomExists},
+      {"player_busy", AllocateStatus::kPlayerBusy},
+      {"room_id_reused", AllocateStatus::kRoomIdReused},
+  };
+  for (const auto& [name, value] : kNames) {
+    if (status == name) return value;
+  }
+  return InternalError("the allocation answered status '" + wire::ValidUtf8(status) +
+                       "', which this lobby does not know");
+}
+
+Result<SettleStatus> SettleStatusFromSql(std::string_view status) {
+  static constexpr std::pair<std::string_view, SettleStatus> kNames[] = {
+      {"settled", SettleStatus::kSettled},
+      {"duplicate", SettleStatus::kDuplicate},
+      {"room_unknown", SettleStatus::kRoomUnknown},
+      {"outcome_conflict", SettleStatus::kOutcomeConflict},
+      {"idempotency_mismatch", SettleStatus::kIdempotencyMismatch},
+      {"roster_mismatch", SettleStatus::kRosterMismatch},
+      {"busy", SettleStatus::kBusy},
+      {"original_expired", SettleStatus::kOriginalExpired},
+  };
+  for (const auto& [name, value] : kNames) {
+    if (status == name) return value;
+  }
+  return InternalError("the settlement answered status '" + wire::ValidUtf8(status) +
+                       "', which this lobby does not know");
+}
+
+std::unique_ptr<ReadinessProbe> OpenReadinessProbe(const StoreOptions& options,
+                                                   std::chrono::milliseconds timeout) {
+  return std::make_unique<PgReadinessProbe>(options, timeout);
+}
 
 Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions& options) {
   if (options.pool_size < 1) return InvalidArgumentError("the database pool needs a connection");

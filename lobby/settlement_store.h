@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -57,6 +58,9 @@ struct StoreOptions {
 };
 
 enum class AllocateStatus { kAllocated, kDuplicate, kRoomExists, kPlayerBusy, kRoomIdReused };
+// The status verdict_allocate answers ('allocated', 'duplicate', 'room_exists', 'player_busy',
+// 'room_id_reused'); INTERNAL naming it for any other, which this binary does not know.
+Result<AllocateStatus> AllocateStatusFromSql(std::string_view status);
 struct AllocateOutcome {
   AllocateStatus status = AllocateStatus::kAllocated;
   uint64_t busy_player = 0;  // for kPlayerBusy
@@ -72,6 +76,11 @@ enum class SettleStatus {
   kBusy,                 // (not waiting for locks) another transaction holds the room: not tried
   kOriginalExpired,      // settled long ago: only the compact record of its settlement is left
 };
+// The status a row of verdict_settle_batch answers ('settled', 'duplicate', 'room_unknown',
+// 'outcome_conflict', 'idempotency_mismatch', 'roster_mismatch', 'busy', 'original_expired');
+// INTERNAL naming it for any other, which this binary does not know (never a guess: a node
+// dead-letters on a final refusal).
+Result<SettleStatus> SettleStatusFromSql(std::string_view status);
 
 // One room of a settlement call: a validated result, the node it is settled for, and the
 // sha256 of its deterministic serialization.
@@ -204,13 +213,31 @@ class SettlementStore {
   // Receipts written more than `older_than_s` seconds ago whose settlement event is missing,
   // among those settled after the newest event retention dropped.
   virtual Result<std::vector<ReceiptWithoutEvent>> ReceiptsWithoutEvent(int64_t older_than_s) = 0;
-
-  // OK if a connection can run a query on a server that takes writes (not a standby) and the
-  // schema is the one this binary knows.
-  virtual Status CheckReady() = 0;
 };
 
+// Every failed call answers with a message fit for any client: what failed, and a SQLSTATE where
+// there is one. libpq's own text, which names the database's host, port or socket path, goes to
+// the log only.
 Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions& options);
+
+// Whether settlements can commit now, asked on a database connection of the probe's own (opened
+// when first needed, and again after it is lost), never one of a store's pool. Its caller owns it;
+// one thread at a time.
+class ReadinessProbe {
+ public:
+  virtual ~ReadinessProbe() = default;
+  // OK if the database takes writes (not a standby), has the schema this binary needs, and
+  // commits a transaction that needs a fresh page of storage in the database's default
+  // tablespace: a full data disk fails it, as it fails settlements. Otherwise UNAVAILABLE (or
+  // FAILED_PRECONDITION for the schema) saying why, in words fit for any client (see
+  // OpenSettlementStore).
+  virtual Status Probe() = 0;
+};
+
+// A probe on `options`' database whose statements each run under `timeout` (as lock and
+// statement timeout), so that none outlasts it by much.
+std::unique_ptr<ReadinessProbe> OpenReadinessProbe(const StoreOptions& options,
+                                                   std::chrono::milliseconds timeout);
 
 // `options.conninfo` with this lobby's connection defaults (connect timeout, TCP keepalives)
 // added where it sets none of its own; key=value strings and postgresql:// URIs both work.

@@ -5,6 +5,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/bearer_token.h"
+#include "delivery/deliverer.h"
+#include "node/ingest.h"
+#include "node/outbox_writer.h"
+#include "node/result_channel.h"
+#include "node/room_table.h"
+#include "proto/validation.h"
+#include "server/http_server.h"
+
 namespace verdict::node {
 namespace {
 
@@ -21,6 +30,24 @@ constexpr double kAssumedRecordBytes = 2048;
 constexpr std::chrono::seconds kWokenProducersWait{5};
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
+// What the lobby could never take is refused before anything is opened or started: a node id it
+// would refuse in every result (the results would be stored, then quarantined as undecodable),
+// and tokens that cannot go in a header (every request would be malformed).
+Status CheckNodeOptions(const NodeOptions& options) {
+  if (Status valid = wire::ValidateNodeId(options.node_id); !valid.ok()) {
+    return InvalidArgumentError("the node id: " + valid.message());
+  }
+  if (Status valid = CheckBearerToken(options.token); !valid.ok()) {
+    return InvalidArgumentError("the lobby token " + valid.message());
+  }
+  if (!options.ingest.token.empty()) {
+    if (Status valid = CheckBearerToken(options.ingest.token); !valid.ok()) {
+      return InvalidArgumentError("the ingest token " + valid.message());
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 double BacklogDrainEtaS(double backlog, double ingest_per_s, double delivery_per_s) {
@@ -32,11 +59,12 @@ double BacklogDrainEtaS(double backlog, double ingest_per_s, double delivery_per
 BattleNode::BattleNode(NodeOptions options)
     : options_(std::move(options)),
       clock_(options_.clock ? options_.clock : SystemClock::Default()),
-      channel_(options_.channel_capacity),
-      rooms_(clock_) {}
+      channel_(std::make_unique<ResultChannel>(options_.channel_capacity)),
+      rooms_(std::make_unique<RoomTable>(clock_)),
+      finisher_(std::make_unique<RoomFinisher>()) {}
 
 Result<std::unique_ptr<BattleNode>> BattleNode::Start(NodeOptions options) {
-  if (options.node_id.empty()) return InvalidArgumentError("a node needs a node id");
+  VERDICT_RETURN_IF_ERROR(CheckNodeOptions(options));
   std::unique_ptr<BattleNode> node(new BattleNode(std::move(options)));
   NodeOptions& o = node->options_;
 
@@ -59,7 +87,7 @@ Result<std::unique_ptr<BattleNode>> BattleNode::Start(NodeOptions options) {
 
   BattleNode* raw = node.get();
   node->writer_ = std::make_unique<OutboxWriter>(
-      node->channel_, *node->outbox_, o.writer,
+      *node->channel_, *node->outbox_, o.writer,
       [raw](const std::vector<v1::BattleResult>& batch,
             const std::vector<storage::EnqueueResult>& outcomes) {
         raw->deliverer_->Wake();
@@ -110,7 +138,7 @@ Status BattleNode::StartServer() {
   IngestHooks hooks;
   hooks.offer = [this](std::vector<v1::BattleResult> results,
                        std::vector<ResultChannel::Completion> done) {
-    return channel_.Offer(std::move(results), std::move(done));
+    return channel_->Offer(std::move(results), std::move(done));
   };
   hooks.ready = [this] { return Ready(); };
   hooks.health = [this] { return Health(); };
@@ -126,13 +154,28 @@ Status BattleNode::StartServer() {
   return Status::Ok();
 }
 
-RoomContext BattleNode::room_context(BattleEndNotifier* notifier, ReplayStore* replays) {
-  return RoomContext{options_.node_id, clock_, notifier, replays, &channel_};
+Result<RoomHandle> BattleNode::AddRoom(const v1::RoomAllocation& allocation, RoomOptions options) {
+  RoomContext context;
+  context.node_id = options_.node_id;
+  context.clock = clock_;
+  context.notifier = std::move(options.notifier);
+  context.replays = std::move(options.replays);
+  context.results = channel_.get();
+  if (options.finishing == Finishing::kHandedOff) context.finisher = finisher_.get();
+  return rooms_->Add(allocation, std::move(context));
 }
 
+RoomHandle BattleNode::FindRoom(uint64_t room_id) const { return rooms_->Find(room_id); }
+
+uint64_t BattleNode::stored() const { return writer_ ? writer_->stored() : 0; }
+
+uint64_t BattleNode::resolved() const { return deliverer_ ? deliverer_->resolved() : 0; }
+
+Result<storage::OutboxStats> BattleNode::OutboxStats() const { return outbox_->Stats(); }
+
 void BattleNode::Maintain() {
-  rooms_.TickAll();
-  rooms_.ReleaseDue();
+  rooms_->TickAll();
+  rooms_->ReleaseDue();
   auto stats = outbox_->Stats();
   // On the node's clock, so that a simulated clock drives the rates (and everything derived
   // from them) in tests.
@@ -168,8 +211,10 @@ NodeRates BattleNode::rates() const {
 }
 
 bool BattleNode::Drained() {
-  // First the channel and the writer: a result they no longer count is in the outbox already.
-  if (channel_.unfinished() > 0 || writer_->stalled()) return false;
+  // First the finisher, the channel and the writer, in the order a result passes them: one they
+  // no longer count has moved on.
+  if (finisher_->unfinished() > 0) return false;
+  if (channel_->unfinished() > 0 || writer_->stalled()) return false;
   auto stats = outbox_->Stats();
   return stats.ok() && stats->records == 0;
 }
@@ -178,12 +223,20 @@ Status BattleNode::Health() const {
   if (writer_ && writer_->stalled()) {
     return UnavailableError("outbox writes are failing; rooms finishing are held back");
   }
+  {
+    std::lock_guard lock(mu_);
+    for (const storage::ShardStats& s : last_stats_.shards) {
+      if (!s.damage.empty()) return DataLossError(s.damage);  // names the shard, stopped alone
+    }
+  }
   return deliverer_ ? deliverer_->Health() : Status::Ok();
 }
 
 Status BattleNode::Ready() const {
   if (draining_) return UnavailableError("draining: this node takes no more results");
-  if (channel_.closed()) return UnavailableError("shutting down: this node takes no more results");
+  if (channel_->closed()) {
+    return UnavailableError("shutting down: this node takes no more results");
+  }
   if (writer_ && writer_->stalled()) {
     return UnavailableError("outbox writes are failing (full disk or I/O error); retry later");
   }
@@ -192,12 +245,18 @@ Status BattleNode::Ready() const {
 
 void BattleNode::BeginDrain() { draining_ = true; }
 
-void BattleNode::SetLobbyToken(std::string token) {
-  if (deliverer_) deliverer_->SetToken(std::move(token));
+Status BattleNode::SetLobbyToken(std::string token) {
+  return deliverer_->SetToken(std::move(token));
 }
 
-void BattleNode::SetIngestToken(std::string token) {
+Status BattleNode::SetIngestToken(std::string token) {
+  // Empty is allowed, as at start: TCP listeners then refuse every request.
+  if (Status valid = token.empty() ? Status::Ok() : CheckBearerToken(token); !valid.ok()) {
+    return InvalidArgumentError("the ingest token " + valid.message() +
+                                "; the node keeps the token it has");
+  }
   if (ingest_) ingest_->SetToken(std::move(token));
+  return Status::Ok();
 }
 
 size_t BattleNode::Shutdown() {
@@ -210,19 +269,22 @@ size_t BattleNode::Shutdown() {
   stop_cv_.notify_all();
   draining_ = true;  // ingest answers 503 from here on; what it took is stored below
   const auto deadline = std::chrono::steady_clock::now() + options_.writer.shutdown_deadline;
-  // Rooms blocked on a full channel (the maintenance thread among them, in a fallback tick)
-  // hand their results over as the writer drains it; a failing outbox keeps them blocked until
-  // the deadline. Then the channel closes, which refuses them.
-  if (!channel_.WaitForBlockedProducers(deadline)) {
+  // Handed-off finishes and rooms blocked on a full channel (the maintenance thread among them,
+  // in a fallback tick) hand their results over as the writer drains it; a failing outbox keeps
+  // them blocked until the deadline. Then the channel closes, which refuses them.
+  if (!finisher_->WaitIdle(deadline) || !channel_->WaitForBlockedProducers(deadline)) {
     spdlog::error("shutdown: rooms still waiting on a full channel at the deadline");
   }
   // Store what is queued (the deliverers may still send some of it), then stop sending.
   size_t lost = writer_ ? writer_->Stop(deadline) : 0;
-  channel_.Close();
+  channel_->Close();
+  // Finishes still queued are refused by the closed channel, quickly; a room finishing from now
+  // on is refused before it finishes (Room::Conclude).
+  finisher_->Stop();
   // The close wakes every blocked producer; wait until each has left Push and been counted.
-  channel_.WaitForBlockedProducers(std::chrono::steady_clock::now() + kWokenProducersWait);
+  channel_->WaitForBlockedProducers(std::chrono::steady_clock::now() + kWokenProducersWait);
   if (maintenance_.joinable()) maintenance_.join();
-  lost += channel_.refused();
+  lost += channel_->refused();
   if (deliverer_) deliverer_->Stop();
   // Last: the writer has answered every request it took by now.
   if (server_) server_->Stop();
@@ -264,6 +326,10 @@ void BattleNode::ExportMetrics() {
   registry_.AddLabeledGauge("verdict_node_outbox_oldest_age_seconds",
                             "Age of the oldest waiting result in each shard.", "shard",
                             per_shard([](const auto& s) { return s.oldest_age_ms / 1000.0; }));
+  registry_.AddLabeledGauge(
+      "verdict_node_outbox_shard_damaged",
+      "1 for a shard whose stored data cannot be read: it is stopped, the others deliver.", "shard",
+      per_shard([](const auto& s) { return s.damage.empty() ? 0.0 : 1.0; }));
   registry_.AddGauge("verdict_node_outbox_quarantined", "Results in quarantine.",
                      stat([](const auto& s) { return s.quarantined; }));
   registry_.AddGauge("verdict_node_outbox_dead_lettered", "Results in dead letter.",
@@ -271,19 +337,19 @@ void BattleNode::ExportMetrics() {
   registry_.AddGauge("verdict_node_outbox_free_disk_bytes", "Free space on the outbox volume.",
                      stat([](const auto& s) { return s.free_disk_bytes; }));
   registry_.AddGauge("verdict_node_result_channel_occupancy", "Results in the result channel.",
-                     [this] { return static_cast<double>(channel_.size()); });
+                     [this] { return static_cast<double>(channel_->size()); });
   registry_.AddGauge("verdict_node_result_channel_capacity", "Capacity of the result channel.",
-                     [this] { return static_cast<double>(channel_.capacity()); });
+                     [this] { return static_cast<double>(channel_->capacity()); });
   registry_.AddGauge("verdict_node_result_channel_blocked_producers",
                      "Rooms waiting to hand over their result because the channel is full.",
-                     [this] { return static_cast<double>(channel_.waiting_producers()); });
+                     [this] { return static_cast<double>(channel_->waiting_producers()); });
   registry_.AddGauge("verdict_node_rooms_playing", "Rooms in battle.",
-                     [this] { return static_cast<double>(rooms_.playing()); });
+                     [this] { return static_cast<double>(rooms_->playing()); });
   registry_.AddGauge("verdict_node_rooms_finished", "Finished rooms kept for late clients.",
-                     [this] { return static_cast<double>(rooms_.finished()); });
+                     [this] { return static_cast<double>(rooms_->finished()); });
   registry_.AddGauge("verdict_node_finished_room_oldest_dwell_seconds",
                      "How long the oldest kept Finished room has been finished.",
-                     [this] { return rooms_.oldest_finished_dwell_ms() / 1000.0; });
+                     [this] { return rooms_->oldest_finished_dwell_ms() / 1000.0; });
   registry_.AddGauge("verdict_node_ingest_rate", "R: results stored per second (10 s window).",
                      rate([](const NodeRates& r) { return r.ingest_per_s; }));
   registry_.AddGauge("verdict_node_delivery_rate", "C: results resolved per second (10 s window).",

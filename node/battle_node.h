@@ -1,15 +1,19 @@
 // BattleNode: what a battle host embeds. It composes the outbox, the result channel, the
-// outbox writer and the deliverers from one options struct, keeps the host's rooms, and
-// serves /metrics, /healthz and /readyz, and (when asked) the ingest endpoints through which
-// other processes hand it results (node/ingest.h). Start it once; Shutdown (or destruction)
-// stores every result still in the channel before returning, within writer.shutdown_deadline.
+// outbox writer and the deliverers from one options struct (node/options.h), owns the host's
+// rooms (node/room.h: the host holds RoomHandles, which cannot dangle), and serves /metrics,
+// /healthz and /readyz, and (when asked) the ingest endpoints through which other processes hand
+// it results. Start it once; Shutdown (or destruction) stores every result still queued before
+// returning, within writer.shutdown_deadline.
+// Lifetimes: the node owns everything it uses except NodeOptions::clock, which must outlive it;
+// notifiers and replay stores are shared with the rooms that call them (RoomOptions). Destroy
+// the node before anything its clock points to, and make no room call concurrently with its
+// destruction (calls after it answer NOT_FOUND).
 // Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,51 +24,24 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/status.h"
-#include "delivery/deliverer.h"
-#include "node/ingest.h"
-#include "node/outbox_writer.h"
-#include "node/result_channel.h"
+#include "node/options.h"
 #include "node/room.h"
-#include "server/http_server.h"
 #include "storage/outbox.h"
+
+namespace verdict::delivery {
+class Deliverer;
+}
+namespace verdict::server {
+class HttpServer;
+}
 
 namespace verdict::node {
 
-struct NodeOptions {
-  // This node's id, as the lobby knows it (and its token is registered for).
-  std::string node_id;
-  // The outbox directory (created if missing).
-  std::string outbox_dir;
-  // Outbox shards, fixed when the outbox is created. Default: 16.
-  uint32_t shards = 16;
-  // Lobby URLs ("http://host:port"), in failover order, and this node's bearer token at start
-  // (SetLobbyToken replaces it).
-  std::vector<std::string> lobby_urls;
-  std::string token;
-  // Preallocation of outbox files (storage::OutboxOptions::preallocate_files). Default: true.
-  bool preallocate_outbox_files = true;
-  // Results that may wait between finishing rooms and the outbox. Default: 256.
-  size_t channel_capacity = 256;
-  // Outbox writing; its shutdown_deadline bounds Shutdown (Default: 30 s).
-  OutboxWriterOptions writer;
-  // Delivery tuning; lobby_urls, token and clock are taken from above.
-  delivery::DelivererOptions delivery;
-  // "HOST:PORT" for /metrics, /healthz and /readyz; empty for none. Default: empty.
-  std::string metrics_listen;
-  // The ingest listeners (POST /v1/results); none by default.
-  IngestOptions ingest;
-  // Time source for rooms, outbox ages, backoff and the rates. Not owned. Default: system clock.
-  const Clock* clock = nullptr;
-  // Called with each batch of results once the outbox has answered for all of it durably, on
-  // the writer's sync thread, with the outbox's answer for each; keep it short. A result whose
-  // answer is OK is stored (P1: from here on it cannot be lost). The others were refused and
-  // logged as errors: one over the size limit (RESOURCE_EXHAUSTED, kept in quarantine as
-  // "oversize"), one whose room already has a different record (ALREADY_EXISTS; that record is
-  // the one delivered), one with room 0 (INVALID_ARGUMENT). Default: none.
-  OutboxWriter::StoredCallback on_stored;
-  // Test seam: wraps the opened outbox (for example in one whose writes fail). Default: none.
-  std::function<std::unique_ptr<storage::Outbox>(std::unique_ptr<storage::Outbox>)> wrap_outbox;
-};
+class IngestService;
+class OutboxWriter;
+class ResultChannel;
+class RoomFinisher;
+class RoomTable;
 
 // Rates measured over the last ten seconds, and what follows from them (DESIGN §6).
 struct NodeRates {
@@ -81,33 +58,40 @@ double BacklogDrainEtaS(double backlog, double ingest_per_s, double delivery_per
 
 class BattleNode {
  public:
-  // Opens the outbox, starts the writer, the deliverers and (if asked) the metrics endpoint.
+  // Checks the options (INVALID_ARGUMENT for a node id or token the lobby could never take, a
+  // malformed URL or listen address), opens the outbox, starts the writer, the deliverers and
+  // (if asked) the metrics and ingest endpoints.
   static Result<std::unique_ptr<BattleNode>> Start(NodeOptions options);
   ~BattleNode();
   BattleNode(const BattleNode&) = delete;
   BattleNode& operator=(const BattleNode&) = delete;
 
-  // A RoomContext for this node's rooms, with the host's notifier and replay store (either
-  // may be null; both must outlive the rooms).
-  RoomContext room_context(BattleEndNotifier* notifier, ReplayStore* replays);
+  // Creates the room the lobby allocated to this node with this roster, and returns the host's
+  // handle to it. INVALID_ARGUMENT unless the allocation passes the lobby's own rules (a
+  // positive room id; 2 to 100 seats on teams 1 and 2 of equal size; no player twice) and names
+  // this node; ALREADY_EXISTS while a room with that id is held.
+  Result<RoomHandle> AddRoom(const v1::RoomAllocation& allocation, RoomOptions options = {});
+  // A handle to a held room; one that answers NOT_FOUND for an unknown or released room.
+  RoomHandle FindRoom(uint64_t room_id) const;
 
-  ResultChannel& results() { return channel_; }
-  RoomTable& rooms() { return rooms_; }
-  storage::Outbox& outbox() { return *outbox_; }
+  // The node's metrics, served on /metrics; a host may add its own series.
   metrics::Registry& metrics() { return registry_; }
   uint16_t metrics_port() const { return metrics_port_; }
   // The bound port of each ingest listener, in the order of ingest.listen (0 for a socket).
   const std::vector<uint16_t>& ingest_ports() const { return ingest_ports_; }
   const std::string& node_id() const { return options_.node_id; }
 
-  uint64_t stored() const { return writer_ ? writer_->stored() : 0; }
-  uint64_t resolved() const { return deliverer_ ? deliverer_->resolved() : 0; }
+  // Results newly durable in the outbox, and resolved (acked or dead-lettered), so far.
+  uint64_t stored() const;
+  uint64_t resolved() const;
+  // The outbox's counts, bytes and ages per shard, side areas and free disk, read now.
+  Result<storage::OutboxStats> OutboxStats() const;
   NodeRates rates() const;
   // Nothing waits anywhere: no room is blocked handing over a result, the channel is empty,
   // the writer holds no batch (taken but not yet stored) and every shard is empty.
   bool Drained();
-  // OK, or why the node is unhealthy (outbox writes failing, a delivery loop that keeps
-  // failing).
+  // OK, or why the node is unhealthy (outbox writes failing, a damaged outbox shard, a
+  // delivery loop that keeps failing).
   Status Health() const;
   // OK while the node takes results: UNAVAILABLE while it drains (BeginDrain), shuts down, or
   // cannot write its outbox. /readyz and the ingest endpoints answer 503 with it.
@@ -117,19 +101,24 @@ class BattleNode {
   // affected.
   void BeginDrain();
   // Replaces the lobby token from the next delivery attempt on (SIGHUP in verdict-node);
-  // delivery paused by a refused token resumes at once.
-  void SetLobbyToken(std::string token);
-  // Replaces the token that TCP ingest listeners require (SIGHUP in verdict-node).
-  void SetIngestToken(std::string token);
+  // delivery paused by a refused token resumes at once. INVALID_ARGUMENT for a token that
+  // cannot go in a header; the old one stays.
+  Status SetLobbyToken(std::string token);
+  // Replaces the token that TCP ingest listeners require (SIGHUP in verdict-node), likewise;
+  // empty, they refuse every request.
+  Status SetIngestToken(std::string token);
 
   // Stops taking results, stores what the channel holds, stops delivery and the endpoint.
-  // Rooms blocked on a full channel get until writer.shutdown_deadline to hand their results
-  // over; then the channel closes and a failing outbox is given up. Returns how many results
-  // could not be stored (0 unless the outbox kept failing); they are lost with the process,
-  // and an error line says so.
+  // Rooms blocked on a full channel (and handed-off finishes) get until
+  // writer.shutdown_deadline to hand their results over; then the channel closes and a failing
+  // outbox is given up. Returns how many results could not be stored (0 unless the outbox kept
+  // failing); they are lost with the process, and an error line says so. From then on a room
+  // call that would finish its room answers FAILED_PRECONDITION, and the room plays on.
   size_t Shutdown();
 
  private:
+  friend class BattleNodeTestPeer;  // tests/support/battle_node_peer.h
+
   explicit BattleNode(NodeOptions options);
   void Maintain();  // once a second: room fallbacks and releases, stats, rates
   Status StartServer();
@@ -139,8 +128,9 @@ class BattleNode {
   const Clock* clock_;
   metrics::Registry registry_;
   std::unique_ptr<storage::Outbox> outbox_;
-  ResultChannel channel_;
-  RoomTable rooms_;
+  std::unique_ptr<ResultChannel> channel_;
+  std::unique_ptr<RoomTable> rooms_;
+  std::unique_ptr<RoomFinisher> finisher_;
   std::unique_ptr<delivery::Deliverer> deliverer_;
   std::unique_ptr<OutboxWriter> writer_;
   std::unique_ptr<IngestService> ingest_;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/bearer_token.h"
 #include "common/constant_time.h"
 #include "proto/validation.h"
 #include "proto/wire.h"
@@ -90,11 +91,10 @@ void IngestService::SetToken(std::string token) {
 }
 
 bool IngestService::TokenMatches(const std::string& authorization) const {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (!std::string_view(authorization).starts_with(kBearer)) return false;
+  const std::optional<std::string_view> presented = BearerTokenOf(authorization);
+  if (!presented) return false;
   std::lock_guard lock(token_mu_);
-  return !token_.empty() &&
-         ConstantTimeEquals(std::string_view(authorization).substr(kBearer.size()), token_);
+  return !token_.empty() && ConstantTimeEquals(*presented, token_);
 }
 
 HttpReply IngestService::Unavailable(const std::string& detail, const std::string& path) const {
@@ -211,10 +211,11 @@ void IngestService::PostResult(const server::HttpRequest& request,
     exchange->Reply(ProblemReply(code, detail, path, kRetryAfterS));
   };
   v1::BattleResult result;
-  std::string error;
-  if (!wire::DecodeBody(request.body, *wire::FormatOfContentType(request.content_type), &result,
-                        &error)) {
-    return refuse(ErrorCode::kInvalidArgument, "undecodable BattleResult: " + error);
+  if (Status decoded =
+          wire::DecodeBody(request.body, *wire::FormatOfContentType(request.content_type), &result);
+      !decoded.ok()) {
+    return refuse(server::ProblemOfUndecodable(decoded),
+                  "undecodable BattleResult: " + decoded.message());
   }
   if (Status valid = Prepare(result); !valid.ok()) {
     return refuse(ErrorCode::kInvalidArgument, valid.message());
@@ -250,15 +251,12 @@ void IngestService::PostBatch(const server::HttpRequest& request,
     answers_.Add(server::InfoOf(code).code);
     exchange->Reply(ProblemReply(code, detail, path, kRetryAfterS));
   };
+  // The decoding refuses more than wire::kMaxBatchResults results (413) before it parses them.
   v1::SettlementBatch batch;
-  std::string error;
-  if (!wire::DecodeBody(request.body, *wire::FormatOfContentType(request.content_type), &batch,
-                        &error)) {
-    return refuse(ErrorCode::kInvalidArgument, "undecodable batch: " + error);
-  }
-  if (static_cast<size_t>(batch.results_size()) > wire::kMaxBatchResults) {
-    return refuse(ErrorCode::kPayloadTooLarge,
-                  "a batch holds at most " + std::to_string(wire::kMaxBatchResults) + " results");
+  if (Status decoded =
+          wire::DecodeBody(request.body, *wire::FormatOfContentType(request.content_type), &batch);
+      !decoded.ok()) {
+    return refuse(server::ProblemOfUndecodable(decoded), "undecodable batch: " + decoded.message());
   }
   // Items refused here are answered in place; the others are stored together, with one fsync.
   auto reply = std::make_shared<v1::StoredBatchReply>();

@@ -18,27 +18,11 @@
 
 #include "common/metrics.h"
 #include "common/status.h"
+#include "node/options.h"
 #include "node/result_channel.h"
 #include "server/http_server.h"
 
 namespace verdict::node {
-
-struct IngestOptions {
-  // Where battle hosts post results: "unix:PATH" or "HOST:PORT", any number. Default: none.
-  std::vector<std::string> listen;
-  // Bearer token that TCP listeners require of POSTs (a Unix socket relies on its file mode,
-  // 0660). A TCP listener without a token is refused at start. Default: empty.
-  std::string token;
-  // How long a request waits for its results to become durable before it is answered 503; they
-  // may still become durable, and a retry of the same results then answers 200. Default: 5 s.
-  std::chrono::milliseconds durable_wait{5000};
-  // Results taken and not yet durable beyond which new requests are answered 503: with the
-  // connection cap, what bounds the memory that ingest can hold. Default: 8192.
-  size_t max_pending_results = 8192;
-  // Test-only negative control: answers 201 as soon as the results are queued, before the fsync
-  // that makes them durable (P1 off). Default: false. Never set it outside tests.
-  bool unsafe_answer_before_durable_for_test = false;
-};
 
 // What the service needs of the node; every function may be called from any thread.
 struct IngestHooks {

@@ -1,8 +1,8 @@
 // verdict-node: the battle node as a program. `run` delivers an outbox to the lobby, takes
 // results from battle hosts on its ingest listeners (and, with --simulate-*, plays simulated
 // battles into it); `enqueue` stores results given as JSON, through a running node or straight
-// into a stopped node's outbox; `outbox` inspects and repairs an outbox. Flags are parsed here
-// only.
+// into a stopped node's outbox; `outbox` inspects and repairs an outbox (node/outbox_cli.h).
+// Flags are parsed here only.
 #include <signal.h>
 
 #include <cmath>
@@ -13,12 +13,14 @@
 #include <sstream>
 #include <thread>
 
-#include <google/protobuf/message.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/config_file.h"
+#include "cli/log_level.h"
+#include "common/bearer_token.h"
 #include "node/battle_node.h"
+#include "node/outbox_cli.h"
 #include "node/simulator.h"
 #include "proto/problem.h"
 #include "proto/validation.h"
@@ -36,6 +38,7 @@ struct Flags {
   std::string node_id, outbox, lobby, token, token_file, metrics_listen, admin_token;
   uint32_t shards = 16;
   size_t batch = delivery::DelivererOptions{}.batch;
+  double max_backoff_s = delivery::DelivererOptions{}.max_backoff.count() / 1000.0;
   uint64_t simulate_rooms = 0;
   uint64_t simulate_first_room = 0;
   uint64_t simulate_first_player = 1;
@@ -56,10 +59,6 @@ struct Flags {
   bool outbox_no_preallocate = false;
   int progress_ms = 2000;
   std::string input = "-";
-  bool json = false;
-  size_t limit = 1000;
-  uint64_t room_id = 0;
-  std::string from;
 };
 
 int Fail(const std::string& message) {
@@ -84,15 +83,10 @@ std::string Seconds(double s) {
   return buf;
 }
 
-// A bearer token must be one header-safe word: visible ASCII, no spaces.
+// A bearer token must be one header-safe word (common/bearer_token.h); `where` names its source.
 Status CheckToken(const std::string& token, const std::string& where) {
-  if (token.empty()) return InvalidArgumentError(where + " is empty");
-  for (unsigned char c : token) {
-    if (c < 0x21 || c > 0x7e) {
-      return InvalidArgumentError(where + " holds a character that cannot go in a header");
-    }
-  }
-  return Status::Ok();
+  Status valid = CheckBearerToken(token);
+  return valid.ok() ? valid : InvalidArgumentError(where + " " + valid.message());
 }
 
 // A token given on the command line (`flag`) or in a file (`file`, named by `file_flag`; its
@@ -145,8 +139,12 @@ void ReloadTokens(BattleNode& node, const std::function<Result<Tokens>()>& rerea
                   tokens.status().ToString());
     return;
   }
-  node.SetLobbyToken(tokens->lobby);
-  node.SetIngestToken(tokens->ingest);
+  Status lobby = node.SetLobbyToken(tokens->lobby);
+  Status ingest = lobby.ok() ? node.SetIngestToken(tokens->ingest) : lobby;
+  if (!ingest.ok()) {
+    spdlog::error("SIGHUP: {}", ingest.ToString());
+    return;
+  }
   spdlog::info("SIGHUP: lobby token reloaded, and the ingest token");
 }
 
@@ -168,6 +166,8 @@ Result<NodeOptions> OptionsFrom(const Flags& flags) {
   options.ingest.unsafe_answer_before_durable_for_test = flags.unsafe_answer_before_durable;
   options.delivery.tls_ca_file = flags.tls_ca;
   options.delivery.batch = flags.batch;
+  options.delivery.max_backoff =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.max_backoff_s * 1000));
   options.delivery.unsafe_ack_before_send_for_test = flags.unsafe_ack_before_send;
   options.delivery.unsafe_ack_whole_batch_for_test = flags.unsafe_ack_whole_batch;
   options.writer.unsafe_drop_failed_batches_for_test = flags.unsafe_drop_failed_batches;
@@ -222,7 +222,7 @@ void PrintInitialBacklog(BattleNode& node, const Flags& flags) {
       std::printf("ingest on %s\n", flags.ingest_listen[i].c_str());
     }
   }
-  if (auto initial = node.outbox().Stats(); initial.ok()) {
+  if (auto initial = node.OutboxStats(); initial.ok()) {
     std::printf("node %s: %llu result(s) waiting in the outbox at start\n", node_id.c_str(),
                 static_cast<unsigned long long>(initial->records));
     std::fflush(stdout);
@@ -253,7 +253,7 @@ std::unique_ptr<Simulator> StartSimulator(const Flags& flags, const NodeOptions&
 // One progress line: the simulator's rooms, what was stored and delivered, the backlog as it
 // is now and the drain ETA at the current rates.
 void PrintProgress(BattleNode& node, const Simulator* simulator, uint64_t simulate_rooms) {
-  auto stats = node.outbox().Stats();
+  auto stats = node.OutboxStats();
   const NodeRates rates = node.rates();
   std::string sim;
   if (simulator) {
@@ -371,7 +371,7 @@ int RunNode(const Flags& flags, const std::function<Result<Tokens>()>& reread) {
     return Fail(std::to_string(lost) + " result(s) could not be stored before shutdown");
   }
   if (drain && !drained) {
-    auto stats = node.outbox().Stats();
+    auto stats = node.OutboxStats();
     std::fprintf(stderr,
                  "verdict-node: %s result(s) remain undelivered in the outbox %s; a node started "
                  "on it delivers them\n",
@@ -510,7 +510,8 @@ int EnqueueThroughNode(const Flags& flags, const std::vector<v1::BattleResult>& 
 // How long `enqueue --outbox` waits for another enqueue holding the outbox to finish.
 constexpr std::chrono::seconds kOutboxLockWait{3};
 
-int RunEnqueue(const Flags& flags) {
+// `shards_given`: --shards was on the command line (else an existing outbox keeps its count).
+int RunEnqueue(const Flags& flags, bool shards_given) {
   std::ifstream file;
   if (flags.input != "-") {
     file.open(flags.input);
@@ -522,11 +523,13 @@ int RunEnqueue(const Flags& flags) {
   if (flags.outbox.empty()) return Fail("enqueue needs --to (a running node) or --outbox DIR");
   // Another enqueue may hold the outbox for a moment: wait for it, a while.
   const auto give_up = std::chrono::steady_clock::now() + kOutboxLockWait;
-  auto outbox = storage::OpenOutbox(flags.outbox, {.shard_count = flags.shards});
+  const storage::OutboxOptions options{.shard_count = flags.shards,
+                                       .adopt_existing_shard_count = !shards_given};
+  auto outbox = storage::OpenOutbox(flags.outbox, options);
   while (!outbox.ok() && outbox.status().code() == StatusCode::kUnavailable &&
          std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    outbox = storage::OpenOutbox(flags.outbox, {.shard_count = flags.shards});
+    outbox = storage::OpenOutbox(flags.outbox, options);
   }
   if (!outbox.ok()) {
     if (outbox.status().code() == StatusCode::kUnavailable) {
@@ -576,158 +579,20 @@ int RunEnqueue(const Flags& flags) {
   return PrintEnqueueCounts(n);
 }
 
-Result<std::unique_ptr<storage::Outbox>> OpenForReading(const Flags& flags) {
-  return storage::OpenOutbox(flags.outbox, {.read_only = true});
-}
-
-// Prints `message` as one line of JSON; the exit status.
-int PrintJson(const google::protobuf::Message& message) {
-  auto json = wire::ToJson(message);
-  if (!json.ok()) return Fail(json.status().ToString());
-  std::printf("%s\n", json->c_str());
-  return 0;
-}
-
-v1::OutboxStats StatsDocument(const storage::OutboxStats& stats) {
-  v1::OutboxStats doc;
-  for (const storage::ShardStats& s : stats.shards) {
-    v1::OutboxStats::Shard* shard = doc.add_shards();
-    shard->set_shard(s.shard);
-    shard->set_records(static_cast<double>(s.records));
-    shard->set_bytes(static_cast<double>(s.bytes));
-    shard->set_oldest_age_ms(static_cast<double>(s.oldest_age_ms));
-  }
-  doc.set_records(static_cast<double>(stats.records));
-  doc.set_bytes(static_cast<double>(stats.bytes));
-  doc.set_quarantined(static_cast<double>(stats.quarantined));
-  doc.set_dead_lettered(static_cast<double>(stats.dead_lettered));
-  doc.set_free_disk_bytes(static_cast<double>(stats.free_disk_bytes));
-  return doc;
-}
-
-int RunStats(const Flags& flags) {
-  auto outbox = OpenForReading(flags);
-  if (!outbox.ok()) return Fail(outbox.status().ToString());
-  auto stats = (*outbox)->Stats();
-  if (!stats.ok()) return Fail(stats.status().ToString());
-  if (flags.json) return PrintJson(StatsDocument(*stats));
-  std::printf("%-6s %10s %12s %14s\n", "SHARD", "RECORDS", "BYTES", "OLDEST_AGE_S");
-  for (const auto& s : stats->shards) {
-    std::printf("%-6u %10llu %12llu %14.1f\n", s.shard, static_cast<unsigned long long>(s.records),
-                static_cast<unsigned long long>(s.bytes), s.oldest_age_ms / 1000.0);
-  }
-  std::printf("pending %llu (%llu bytes), quarantine %llu, dead letter %llu, free disk %.1f GiB\n",
-              static_cast<unsigned long long>(stats->records),
-              static_cast<unsigned long long>(stats->bytes),
-              static_cast<unsigned long long>(stats->quarantined),
-              static_cast<unsigned long long>(stats->dead_lettered),
-              stats->free_disk_bytes / double(1 << 30));
-  return 0;
-}
-
-struct Listed {
-  uint64_t room_id;
-  std::string where, reason, detail;
-  uint64_t sequence;
-  v1::BattleResult result;
-  bool decodable;
-};
-
-// Every record of the outbox (pending, quarantined, dead-lettered), at most `limit`, optionally
-// only those of one room.
-Result<std::vector<Listed>> ListAll(storage::Outbox& outbox, size_t limit,
-                                    std::optional<uint64_t> room) {
-  std::vector<Listed> out;
-  for (uint32_t s = 0; s < outbox.shard_count() && out.size() < limit; ++s) {
-    if (room && storage::RoomShard(*room, outbox.shard_count()) != s) continue;
-    auto records = outbox.ReadShard(s, 0, room ? SIZE_MAX : limit - out.size());
-    if (!records.ok()) return records.status();
-    char where[32];
-    std::snprintf(where, sizeof(where), "shard-%03u", s);
-    for (auto& r : *records) {
-      if (room && r.result.room_id() != *room) continue;
-      if (out.size() >= limit) break;
-      out.push_back({r.result.room_id(), where, "pending", "", r.sequence, r.result, true});
-    }
-  }
-  for (auto area : {storage::SideArea::kQuarantine, storage::SideArea::kDeadLetter}) {
-    auto side = outbox.ListSide(area, room);
-    if (!side.ok()) return side.status();
-    for (auto& r : *side) {
-      if (out.size() >= limit) break;
-      out.push_back({r.decodable ? r.result.room_id() : 0, storage::SideAreaName(area), r.reason,
-                     r.detail, r.sequence, r.result, r.decodable});
-    }
-  }
-  return out;
-}
-
-int RunList(const Flags& flags, std::optional<uint64_t> room) {
-  auto outbox = OpenForReading(flags);
-  if (!outbox.ok()) return Fail(outbox.status().ToString());
-  auto listed = ListAll(**outbox, room ? SIZE_MAX : flags.limit, room);
-  if (!listed.ok()) return Fail(listed.status().ToString());
-  if (room && listed->empty()) return Fail("no record of room " + std::to_string(*room));
-  if (flags.json || room) {
-    v1::OutboxListing doc;
-    for (const Listed& l : *listed) {
-      v1::OutboxListing::Record* record = doc.add_records();
-      record->set_room_id(l.room_id);
-      record->set_where(l.where);
-      record->set_sequence(l.sequence);
-      record->set_reason(wire::ValidUtf8(l.reason));
-      record->set_detail(wire::ValidUtf8(l.detail));
-      if (room && l.decodable) *record->mutable_result() = l.result;
-    }
-    // Complete unless --limit cut it short (reconciliation refuses a partial listing).
-    doc.set_complete(room || listed->size() < flags.limit);
-    return PrintJson(doc);
-  }
-  std::printf("%-20s %-12s %10s  %s\n", "ROOM_ID", "WHERE", "SEQUENCE", "REASON");
-  for (const Listed& l : *listed) {
-    std::printf("%-20llu %-12s %10llu  %s%s%s\n", static_cast<unsigned long long>(l.room_id),
-                l.where.c_str(), static_cast<unsigned long long>(l.sequence), l.reason.c_str(),
-                l.detail.empty() ? "" : ": ", l.detail.c_str());
-  }
-  if (listed->size() >= flags.limit) std::printf("(first %zu shown; use --limit)\n", flags.limit);
-  return 0;
-}
-
-int RunRedrive(const Flags& flags, std::optional<uint64_t> room) {
-  storage::SideArea from;
-  if (flags.from == "quarantine") {
-    from = storage::SideArea::kQuarantine;
-  } else if (flags.from == "dead-letter") {
-    from = storage::SideArea::kDeadLetter;
-  } else {
-    return Fail("--from must be quarantine or dead-letter");
-  }
-  auto outbox = storage::OpenOutbox(flags.outbox, {.read_only = true});
-  if (!outbox.ok()) return Fail(outbox.status().ToString());
-  const uint32_t shards = (*outbox)->shard_count();
-  outbox.value().reset();
-  auto writable = storage::OpenOutbox(flags.outbox, {.shard_count = shards});
-  if (!writable.ok()) return Fail(writable.status().ToString());
-  auto report = (*writable)->Redrive(from, room);
-  if (!report.ok()) return Fail(report.status().ToString());
-  std::printf("%llu moved back to their shards, %llu left (undecodable or oversize)\n",
-              static_cast<unsigned long long>(report->moved),
-              static_cast<unsigned long long>(report->skipped));
-  return 0;
-}
-
 }  // namespace
 
 struct Commands {
-  CLI::App *run, *enqueue, *stats, *ls, *show, *redrive;
+  CLI::App *run, *enqueue;
+  CLI::Option* enqueue_shards;
+  std::unique_ptr<OutboxCommands> outbox;
 };
 
 constexpr char kDescription[] =
     "verdict-node: keeps battle results durable on this host and delivers them to "
     "the lobby exactly as often as needed.";
 
-// `enqueue`, and `outbox` with its subcommands: the operator's commands on an outbox.
-void DeclareOutboxCommands(CLI::App& app, Flags& flags, Commands& c) {
+// `enqueue`: results given as JSON into an outbox, through a running node or straight into it.
+void DeclareEnqueue(CLI::App& app, Flags& flags, Commands& c) {
   c.enqueue = app.add_subcommand(
       "enqueue",
       "store BattleResults given as JSON (one, or one per line): through a running node with "
@@ -742,25 +607,13 @@ void DeclareOutboxCommands(CLI::App& app, Flags& flags, Commands& c) {
       ->add_option("--ingest-token-file", flags.ingest_token_file,
                    "read the ingest token from FILE")
       ->excludes(enqueue_token);
-  c.enqueue->add_option("--shards", flags.shards, "shards if the outbox is new")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+  c.enqueue_shards = c.enqueue
+                         ->add_option("--shards", flags.shards,
+                                      "shards if the outbox is new (an existing one keeps its own)")
+                         ->capture_default_str()
+                         ->check(CLI::Range(1, 1000));
   c.enqueue->add_option("input", flags.input, "file to read, or - for standard input")
       ->capture_default_str();
-
-  CLI::App* outbox = app.add_subcommand("outbox", "inspect or repair an outbox");
-  outbox->require_subcommand(1);
-  outbox->add_option("--outbox", flags.outbox, "outbox directory")->required();
-  c.stats = outbox->add_subcommand("stats", "records, bytes and ages per shard");
-  c.stats->add_flag("--json", flags.json, "print JSON");
-  c.ls = outbox->add_subcommand("ls", "pending, quarantined and dead-lettered records");
-  c.ls->add_flag("--json", flags.json, "print JSON");
-  c.ls->add_option("--limit", flags.limit, "most records to list")->capture_default_str();
-  c.show = outbox->add_subcommand("show", "every record of one room, as JSON");
-  c.show->add_option("room_id", flags.room_id, "the room")->required();
-  c.redrive = outbox->add_subcommand("redrive", "move records back from quarantine or dead letter");
-  c.redrive->add_option("--from", flags.from, "quarantine or dead-letter")->required();
-  c.redrive->add_option("room_id", flags.room_id, "only this room");
 }
 
 // Declares every flag of verdict-node on `app`, bound to `flags`. Used to parse the command line
@@ -770,8 +623,7 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
   app.require_subcommand(1);
   app.fallthrough();  // program flags may follow the subcommand
   cli::AddConfigOption(app);
-  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
-      ->capture_default_str();
+  cli::AddLogLevelOption(app, &flags.log_level);
 
   c.run = app.add_subcommand("run", "deliver the outbox to the lobby (and simulate)");
   c.run->add_option("--node-id", flags.node_id, "this node's id at the lobby")->required();
@@ -795,6 +647,12 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
                    "alone to POST /v1/settlements")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  c.run
+      ->add_option("--max-backoff", flags.max_backoff_s,
+                   "longest wait, in seconds, before a failed delivery is retried; a lobby's "
+                   "Retry-After is obeyed up to it")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
   c.run->add_option("--metrics-listen", flags.metrics_listen,
                     "HOST:PORT for /metrics, /healthz and /readyz");
   c.run->add_option("--ingest-listen", flags.ingest_listen,
@@ -861,7 +719,8 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
       ->capture_default_str()
       ->check(CLI::Range(100, 3'600'000));
 
-  DeclareOutboxCommands(app, flags, c);
+  DeclareEnqueue(app, flags, c);
+  c.outbox = std::make_unique<OutboxCommands>(app);
   return c;
 }
 
@@ -889,15 +748,10 @@ int main(int argc, char** argv) {
   CLI::App app{kDescription};
   const Commands c = DeclareFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  cli::ApplyLogLevel(flags.log_level);
 
   if (c.run->parsed()) return RunNode(flags, [argc, argv] { return RereadTokens(argc, argv); });
-  if (c.enqueue->parsed()) return RunEnqueue(flags);
-  if (c.stats->parsed()) return RunStats(flags);
-  if (c.ls->parsed()) return RunList(flags, std::nullopt);
-  if (c.show->parsed()) return RunList(flags, flags.room_id);
-  if (c.redrive->parsed()) {
-    return RunRedrive(flags, flags.room_id ? std::optional<uint64_t>(flags.room_id) : std::nullopt);
-  }
+  if (c.enqueue->parsed()) return RunEnqueue(flags, c.enqueue_shards->count() > 0);
+  if (std::optional<int> status = c.outbox->Run()) return *status;
   return 2;
 }

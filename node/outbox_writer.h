@@ -23,41 +23,18 @@
 #include <vector>
 
 #include "common/metrics.h"
+#include "node/options.h"
 #include "node/result_channel.h"
 #include "storage/outbox.h"
 
 namespace verdict::node {
 
-struct OutboxWriterOptions {
-  // Most results written by one WriteBatch. Default: 256.
-  size_t max_batch = 256;
-  // Batches prepared but not yet written beyond which the writer waits for the sync thread.
-  // Default: 4.
-  size_t max_unsynced_batches = 4;
-  // Wait between attempts while the outbox fails. Default: 1 s.
-  std::chrono::milliseconds retry_interval{1000};
-  // How long a shutdown may take to store what is queued: rooms blocked on a full channel get
-  // this long to hand their results over, and a failing outbox is retried until then; what is
-  // left after it is given up (logged as an error with every room id) and lost with the
-  // process. BattleNode::Shutdown and Stop() measure it from their start. Default: 30 s.
-  std::chrono::milliseconds shutdown_deadline{30'000};
-  // Test-only negative control: a batch whose write or sync failed is reported stored instead
-  // of held (P1 and P6 off): it is lost if the process dies before the outbox can write again.
-  // Default: false. Never set it outside tests.
-  bool unsafe_drop_failed_batches_for_test = false;
-};
-
 class OutboxWriter {
  public:
-  // Called on the sync thread with each batch, in write order, once the sync after its write
-  // succeeded (the node wakes its deliverers there; the benchmark measures enqueue latency),
-  // with the outbox's answer for each result: OK (durable, newly or already before) or a refusal
-  // (see storage::EnqueueResult; those are logged as errors when written). stored() counts only
-  // the newly durable ones.
-  using StoredCallback = std::function<void(const std::vector<v1::BattleResult>&,
-                                            const std::vector<storage::EnqueueResult>&)>;
-
-  // `channel` and `outbox` must outlive the writer. `registry` may be null.
+  // `channel` and `outbox` must outlive the writer. `on_stored` is called on the sync thread with
+  // each batch, in write order, once the sync after its write succeeded (the node wakes its
+  // deliverers there; the benchmark measures enqueue latency); see StoredCallback. stored()
+  // counts only the newly durable results. `registry` may be null.
   OutboxWriter(ResultChannel& channel, storage::Outbox& outbox, OutboxWriterOptions options,
                StoredCallback on_stored, metrics::Registry* registry);
   ~OutboxWriter();

@@ -2,7 +2,142 @@
 
 #include <spdlog/spdlog.h>
 
+#include "node/result_channel.h"
+#include "node/room_table.h"
+#include "proto/validation.h"
+
 namespace verdict::node {
+namespace {
+
+Status Released(uint64_t room_id) {
+  return NotFoundError("room " + std::to_string(room_id) + " is not held (released, or unknown)");
+}
+
+}  // namespace
+
+// --- RoomHandle
+
+RoomHandle::RoomHandle(uint64_t room_id, std::weak_ptr<Room> room)
+    : room_id_(room_id), room_(std::move(room)) {}
+
+Result<std::shared_ptr<Room>> RoomHandle::Lock() const {
+  std::shared_ptr<Room> room = room_.lock();
+  if (!room) return Released(room_id_);
+  return room;
+}
+
+bool RoomHandle::held() const { return !room_.expired(); }
+
+Status RoomHandle::SetOnline(uint64_t player_id, bool online) {
+  auto room = Lock();
+  return room.ok() ? (*room)->SetOnline(player_id, online) : room.status();
+}
+
+Status RoomHandle::Kick(uint64_t player_id) {
+  auto room = Lock();
+  return room.ok() ? (*room)->Kick(player_id) : room.status();
+}
+
+Status RoomHandle::RecordStats(uint64_t player_id, uint32_t kills, uint32_t deaths,
+                               uint32_t assists, int64_t score) {
+  auto room = Lock();
+  return room.ok() ? (*room)->RecordStats(player_id, kills, deaths, assists, score) : room.status();
+}
+
+Status RoomHandle::Report(uint64_t player_id, uint32_t winner_team) {
+  auto room = Lock();
+  return room.ok() ? (*room)->Report(player_id, winner_team) : room.status();
+}
+
+Status RoomHandle::Finish() {
+  auto room = Lock();
+  return room.ok() ? (*room)->Finish() : room.status();
+}
+
+Status RoomHandle::Abort(const std::string& reason) {
+  auto room = Lock();
+  return room.ok() ? (*room)->Abort(reason) : room.status();
+}
+
+Result<RoomState> RoomHandle::state() const {
+  auto room = Lock();
+  if (!room.ok()) return room.status();
+  return (*room)->state();
+}
+
+std::optional<v1::BattleResult> RoomHandle::result() const {
+  auto room = Lock();
+  return room.ok() ? (*room)->result() : std::nullopt;
+}
+
+// --- RoomFinisher
+
+RoomFinisher::RoomFinisher() : thread_([this] { Loop(); }) {}
+
+RoomFinisher::~RoomFinisher() { Stop(); }
+
+bool RoomFinisher::Run(std::function<void()> finish) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    queue_.push_back(std::move(finish));
+  }
+  changed_.notify_all();
+  return true;
+}
+
+bool RoomFinisher::WaitIdle(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  return changed_.wait_until(lock, deadline, [&] { return queue_.empty() && running_ == 0; });
+}
+
+void RoomFinisher::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+size_t RoomFinisher::unfinished() const {
+  std::lock_guard lock(mu_);
+  return queue_.size() + running_;
+}
+
+void RoomFinisher::Loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything queued has run
+    std::function<void()> finish = std::move(queue_.front());
+    queue_.pop_front();
+    ++running_;
+    lock.unlock();
+    finish();
+    finish = nullptr;  // whatever it holds (its room) goes before the finish counts as done
+    lock.lock();
+    --running_;
+    changed_.notify_all();
+  }
+}
+
+// --- Room
+
+Result<std::shared_ptr<Room>> Room::Create(const v1::RoomAllocation& allocation,
+                                           RoomContext context) {
+  if (Status valid = wire::ValidateAllocation(allocation); !valid.ok()) {
+    return InvalidArgumentError("room " + std::to_string(allocation.room_id()) +
+                                ": allocation refused: " + valid.message());
+  }
+  if (allocation.node_id() != context.node_id) {
+    return InvalidArgumentError("room " + std::to_string(allocation.room_id()) +
+                                " is allocated to node '" + allocation.node_id() +
+                                "', not to this node ('" + context.node_id + "')");
+  }
+  if (context.results == nullptr) return InvalidArgumentError("a room needs a result channel");
+  return std::shared_ptr<Room>(new Room(allocation, std::move(context)));
+}
 
 Room::Room(const v1::RoomAllocation& allocation, RoomContext context)
     : room_id_(allocation.room_id()),
@@ -21,8 +156,7 @@ Status Room::SetOnline(uint64_t player_id, bool online) {
     it->second.online = online;
     decided = MajorityLocked();
   }
-  if (decided) Conclude(decided);
-  return Status::Ok();
+  return decided ? Conclude(*decided) : Status::Ok();
 }
 
 Status Room::Kick(uint64_t player_id) {
@@ -35,8 +169,7 @@ Status Room::Kick(uint64_t player_id) {
     it->second.kicked = true;
     decided = MajorityLocked();
   }
-  if (decided) Conclude(decided);
-  return Status::Ok();
+  return decided ? Conclude(*decided) : Status::Ok();
 }
 
 Status Room::RecordStats(uint64_t player_id, uint32_t kills, uint32_t deaths, uint32_t assists,
@@ -45,6 +178,13 @@ Status Room::RecordStats(uint64_t player_id, uint32_t kills, uint32_t deaths, ui
   if (state_ != State::kPlaying) return FailedPreconditionError("room already finished");
   auto it = seats_.find(player_id);
   if (it == seats_.end()) return NotFoundError("no seat for this player");
+  v1::PlayerResult recorded;
+  recorded.set_player_id(player_id);
+  recorded.set_team(it->second.team);
+  recorded.set_kills(kills);
+  recorded.set_deaths(deaths);
+  recorded.set_assists(assists);
+  VERDICT_RETURN_IF_ERROR(wire::ValidatePlayerResult(recorded));
   it->second.kills = kills;
   it->second.deaths = deaths;
   it->second.assists = assists;
@@ -69,37 +209,36 @@ Status Room::Report(uint64_t player_id, uint32_t winner_team) {
     if (!first_report_ms_) first_report_ms_ = clock_->MonotonicMs();
     decided = MajorityLocked();
   }
-  if (decided) Conclude(decided);
-  return Status::Ok();
+  return decided ? Conclude(*decided) : Status::Ok();
 }
 
 void Room::Tick() {
-  std::optional<Decision> decided;
+  Decision decided;
   {
     std::lock_guard lock(mu_);
     if (state_ != State::kPlaying || !first_report_ms_) return;
     if (clock_->MonotonicMs() - *first_report_ms_ < kFallbackMs) return;
     decided = FallbackLocked();
   }
-  Conclude(decided);
+  // A refusal (the node is shutting down) is logged by Conclude; the room plays on.
+  Conclude(decided).IgnoreError();
 }
 
-void Room::Finish() {
-  std::optional<Decision> decided;
+Status Room::Finish() {
+  Decision decided;
   {
     std::lock_guard lock(mu_);
-    if (state_ != State::kPlaying) return;
-    decided = MajorityLocked();
-    if (!decided) decided = FallbackLocked();
+    if (state_ != State::kPlaying) return Status::Ok();
+    decided = MajorityLocked().value_or(FallbackLocked());
   }
-  Conclude(decided);
+  return Conclude(decided);
 }
 
-void Room::Abort(const std::string& reason) {
+Status Room::Abort(const std::string& reason) {
   Decision d;
   d.outcome = v1::ABORTED;
   d.abort_reason = reason;
-  Conclude(d);
+  return Conclude(d);
 }
 
 std::optional<Room::Decision> Room::MajorityLocked() const {
@@ -137,36 +276,69 @@ Room::Decision Room::FallbackLocked() const {
   return Decision{v1::SETTLED, best, true, ""};
 }
 
-void Room::Conclude(std::optional<Decision> decision) {
+v1::BattleResult Room::ResultLocked(const Decision& decision) const {
+  v1::BattleResult result;
+  result.set_room_id(room_id_);
+  result.set_node_id(context_.node_id);
+  result.set_ended_at_ms(clock_->NowMs());
+  result.set_outcome(decision.outcome);
+  result.set_winner_team(decision.outcome == v1::SETTLED ? decision.winner_team : 0);
+  result.set_suspect(decision.suspect);
+  result.set_abort_reason(decision.abort_reason);
+  for (const auto& [id, seat] : seats_) {
+    v1::PlayerResult* p = result.add_players();
+    p->set_player_id(id);
+    p->set_team(seat.team);
+    p->set_kills(seat.kills);
+    p->set_deaths(seat.deaths);
+    p->set_assists(seat.assists);
+    p->set_score(seat.score);
+    p->set_disconnected(!seat.online || seat.kicked);
+  }
+  return result;
+}
+
+Status Room::Conclude(const Decision& decision) {
   v1::BattleResult result;
   {
     std::lock_guard lock(mu_);
-    if (state_ != State::kPlaying) return;  // finish() is idempotent
+    if (state_ != State::kPlaying) return Status::Ok();  // finish() is idempotent
+    result = ResultLocked(decision);
+    // The lobby's rules, before anything is told or stored: a result it would refuse (an abort
+    // reason that is not UTF-8, say) leaves the room playing, and the caller hears why.
+    if (Status valid = wire::ValidateResult(result); !valid.ok()) {
+      return InvalidArgumentError("room " + std::to_string(room_id_) +
+                                  ": the result would be refused: " + valid.message());
+    }
+    // Once the node has shut down nothing it finishes is stored: the room plays on, so that the
+    // caller's error is the whole truth (nobody was told the battle ended).
+    if (context_.results->closed()) {
+      return FailedPreconditionError("room " + std::to_string(room_id_) +
+                                     ": the node is shutting down and takes no more results");
+    }
     state_ = State::kFinished;
     finished_ms_ = clock_->MonotonicMs();
-    result.set_room_id(room_id_);
-    result.set_node_id(context_.node_id);
-    result.set_ended_at_ms(clock_->NowMs());
-    result.set_outcome(decision->outcome);
-    result.set_winner_team(decision->outcome == v1::SETTLED ? decision->winner_team : 0);
-    result.set_suspect(decision->suspect);
-    result.set_abort_reason(decision->abort_reason);
-    for (const auto& [id, seat] : seats_) {
-      v1::PlayerResult* p = result.add_players();
-      p->set_player_id(id);
-      p->set_team(seat.team);
-      p->set_kills(seat.kills);
-      p->set_deaths(seat.deaths);
-      p->set_assists(seat.assists);
-      p->set_score(seat.score);
-      p->set_disconnected(!seat.online || seat.kicked);
-    }
   }
+  if (context_.finisher) {
+    auto finish = [self = shared_from_this(), result]() mutable {
+      self->HandOver(std::move(result)).IgnoreError();  // logged, and counted by Shutdown
+    };
+    if (context_.finisher->Run(finish)) return Status::Ok();
+  }
+  return HandOver(std::move(result));
+}
+
+Status Room::HandOver(v1::BattleResult result) {
   if (context_.notifier) context_.notifier->NotifyBattleEnd(result);
   if (context_.replays) {
     auto path = context_.replays->WriteReplay(result);
     if (path.ok()) {
       result.set_replay_path(*path);
+      if (Status valid = wire::ValidateResult(result); !valid.ok()) {
+        spdlog::warn("room={}: replay path refused ({}); sending the result without it", room_id_,
+                     valid.message());
+        result.clear_replay_path();
+      }
     } else {
       spdlog::warn("room={}: replay not written ({}); sending the result without it", room_id_,
                    path.status().ToString());
@@ -176,14 +348,15 @@ void Room::Conclude(std::optional<Decision> decision) {
     std::lock_guard lock(mu_);
     result_ = result;
   }
-  // Waits while the channel is full: a stalled outbox holds the room here (P6).
-  if (Status s = context_.results->Push(std::move(result)); !s.ok()) {
-    spdlog::error("room={}: result not queued, it is lost: {}", room_id_, s.ToString());
+  // Waits while the channel is full: a stalled outbox holds the result here (P6).
+  Status pushed = context_.results->Push(std::move(result));
+  if (!pushed.ok()) {
+    spdlog::error("room={}: result not queued, it is lost: {}", room_id_, pushed.ToString());
   }
-  // Only now may the linger start: until here the room must not be released (it is this
-  // thread's `this`). Nothing of the room is touched after the lock is released.
+  // Only now may the linger start.
   std::lock_guard lock(mu_);
   handed_over_ms_ = clock_->MonotonicMs();
+  return pushed;
 }
 
 Room::State Room::state() const {
@@ -207,62 +380,57 @@ int64_t Room::finished_monotonic_ms() const {
   return finished_ms_;
 }
 
+// --- RoomTable
+
 RoomTable::RoomTable(const Clock* clock) : clock_(clock ? clock : SystemClock::Default()) {}
 
-Result<Room*> RoomTable::Add(std::unique_ptr<Room> room) {
+Result<RoomHandle> RoomTable::Add(const v1::RoomAllocation& allocation, RoomContext context) {
+  auto room = Room::Create(allocation, std::move(context));
+  if (!room.ok()) return room.status();
   std::lock_guard lock(mu_);
-  auto [it, inserted] = rooms_.try_emplace(room->room_id());
-  if (!inserted) return AlreadyExistsError("room " + std::to_string(room->room_id()) + " is held");
-  it->second.room = std::move(room);
-  return it->second.room.get();
+  auto [it, inserted] = rooms_.try_emplace(allocation.room_id(), *room);
+  if (!inserted) {
+    return AlreadyExistsError("room " + std::to_string(allocation.room_id()) + " is held");
+  }
+  return RoomHandle(allocation.room_id(), it->second);
 }
 
-Room* RoomTable::Find(uint64_t room_id) {
+RoomHandle RoomTable::Find(uint64_t room_id) const {
   std::lock_guard lock(mu_);
   auto it = rooms_.find(room_id);
-  return it == rooms_.end() ? nullptr : it->second.room.get();
+  if (it == rooms_.end()) return RoomHandle(room_id, {});
+  return RoomHandle(room_id, it->second);
 }
 
 void RoomTable::TickAll() {
-  std::vector<Room*> playing;
+  std::vector<std::shared_ptr<Room>> playing;
   {
     std::lock_guard lock(mu_);
-    for (auto& [id, entry] : rooms_) {
-      if (entry.room->state() != Room::State::kPlaying) continue;
-      ++entry.pins;
-      playing.push_back(entry.room.get());
+    for (const auto& [id, room] : rooms_) {
+      if (room->state() == Room::State::kPlaying) playing.push_back(room);
     }
   }
-  // Outside the lock: a tick may finish a room and wait on a full channel.
-  for (Room* room : playing) {
-    room->Tick();
-    Unpin(room->room_id());
-  }
-}
-
-void RoomTable::Unpin(uint64_t room_id) {
-  std::lock_guard lock(mu_);
-  --rooms_.at(room_id).pins;
+  // Outside the lock: a tick may finish a room and wait on a full channel. Each room is kept
+  // alive by `playing` meanwhile, whatever ReleaseDue does.
+  for (const auto& room : playing) room->Tick();
 }
 
 size_t RoomTable::ReleaseDue() {
   std::lock_guard lock(mu_);
-  return std::erase_if(rooms_, [](const auto& entry) {
-    return entry.second.pins == 0 && entry.second.room->Releasable();
-  });
+  return std::erase_if(rooms_, [](const auto& entry) { return entry.second->Releasable(); });
 }
 
 size_t RoomTable::playing() const {
   std::lock_guard lock(mu_);
   size_t n = 0;
-  for (const auto& [id, entry] : rooms_) n += entry.room->state() == Room::State::kPlaying;
+  for (const auto& [id, room] : rooms_) n += room->state() == Room::State::kPlaying;
   return n;
 }
 
 size_t RoomTable::finished() const {
   std::lock_guard lock(mu_);
   size_t n = 0;
-  for (const auto& [id, entry] : rooms_) n += entry.room->state() == Room::State::kFinished;
+  for (const auto& [id, room] : rooms_) n += room->state() == Room::State::kFinished;
   return n;
 }
 
@@ -270,9 +438,9 @@ int64_t RoomTable::oldest_finished_dwell_ms() const {
   std::lock_guard lock(mu_);
   int64_t oldest = 0;
   const int64_t now = clock_->MonotonicMs();
-  for (const auto& [id, entry] : rooms_) {
-    if (entry.room->state() == Room::State::kFinished) {
-      oldest = std::max(oldest, now - entry.room->finished_monotonic_ms());
+  for (const auto& [id, room] : rooms_) {
+    if (room->state() == Room::State::kFinished) {
+      oldest = std::max(oldest, now - room->finished_monotonic_ms());
     }
   }
   return oldest;

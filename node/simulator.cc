@@ -57,7 +57,7 @@ uint64_t PlayerPoolSize(const SimulatorOptions& options) {
 }  // namespace
 
 struct Simulator::Battle {
-  Room* room = nullptr;
+  RoomHandle room;
   Clock::time_point ends;
   std::vector<uint64_t> players;
 };
@@ -84,7 +84,6 @@ class Simulator::Play {
   Simulator& sim_;
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> unit_{0, 1};
-  const RoomContext context_;
   const Clock::duration interval_;  // between battle starts
   std::deque<uint64_t> free_players_;
   std::deque<std::pair<Clock::time_point, uint64_t>> resting_;  // busy at the lobby: retry later
@@ -99,7 +98,6 @@ class Simulator::Play {
 Simulator::Play::Play(Simulator& simulator)
     : sim_(simulator),
       rng_(sim_.options_.seed ? sim_.options_.seed : std::random_device{}()),
-      context_(sim_.node_.room_context(nullptr, nullptr)),
       interval_(std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(1.0 / std::max(kMinRoomsPerS, sim_.options_.rooms_per_s)))),
       next_start_(Clock::now()),
@@ -169,7 +167,7 @@ v1::RoomAllocation Simulator::Play::NextAllocation() {
 
 // The lobby allocated the pending room: the node plays it until its end is due.
 void Simulator::Play::PlayAllocated(Clock::time_point now, std::vector<uint64_t> players) {
-  auto added = sim_.node_.rooms().Add(std::make_unique<Room>(*pending_, context_));
+  auto added = sim_.node_.AddRoom(*pending_);
   if (added.ok()) {
     const auto length = std::chrono::duration_cast<Clock::duration>(
         sim_.options_.battle * (1 - kBattleLengthSpread + 2 * kBattleLengthSpread * unit_(rng_)));
@@ -201,7 +199,7 @@ void Simulator::Play::EndDueBattles(Clock::time_point now) {
       continue;
     }
     PlayOutEnd(*it);
-    const auto result = it->room->result();
+    const auto result = it->room.result();
     if (result && result->outcome() == v1::ABORTED) ++sim_.aborted_;
     if (result && result->suspect()) ++sim_.suspect_;
     for (uint64_t p : it->players) free_players_.push_back(p);
@@ -213,8 +211,10 @@ void Simulator::Play::EndDueBattles(Clock::time_point now) {
 // The end the way real clients play it: the odd abort; otherwise stats, a few disconnects, the
 // odd kick and votes that mostly agree, and the room finishes.
 void Simulator::Play::PlayOutEnd(const Battle& battle) {
-  Room& room = *battle.room;
-  if (unit_(rng_) < kAbortChance) return room.Abort("host_abort");
+  RoomHandle room = battle.room;
+  // Refusals are fine here: a report after the room decided, or from a kicked seat; and once the
+  // node shuts down, the room's end, which is then never stored.
+  if (unit_(rng_) < kAbortChance) return room.Abort("host_abort").IgnoreError();
   const uint32_t truth = unit_(rng_) < kDrawChance ? 0 : (unit_(rng_) < 0.5 ? 1 : 2);
   for (uint64_t p : battle.players) {
     room.RecordStats(p, /*kills=*/rng_() % 15, /*deaths=*/rng_() % 15, /*assists=*/rng_() % 10,
@@ -228,10 +228,9 @@ void Simulator::Play::PlayOutEnd(const Battle& battle) {
   for (uint64_t p : battle.players) {
     const uint32_t vote =
         unit_(rng_) < kTruthfulVoteChance ? truth : static_cast<uint32_t>(rng_() % 3);
-    // Reports after the room decided, or from kicked seats, are refused: that is fine.
     room.Report(p, vote).IgnoreError();
   }
-  room.Finish();  // no majority: the host ends it as the fallback would
+  room.Finish().IgnoreError();  // no majority: the host ends it as the fallback would
 }
 
 // The next battle start or end that is due, and no later than kMaxSleep from now.

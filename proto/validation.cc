@@ -8,15 +8,14 @@
 namespace verdict::wire {
 namespace {
 
-constexpr size_t kMaxSeats = 100;
-constexpr size_t kMaxStringBytes = 4096;
 constexpr uint32_t kMaxStat = std::numeric_limits<int32_t>::max();
 
 bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
 
 Status CheckString(const std::string& s, const char* field) {
   if (s.size() > kMaxStringBytes) {
-    return InvalidArgumentError(std::string(field) + " is longer than 4096 bytes");
+    return InvalidArgumentError(std::string(field) + " is longer than " +
+                                std::to_string(kMaxStringBytes) + " bytes");
   }
   if (HasNul(s)) return InvalidArgumentError(std::string(field) + " contains a NUL byte");
   if (!IsValidUtf8(s)) return InvalidArgumentError(std::string(field) + " is not valid UTF-8");
@@ -25,11 +24,32 @@ Status CheckString(const std::string& s, const char* field) {
 
 }  // namespace
 
+Status ValidateNodeId(const std::string& node_id) {
+  if (node_id.empty()) return InvalidArgumentError("node_id is required");
+  return CheckString(node_id, "node_id");
+}
+
+Status ValidatePlayerResult(const v1::PlayerResult& p) {
+  if (p.player_id() == 0 ||
+      p.player_id() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return InvalidArgumentError("player_id must be a positive 63-bit integer");
+  }
+  if (p.team() != 1 && p.team() != 2) {
+    return InvalidArgumentError("team must be 1 or 2, got " + std::to_string(p.team()));
+  }
+  if (p.kills() > kMaxStat || p.deaths() > kMaxStat || p.assists() > kMaxStat) {
+    return InvalidArgumentError("player statistics are out of range");
+  }
+  return Status::Ok();
+}
+
 Status ValidateAllocation(const v1::RoomAllocation& a) {
   if (a.room_id() == 0) return InvalidArgumentError("room_id must be a positive integer");
-  if (a.node_id().empty()) return InvalidArgumentError("node_id is required");
-  VERDICT_RETURN_IF_ERROR(CheckString(a.node_id(), "node_id"));
-  if (a.seats_size() < 2 || static_cast<size_t>(a.seats_size()) > kMaxSeats) {
+  if (a.room_id() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return InvalidArgumentError("room_id is out of range");
+  }
+  VERDICT_RETURN_IF_ERROR(ValidateNodeId(a.node_id()));
+  if (a.seats_size() < 2 || static_cast<size_t>(a.seats_size()) > kMaxPlayers) {
     return InvalidArgumentError("a room needs between 2 and 100 seats");
   }
   std::set<uint64_t> players;
@@ -70,24 +90,15 @@ Status ValidateResult(const v1::BattleResult& r) {
   VERDICT_RETURN_IF_ERROR(CheckString(r.node_id(), "node_id"));
   VERDICT_RETURN_IF_ERROR(CheckString(r.replay_path(), "replay_path"));
   VERDICT_RETURN_IF_ERROR(CheckString(r.abort_reason(), "abort_reason"));
-  if (r.players_size() < 2 || static_cast<size_t>(r.players_size()) > kMaxSeats) {
+  if (r.players_size() < 2 || static_cast<size_t>(r.players_size()) > kMaxPlayers) {
     return InvalidArgumentError("a result needs between 2 and 100 players");
   }
   std::set<uint64_t> seen;
   bool teams[3] = {false, false, false};
   for (const auto& p : r.players()) {
-    if (p.player_id() == 0 ||
-        p.player_id() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return InvalidArgumentError("player_id must be a positive 63-bit integer");
-    }
+    VERDICT_RETURN_IF_ERROR(ValidatePlayerResult(p));
     if (!seen.insert(p.player_id()).second) {
       return InvalidArgumentError("player " + std::to_string(p.player_id()) + " appears twice");
-    }
-    if (p.team() != 1 && p.team() != 2) {
-      return InvalidArgumentError("team must be 1 or 2, got " + std::to_string(p.team()));
-    }
-    if (p.kills() > kMaxStat || p.deaths() > kMaxStat || p.assists() > kMaxStat) {
-      return InvalidArgumentError("player statistics are out of range");
     }
     teams[p.team()] = true;
   }

@@ -4,6 +4,8 @@
 // thread-safe. Fuzzed by tests/fuzz.
 #pragma once
 
+#include <string>
+
 #include "common/status.h"
 #include "verdict/v1/verdict.pb.h"
 
@@ -11,5 +13,11 @@ namespace verdict::wire {
 
 Status ValidateAllocation(const v1::RoomAllocation& allocation);
 Status ValidateResult(const v1::BattleResult& result);
+
+// The parts, for those who check an input before they build a whole message from it (a node's
+// id at start, a room's statistics as the host records them): the same rules, one home.
+Status ValidateNodeId(const std::string& node_id);
+// One player of a result; its team is checked against the room's by ValidateResult.
+Status ValidatePlayerResult(const v1::PlayerResult& player);
 
 }  // namespace verdict::wire

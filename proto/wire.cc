@@ -12,6 +12,8 @@
 #include <cstring>
 #include <memory>
 
+#include "proto/body_check.h"
+
 namespace verdict::wire {
 namespace {
 
@@ -120,25 +122,39 @@ std::string_view ContentTypeOf(BodyFormat format) {
   return format == BodyFormat::kProtobuf ? kProtobufType : kJsonType;
 }
 
-bool DecodeBody(std::string_view body, BodyFormat format, google::protobuf::Message* message,
-                std::string* error) {
+Status DecodeBody(std::string_view body, BodyFormat format, google::protobuf::Message* message,
+                  const DecodeLimits& limits) {
+  message->Clear();
+  const google::protobuf::Descriptor& type = *message->GetDescriptor();
+  const std::string what = (format == BodyFormat::kProtobuf ? "body is not a valid protobuf "
+                                                            : "body is not a valid JSON ") +
+                           message->GetTypeName();
+  const Status checked = format == BodyFormat::kProtobuf ? CheckProtobufBody(body, type, limits)
+                                                         : CheckJsonBody(body, type, limits);
+  if (!checked.ok()) return Status(checked.code(), what + ": " + checked.message());
   if (format == BodyFormat::kProtobuf) {
     if (!message->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-      *error = "body is not a valid protobuf " + message->GetTypeName();
-      return false;
+      message->Clear();
+      return InvalidArgumentError(what);
     }
-    return true;
+    return Status::Ok();
   }
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   auto status = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(body.data(), body.size()), message, options);
   if (!status.ok()) {
-    *error =
-        "body is not a valid JSON " + message->GetTypeName() + ": " + std::string(status.message());
-    return false;
+    message->Clear();
+    return InvalidArgumentError(what + ": " + std::string(status.message()));
   }
-  return true;
+  return Status::Ok();
+}
+
+bool DecodeBody(std::string_view body, BodyFormat format, google::protobuf::Message* message,
+                std::string* error) {
+  const Status decoded = DecodeBody(body, format, message);
+  if (!decoded.ok()) *error = decoded.message();
+  return decoded.ok();
 }
 
 std::string DeterministicBytes(const google::protobuf::Message& message) {

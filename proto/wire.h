@@ -1,7 +1,7 @@
 // Wire encoding shared by node and lobby: which media types carry verdict messages and how a
 // message is read from and written to an HTTP body (protobuf binary or proto3 JSON with the
-// proto field names), and the one JSON writer of the programs' other documents. Stateless;
-// thread-safe.
+// proto field names) within the limits a body may not pass, and the one JSON writer of the
+// programs' other documents. Stateless; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +25,33 @@ inline constexpr std::string_view kJsonType = "application/json";
 inline constexpr size_t kMaxResultBodyBytes = size_t{1} << 20;
 inline constexpr size_t kMaxBatchBodyBytes = size_t{4} << 20;
 inline constexpr size_t kMaxBatchResults = 256;
+// The players of a result and the seats of a room (proto/validation.h), and the bytes of any
+// one string of a message.
+inline constexpr size_t kMaxPlayers = 100;
+inline constexpr size_t kMaxStringBytes = 4096;
+
+// What one body may hold, checked in one pass over its bytes before protobuf builds anything
+// from it: protobuf's parsers allocate as they read (an object per element, per unknown field,
+// per level of a nested JSON array, 60 to 150 times a hostile body's size) and count nothing.
+// Within these limits a body costs a small multiple of its size.
+struct DecodeLimits {
+  // Elements of any one repeated field, or entries of any one map; more is RESOURCE_EXHAUSTED.
+  // Default: kMaxBatchResults (256), a batch's results.
+  size_t max_repeated = kMaxBatchResults;
+  // Elements of all the repeated fields and maps of the body together; more is
+  // RESOURCE_EXHAUSTED. Default: a full batch of full rooms, kMaxBatchResults × (1 + kMaxPlayers).
+  size_t max_elements = kMaxBatchResults * (1 + kMaxPlayers);
+  // Fields of a protobuf body that its types do not know (a newer sender's; protobuf keeps each
+  // as an object), all together; more is RESOURCE_EXHAUSTED. JSON refuses unknown fields.
+  // Default: as max_elements.
+  size_t max_unknown_fields = kMaxBatchResults * (1 + kMaxPlayers);
+  // Bytes of any one string or bytes value (unescaped); longer is INVALID_ARGUMENT.
+  // Default: kMaxStringBytes (4096).
+  size_t max_string_bytes = kMaxStringBytes;
+  // Messages nested in one another, the body's own counting as 1; deeper is INVALID_ARGUMENT.
+  // Default: 8.
+  int max_depth = 8;
+};
 
 // The media type of a Content-Type header: lower case, without parameters (such as charset)
 // or the blanks around it.
@@ -41,8 +68,16 @@ BodyFormat ReplyFormat(std::string_view accept, std::optional<BodyFormat> reques
 
 std::string_view ContentTypeOf(BodyFormat format);
 
-// Parses `body` into `message`. On failure returns false and says why in `error`.
-// JSON accepts the proto field names and the camelCase ones; unknown fields are refused.
+// Parses `body` into `message`, after checking it against `limits` and, for JSON, against the
+// one form verdict accepts (proto/body_check.cc): one object; each field once, under its proto
+// name or its camelCase one; no unknown field; integers as integer literals or strings of one,
+// in range (never a fraction or exponent, which protobuf would round through a double). OK, or
+// INVALID_ARGUMENT (not a `message`, saying where) or RESOURCE_EXHAUSTED (more elements or
+// unknown fields than `limits` allow), with `message` then left empty.
+Status DecodeBody(std::string_view body, BodyFormat format, google::protobuf::Message* message,
+                  const DecodeLimits& limits = {});
+// The same within the default limits, saying why in `error`: for callers that need only the
+// message.
 bool DecodeBody(std::string_view body, BodyFormat format, google::protobuf::Message* message,
                 std::string* error);
 

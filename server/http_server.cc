@@ -55,6 +55,14 @@ std::string PathOf(std::string_view target) {
 
 bool ExpectsContinue(beast::string_view expect) { return beast::iequals(expect, "100-continue"); }
 
+// RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host field (HTTP/1.0 may have none); any
+// other count is answered 400.
+template <class Fields>
+bool HostFieldsValid(const Fields& header, unsigned version) {
+  const size_t hosts = header.count(http::field::host);
+  return hosts == 1 || (hosts == 0 && version < 11);
+}
+
 }  // namespace
 
 Result<ListenAddress> ListenAddress::Parse(const std::string& text) {
@@ -339,6 +347,12 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
                         local_,
                         websocket::is_upgrade(header),
                         listener_};
+    if (!HostFieldsValid(header, version_)) {
+      return WriteReply(
+          ProblemReply(ErrorCode::kInvalidArgument,
+                       "an HTTP/1.1 request needs exactly one Host header", head_.path),
+          false);
+    }
     HeaderVerdict verdict = server_.handler_.OnHeader(head_);
     if (verdict.reply) {
       // Keep the connection only if there is no body left unread on it.

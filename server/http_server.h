@@ -2,7 +2,8 @@
 // metrics and ingest listeners). It owns listeners (TCP, optionally TLS, and Unix sockets), the
 // I/O threads and one session per connection; what a request means is the HttpHandler's.
 // It enforces what must hold before a handler sees anything: a connection cap, a header size
-// limit, a deadline on every read (so idle keep-alive connections close), the handler's verdict
+// limit, one Host header (none only on HTTP/1.0), a deadline on every read (so idle keep-alive
+// connections close), the handler's verdict
 // on the header alone (a bad token is refused before a byte of the body is read), a body limit
 // checked against Content-Length before reading, `Expect: 100-continue`, a pause after a failed
 // accept (out of descriptors) instead of a spin, and a watch for clients that hang up while

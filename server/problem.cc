@@ -74,4 +74,9 @@ v1::Problem ItemProblem(ErrorCode code, const std::string& detail) {
   return problem;
 }
 
+ErrorCode ProblemOfUndecodable(const Status& decoded) {
+  return decoded.code() == StatusCode::kResourceExhausted ? ErrorCode::kPayloadTooLarge
+                                                          : ErrorCode::kInvalidArgument;
+}
+
 }  // namespace verdict::server

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "common/status.h"
 #include "server/http_types.h"
 #include "verdict/v1/verdict.pb.h"
 
@@ -54,5 +55,9 @@ HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::str
 
 // The problem of one item of a batch reply: the members of a problem body a client acts on.
 v1::Problem ItemProblem(ErrorCode code, const std::string& detail);
+
+// The problem of a body that wire::DecodeBody refused with `decoded`: PAYLOAD_TOO_LARGE when it
+// holds more than the decoding limits allow (RESOURCE_EXHAUSTED), INVALID_ARGUMENT otherwise.
+ErrorCode ProblemOfUndecodable(const Status& decoded);
 
 }  // namespace verdict::server

@@ -51,7 +51,8 @@ BEGIN
 END
 $$;
 
--- 009's guard, with the compact records: a room without a receipt for the node but with its
+-- 010's guard (rooms whose advisory lock or row another session holds are 'busy' when the call
+-- does not wait), with the compact records: a room without a receipt for the node but with its
 -- record is 'original_expired'. Receipt and record are read in one statement, so in one
 -- snapshot: a receipt being expired meanwhile is seen as the one or as the other, never as
 -- neither.
@@ -61,7 +62,8 @@ CREATE OR REPLACE FUNCTION verdict_settle_guard(
 RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
   v_room bigint;
-  v_busy bigint[] := '{}';  -- rooms whose lock another transaction holds (without p_wait)
+  v_busy bigint[] := '{}';  -- rooms another transaction holds (without p_wait)
+  v_locked bigint[];        -- rooms whose rows this call locked (without p_wait)
   v_verdicts text[];
 BEGIN
   FOR v_room IN SELECT r FROM unnest(p_room_ids) r ORDER BY r LOOP
@@ -71,9 +73,19 @@ BEGIN
       v_busy := v_busy || v_room;
     END IF;
   END LOOP;
-  PERFORM 1 FROM battle_rooms b WHERE b.room_id = ANY (p_room_ids)
-    AND b.room_id <> ALL (v_busy)
-  ORDER BY b.room_id FOR UPDATE;
+  IF p_wait THEN
+    PERFORM 1 FROM battle_rooms b WHERE b.room_id = ANY (p_room_ids)
+    ORDER BY b.room_id FOR UPDATE;
+  ELSE
+    SELECT coalesce(array_agg(l.room_id), '{}') INTO v_locked FROM (
+      SELECT b.room_id FROM battle_rooms b WHERE b.room_id = ANY (p_room_ids)
+        AND b.room_id <> ALL (v_busy)
+      ORDER BY b.room_id FOR UPDATE SKIP LOCKED) l;
+    -- A row that is there but was skipped is another session's.
+    SELECT v_busy || coalesce(array_agg(b.room_id), '{}') INTO v_busy FROM battle_rooms b
+    WHERE b.room_id = ANY (p_room_ids) AND b.room_id <> ALL (v_busy)
+      AND b.room_id <> ALL (v_locked);
+  END IF;
 
   SELECT array_agg(CASE
       WHEN x.room_id = ANY (v_busy) THEN 'busy'

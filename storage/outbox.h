@@ -1,8 +1,8 @@
 // Outbox: the battle node's durable queue of finished-battle results, hashed into shards by
 // room. The OutboxWriter enqueues, one Deliverer per shard reads, acks and dead-letters, and
-// operators list and redrive. Thread-safety: Enqueue, Redrive and Stats may be called from any
-// thread. ReadShard, Ack and DeadLetter for one shard must come from one thread at a time (its
-// deliverer); different shards and Enqueue may proceed concurrently.
+// operators list and redrive. Thread-safety: Enqueue, Redrive, ListSidePage and Stats may be
+// called from any thread. ReadShard, Ack and DeadLetter for one shard must come from one thread at
+// a time (its deliverer); different shards and Enqueue may proceed concurrently.
 //
 // Durability and crash semantics:
 //  - Enqueue returns OK only after its batch is in the write-ahead log and fsynced: a record
@@ -53,6 +53,12 @@ struct OutboxOptions {
   // Default: 64 MiB.
   size_t total_memtable_bytes = size_t{64} << 20;
 
+  // Opens an existing outbox with the shard count it was created with, whatever shard_count
+  // says (which then applies only to a new outbox), instead of refusing a different count. For
+  // operators' tools that write to an outbox they did not create.
+  // Default: false.
+  bool adopt_existing_shard_count = false;
+
   // Source of enqueue timestamps (oldest-record age). Not owned; must outlive the outbox.
   // Default: nullptr, meaning the system clock.
   const Clock* clock = nullptr;
@@ -74,6 +80,11 @@ struct OutboxOptions {
   // Default: nullptr, meaning rocksdb::Env::Default().
   std::shared_ptr<rocksdb::Env> env = nullptr;
 
+  // Test-only: opens without checking the write-ahead logs for damage in their middle, leaving
+  // RocksDB's point-in-time recovery alone, which stops at the first damaged record and drops the
+  // stored records after it. It exists so the corruption tests can show that they catch that
+  // loss. Default: false. Never set it outside tests.
+  bool unsafe_skip_log_check_for_test = false;
   // Test-only: writes without the write-ahead log, so Enqueue acknowledges records that exist
   // only in memory. It exists so the crash test can show that it detects lost records.
   // Default: false. Never set it outside tests.
@@ -125,9 +136,12 @@ struct EnqueueResult {
 
 struct ShardStats {
   uint32_t shard = 0;
-  uint64_t records = 0;
+  uint64_t records = 0;  // of a damaged shard: those read before the damage
   uint64_t bytes = 0;
   int64_t oldest_age_ms = 0;  // 0 when the shard is empty
+  // Empty, or why the shard cannot be read (a table file's block fails its checksum): the
+  // shard is stopped, its records are neither delivered nor lost, the other shards go on.
+  std::string damage;
 };
 
 struct OutboxStats {
@@ -137,6 +151,7 @@ struct OutboxStats {
   uint64_t quarantined = 0;
   uint64_t dead_lettered = 0;
   uint64_t free_disk_bytes = 0;  // free to unprivileged users on the outbox's file system
+  uint32_t damaged_shards = 0;   // shards whose damage is set
 };
 
 struct RedriveReport {
@@ -190,7 +205,8 @@ class Outbox {
 
   // Up to `max_records` records of `shard` with sequence > `after_sequence`, in enqueue order
   // (after_sequence 0 = from the head). A value that cannot be decoded is moved to quarantine
-  // with reason "undecodable" and skipped.
+  // with reason "undecodable" and skipped. DATA_LOSS if the shard is damaged (see
+  // ShardStats::damage): it stays stopped until the outbox is salvaged.
   virtual Result<std::vector<OutboxRecord>> ReadShard(uint32_t shard, uint64_t after_sequence,
                                                       size_t max_records) = 0;
 
@@ -203,21 +219,51 @@ class Outbox {
   virtual Status DeadLetter(const OutboxRecord& record, const std::string& code,
                             const std::string& message) = 0;
 
-  // Records in quarantine or dead letter, oldest first; `room_id` filters when set.
-  virtual Result<std::vector<SideRecord>> ListSide(SideArea area,
-                                                   std::optional<uint64_t> room_id) = 0;
+  // The next records in quarantine or dead letter with sequence > `after_sequence`, oldest
+  // first, those of `room_id` only when it is set: at most `max_records`, and fewer once they
+  // hold kSidePageBytes (always at least one). Empty at the end of the area. Memory is bounded
+  // by the page whatever the area holds.
+  virtual Result<std::vector<SideRecord>> ListSidePage(SideArea area,
+                                                       std::optional<uint64_t> room_id,
+                                                       uint64_t after_sequence,
+                                                       size_t max_records) = 0;
+  static constexpr size_t kSidePageBytes = size_t{4} << 20;
+
+  // Every record of ListSidePage at once, for small areas (tests, the deliverer's checks).
+  Result<std::vector<SideRecord>> ListSide(SideArea area, std::optional<uint64_t> room_id) {
+    std::vector<SideRecord> all;
+    for (uint64_t after = 0;;) {
+      auto page = ListSidePage(area, room_id, after, 256);
+      if (!page.ok()) return page.status();
+      if (page->empty()) return all;
+      after = page->back().sequence;
+      for (auto& r : *page) all.push_back(std::move(r));
+    }
+  }
 
   // Moves decodable records from `from` back to the tail of their shards (new sequences), all
-  // of them or those of `room_id`. Records that cannot be redriven stay and are counted.
+  // of them or those of `room_id`, a page at a time. Records that cannot be redriven stay and
+  // are counted.
   virtual Result<RedriveReport> Redrive(SideArea from, std::optional<uint64_t> room_id) = 0;
 
   // Counts, bytes and ages per shard, side-area counts, free disk.
   virtual Result<OutboxStats> Stats() = 0;
 };
 
-// Opens (creating if missing) the outbox in `dir`. FAILED_PRECONDITION if the outbox exists
-// with a different shard count; UNAVAILABLE if another process holds it. With
-// options.read_only: NOT_FOUND if there is no outbox in `dir`.
+// Opens the outbox in `dir`, creating it if `dir` is absent or empty (never otherwise). A failed
+// open changes nothing in `dir`. Errors:
+//  - FAILED_PRECONDITION: the outbox has another shard count; this process may not read (or,
+//    to write, write) `dir`; `dir` is on a read-only file system (to write); `dir` holds files
+//    but no outbox, or a RocksDB database that is not an outbox.
+//  - UNAVAILABLE: another process holds the outbox (or an I/O error).
+//  - DATA_LOSS: the outbox is damaged: a write-ahead log damaged before its end (naming the file
+//    and the offset), CURRENT missing, a manifest that lost track of the outbox's column
+//    families, an unreadable quarantine, dead letter or meta. Opening it anyway would drop
+//    stored results; `SalvageOutbox` (storage/outbox_salvage.h) copies what can be read. A
+//    damaged shard is not an open error: it is reported in Stats and stops alone.
+//  - with options.read_only, NOT_FOUND if there is no outbox in `dir`.
+// A log whose tail was torn by a crash or a power cut is not damage: what it held unsynced was
+// never reported stored.
 Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxOptions& options);
 
 }  // namespace verdict::storage

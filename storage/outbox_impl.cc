@@ -1,31 +1,61 @@
 // The RocksDB outbox: the Outbox interface over one RocksDB instance whose layout
 // storage/outbox_format.h describes.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include <rocksdb/db.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
+#include <rocksdb/utilities/options_util.h>
 #include <rocksdb/utilities/table_properties_collectors.h>
+#include <rocksdb/wal_filter.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
 #include "proto/wire.h"
+#include "storage/log_scan.h"
 #include "storage/outbox.h"
 #include "storage/outbox_format.h"
+#include "storage/outbox_internal.h"
 
 namespace verdict::storage {
+namespace internal {
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  std::string msg = what + ": " + s.ToString();
+  if (s.IsNoSpace()) return ResourceExhaustedError(msg);
+  if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) {
+    return UnavailableError(msg);
+  }
+  if (s.IsCorruption()) return DataLossError(msg);
+  if (s.IsInvalidArgument()) return InvalidArgumentError(msg);
+  return InternalError(msg);
+}
+
+}  // namespace internal
+
 namespace {
 
 using namespace format;
+using internal::CommonDbOptions;
+using internal::FromRocks;
 
 // RocksDB tuning, and why each setting differs from RocksDB's default. What an operator may
 // choose is in OutboxOptions; these are fixed.
@@ -66,17 +96,25 @@ constexpr double kMetaMemtableBloomRatio = 0.05;
 
 // Shard column families are named with three digits ("shard-999").
 constexpr uint32_t kMaxShards = 1000;
+// The block cache of a read-only open (operators' listings): small, as a listing reads each
+// block once, and shared by every column family, so that reading a large outbox stays within
+// the tools' memory bound (RocksDB's default gives each column family a cache of its own).
+constexpr size_t kReadOnlyBlockCacheBytes = size_t{4} << 20;
+// A damaged shard is never compacted (a compaction reading the damaged block would stop every
+// write), so its level-0 files pile up until the outbox is salvaged; RocksDB would stall, then
+// stop, every write of the outbox at 20 and 36 of them. These triggers keep it writing.
+constexpr int kDamagedShardLevel0Trigger = 1 << 30;
 
-Status FromRocks(const rocksdb::Status& s, const std::string& what) {
-  if (s.ok()) return Status::Ok();
-  std::string msg = what + ": " + s.ToString();
-  if (s.IsNoSpace()) return ResourceExhaustedError(msg);
-  if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) {
-    return UnavailableError(msg);
-  }
-  if (s.IsCorruption()) return DataLossError(msg);
-  if (s.IsInvalidArgument()) return InvalidArgumentError(msg);
-  return InternalError(msg);
+// What the operator can do about a damaged outbox, appended to every error that reports one.
+constexpr char kSalvageHint[] =
+    "stop the node and copy what can be read into a new outbox with `verdict-node outbox salvage "
+    "--outbox DIR --to NEWDIR`";
+
+// Reads for whole-column-family scans (counting at open, listings).
+rocksdb::ReadOptions ScanOptions() {
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;  // a scan reads each block once: keep the cache for the deliverers
+  return ro;
 }
 
 // Raises `value` to `to` unless it is already at or above it.
@@ -96,7 +134,8 @@ class OutboxImpl final : public Outbox {
         dir_(std::move(dir)),
         options_(options),
         clock_(options.clock ? options.clock : SystemClock::Default()),
-        shards_(shard_count) {
+        shards_(shard_count),
+        damage_(shard_count) {
     write_options_.sync =
         !options.unsafe_disable_wal_for_test && !options.unsafe_skip_wal_sync_for_test;
     write_options_.disableWAL = options.unsafe_disable_wal_for_test;
@@ -105,6 +144,7 @@ class OutboxImpl final : public Outbox {
   }
 
   ~OutboxImpl() override {
+    for (SideCursor& cursor : side_cursors_) cursor.it.reset();  // before the database closes
     if (!options_.read_only) {
       // A clean close leaves nothing in the log to replay: after a drain that is one delete
       // per acked record, which made the next open take seconds after a million acks.
@@ -119,11 +159,12 @@ class OutboxImpl final : public Outbox {
     db_->Close().PermitUncheckedError();
   }
 
-  // Rebuilds the in-memory counters, low-water marks and next sequence from disk.
+  // Rebuilds the in-memory counters, low-water marks and next sequence from disk. A shard that
+  // cannot be read is marked damaged and the others load; damage anywhere else fails the open.
   Status Load() {
     uint64_t max_seen = 0;
     for (uint32_t s = 0; s < shard_count_; ++s) {
-      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), ShardCf(s)));
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ScanOptions(), ShardCf(s)));
       uint64_t records = 0, bytes = 0;
       for (it->SeekToFirst(); it->Valid(); it->Next()) {
         if (records == 0) shards_[s].low_water = KeySequence(it->key());
@@ -131,39 +172,61 @@ class OutboxImpl final : public Outbox {
         bytes += it->value().size();
         max_seen = std::max(max_seen, KeySequence(it->key()));
       }
-      VERDICT_RETURN_IF_ERROR(FromRocks(it->status(), "scanning " + ShardCfName(s)));
       shards_[s].records = records;
       shards_[s].bytes = bytes;
+      if (it->status().IsCorruption()) {
+        MarkDamaged(s, it->status());
+        // Keys beyond the damage are unknown: keep new sequences clear of any that may exist.
+        max_seen = std::max(max_seen, LastKeySequence(ShardCf(s)));
+        continue;
+      }
+      VERDICT_RETURN_IF_ERROR(FromRocks(it->status(), "scanning " + ShardCfName(s)));
     }
-    for (auto [cf, count] :
-         {std::pair{QuarantineCf(), &quarantined_}, std::pair{DeadLetterCf(), &dead_lettered_}}) {
-      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf));
+    for (auto [area, count] : {std::pair{SideArea::kQuarantine, &quarantined_},
+                               std::pair{SideArea::kDeadLetter, &dead_lettered_}}) {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ScanOptions(), SideCf(area)));
       uint64_t n = 0;
       for (it->SeekToFirst(); it->Valid(); it->Next()) {
         ++n;
         max_seen = std::max(max_seen, KeySequence(it->key()));
       }
-      VERDICT_RETURN_IF_ERROR(FromRocks(it->status(), "scanning side areas"));
+      VERDICT_RETURN_IF_ERROR(Damaged(it->status(), SideAreaName(area)));
       *count = n;
     }
     std::string stored;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetaCf(), kNextSequenceKey, &stored);
-    if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading next sequence");
+    if (!s.ok() && !s.IsNotFound()) return Damaged(s, "its next sequence in meta");
     const uint64_t next = (s.ok() ? DecodeNextSequence(stored) : std::nullopt).value_or(1);
     next_sequence_ = std::max({next, max_seen + 1, uint64_t{1}});
     published_ = next_sequence_.load();
     return Status::Ok();
   }
 
+  // The shards Load or a read found damaged.
+  std::vector<uint32_t> DamagedShards() const {
+    std::vector<uint32_t> damaged;
+    for (uint32_t s = 0; s < shard_count_; ++s) {
+      if (shards_[s].damaged) damaged.push_back(s);
+    }
+    return damaged;
+  }
+
   uint32_t shard_count() const override { return shard_count_; }
 
   Result<std::vector<EnqueueResult>> EnqueueBuffered(
       std::span<const v1::BattleResult> batch) override {
+    const std::vector<int64_t> now(batch.size(), clock_->NowMs());
+    return StoreNew(batch, now);
+  }
+
+  // EnqueueBuffered, each record stamped with its own enqueue time.
+  Result<std::vector<EnqueueResult>> StoreNew(std::span<const v1::BattleResult> batch,
+                                              std::span<const int64_t> enqueued_at_ms) {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
     // While the outbox cannot write (a full disk), refuse, so the caller keeps its batch.
     VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
     std::lock_guard lock(write_mu_);
-    BatchInProgress b(batch, next_sequence_, clock_->NowMs());
+    BatchInProgress b(batch, next_sequence_, enqueued_at_ms);
     LookUpEarlierCopies(b);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (batch[i].room_id() == 0) {
@@ -203,6 +266,7 @@ class OutboxImpl final : public Outbox {
                                               size_t max_records) override {
     if (shard >= shard_count_) return InvalidArgumentError("no shard " + std::to_string(shard));
     ShardState& state = shards_[shard];
+    if (state.damaged) return DataLossError(DamageOf(shard));
     const uint64_t low_water = state.low_water.load();
     const bool from_head = after_sequence < std::max<uint64_t>(low_water, 1);
     const std::string lower = SequenceKey(std::max(after_sequence + 1, low_water));
@@ -237,6 +301,10 @@ class OutboxImpl final : public Outbox {
       r.stored_bytes = it->value().size();
       r.result = std::move(*envelope.mutable_result());
     }
+    if (it->status().IsCorruption()) {
+      MarkDamaged(shard, it->status());
+      return DataLossError(DamageOf(shard));
+    }
     VERDICT_RETURN_IF_ERROR(FromRocks(it->status(), "reading " + ShardCfName(shard)));
     return records;
   }
@@ -262,8 +330,10 @@ class OutboxImpl final : public Outbox {
     envelope.set_sequence(record.sequence);
     envelope.set_enqueued_at_ms(record.enqueued_at_ms);
     *envelope.mutable_result() = record.result;
-    envelope.set_reason(code);
-    envelope.set_detail(message);
+    // The lobby's words may hold any bytes; an envelope whose text is not UTF-8 cannot be read
+    // back (proto3), which would make the record undecodable.
+    envelope.set_reason(wire::ValidUtf8(code));
+    envelope.set_detail(wire::ValidUtf8(message));
     envelope.set_shard(record.shard);
     rocksdb::WriteBatch wb;
     wb.Put(DeadLetterCf(), SequenceKey(record.sequence), SerializeEnvelope(envelope));
@@ -276,16 +346,35 @@ class OutboxImpl final : public Outbox {
     return Status::Ok();
   }
 
-  Result<std::vector<SideRecord>> ListSide(SideArea area,
-                                           std::optional<uint64_t> room_id) override {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), SideCf(area)));
+  Result<std::vector<SideRecord>> ListSidePage(SideArea area, std::optional<uint64_t> room_id,
+                                               uint64_t after_sequence,
+                                               size_t max_records) override {
+    // A read-only outbox does not change, so the page after this one continues this page's
+    // iterator: a new one would read the first block of every level-0 table file past the
+    // target again, which made listing a quarantine of large records quadratic in its files.
+    std::lock_guard lock(side_cursor_mu_);
+    SideCursor& cursor = side_cursors_[area == SideArea::kQuarantine ? 0 : 1];
+    std::unique_ptr<rocksdb::Iterator> fresh;
+    rocksdb::Iterator* it = cursor.it.get();
+    if (!options_.read_only || !it || cursor.after != after_sequence || cursor.room != room_id) {
+      fresh.reset(db_->NewIterator(ScanOptions(), SideCf(area)));
+      fresh->Seek(SequenceKey(after_sequence + 1));
+      it = fresh.get();
+    }
     std::vector<SideRecord> out;
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    size_t bytes = 0;
+    for (; it->Valid() && out.size() < max_records && bytes < kSidePageBytes; it->Next()) {
       SideRecord r = DecodeSide(area, it->key(), it->value());
       if (room_id && (!r.decodable || r.result.room_id() != *room_id)) continue;
+      bytes += r.stored_bytes;
       out.push_back(std::move(r));
     }
-    VERDICT_RETURN_IF_ERROR(FromRocks(it->status(), "listing side area"));
+    VERDICT_RETURN_IF_ERROR(Damaged(it->status(), SideAreaName(area)));
+    if (options_.read_only) {
+      if (fresh) cursor.it = std::move(fresh);
+      cursor.after = out.empty() ? after_sequence : out.back().sequence;
+      cursor.room = room_id;
+    }
     return out;
   }
 
@@ -295,10 +384,114 @@ class OutboxImpl final : public Outbox {
     // Records written and not yet synced have lower sequences than the ones given here: make
     // them durable and visible first, so a shard's records appear in sequence order.
     VERDICT_RETURN_IF_ERROR(SyncEnqueued());
-    auto listed = ListSide(from, room_id);
-    if (!listed.ok()) return listed.status();
     RedriveReport report;
-    for (const SideRecord& r : *listed) {
+    // A page at a time: moved records leave the area, those left behind stay below `after`.
+    for (uint64_t after = 0;;) {
+      auto page = ListSidePage(from, room_id, after, kRedrivePage);
+      if (!page.ok()) return page.status();
+      if (page->empty()) return report;
+      after = page->back().sequence;
+      VERDICT_RETURN_IF_ERROR(RedriveOnePage(from, *page, report));
+    }
+  }
+
+  Result<OutboxStats> Stats() override {
+    OutboxStats stats;
+    const int64_t now = clock_->NowMs();
+    for (uint32_t s = 0; s < shard_count_; ++s) {
+      ShardStats& st = stats.shards.emplace_back();
+      st.shard = s;
+      st.records = shards_[s].records.load();
+      st.bytes = shards_[s].bytes.load();
+      if (st.records > 0 && !shards_[s].damaged) {
+        auto oldest = OldestEnqueuedAt(s);
+        if (!oldest.ok() && oldest.status().code() != StatusCode::kDataLoss) {
+          return oldest.status();
+        }
+        if (oldest.ok() && *oldest > 0) st.oldest_age_ms = std::max<int64_t>(0, now - *oldest);
+      }
+      if (shards_[s].damaged) {
+        st.damage = DamageOf(s);
+        ++stats.damaged_shards;
+      }
+      stats.records += st.records;
+      stats.bytes += st.bytes;
+    }
+    stats.quarantined = quarantined_.load();
+    stats.dead_lettered = dead_lettered_.load();
+    struct statvfs vfs;
+    if (statvfs(dir_.c_str(), &vfs) == 0) {
+      stats.free_disk_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    }
+    return stats;
+  }
+
+  // Stores records copied from another outbox by salvage, synced: into their shards (keeping
+  // their enqueue times, in the order given), or, over max_record_bytes, into quarantine as
+  // "oversize". Results as for Enqueue.
+  Result<std::vector<EnqueueResult>> ImportPending(std::span<const v1::BattleResult> batch,
+                                                   std::span<const int64_t> enqueued_at_ms) {
+    auto results = StoreNew(batch, enqueued_at_ms);
+    if (!results.ok()) return results;
+    VERDICT_RETURN_IF_ERROR(SyncEnqueued());
+    return results;
+  }
+
+  // Stores records copied from another outbox's quarantine or dead letter (or undecodable shard
+  // values) into that area, synced, with new sequences and their reason, detail and enqueue
+  // time. A decodable record whose room and end time the outbox already holds is skipped.
+  // Says for each whether it was stored.
+  Result<std::vector<bool>> ImportSide(std::span<const internal::SalvagedRecord> records) {
+    VERDICT_RETURN_IF_ERROR(CheckWritable());
+    std::lock_guard lock(write_mu_);
+    rocksdb::WriteBatch wb;
+    std::set<std::string> indexed;
+    uint64_t sequence = next_sequence_;
+    std::map<SideArea, uint64_t> added;
+    std::vector<bool> stored(records.size(), false);
+    for (size_t i = 0; i < records.size(); ++i) {
+      const internal::SalvagedRecord& r = records[i];
+      v1::Envelope envelope;
+      envelope.set_sequence(sequence);
+      envelope.set_enqueued_at_ms(r.enqueued_at_ms);
+      envelope.set_reason(r.reason);
+      envelope.set_detail(r.detail);
+      if (r.decodable) {
+        const std::string index_key = IndexKey(r.result.room_id(), r.result.ended_at_ms());
+        std::string existing;
+        rocksdb::Status found = db_->Get(rocksdb::ReadOptions(), MetaCf(), index_key, &existing);
+        if (!found.ok() && !found.IsNotFound()) return FromRocks(found, "reading the index");
+        if (found.ok() || !indexed.insert(index_key).second) continue;
+        envelope.set_shard(RoomShard(r.result.room_id(), shard_count_));
+        *envelope.mutable_result() = r.result;
+        wb.Put(MetaCf(), index_key,
+               EncodeIndex({r.area == SideArea::kQuarantine ? Area::kQuarantine : Area::kDeadLetter,
+                            envelope.shard(), sequence}));
+      } else {
+        envelope.set_shard(r.shard);
+        envelope.set_raw(r.raw);
+      }
+      wb.Put(SideCf(r.area), SequenceKey(sequence), SerializeEnvelope(envelope));
+      ++added[r.area];
+      stored[i] = true;
+      ++sequence;
+    }
+    if (wb.Count() == 0) return stored;
+    // Written after anything buffered before, and synced: everything before it is durable.
+    wb.Put(MetaCf(), kNextSequenceKey, EncodeNextSequence(sequence));
+    VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "salvage import"));
+    next_sequence_ = sequence;
+    RaiseTo(published_, sequence);
+    for (auto [area, n] : added) SideCount(area) += n;
+    return stored;
+  }
+
+ private:
+  // Records Redrive moves per page: its memory bound, with ListSidePage's byte limit.
+  static constexpr size_t kRedrivePage = 64;
+
+  Status RedriveOnePage(SideArea from, const std::vector<SideRecord>& page, RedriveReport& report) {
+    for (const SideRecord& r : page) {
       if (!r.decodable || wire::DeterministicBytes(r.result).size() > options_.max_record_bytes) {
         ++report.skipped;
         continue;
@@ -324,42 +517,61 @@ class OutboxImpl final : public Outbox {
       --SideCount(from);
       ++report.moved;
     }
-    return report;
+    return Status::Ok();
   }
 
-  Result<OutboxStats> Stats() override {
-    OutboxStats stats;
-    const int64_t now = clock_->NowMs();
-    for (uint32_t s = 0; s < shard_count_; ++s) {
-      ShardStats& st = stats.shards.emplace_back();
-      st.shard = s;
-      st.records = shards_[s].records.load();
-      st.bytes = shards_[s].bytes.load();
-      if (st.records > 0) {
-        auto oldest = OldestEnqueuedAt(s);
-        if (!oldest.ok()) return oldest.status();
-        if (*oldest > 0) st.oldest_age_ms = std::max<int64_t>(0, now - *oldest);
-      }
-      stats.records += st.records;
-      stats.bytes += st.bytes;
-    }
-    stats.quarantined = quarantined_.load();
-    stats.dead_lettered = dead_lettered_.load();
-    struct statvfs vfs;
-    if (statvfs(dir_.c_str(), &vfs) == 0) {
-      stats.free_disk_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-    }
-    return stats;
-  }
-
- private:
   struct ShardState {
     // Every live key of the shard is >= low_water; reads start here so they never walk the
     // tombstones of records already acked.
     std::atomic<uint64_t> low_water{0};
     std::atomic<uint64_t> records{0};
     std::atomic<uint64_t> bytes{0};
+    std::atomic<bool> damaged{false};  // set once; the reason is in damage_
   };
+
+  // A read of a shard met a damaged block: the shard stops (ReadShard answers DATA_LOSS) and
+  // is never compacted again, while the other shards and enqueues go on.
+  void MarkDamaged(uint32_t shard, const rocksdb::Status& why) {
+    {
+      std::lock_guard lock(damage_mu_);
+      if (shards_[shard].damaged) return;
+      damage_[shard] = ShardCfName(shard) + " of outbox " + dir_ + " is damaged (" +
+                       why.ToString() +
+                       "); its delivery is stopped, the other shards go on: " + kSalvageHint;
+      shards_[shard].damaged = true;
+    }
+    spdlog::error("outbox shard={}: {}", shard, DamageOf(shard));
+    if (options_.read_only) return;
+    const std::string trigger = std::to_string(kDamagedShardLevel0Trigger);
+    rocksdb::Status s =
+        db_->SetOptions(ShardCf(shard), {{"disable_auto_compactions", "true"},
+                                         {"level0_slowdown_writes_trigger", trigger},
+                                         {"level0_stop_writes_trigger", trigger}});
+    if (!s.ok()) {
+      spdlog::error("outbox shard={}: cannot stop its compactions: {}", shard, s.ToString());
+    }
+  }
+
+  std::string DamageOf(uint32_t shard) const {
+    std::lock_guard lock(damage_mu_);
+    return damage_[shard];
+  }
+
+  // DATA_LOSS naming the damaged `what` (quarantine, dead letter, meta) for a corruption, else
+  // the error `s` is.
+  Status Damaged(const rocksdb::Status& s, const std::string& what) {
+    if (s.ok()) return Status::Ok();
+    if (!s.IsCorruption()) return FromRocks(s, "reading " + what);
+    return DataLossError("outbox " + dir_ + " is damaged: " + what + " cannot be read (" +
+                         s.ToString() + "); nothing was changed: " + kSalvageHint);
+  }
+
+  // The largest sequence key of `cf`, read from its end (0 if none can be read).
+  uint64_t LastKeySequence(rocksdb::ColumnFamilyHandle* cf) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ScanOptions(), cf));
+    it->SeekToLast();
+    return it->Valid() ? KeySequence(it->key()) : 0;
+  }
 
   // Column family handles: shards first, then quarantine, dead-letter, meta.
   rocksdb::ColumnFamilyHandle* ShardCf(uint32_t s) const { return handles_[s]; }
@@ -452,13 +664,14 @@ class OutboxImpl final : public Outbox {
   // One batch as EnqueueBuffered works through it: each record's keys and what was enqueued
   // before it, the results so far, and the batch's writes.
   struct BatchInProgress {
-    BatchInProgress(std::span<const v1::BattleResult> batch, uint64_t next, int64_t now)
+    BatchInProgress(std::span<const v1::BattleResult> batch, uint64_t next,
+                    std::span<const int64_t> enqueued_at)
         : records(batch),
           index_values(batch.size()),
           index_statuses(batch.size()),
           results(batch.size()),
           next_sequence(next),
-          now_ms(now) {}
+          enqueued_at_ms(enqueued_at) {}
 
     std::span<const v1::BattleResult> records;
     std::vector<std::string> index_keys;  // each record's idempotency index key
@@ -474,8 +687,8 @@ class OutboxImpl final : public Outbox {
     rocksdb::WriteBatch writes;
     std::vector<std::pair<uint32_t, size_t>> shard_growth;  // (shard, bytes) to count once written
     uint64_t quarantined = 0;
-    uint64_t next_sequence;  // the sequence the next stored record gets
-    const int64_t now_ms;
+    uint64_t next_sequence;                   // the sequence the next stored record gets
+    std::span<const int64_t> enqueued_at_ms;  // each record's enqueue time
   };
 
   // Fills the batch's index keys and canonical bytes, and looks up what each record may repeat
@@ -521,7 +734,7 @@ class OutboxImpl final : public Outbox {
     if (canonical.size() > options_.max_record_bytes) {
       v1::Envelope envelope;
       envelope.set_sequence(out.sequence);
-      envelope.set_enqueued_at_ms(b.now_ms);
+      envelope.set_enqueued_at_ms(b.enqueued_at_ms[i]);
       *envelope.mutable_result() = result;
       envelope.set_reason("oversize");
       envelope.set_detail("serialized result is " + std::to_string(canonical.size()) +
@@ -535,7 +748,7 @@ class OutboxImpl final : public Outbox {
                                           "; kept whole in quarantine (reason oversize)");
       ++b.quarantined;
     } else {
-      const std::string value = ShardValue(out.sequence, b.now_ms, canonical);
+      const std::string value = ShardValue(out.sequence, b.enqueued_at_ms[i], canonical);
       b.shard_growth.emplace_back(out.shard, value.size());
       b.writes.Put(ShardCf(out.shard), SequenceKey(out.sequence), value);
       b.writes.Put(MetaCf(), index_key, EncodeIndex({Area::kShard, out.shard, out.sequence}));
@@ -649,6 +862,10 @@ class OutboxImpl final : public Outbox {
         return envelope.enqueued_at_ms();
       }
     }
+    if (it->status().IsCorruption()) {
+      MarkDamaged(shard, it->status());
+      return DataLossError(DamageOf(shard));
+    }
     VERDICT_RETURN_IF_ERROR(FromRocks(it->status(), "reading " + ShardCfName(shard)));
     return int64_t{0};
   }
@@ -679,6 +896,16 @@ class OutboxImpl final : public Outbox {
   // memtables); the next record gets it.
   std::atomic<uint64_t> next_sequence_{1};
   std::vector<ShardState> shards_;
+  mutable std::mutex damage_mu_;
+  std::vector<std::string> damage_;  // guarded by damage_mu_: each damaged shard's reason
+  // Where the last ListSidePage of each side area stopped (read-only outboxes only).
+  struct SideCursor {
+    std::unique_ptr<rocksdb::Iterator> it;  // at the entry after the last one returned
+    uint64_t after = 0;                     // the last sequence returned
+    std::optional<uint64_t> room;
+  };
+  std::mutex side_cursor_mu_;
+  SideCursor side_cursors_[2];  // guarded by side_cursor_mu_: quarantine, dead letter
   std::atomic<uint64_t> quarantined_{0};
   std::atomic<uint64_t> dead_lettered_{0};
   std::atomic<bool> needs_resume_{false};
@@ -714,42 +941,235 @@ class RocksLogToSpdlog final : public rocksdb::Logger {
   static constexpr size_t kMaxLineBytes = 1024;
 };
 
-// Options every open shares: RocksDB's log goes to spdlog, file I/O through options.env.
-rocksdb::DBOptions CommonDbOptions(const OutboxOptions& options) {
-  rocksdb::DBOptions db_options;
-  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
-  if (options.env) db_options.env = options.env.get();
-  return db_options;
+// Records each column family's oldest log still needed, which RocksDB hands to a WAL filter
+// before it replays the logs: the logs below the smallest were flushed and are not read again.
+class LogNumberProbe final : public rocksdb::WalFilter {
+ public:
+  void ColumnFamilyLogNumberMap(const std::map<uint32_t, uint64_t>& log_numbers,
+                                const std::map<std::string, uint32_t>&) override {
+    for (const auto& [cf, number] : log_numbers) min_ = std::min(min_.value_or(number), number);
+  }
+  const char* Name() const override { return "verdict.LogNumberProbe"; }
+  // 0 when RocksDB found no log to replay.
+  uint64_t min_log_number() const { return min_.value_or(0); }
+
+ private:
+  std::optional<uint64_t> min_;
+};
+
+// A RocksDB open's error in words that say what is wrong: the lock is held (UNAVAILABLE), this
+// process may not use a file or the file system is read-only (FAILED_PRECONDITION), the files
+// are damaged (DATA_LOSS). Whether a lock is held is told by the lock call's own error, not by
+// the word "lock" (opening the LOCK file can fail for want of permission).
+Status OpenError(const rocksdb::Status& s, const std::string& dir, const std::string& doing) {
+  const std::string text = s.ToString();
+  auto says = [&text](const char* part) { return text.find(part) != std::string::npos; };
+  if (says("While lock file") || says("lock hold by current process")) {
+    return UnavailableError("outbox " + dir + " is in use by another process: " + text);
+  }
+  if (says("Permission denied")) {
+    return FailedPreconditionError("permission denied " + doing + " outbox " + dir + ": " + text +
+                                   "; run as the outbox's owner, or fix its permissions");
+  }
+  if (says("Read-only file system")) {
+    return FailedPreconditionError("outbox " + dir + " is on a read-only file system: " + text);
+  }
+  if (s.IsCorruption() || s.IsPathNotFound()) {
+    return DataLossError("outbox " + dir + " is damaged: " + text +
+                         "; nothing was changed: " + kSalvageHint);
+  }
+  return FromRocks(s, doing + " outbox " + dir);
 }
 
-// The shard count an existing outbox was created with, or nullopt for a new directory.
-Result<std::optional<uint32_t>> ExistingShardCount(const std::string& dir,
-                                                   const OutboxOptions& options) {
-  std::vector<std::string> names;
-  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(CommonDbOptions(options), dir, &names);
-  if (!s.ok()) return std::optional<uint32_t>();  // no database here yet
-  if (std::find(names.begin(), names.end(), kMetaCf) == names.end()) {
+Status ReadOnlyFileSystem(const std::string& dir) {
+  return FailedPreconditionError("outbox " + dir +
+                                 " is on a read-only file system: the node cannot write its "
+                                 "outbox there (outbox stats, ls and show can read it)");
+}
+
+// FAILED_PRECONDITION if this process may not read `dir` (and, if `writable`, write it), or if
+// `writable` and it is on a read-only file system.
+Status CheckAccess(const std::string& dir, bool writable) {
+  const int mode = R_OK | X_OK | (writable ? W_OK : 0);
+  if (::faccessat(AT_FDCWD, dir.c_str(), mode, AT_EACCESS) != 0) {
+    const int err = errno;
+    if (err == EROFS) return ReadOnlyFileSystem(dir);
+    if (err != EACCES && err != EPERM) {
+      return UnavailableError("cannot check access to outbox " + dir + ": " + std::strerror(err));
+    }
+    struct stat st {};
+    ::stat(dir.c_str(), &st);
+    char owner[96];
+    std::snprintf(owner, sizeof(owner), "owner uid %u, mode %04o", st.st_uid,
+                  static_cast<unsigned>(st.st_mode & 07777));
+    return FailedPreconditionError(
+        "permission denied: this process (uid " + std::to_string(::geteuid()) + ") may not " +
+        (writable ? "read and write" : "read") + " the outbox directory " + dir + " (" + owner +
+        "); run it as the directory's owner, or fix the permissions");
+  }
+  struct statvfs vfs;
+  if (writable && ::statvfs(dir.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY)) {
+    return ReadOnlyFileSystem(dir);
+  }
+  return Status::Ok();
+}
+
+// "MANIFEST-000005, 000004.log and 3 table files": what a directory holds, briefly.
+std::string Summary(const std::vector<std::string>& files) {
+  std::vector<std::string> named;
+  size_t tables = 0;
+  for (const std::string& f : files) {
+    if (f.ends_with(".sst")) {
+      ++tables;
+    } else if (f.starts_with("MANIFEST-") || f.ends_with(".log")) {
+      named.push_back(f);
+    }
+  }
+  if (tables) named.push_back(std::to_string(tables) + " table file" + (tables > 1 ? "s" : ""));
+  if (named.empty()) named = files;
+  std::string out;
+  for (size_t i = 0; i < named.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == named.size() ? " and " : ", ") + named[i];
+  }
+  return out;
+}
+
+enum class Found { kNothing, kOutbox };
+
+// What `dir` holds, checked before RocksDB is let near it: nothing (absent or empty: a new
+// outbox may be made there), or an outbox (it has CURRENT). Anything else is an error, so that
+// nothing is ever created over a damaged outbox or another program's files.
+Result<Found> InspectDirectory(const std::string& dir, bool writable) {
+  auto contents = internal::ListDirectory(dir);
+  if (!contents.ok()) return contents.status();
+  if (!contents->exists) return Found::kNothing;
+  VERDICT_RETURN_IF_ERROR(CheckAccess(dir, writable));
+  if (contents->has_current) return Found::kOutbox;
+  if (!contents->database_files.empty()) {
+    return DataLossError(
+        "outbox " + dir + " is damaged: it holds an outbox's files (" +
+        Summary(contents->database_files) +
+        ") but no CURRENT file, which names its manifest; nothing was changed: " + kSalvageHint +
+        " (an outbox whose creation was interrupted holds no results: empty the "
+        "directory)");
+  }
+  if (!contents->other_files.empty()) {
+    return FailedPreconditionError(dir + " holds files (" + Summary(contents->other_files) +
+                                   ") but no outbox; an outbox is made only in an empty or "
+                                   "absent directory");
+  }
+  return Found::kNothing;
+}
+
+bool IsOurColumnFamily(const std::string& name) {
+  return name == kMetaCf || name == kQuarantineCf || name == kDeadLetterCf ||
+         name.starts_with("shard-");
+}
+
+// Refuses a manifest that lost track of the outbox's column families (truncated or damaged:
+// RocksDB reads a manifest up to its first bad record and takes that for the whole), and a
+// database that is not an outbox. The newest OPTIONS file RocksDB wrote names every column
+// family the outbox had when it was last opened.
+Status CheckColumnFamilies(const std::string& dir, const std::vector<std::string>& listed,
+                           const rocksdb::DBOptions& db_options) {
+  rocksdb::ConfigOptions config;
+  config.ignore_unknown_options = true;
+  config.env = db_options.env;
+  rocksdb::DBOptions recorded_db;
+  std::vector<rocksdb::ColumnFamilyDescriptor> recorded;
+  if (!rocksdb::LoadLatestOptions(config, dir, &recorded_db, &recorded).ok()) recorded.clear();
+  auto in = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  std::vector<std::string> missing;
+  bool ours = std::any_of(listed.begin(), listed.end(), IsOurColumnFamily);
+  for (const auto& cf : recorded) {
+    ours = ours || IsOurColumnFamily(cf.name);
+    if (!in(listed, cf.name)) missing.push_back(cf.name);
+  }
+  if (!ours) {
     return FailedPreconditionError(dir + " is a RocksDB database but not a verdict outbox");
   }
-  // Read the recorded count through a read-only open, so a mismatch is refused before
-  // anything is created or changed.
+  if (missing.empty() && in(listed, kMetaCf)) return Status::Ok();
+  std::string names;
+  for (size_t i = 0; i < missing.size() && i < 4; ++i) names += (i ? ", " : "") + missing[i];
+  if (missing.size() > 4) names += ", …";
+  return DataLossError(
+      "outbox " + dir + " is damaged: its manifest names " + std::to_string(listed.size()) +
+      " column famil" + (listed.size() == 1 ? "y" : "ies") + ", " +
+      (missing.empty()
+           ? std::string("without meta")
+           : "without " + std::to_string(missing.size()) + " (" + names + ") that the outbox had") +
+      ": the MANIFEST file is truncated or damaged; nothing was changed: " + kSalvageHint);
+}
+
+std::string LogDamageMessage(const std::string& dir, const LogScan& scan) {
+  const LogDamage& d = scan.damage.front();
+  return "outbox " + dir + " is damaged: its write-ahead log " + d.file +
+         " cannot be read at byte offset " + std::to_string(d.offset) + " (" + d.what + ", " +
+         std::to_string(d.bytes) + " bytes), and " +
+         std::to_string(scan.intact_records_after_damage) + " stored write batch(es) of " +
+         std::to_string(scan.intact_bytes_after_damage) +
+         " bytes follow it that opening would drop; nothing was changed: " + kSalvageHint;
+}
+
+// Looks at an existing outbox through a read-only open, which writes nothing: its column
+// families and shard count, and whether a log is damaged before its end. Returns the shard
+// count.
+Result<uint32_t> ExamineExisting(const std::string& dir, const OutboxOptions& options) {
+  rocksdb::DBOptions db_options = CommonDbOptions(options);
+  std::vector<std::string> names;
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(db_options, dir, &names);
+  if (!s.ok()) return OpenError(s, dir, "reading the manifest of");
+  VERDICT_RETURN_IF_ERROR(CheckColumnFamilies(dir, names, db_options));
+
+  LogNumberProbe probe;
+  db_options.wal_filter = &probe;
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
+  for (const auto& n : names) descriptors.emplace_back(n, internal::ReadOnlyColumnFamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  s = rocksdb::DB::OpenForReadOnly(CommonDbOptions(options), dir, descriptors, &handles, &raw);
-  if (!s.ok()) return FromRocks(s, "opening outbox " + dir + " to read its shard count");
+  s = rocksdb::DB::OpenForReadOnly(db_options, dir, descriptors, &handles, &raw);
+  rocksdb::FileSystem& fs = *db_options.env->GetFileSystem();
+  if (!s.ok()) {
+    // A damaged log can fail recovery outright (data in a table file beyond the damage): say
+    // where the damage is if a log shows it.
+    if (s.IsCorruption()) {
+      auto scan = ScanLogs(fs, dir, 0);
+      if (scan.ok() && scan->intact_records_after_damage > 0) {
+        return DataLossError(LogDamageMessage(dir, *scan));
+      }
+    }
+    return OpenError(s, dir, "reading");
+  }
   std::unique_ptr<rocksdb::DB> db(raw);
   const size_t meta = std::find(names.begin(), names.end(), kMetaCf) - names.begin();
   std::string value;
   s = db->Get(rocksdb::ReadOptions(), handles[meta], kShardCountKey, &value);
   for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  db.reset();
   const std::optional<uint32_t> count = s.ok() ? DecodeShardCount(value) : std::nullopt;
   if (!count) {
-    return DataLossError("outbox " + dir +
-                         " has no readable shard count in its meta column family");
+    return DataLossError("outbox " + dir + " is damaged: its meta column family has no readable " +
+                         "shard count (" +
+                         (s.ok()           ? "a value of the wrong size"
+                          : s.IsNotFound() ? "none stored"
+                                           : s.ToString()) +
+                         "; a truncated MANIFEST loses it); nothing was changed: " + kSalvageHint);
   }
-  return count;
+  if (!options.unsafe_skip_log_check_for_test) {
+    auto scan = ScanLogs(fs, dir, probe.min_log_number());
+    if (!scan.ok()) return scan.status();
+    if (scan->intact_records_after_damage > 0) return DataLossError(LogDamageMessage(dir, *scan));
+    if (!scan->damage.empty()) {
+      const LogDamage& tail = scan->damage.front();
+      spdlog::warn(
+          "outbox {}: log {} ends in {} unreadable bytes at offset {} ({}): a write torn "
+          "by a crash or power cut, never reported stored",
+          dir, tail.file, tail.bytes, tail.offset, tail.what);
+    }
+  }
+  return *count;
 }
 
 // The column family descriptors of an outbox with `shard_count` shards, in handle order.
@@ -770,10 +1190,10 @@ Result<std::unique_ptr<Outbox>> OpenOutboxReadOnly(const std::string& dir,
                                                    const OutboxOptions& options) {
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  const rocksdb::ColumnFamilyOptions cf;
+  const rocksdb::ColumnFamilyOptions cf = internal::ReadOnlyColumnFamilyOptions();
   rocksdb::Status s = rocksdb::DB::OpenForReadOnly(
       CommonDbOptions(options), dir, Descriptors(options.shard_count, cf, cf, cf), &handles, &raw);
-  if (!s.ok()) return FromRocks(s, "opening outbox " + dir + " read-only");
+  if (!s.ok()) return OpenError(s, dir, "reading");
   std::unique_ptr<rocksdb::DB> db(raw);
   db->DestroyColumnFamilyHandle(handles.back()).PermitUncheckedError();
   handles.pop_back();
@@ -789,16 +1209,20 @@ Status CreateOutboxDirectory(const std::string& dir) {
   std::filesystem::create_directories(dir, mkdir_error);
   if (!mkdir_error) return Status::Ok();
   const std::string why = "cannot create outbox directory " + dir + ": " + mkdir_error.message();
-  return mkdir_error == std::errc::no_space_on_device ? ResourceExhaustedError(why)
-                                                      : UnavailableError(why);
+  if (mkdir_error == std::errc::no_space_on_device) return ResourceExhaustedError(why);
+  if (mkdir_error == std::errc::read_only_file_system ||
+      mkdir_error == std::errc::permission_denied) {
+    return FailedPreconditionError(why);
+  }
+  return UnavailableError(why);
 }
 
 // The database options of an open for writing: the operator's choices from `options`, and the
-// tuning named at the top of this file.
-rocksdb::DBOptions WritableDbOptions(const OutboxOptions& options) {
+// tuning named at the top of this file. Creates a database only if `create`.
+rocksdb::DBOptions WritableDbOptions(const OutboxOptions& options, bool create) {
   rocksdb::DBOptions db_options = CommonDbOptions(options);
-  db_options.create_if_missing = true;
-  db_options.create_missing_column_families = true;
+  db_options.create_if_missing = create;
+  db_options.create_missing_column_families = create;
   db_options.max_total_wal_size = options.max_total_wal_size;
   db_options.db_write_buffer_size = options.total_memtable_bytes;
   db_options.max_background_jobs = kBackgroundJobs;
@@ -812,7 +1236,9 @@ rocksdb::DBOptions WritableDbOptions(const OutboxOptions& options) {
 }
 
 // The column families of an open for writing, tuned for a queue (see the top of this file).
-std::vector<rocksdb::ColumnFamilyDescriptor> WritableDescriptors(uint32_t shard_count) {
+// The `damaged` shards are never compacted (see kDamagedShardLevel0Trigger).
+std::vector<rocksdb::ColumnFamilyDescriptor> WritableDescriptors(
+    uint32_t shard_count, const std::vector<uint32_t>& damaged) {
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(kBlockCacheBytes);
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(kBloomBitsPerKey));
@@ -833,7 +1259,15 @@ std::vector<rocksdb::ColumnFamilyDescriptor> WritableDescriptors(uint32_t shard_
   meta_options.memtable_whole_key_filtering = true;  // index keys have no prefix extractor
   meta_options.memtable_prefix_bloom_size_ratio = kMetaMemtableBloomRatio;
 
-  return Descriptors(shard_count, base, shard_options, meta_options);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors =
+      Descriptors(shard_count, base, shard_options, meta_options);
+  for (uint32_t shard : damaged) {
+    rocksdb::ColumnFamilyOptions& stopped = descriptors[shard].options;
+    stopped.disable_auto_compactions = true;
+    stopped.level0_slowdown_writes_trigger = kDamagedShardLevel0Trigger;
+    stopped.level0_stop_writes_trigger = kDamagedShardLevel0Trigger;
+  }
+  return descriptors;
 }
 
 // Writes a new outbox's shard count, synced, to its meta column family.
@@ -844,7 +1278,143 @@ Status RecordShardCount(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* meta, uint
                    "recording shard count");
 }
 
+// Opens the outbox in `dir` for writing, or creates it (`create`: `dir` is absent or empty),
+// with the `damaged` shards' compactions off.
+Result<std::unique_ptr<OutboxImpl>> OpenWritableOnce(const std::string& dir,
+                                                     const OutboxOptions& options, bool create,
+                                                     const std::vector<uint32_t>& damaged) {
+  if (create) VERDICT_RETURN_IF_ERROR(CreateOutboxDirectory(dir));
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::Open(WritableDbOptions(options, create), dir,
+                        WritableDescriptors(options.shard_count, damaged), &handles, &raw);
+  if (!s.ok()) return OpenError(s, dir, create ? "creating" : "opening");
+  std::unique_ptr<rocksdb::DB> db(raw);
+  db->DestroyColumnFamilyHandle(handles.back()).PermitUncheckedError();  // default: unused
+  handles.pop_back();
+
+  if (create) {
+    if (Status recorded = RecordShardCount(*db, handles.back(), options.shard_count);
+        !recorded.ok()) {
+      for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+      return recorded;
+    }
+  }
+  auto outbox = std::make_unique<OutboxImpl>(std::move(db), std::move(handles), options.shard_count,
+                                             dir, options);
+  VERDICT_RETURN_IF_ERROR(outbox->Load());
+  return outbox;
+}
+
+// OpenWritableOnce; and if Load finds a damaged shard, again with that shard's compactions off
+// from the start, so that none reads the damaged block (which stops every write of the outbox
+// until it is reopened), not even one RocksDB began before Load reached the damage. (Turning
+// them off on the open outbox costs an options file written and fsynced per column family.)
+Result<std::unique_ptr<OutboxImpl>> OpenWritable(const std::string& dir,
+                                                 const OutboxOptions& options, bool create) {
+  auto outbox = OpenWritableOnce(dir, options, create, {});
+  if (!outbox.ok() || (*outbox)->DamagedShards().empty()) return outbox;
+  const std::vector<uint32_t> damaged = (*outbox)->DamagedShards();
+  outbox->reset();
+  return OpenWritableOnce(dir, options, /*create=*/false, damaged);
+}
+
+class ImportTargetImpl final : public internal::ImportTarget {
+ public:
+  explicit ImportTargetImpl(std::unique_ptr<OutboxImpl> outbox) : outbox_(std::move(outbox)) {}
+  uint32_t shard_count() const override { return outbox_->shard_count(); }
+  Result<std::vector<EnqueueResult>> ImportPending(
+      std::span<const v1::BattleResult> batch, std::span<const int64_t> enqueued_at_ms) override {
+    return outbox_->ImportPending(batch, enqueued_at_ms);
+  }
+  Result<std::vector<bool>> ImportSide(std::span<const internal::SalvagedRecord> records) override {
+    return outbox_->ImportSide(records);
+  }
+
+ private:
+  std::unique_ptr<OutboxImpl> outbox_;
+};
+
 }  // namespace
+
+namespace internal {
+
+rocksdb::DBOptions CommonDbOptions(const OutboxOptions& options) {
+  rocksdb::DBOptions db_options;
+  db_options.info_log = std::make_shared<RocksLogToSpdlog>();
+  if (options.env) db_options.env = options.env.get();
+  return db_options;
+}
+
+rocksdb::ColumnFamilyOptions ReadOnlyColumnFamilyOptions() {
+  static const std::shared_ptr<rocksdb::TableFactory> table = [] {
+    rocksdb::BlockBasedTableOptions options;
+    options.block_cache = rocksdb::NewLRUCache(kReadOnlyBlockCacheBytes);
+    return std::shared_ptr<rocksdb::TableFactory>(rocksdb::NewBlockBasedTableFactory(options));
+  }();
+  rocksdb::ColumnFamilyOptions cf;
+  cf.table_factory = table;
+  return cf;
+}
+
+Result<DirectoryContents> ListDirectory(const std::string& dir) {
+  DirectoryContents out;
+  std::error_code error;
+  const auto status = std::filesystem::status(dir, error);
+  if (error && error != std::errc::no_such_file_or_directory) {
+    if (error == std::errc::permission_denied) {
+      return FailedPreconditionError("permission denied: this process (uid " +
+                                     std::to_string(::geteuid()) + ") cannot reach " + dir);
+    }
+    return UnavailableError("cannot look at " + dir + ": " + error.message());
+  }
+  if (!std::filesystem::exists(status)) return out;
+  if (!std::filesystem::is_directory(status)) {
+    return FailedPreconditionError(dir + " is not a directory");
+  }
+  out.exists = true;
+  std::filesystem::directory_iterator it(dir, error);
+  for (; !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name == "lost+found") continue;  // a file system's own, when the outbox is its root
+    if (name == "CURRENT") {
+      out.has_current = true;
+    } else if (name == "IDENTITY" || name == "LOCK" || name == "LOG" || name.starts_with("LOG.") ||
+               name.starts_with("MANIFEST-") || name.starts_with("OPTIONS-") ||
+               name.ends_with(".sst") || name.ends_with(".log") || name.ends_with(".dbtmp")) {
+      out.database_files.push_back(name);
+    } else {
+      out.other_files.push_back(name);
+    }
+  }
+  if (error == std::errc::permission_denied) {
+    if (Status denied = CheckAccess(dir, false); !denied.ok()) return denied;
+  }
+  if (error) return UnavailableError("cannot list " + dir + ": " + error.message());
+  std::sort(out.database_files.begin(), out.database_files.end());
+  std::sort(out.other_files.begin(), out.other_files.end());
+  return out;
+}
+
+Status CheckNewOutboxDirectory(const std::string& dir) {
+  auto found = InspectDirectory(dir, /*writable=*/true);
+  if (!found.ok()) return found.status();
+  if (*found == Found::kOutbox) {
+    return FailedPreconditionError(dir + " holds an outbox already; give a new directory");
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<ImportTarget>> CreateOutboxForImport(const std::string& dir,
+                                                            const OutboxOptions& options) {
+  VERDICT_RETURN_IF_ERROR(CheckNewOutboxDirectory(dir));
+  auto outbox = OpenWritable(dir, options, /*create=*/true);
+  if (!outbox.ok()) return outbox.status();
+  return std::unique_ptr<ImportTarget>(std::make_unique<ImportTargetImpl>(std::move(*outbox)));
+}
+
+}  // namespace internal
 
 const char* SideAreaName(SideArea area) {
   return area == SideArea::kQuarantine ? "quarantine" : "dead-letter";
@@ -862,47 +1432,28 @@ Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxO
     return InvalidArgumentError("shard count must be between 1 and " + std::to_string(kMaxShards) +
                                 ", got " + std::to_string(options.shard_count));
   }
-  auto existing = ExistingShardCount(dir, options);
+  auto found = InspectDirectory(dir, !options.read_only);
+  if (!found.ok()) return found.status();
+  if (*found == Found::kNothing) {
+    if (options.read_only) return NotFoundError("no outbox in " + dir);
+    auto created = OpenWritable(dir, options, /*create=*/true);
+    if (!created.ok()) return created.status();
+    return std::unique_ptr<Outbox>(std::move(*created));
+  }
+  auto existing = ExamineExisting(dir, options);
   if (!existing.ok()) return existing.status();
-  if (options.read_only) {
-    if (!existing->has_value()) return NotFoundError("no outbox in " + dir);
-    OutboxOptions adopted = options;
-    adopted.shard_count = **existing;
-    return OpenOutboxReadOnly(dir, adopted);
-  }
-  if (existing->has_value() && **existing != options.shard_count) {
+  OutboxOptions adopted = options;
+  adopted.shard_count = *existing;
+  if (options.read_only) return OpenOutboxReadOnly(dir, adopted);
+  if (*existing != options.shard_count && !options.adopt_existing_shard_count) {
     return FailedPreconditionError("outbox " + dir + " was created with " +
-                                   std::to_string(**existing) + " shards but was opened with " +
+                                   std::to_string(*existing) + " shards but was opened with " +
                                    std::to_string(options.shard_count) + "; open it with " +
-                                   std::to_string(**existing) + " shards or reshard it explicitly");
+                                   std::to_string(*existing) + " shards or reshard it explicitly");
   }
-
-  VERDICT_RETURN_IF_ERROR(CreateOutboxDirectory(dir));
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(WritableDbOptions(options), dir,
-                                        WritableDescriptors(options.shard_count), &handles, &raw);
-  if (!s.ok()) {
-    if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
-      return UnavailableError("outbox " + dir + " is in use by another process: " + s.ToString());
-    }
-    return FromRocks(s, "opening outbox " + dir);
-  }
-  std::unique_ptr<rocksdb::DB> db(raw);
-  db->DestroyColumnFamilyHandle(handles.back()).PermitUncheckedError();  // default: unused
-  handles.pop_back();
-
-  if (!existing->has_value()) {
-    if (Status recorded = RecordShardCount(*db, handles.back(), options.shard_count);
-        !recorded.ok()) {
-      for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
-      return recorded;
-    }
-  }
-  auto outbox = std::make_unique<OutboxImpl>(std::move(db), std::move(handles), options.shard_count,
-                                             dir, options);
-  VERDICT_RETURN_IF_ERROR(outbox->Load());
-  return std::unique_ptr<Outbox>(std::move(outbox));
+  auto opened = OpenWritable(dir, adopted, /*create=*/false);
+  if (!opened.ok()) return opened.status();
+  return std::unique_ptr<Outbox>(std::move(*opened));
 }
 
 }  // namespace verdict::storage

@@ -11,7 +11,10 @@ run_fuzzers() {
   if [ ! -f build-fuzz/CMakeCache.txt ]; then
     cmake -S tests/fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
   fi
-  cmake --build build-fuzz -j2
+  if ! cmake --build build-fuzz -j2; then
+    echo "FUZZ FAILURE: the fuzz targets do not build (tests/fuzz/CMakeLists.txt)"
+    return 1
+  fi
   for target in "${VERDICT_FUZZ_TARGETS[@]}"; do
     corpus=$(mktemp -d)
     echo "fuzzing $target for ${seconds}s"

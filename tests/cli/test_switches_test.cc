@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,30 +14,6 @@ namespace verdict::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct Exit {
-  int code = -1;
-  std::string output;  // standard output and standard error
-};
-
-// Runs `argv` to its end and returns its exit code and everything it printed.
-Exit RunToExit(const std::vector<std::string>& argv) {
-  TempDir dir;
-  const std::string log = dir.Sub("output");
-  auto child = ChildProcess::Start(argv, {}, log);
-  Exit exit;
-  if (!child) {
-    ADD_FAILURE() << "cannot start " << argv[0];
-    return exit;
-  }
-  EXPECT_TRUE(child->WaitFor(20s)) << argv[0] << " is still running";
-  exit.code = child->exit_code();
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  exit.output = text.str();
-  return exit;
-}
 
 // `serve` with a --listen that fails right after the command line is parsed: a program that
 // takes `test_switch` then stops on the listen address, before touching a database.
@@ -60,12 +34,12 @@ std::vector<std::string> NodeRun(const std::string& program, const std::string& 
           dir.Sub("outbox"), "--lobby", "http://127.0.0.1:1", test_switch};
 }
 
-void ExpectRefused(const Exit& exit, const std::string& test_switch) {
+void ExpectRefused(const ExitAndOutput& exit, const std::string& test_switch) {
   EXPECT_NE(exit.code, 0);
   EXPECT_NE(exit.output.find("was not expected: " + test_switch), std::string::npos) << exit.output;
 }
 
-void ExpectTaken(const Exit& exit, const std::string& next_error) {
+void ExpectTaken(const ExitAndOutput& exit, const std::string& next_error) {
   EXPECT_EQ(exit.code, 1);
   EXPECT_EQ(exit.output.find("not expected"), std::string::npos) << exit.output;
   EXPECT_NE(exit.output.find(next_error), std::string::npos) << exit.output;

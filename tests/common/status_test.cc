@@ -31,5 +31,19 @@ TEST(ResultTest, BuiltFromAnOkStatusIsAnInternalErrorNotAMissingValue) {
       << wrong.status().message();
 }
 
+// No exception crosses the library boundary, this one included: reading the value of an error
+// is a caller's bug, and ends the process with the error it ignored (as absl::StatusOr does),
+// instead of a std::bad_variant_access that a host built without exceptions cannot even catch.
+TEST(ResultDeathTest, ValueOfAnErrorAbortsNamingTheError) {
+  Result<std::string> error(NotFoundError("room 42 was released"));
+  EXPECT_DEATH(error.value(),
+               "value\\(\\) of a Result holding an error: NOT_FOUND: room 42 was released");
+  EXPECT_DEATH(*error, "NOT_FOUND: room 42 was released");
+  EXPECT_DEATH((void)error->size(), "NOT_FOUND: room 42 was released");
+  EXPECT_DEATH((void)std::move(error).value(), "NOT_FOUND: room 42 was released");
+  const Result<int> const_error(UnavailableError("away"));
+  EXPECT_DEATH((void)const_error.value(), "UNAVAILABLE: away");
+}
+
 }  // namespace
 }  // namespace verdict

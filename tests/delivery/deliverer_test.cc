@@ -70,6 +70,7 @@ class DelivererTest : public ::testing::Test {
     options.clock = &clock_;
     options.jitter = 0;
     options.initial_backoff = initial_backoff_;
+    options.max_backoff = max_backoff_;
     options.attempt_timeout = attempt_timeout_;
     options.unsafe_ignore_room_order_for_test = unsafe_ignore_room_order_;
     options.unsafe_ack_whole_batch_for_test = unsafe_ack_whole_batch_;
@@ -216,6 +217,7 @@ class DelivererTest : public ::testing::Test {
   metrics::Registry registry_;
   std::chrono::milliseconds attempt_timeout_ = 5s;
   std::chrono::milliseconds initial_backoff_ = 1s;
+  std::chrono::milliseconds max_backoff_ = 30s;
   testing::FailingOutbox* failing_ = nullptr;
   bool unsafe_ignore_room_order_ = false;
   bool unsafe_ack_whole_batch_ = false;
@@ -294,6 +296,27 @@ TEST_F(DelivererTest, RetryAfterLongerThanTheBackoffIsRespected) {
   EXPECT_EQ(lobby_.requests().size(), 1u) << "retried before Retry-After";
   Advance(2500ms);
   ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+  EXPECT_EQ(lobby_.requests().size(), 2u);
+}
+
+// A Retry-After of days (a misconfigured lobby or proxy) parked every room of its batch for
+// that long, though the lobby was back in seconds: it is obeyed up to the longest backoff.
+TEST_F(DelivererTest, RetryAfterIsCappedAtTheLongestBackoff) {
+  max_backoff_ = 10s;
+  lobby_.SetHandler([](const FakeRequest& r) {
+    FakeReply reply = testing::ProblemReply(503, "UNAVAILABLE", true);
+    reply.headers.emplace_back("Retry-After", "999999");  // 11.6 days
+    return r.attempt == 1 ? reply : FakeReply{};
+  });
+  OpenOutbox(/*shards=*/1);
+  StartDeliverer();
+  Enqueue({MakeResult(5)});
+  ASSERT_TRUE(WaitUntil([&] { return deliverer_->RoomsInBackoff() == 1; }));
+  Advance(9s);  // past the 1 s backoff, short of the cap: Retry-After still counts
+  ASSERT_TRUE(LetTheLoopLookAgain());
+  EXPECT_EQ(lobby_.requests().size(), 1u) << "retried before the capped Retry-After";
+  Advance(1500ms);  // past the cap, days short of the Retry-After
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; })) << "Retry-After was not capped";
   EXPECT_EQ(lobby_.requests().size(), 2u);
 }
 
@@ -598,11 +621,110 @@ TEST_F(DelivererTest, ReplacedTokenResumesDeliveryAtOnce) {
   ASSERT_TRUE(WaitUntil([&] { return deliverer_->auth_failing(); }));
   EXPECT_EQ(Pending(), 2u);
 
-  deliverer_->SetToken("token-b");
+  ASSERT_TRUE(deliverer_->SetToken("token-b").ok());
   ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
   EXPECT_EQ(lobby_.requests().back().authorization, "Bearer token-b");
   EXPECT_EQ(DeadLettered(), 0u);
   EXPECT_FALSE(deliverer_->auth_failing());
+}
+
+// With lobby URLs A,B where A refuses the token (its token list is behind during a rotation)
+// and B takes it, every shard moves on to B at once: nothing pauses, no alert, all delivered.
+// Without moving on, every shard paused on A's refusal and never tried B.
+TEST_F(DelivererTest, ATokenRefusedByOneLobbyUrlIsTriedAtTheNext) {
+  FakeLobby refusing;
+  refusing.SetHandler(
+      [](const FakeRequest&) { return testing::ProblemReply(401, "UNAUTHENTICATED", false); });
+  OpenOutbox();
+  StartDeliverer({refusing.url(), lobby_.url()});
+  std::vector<v1::BattleResult> results;
+  for (uint64_t room = 100; room < 140; ++room) results.push_back(MakeResult(room));
+  Enqueue(results);
+  // The simulated clock never moves: a pause would never end.
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; })) << "results waited on the refusing URL";
+  EXPECT_EQ(lobby_.accepted().size(), results.size());
+  EXPECT_GE(refusing.requests().size(), 1u) << "the first URL was never tried";
+  EXPECT_FALSE(deliverer_->auth_failing());
+  EXPECT_EQ(Metric("verdict_node_lobby_auth_failing"), 0);
+  EXPECT_EQ(DeadLettered(), 0u);
+}
+
+// When every URL refuses the token it is about the node: every shard pauses, with the alert.
+TEST_F(DelivererTest, ATokenRefusedByEveryLobbyUrlPausesTheNode) {
+  FakeLobby refusing;
+  refusing.SetHandler(
+      [](const FakeRequest&) { return testing::ProblemReply(403, "UNAUTHENTICATED", false); });
+  lobby_.SetHandler(
+      [](const FakeRequest&) { return testing::ProblemReply(401, "UNAUTHENTICATED", false); });
+  OpenOutbox(/*shards=*/1);
+  StartDeliverer({refusing.url(), lobby_.url()});
+  Enqueue({MakeResult(150)});
+  ASSERT_TRUE(WaitUntil([&] { return deliverer_->auth_failing(); }));
+  ASSERT_TRUE(LetTheLoopLookAgain());
+  EXPECT_EQ(refusing.requests().size() + lobby_.requests().size(), 2u)
+      << "the paused shard kept asking";
+  EXPECT_EQ(Pending(), 1u);
+  EXPECT_EQ(DeadLettered(), 0u);
+}
+
+// A token with a stray newline (read from a file) made every request malformed: the lobby
+// answered 400 to each, retried forever while lobby_auth_failing said 0. It is refused where it
+// enters: at start, and when replaced (the old one stays).
+TEST_F(DelivererTest, ATokenThatCannotGoInAHeaderIsRefusedAtStartAndWhenReplaced) {
+  OpenOutbox(/*shards=*/1);
+  for (const std::string bad : {"token-a\n", "token a", "", "t\xc3\xa9"}) {
+    DelivererOptions options;
+    options.lobby_urls = {lobby_.url()};
+    options.token = bad;
+    Deliverer deliverer(*outbox_, options, nullptr);
+    const Status started = deliverer.Start();
+    EXPECT_EQ(started.code(), StatusCode::kInvalidArgument)
+        << "token of " << bad.size() << " bytes";
+    EXPECT_NE(started.message().find("lobby token"), std::string::npos) << started.message();
+    EXPECT_EQ(started.message().find(bad.empty() ? "\x01" : bad), std::string::npos)
+        << "the message quotes the token";
+  }
+  StartDeliverer();
+  const Status replaced = deliverer_->SetToken("token-b\r\n");
+  EXPECT_EQ(replaced.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(replaced.message().find("0x0d at offset 7"), std::string::npos) << replaced.message();
+  Enqueue({MakeResult(160)});
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+  EXPECT_EQ(lobby_.requests().back().authorization, "Bearer token-a") << "the old token stays";
+}
+
+// A batch the lobby refuses as a whole with a 4xx (its HTTP core could not read the request, as
+// with a stray newline in the token) is about the node, not a result: every record is kept and
+// none dead-lettered, and the node reports itself unhealthy until a request gets through,
+// instead of retrying for ever with nothing but warnings.
+TEST_F(DelivererTest, ABatchRefusedWholeKeepsItsRecordsAndTheNodeIsUnhealthyUntilOneGetsThrough) {
+  batch_ = 64;
+  std::atomic<bool> refuse{true};
+  lobby_.SetBatchHandler([&](const std::vector<FakeRequest>&) -> std::optional<FakeReply> {
+    if (refuse) return testing::ProblemReply(400, "INVALID_ARGUMENT", false);
+    return std::nullopt;  // item by item: receipts
+  });
+  OpenOutbox(/*shards=*/1);
+  Enqueue({MakeResult(170), MakeResult(171)});
+  StartDeliverer();
+  ASSERT_TRUE(WaitUntil([&] { return !deliverer_->Health().ok(); })) << "refused in silence";
+  const Status health = deliverer_->Health();
+  EXPECT_EQ(health.code(), StatusCode::kUnavailable);
+  EXPECT_NE(health.message().find("refuses this node's requests as a whole (http_400"),
+            std::string::npos)
+      << health.message();
+  EXPECT_EQ(Pending(), 2u);
+  EXPECT_EQ(DeadLettered(), 0u);
+  EXPECT_FALSE(deliverer_->auth_failing());
+
+  refuse = false;
+  ASSERT_TRUE(WaitUntil([&] {
+    Advance(1500ms);
+    return Pending() == 0;
+  }));
+  EXPECT_TRUE(deliverer_->Health().ok());
+  EXPECT_EQ(DeadLettered(), 0u);
+  deliverer_.reset();  // before `refuse` goes out of scope
 }
 
 // A loop that throws is restarted with backoff and counted; while it keeps failing the

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary DESTDIR (the Debian layout: prefix /usr, /etc/verdict) and
-# builds the embedding example against the installed CMake package, as a battle host would.
+# builds the embedding example against the installed CMake package, as a battle host would; then
+# installs it with `--prefix DIR`, as a user without root does, and checks that nothing is
+# written outside DIR.
 #   install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 source=$2
@@ -16,6 +18,11 @@ for f in bin/verdict-lobby bin/verdict-node include/verdict/node/battle_node.h \
          lib/systemd/system/verdict-lobby-retain.service lib/systemd/system/verdict-lobby-retain.timer \
          lib/systemd/system/verdict-node.service; do
   [ -e "$prefix/$f" ] || fail "missing $f"
+done
+# Only what a host needs: the library's internals are not installed.
+for f in node/outbox_writer.h node/result_channel.h node/ingest.h node/room_table.h \
+         delivery/deliverer.h server/http_server.h; do
+  [ ! -e "$prefix/include/verdict/$f" ] || fail "installs the internal header $f"
 done
 # The test builds of the programs, with the negative controls' switches, never ship.
 for f in bin/verdict-lobby-testing bin/verdict-node-testing; do
@@ -36,6 +43,25 @@ conf_dir="$work/root/etc/verdict"
 "$prefix/bin/verdict-node" --config "$conf_dir/node.conf" run --help >/dev/null ||
   fail "node.conf does not parse"
 
+# `cmake --install BUILD --prefix DIR`: every file under DIR (install_manifest.txt lists each one
+# written, without the DESTDIR), the configuration in DIR/etc/verdict, and units that name what
+# this install put where. Run inside a DESTDIR so that a file meant for /etc lands in the scratch
+# directory, not on this machine, and shows in the manifest as outside DIR.
+jail="$work/jail" own="$work/own"
+DESTDIR="$jail" cmake --install "$build" --prefix "$own" >/dev/null
+[ -s "$build/install_manifest.txt" ] || fail "no install manifest"
+while read -r f; do
+  case "$f" in "$own"/*) ;; *) fail "--prefix $own installs $f, outside the prefix" ;; esac
+done <"$build/install_manifest.txt"
+for f in etc/verdict/lobby.conf etc/verdict/node.conf bin/verdict-node \
+         include/verdict/node/battle_node.h; do
+  [ -e "$jail$own/$f" ] || fail "--prefix $own: missing $f"
+done
+grep -qx "ExecStart=$own/bin/verdict-node --config $own/etc/verdict/node.conf run" \
+  "$jail$own/lib/systemd/system/verdict-node.service" || fail "verdict-node.service names other paths"
+grep -qx "ExecStart=$own/bin/verdict-lobby --config $own/etc/verdict/lobby.conf serve" \
+  "$jail$own/lib/systemd/system/verdict-lobby.service" || fail "verdict-lobby.service names other paths"
+
 # A battle host's own project: find_package(verdict), link verdict::node.
 cmake -S "$source/examples" -B "$work/example" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_FIND_PACKAGE_PREFER_CONFIG=ON >"$work/configure.log" 2>&1 ||
@@ -46,4 +72,4 @@ case "$verdict_dir" in "$prefix"/*) ;; *) fail "found verdict at '$verdict_dir',
 cmake --build "$work/example" -j2 >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; fail "example does not build against the installed package"; }
 [ -x "$work/example/embed_battle_host" ] || fail "no example binary"
-echo "installed into $prefix; the embedding example built against it"
+echo "installed into $prefix and under --prefix $own; the embedding example built against it"

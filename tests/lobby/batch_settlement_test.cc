@@ -139,6 +139,56 @@ TEST_F(BatchSettlementTest, ARoomTheDatabaseRefusesIsRefusedAloneAndTheOthersSet
   EXPECT_EQ(CodeOf(Items(alone).items(0)), "INTERNAL");
 }
 
+// A row lock another session holds on one room's battle_rooms row, or on one of its players,
+// makes that room's item alone UNAVAILABLE (after the lock timeout, trying it on its own), as the
+// room's advisory lock does: the rest of the batch settles, and the stuck room settles once the
+// lock is gone.
+TEST_F(BatchSettlementTest, ARowLockedElsewhereFailsOnlyItsRoomsItem) {
+  auto lobby = StartLobby({"--lock-timeout-ms", "300"});
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room = 51; room <= 66; ++room) MustAllocate(lobby->port(), room);
+  const struct {
+    const char* what;
+    std::string lock;  // the statement that holds the row
+    std::vector<uint64_t> rooms;
+    uint64_t stuck;
+  } cases[] = {
+      {"the room's row",
+       "SELECT 1 FROM battle_rooms WHERE room_id = 53 FOR UPDATE",
+       {51, 52, 53, 54, 55, 56, 57, 58},
+       53},
+      {"one of its players' rows",
+       "UPDATE players SET elo = elo WHERE player_id = 615",
+       {59, 60, 61, 62, 63, 64, 65, 66},
+       61},
+  };
+  for (const auto& c : cases) {
+    auto holder = db_->Connect();
+    pqxx::work held(*holder);
+    held.exec(c.lock);
+    std::vector<v1::BattleResult> results;
+    for (uint64_t room : c.rooms) results.push_back(MakeResult(room));
+    const HttpResponse r = PostBatch(lobby->port(), results);
+    EXPECT_EQ(r.status, 200) << c.what << ": " << r.body;
+    const v1::SettlementBatchReply reply = r.status == 200 ? Items(r) : v1::SettlementBatchReply();
+    for (int i = 0; i < reply.items_size(); ++i) {
+      EXPECT_EQ(CodeOf(reply.items(i)), c.rooms[i] == c.stuck ? "UNAVAILABLE" : "SETTLED")
+          << c.what << ", room " << c.rooms[i];
+    }
+    EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts WHERE room_id BETWEEN " +
+                std::to_string(c.rooms.front()) + " AND " + std::to_string(c.rooms.back())),
+              std::to_string(c.rooms.size() - 1))
+        << c.what << ": the other rooms of the batch did not settle";
+    EXPECT_EQ(
+        Q("SELECT count(*) FROM settlement_receipts WHERE room_id = " + std::to_string(c.stuck)),
+        "0");
+    held.abort();
+    const HttpResponse retry = Settle(lobby->port(), MakeResult(c.stuck));
+    EXPECT_EQ(retry.status, 200) << c.what << ": " << retry.body;
+  }
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "16");
+}
+
 TEST_F(BatchSettlementTest, WholeRequestErrorsKeepTheirStatus) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);

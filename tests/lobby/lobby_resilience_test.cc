@@ -2,12 +2,20 @@
 // stuck room holds one DB worker and no other room waits; lock and statement timeouts answer
 // 503; a client that hangs up frees its worker; a backend killed mid-settlement, or a connection
 // lost after COMMIT, is answered truthfully from the receipt (once a synchronous standby has it);
-// a read-only database is not ready and answers 503; tokens rotate without a 401.
+// a read-only database is not ready and answers 503; tokens rotate without a 401, and a reload
+// that would confuse them is refused; readiness costs the settlements nothing and fails on a full
+// data disk.
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -332,6 +340,144 @@ TEST_F(LobbyResilienceTest, TokenRotationUnderLoadRefusesNothing) {
           .status,
       200);
   EXPECT_TRUE(lobby->Running());
+}
+
+// An admin token that is also a node's token would make that node the admin (and refuse its
+// settlements with 401): refused at start, and at reload, where the tokens in use stay.
+TEST_F(LobbyResilienceTest, AnAdminTokenThatIsANodesTokenIsRefusedAtStartAndAtReload) {
+  EXPECT_EQ(LobbyProcess::Start(db_->conninfo(), {"--node-token", "node-c=admin-token"}), nullptr)
+      << "a lobby started with a node token equal to its admin token";
+  TempDir dir;
+  const std::string tokens = dir.Sub("tokens");
+  const std::string log = dir.Sub("lobby.log");
+  std::ofstream(tokens) << "node-c token-c\n";
+  auto lobby = LobbyProcess::Start(db_->conninfo(), {"--node-tokens-file", tokens}, {},
+                                   "127.0.0.1:0", LobbyBinary(), log);
+  ASSERT_NE(lobby, nullptr);
+  std::ofstream(tokens) << "node-c admin-token\n";
+  ::kill(lobby->pid(), SIGHUP);
+  ASSERT_TRUE(SighupsHandled(lobby->pid())) << "the lobby did not take its SIGHUP";
+  EXPECT_EQ(
+      HttpCall(lobby->port(), "GET", "/v1/players/1", {{"Authorization", "Bearer token-c"}}).status,
+      404)
+      << "the tokens in use were dropped";
+  MustAllocate(lobby->port(), 92, "node-c");  // admin-token is still the admin's alone
+  EXPECT_EQ(Settle(lobby->port(), MakeResult(92, 1'700'000'000'000, "node-c"), "token-c").status,
+            200);
+  std::ifstream logged(log);
+  const std::string lines((std::istreambuf_iterator<char>(logged)), {});
+  EXPECT_NE(lines.find("admin token"), std::string::npos) << lines;
+}
+
+// A tokens file that names no token (emptied, or cut short while it was written) is refused at
+// reload, with an error in the log: the tokens in use stay, and no node is refused.
+TEST_F(LobbyResilienceTest, AReloadOfATokensFileThatNamesNoTokenKeepsTheTokensInUse) {
+  TempDir dir;
+  const std::string tokens = dir.Sub("tokens");
+  const std::string log = dir.Sub("lobby.log");
+  std::ofstream(tokens) << "node-c token-c\n";
+  auto lobby = LobbyProcess::Start(db_->conninfo(), {"--node-tokens-file", tokens}, {},
+                                   "127.0.0.1:0", LobbyBinary(), log);
+  ASSERT_NE(lobby, nullptr);
+  for (const char* contents : {"", "# node_id token\n\n"}) {
+    std::ofstream(tokens) << contents;
+    ::kill(lobby->pid(), SIGHUP);
+    ASSERT_TRUE(SighupsHandled(lobby->pid())) << "the lobby did not take its SIGHUP";
+    EXPECT_EQ(HttpCall(lobby->port(), "GET", "/v1/players/1", {{"Authorization", "Bearer token-c"}})
+                  .status,
+              404)
+        << "a reload of '" << contents << "' dropped the tokens in use";
+  }
+  std::ifstream logged(log);
+  const std::string lines((std::istreambuf_iterator<char>(logged)), {});
+  EXPECT_NE(lines.find("[error] SIGHUP: cannot reload the node tokens"), std::string::npos)
+      << lines;
+}
+
+// /readyz is answered from the last probe, made on a connection of the readiness monitor's own:
+// with the lobby's one DB worker held by a settlement that waits for a room's lock, it answers
+// at once (it used to wait behind that settlement for a worker).
+TEST_F(LobbyResilienceTest, ReadinessIsAnsweredWhileEveryDbWorkerIsBusy) {
+  auto lobby =
+      StartLobby({"--db-pool", "1", "--lock-timeout-ms", "60000", "--statement-timeout-ms", "0"});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 89);
+  RoomLock stuck(*db_, 89);
+  HttpResponse settled;
+  std::thread settling([&] { settled = Settle(lobby->port(), MakeResult(89)); });
+  auto q = [this](const std::string& sql) { return Q(sql); };
+  ASSERT_TRUE(WaitFor([&] { return SettlementsWaitingForALock(q) == "1"; }));
+  const HttpResponse ready = HttpCall(lobby->port(), "GET", "/readyz", {}, "", 2s);
+  EXPECT_EQ(ready.status, 200) << ready.body << ready.error;
+  EXPECT_EQ(SettlementsWaitingForALock(q), "1") << "the settlement stopped waiting";
+  stuck.Release();
+  settling.join();
+  EXPECT_EQ(settled.status, 200) << settled.body;
+}
+
+// A full data disk fails settlements (53100, disk full) and makes the lobby not ready until the
+// disk has room again: its readiness probe commits a write that needs a fresh page, as a
+// settlement does, where a query alone would pass. The lobby's database lives in a tablespace on
+// a small tmpfs, filled by the test (as root, like the fault suite's full disk).
+TEST(LobbyReadinessTest, AFullDataDiskIsNotReadyUntilItHasRoomAgain) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a small file system to fill";
+  const passwd* owner = ::getpwnam("postgres");
+  if (owner == nullptr) GTEST_SKIP() << "needs the 'postgres' user to own the tablespace";
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);  // the server's user goes through it
+  const std::string disk = dir.Sub("disk");
+  ASSERT_EQ(::mkdir(disk.c_str(), 0700), 0);
+  ASSERT_EQ(::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=24m"), 0) << std::strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  ASSERT_EQ(::chown(disk.c_str(), owner->pw_uid, owner->pw_gid), 0);
+  auto pg = PrivatePostgres::Start();
+  ASSERT_NE(pg, nullptr);
+  {
+    pqxx::connection admin(pg->conninfo());
+    pqxx::nontransaction tx(admin);
+    tx.exec("CREATE TABLESPACE small LOCATION '" + disk + "'");
+    tx.exec("CREATE DATABASE verdict TABLESPACE small");
+  }
+  const std::string conninfo = pg->conninfo("verdict");
+  ASSERT_EQ(RunCommand({LobbyBinary(), "--db", conninfo, "migrate"}).exit_code, 0);
+  auto lobby = LobbyProcess::Start(conninfo, {"--readiness-interval-ms", "100"});
+  ASSERT_NE(lobby, nullptr);
+  const auto allocate = [&](uint64_t room) {
+    return HttpCall(lobby->port(), "POST", "/v1/rooms", LobbyFixture::JsonHeaders("admin-token"),
+                    wire::EncodeBody(MakeAllocation(room, "node-a", room * 10 + 1, 10),
+                                     wire::BodyFormat::kJson)
+                        .value())
+        .status;
+  };
+  const auto settle = [&](uint64_t room) {
+    return HttpCall(lobby->port(), "POST", "/v1/settlements", LobbyFixture::JsonHeaders("token-a"),
+                    wire::EncodeBody(MakeResult(room), wire::BodyFormat::kJson).value());
+  };
+  const auto ready = [&] { return HttpCall(lobby->port(), "GET", "/readyz"); };
+  ASSERT_EQ(allocate(93), 201);
+  ASSERT_EQ(ready().status, 200);
+
+  const std::string filler = disk + "/filler";
+  {
+    std::ofstream fill(filler, std::ios::binary);
+    const std::string block(1 << 16, '\0');
+    while (fill.write(block.data(), block.size()) && fill.flush()) {
+    }
+  }
+  EXPECT_TRUE(WaitFor([&] { return ready().status == 503; })) << "ready on a full disk";
+  const HttpResponse not_ready = ready();
+  EXPECT_NE(not_ready.body.find("53100"), std::string::npos) << not_ready.body;
+  const HttpResponse refused = settle(93);
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("\"retryable\":true"), std::string::npos) << refused.body;
+
+  ASSERT_EQ(::unlink(filler.c_str()), 0);
+  EXPECT_TRUE(WaitFor([&] { return ready().status == 200; })) << "not ready with room again";
+  const HttpResponse settled = settle(93);
+  EXPECT_EQ(settled.status, 200) << settled.body;
 }
 
 // The connection is lost after COMMIT was sent and the transaction committed: a private server

@@ -635,6 +635,20 @@ TEST_F(LobbyTest, UnmigratedDatabaseMakesSettlementsWaitNotFail) {
   ASSERT_EQ(Settle(lobby->port(), MakeResult(34)).status, 200);
 }
 
+// A database nobody has migrated yet: allocations and reads wait (503) as settlements do.
+TEST_F(LobbyTest, UnmigratedDatabaseAnswersAllocationsAndReads503) {
+  TestDatabase bare;
+  auto lobby = LobbyProcess::Start(bare.conninfo());
+  ASSERT_NE(lobby, nullptr);
+  ExpectProblem(Allocate(lobby->port(), 35), 503, "UNAVAILABLE", true);
+  for (const char* path : {"/v1/players/351", "/v1/settlements/35"}) {
+    ExpectProblem(HttpCall(lobby->port(), "GET", path, {{"Authorization", "Bearer token-a"}}), 503,
+                  "UNAVAILABLE", true);
+  }
+  ExpectProblem(Settle(lobby->port(), MakeResult(35)), 503, "UNAVAILABLE", true);
+  ExpectProblem(HttpCall(lobby->port(), "GET", "/readyz"), 503, "UNAVAILABLE", true);
+}
+
 TEST_F(LobbyTest, SubscriberGetsEachEventOnceAndResumesWithAfter) {
   auto a = StartLobby();
   auto b = StartLobby();
@@ -709,6 +723,14 @@ TEST_F(LobbyTest, AllocationRulesAndReads) {
   EXPECT_EQ(r.status, 409);
   EXPECT_NE(r.body.find("PLAYER_BUSY"), std::string::npos) << r.body;
   EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "1");
+  // A room of one busy player and new ones: refused, and it creates none of the new players.
+  const std::string players = Q("SELECT count(*) FROM players");
+  r = HttpCall(
+      lobby->port(), "POST", "/v1/rooms", JsonHeaders("admin-token"),
+      wire::EncodeBody(MakeAllocation(32, "node-a", 310, 10), wire::BodyFormat::kJson).value());
+  EXPECT_NE(r.body.find("PLAYER_BUSY"), std::string::npos) << r.body;
+  EXPECT_EQ(Q("SELECT count(*) FROM players"), players);
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE player_id = 310"), "0");
   // Uneven teams and unknown nodes are refused.
   busy.mutable_seats(9)->set_team(1);
   r = HttpCall(lobby->port(), "POST", "/v1/rooms", JsonHeaders("admin-token"),
@@ -760,6 +782,13 @@ TEST_F(LobbyTest, ReconcileListsAllocatedRoomsWithoutReceipt) {
   EXPECT_NE(table.out.find("0 rooms allocated more than 3600 s ago"), std::string::npos)
       << table.out;
   EXPECT_NE(RunCommand({LobbyBinary(), "reconcile"}).exit_code, 0) << "--older-than is required";
+  // A threshold the database cannot subtract from now is a usage error, not INTERNAL.
+  const auto too_old = RunCommand({"/bin/sh", "-c",
+                                   LobbyBinary() + " --db '" + db_->conninfo() +
+                                       "' reconcile --older-than 99999999999999 2>&1"});
+  EXPECT_NE(too_old.exit_code, 0);
+  EXPECT_NE(too_old.out.find("--older-than"), std::string::npos) << too_old.out;
+  EXPECT_EQ(too_old.out.find("INTERNAL"), std::string::npos) << too_old.out;
 }
 
 // The operator's check: rooms without a receipt, located in the nodes' outbox listings.
@@ -878,6 +907,119 @@ TEST_F(LobbyTest, UnauthenticatedRequestIsRefusedBeforeItsBodyIsRead) {
   EXPECT_EQ(
       HttpCall(lobby->port(), "GET", "/v1/players/1", {{"Authorization", "Bearer token-a"}}).status,
       404);
+}
+
+// Paths that need no body (health, metrics, readiness, the event feed, the GETs, unknown paths,
+// wrong methods) are answered from the header, and a body announced is never read: with the
+// body never sent, only an answer from the header can come back, and the lobby then closes.
+TEST_F(LobbyTest, PathsThatReadNoBodyAreAnsweredFromTheHeader) {
+  auto lobby = StartLobby({"--read-timeout-ms", "3000"});
+  ASSERT_NE(lobby, nullptr);
+  const struct {
+    const char* method;
+    const char* path;
+    bool token;
+    const char* status;
+  } cases[] = {
+      {"GET", "/healthz", false, "200"},       {"GET", "/metrics", false, "200"},
+      {"GET", "/readyz", false, "200"},        {"POST", "/healthz", false, "405"},
+      {"GET", "/v1/events", false, "401"},     {"GET", "/v1/events", true, "413"},
+      {"GET", "/nowhere", false, "404"},       {"POST", "/nowhere", true, "404"},
+      {"GET", "/v1/players/7", true, "413"},   {"GET", "/v1/settlements/7", true, "413"},
+      {"GET", "/v1/settlements", true, "405"}, {"PUT", "/v1/rooms", true, "405"},
+  };
+  for (const auto& c : cases) {
+    const int fd = ConnectRaw(lobby->port());
+    ASSERT_GE(fd, 0);
+    const std::string head = std::string(c.method) + " " + c.path + " HTTP/1.1\r\nHost: x\r\n" +
+                             (c.token ? "Authorization: Bearer token-a\r\n" : "") +
+                             "Content-Type: application/json\r\nContent-Length: 4000000\r\n\r\n";
+    ASSERT_EQ(::write(fd, head.data(), head.size()), static_cast<ssize_t>(head.size()));
+    timeval tv{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    std::string answer;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) answer.append(buf, n);
+    ::close(fd);
+    EXPECT_EQ(answer.rfind(std::string("HTTP/1.1 ") + c.status, 0), 0u)
+        << c.method << " " << c.path << ": " << answer.substr(0, answer.find("\r\n"));
+    EXPECT_NE(answer.find("Connection: close"), std::string::npos)
+        << c.method << " " << c.path << ": the body left unread must close the connection";
+  }
+}
+
+// Ids are exact: a float-syntax id is refused, not rounded through a double to another room;
+// ids from 2^63 up are 400 on every endpoint (not a database error 22003, logged per request);
+// a key given twice is refused, not "last one wins".
+TEST_F(LobbyTest, IdsAreExactAndOutOfRangeIdsAre400WithoutAnErrorLine) {
+  TempDir dir;
+  const std::string log = dir.Sub("lobby.log");
+  auto lobby = LobbyProcess::Start(db_->conninfo(), {}, {}, "127.0.0.1:0", LobbyBinary(), log);
+  ASSERT_NE(lobby, nullptr);
+  const uint16_t port = lobby->port();
+  const std::string seats = R"("seats":[{"player_id":1,"team":1},{"player_id":2,"team":2}])";
+  for (const std::string& room :
+       {std::string("123456789012345678.0"), std::string("1.2345678901234568e17"),
+        std::string("\"9223372036854775808\""), std::string("18446744073709551615")}) {
+    const auto r = HttpCall(port, "POST", "/v1/rooms", JsonHeaders("admin-token"),
+                            R"({"room_id":)" + room + R"(,"node_id":"node-a",)" + seats + "}");
+    EXPECT_EQ(r.status, 400) << room << ": " << r.body;
+  }
+  const auto twice = HttpCall(port, "POST", "/v1/rooms", JsonHeaders("admin-token"),
+                              R"({"room_id":5,"room_id":6,"node_id":"node-a",)" + seats + "}");
+  EXPECT_EQ(twice.status, 400) << twice.body;
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0");
+  MustAllocate(port, 7);
+  std::string result = wire::EncodeBody(MakeResult(7), wire::BodyFormat::kJson).value();
+  result.replace(result.find("\"room_id\":\"7\""), 13, "\"room_id\":7.0");
+  EXPECT_EQ(HttpCall(port, "POST", "/v1/settlements", JsonHeaders("token-a"), result).status, 400)
+      << result;
+  for (const char* path : {"/v1/settlements/9223372036854775808", "/v1/players/9223372036854775808",
+                           "/v1/players/18446744073709551615", "/v1/players/0"}) {
+    const auto r = HttpCall(port, "GET", path, {{"Authorization", "Bearer token-a"}});
+    EXPECT_EQ(r.status, 400) << path << ": " << r.body;
+  }
+  EXPECT_EQ(Snapshot().matches, "0");
+  std::ifstream logged(log);
+  const std::string lines((std::istreambuf_iterator<char>(logged)), {});
+  EXPECT_EQ(lines.find("[error]"), std::string::npos) << lines;
+}
+
+// RFC 9110: the authentication scheme is case-insensitive.
+TEST_F(LobbyTest, BearerSchemeIsReadInAnyCase) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (const char* auth :
+       {"Bearer token-a", "bearer token-a", "BEARER token-a", "Bearer  token-a"}) {
+    EXPECT_EQ(HttpCall(lobby->port(), "GET", "/v1/players/1", {{"Authorization", auth}}).status,
+              404)
+        << auth;
+  }
+}
+
+// A 503 says what failed, never libpq's text, which names the database's socket path (or host
+// and port); the lobby's log has the detail.
+TEST_F(LobbyTest, UnavailableAnswersNameNoDatabaseAddress) {
+  TempDir dir;
+  const std::string log = dir.Sub("lobby.log");
+  const char* host = std::getenv("PGHOST");
+  const char* pg_port = std::getenv("PGPORT");
+  ASSERT_NE(host, nullptr);
+  const std::string port = pg_port ? pg_port : "5432";
+  auto lobby = LobbyProcess::Start(
+      "host=" + std::string(host) + " port=" + port + " dbname=verdict_no_such_database", {}, {},
+      "127.0.0.1:0", LobbyBinary(), log);
+  ASSERT_NE(lobby, nullptr);
+  for (const HttpResponse& r :
+       {HttpCall(lobby->port(), "GET", "/readyz"), Settle(lobby->port(), MakeResult(17))}) {
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_EQ(r.body.find(host), std::string::npos) << r.body;
+    EXPECT_EQ(r.body.find(port), std::string::npos) << r.body;
+    EXPECT_EQ(r.body.find("verdict_no_such_database"), std::string::npos) << r.body;
+  }
+  std::ifstream logged(log);
+  const std::string lines((std::istreambuf_iterator<char>(logged)), {});
+  EXPECT_NE(lines.find("verdict_no_such_database"), std::string::npos) << lines;
 }
 
 TEST_F(LobbyTest, ConnectionsOverTheCapAreRefused) {

@@ -1,14 +1,19 @@
 // Lobby logic that needs no database: validation, tokens, the error table, body formats,
-// fingerprints and query parsing.
+// fingerprints, query parsing, what each status of the settlement SQL means, and the readiness
+// monitor.
 #include <google/protobuf/any.pb.h>
 #include <google/protobuf/struct.pb.h>
 #include <gtest/gtest.h>
 
+#include <future>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/constant_time.h"
+#include "lobby/readiness.h"
 #include "lobby/settlement_service.h"
 #include "proto/wire.h"
 #include "server/problem.h"
@@ -314,6 +319,131 @@ TEST(RefuseEventsCursorTest, RefusesWhatTheFeedCannotContinue) {
   EXPECT_EQ(code(5, "00bb"), "EPOCH_CHANGED/409") << "the epoch is judged first";
   // The other problems carry no feed position.
   EXPECT_EQ(ProblemReply(ErrorCode::kRoomUnknown, "x", "/y").body.find("feed"), std::string::npos);
+}
+
+// Every status the settlement and allocation SQL answer (sql/002, sql/007, sql/010) has its own
+// meaning, and so does every SettleStatus; a status this binary does not know is INTERNAL, never
+// a guess at a final refusal (a node dead-letters on one).
+TEST(SqlStatusTest, EveryStatusHasItsMeaningAndAnUnknownOneIsInternal) {
+  const std::pair<const char*, SettleStatus> settle[] = {
+      {"settled", SettleStatus::kSettled},
+      {"duplicate", SettleStatus::kDuplicate},
+      {"room_unknown", SettleStatus::kRoomUnknown},
+      {"outcome_conflict", SettleStatus::kOutcomeConflict},
+      {"idempotency_mismatch", SettleStatus::kIdempotencyMismatch},
+      {"roster_mismatch", SettleStatus::kRosterMismatch},
+      {"busy", SettleStatus::kBusy},
+      {"original_expired", SettleStatus::kOriginalExpired},
+  };
+  for (const auto& [name, status] : settle) {
+    auto decoded = SettleStatusFromSql(name);
+    ASSERT_TRUE(decoded.ok()) << name;
+    EXPECT_EQ(*decoded, status) << name;
+  }
+  for (const char* unknown : {"", "settle", "SETTLED", "locked", "room_unknown "}) {
+    auto decoded = SettleStatusFromSql(unknown);
+    EXPECT_FALSE(decoded.ok()) << "'" << unknown << "' was taken for a known status";
+    EXPECT_EQ(decoded.status().code(), StatusCode::kInternal);
+    EXPECT_NE(decoded.status().message().find(std::string("'") + unknown + "'"), std::string::npos)
+        << decoded.status().message();
+  }
+  const std::pair<const char*, AllocateStatus> allocate[] = {
+      {"allocated", AllocateStatus::kAllocated},
+      {"duplicate", AllocateStatus::kDuplicate},
+      {"room_exists", AllocateStatus::kRoomExists},
+      {"player_busy", AllocateStatus::kPlayerBusy},
+      {"room_id_reused", AllocateStatus::kRoomIdReused},
+  };
+  for (const auto& [name, status] : allocate) {
+    auto decoded = AllocateStatusFromSql(name);
+    ASSERT_TRUE(decoded.ok()) << name;
+    EXPECT_EQ(*decoded, status) << name;
+  }
+  EXPECT_EQ(AllocateStatusFromSql("busy").status().code(), StatusCode::kInternal);
+
+  // What each outcome answers: a receipt, a final refusal, or (busy) a retry.
+  const std::pair<SettleStatus, std::optional<ErrorCode>> answers[] = {
+      {SettleStatus::kSettled, std::nullopt},
+      {SettleStatus::kDuplicate, std::nullopt},
+      {SettleStatus::kRoomUnknown, ErrorCode::kRoomUnknown},
+      {SettleStatus::kOutcomeConflict, ErrorCode::kOutcomeConflict},
+      {SettleStatus::kIdempotencyMismatch, ErrorCode::kIdempotencyMismatch},
+      {SettleStatus::kRosterMismatch, ErrorCode::kRosterMismatch},
+      {SettleStatus::kBusy, ErrorCode::kUnavailable},
+      {SettleStatus::kOriginalExpired, ErrorCode::kOriginalExpired},
+  };
+  static_assert(std::size(answers) == static_cast<size_t>(SettleStatus::kOriginalExpired) + 1,
+                "a SettleStatus without its answer here");
+  for (const auto& [status, code] : answers) {
+    SettleOutcome outcome;
+    outcome.status = status;
+    const auto refusal = RefusalOf(outcome);
+    EXPECT_EQ(refusal.has_value(), code.has_value()) << static_cast<int>(status);
+    if (refusal && code) {
+      EXPECT_EQ(InfoOf(refusal->code).code, InfoOf(*code).code) << static_cast<int>(status);
+    }
+  }
+}
+
+TEST(CheckTokensTest, RefusesATokenOfTwoNodesAndANodeTokenThatIsTheAdminToken) {
+  EXPECT_TRUE(
+      SettlementService::CheckTokens({{"a", "t1"}, {"a", "t2"}, {"b", "t3"}}, "admin").ok());
+  EXPECT_EQ(SettlementService::CheckTokens({{"a", "t1"}, {"b", "t1"}}, "admin").code(),
+            StatusCode::kInvalidArgument);
+  const Status admin = SettlementService::CheckTokens({{"a", "t1"}, {"b", "admin"}}, "admin");
+  EXPECT_EQ(admin.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(admin.message().find("node b"), std::string::npos) << admin.message();
+  EXPECT_TRUE(SettlementService::CheckTokens({{"a", "t1"}}, "").ok());
+}
+
+// A token no header can carry (a newline from a file, a space) is refused, never kept unusable.
+TEST(CheckTokensTest, RefusesATokenThatCannotTravelInAHeader) {
+  const Status node = SettlementService::CheckTokens({{"a", "t1\n"}}, "admin");
+  EXPECT_EQ(node.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(node.message().find("node a"), std::string::npos) << node.message();
+  EXPECT_EQ(SettlementService::CheckTokens({{"a", "t1"}}, "two words").code(),
+            StatusCode::kInvalidArgument);
+}
+
+// The readiness monitor answers from the last probe's verdict, and is not ready while a probe
+// runs past its timeout (a database that hangs): with a fake probe and a fake clock.
+TEST(ReadinessMonitorTest, AnswersTheLastVerdictAndNotReadyWhileAProbeOutrunsItsTimeout) {
+  FakeClock clock;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> probes{0};
+  std::atomic<bool> hang{false};
+  std::promise<void> hanging;
+  ReadinessMonitor monitor(
+      [&]() -> Status {
+        const int n = ++probes;
+        if (hang) {
+          hanging.set_value();
+          released.wait();
+        }
+        return n == 2 ? UnavailableError("disk full") : Status::Ok();
+      },
+      {.interval = std::chrono::hours(1),
+       .timeout = std::chrono::milliseconds(5000),
+       .clock = &clock});
+  EXPECT_EQ(monitor.Current().code(), StatusCode::kUnavailable) << "ready before any probe";
+  monitor.Refresh();
+  EXPECT_TRUE(monitor.Current().ok());
+  monitor.Refresh();
+  EXPECT_EQ(monitor.Current().message(), "disk full");
+  monitor.Refresh();
+  EXPECT_TRUE(monitor.Current().ok());
+
+  hang = true;
+  std::thread probe([&] { monitor.Refresh(); });
+  hanging.get_future().wait();
+  clock.AdvanceMs(5000);
+  EXPECT_TRUE(monitor.Current().ok()) << "not ready before the probe's timeout";
+  clock.AdvanceMs(1);
+  EXPECT_EQ(monitor.Current().code(), StatusCode::kUnavailable);
+  release.set_value();
+  probe.join();
+  EXPECT_TRUE(monitor.Current().ok());
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <limits>
 #include <set>
@@ -16,9 +18,11 @@
 #include <thread>
 
 #include "proto/wire.h"
+#include "tests/support/battle_node_peer.h"
 #include "tests/support/failing_outbox.h"
 #include "tests/support/fake_lobby.h"
 #include "tests/support/http_client.h"
+#include "tests/support/outbox_images.h"
 #include "tests/support/process.h"
 #include "tests/support/results.h"
 #include "tests/support/temp_dir.h"
@@ -29,6 +33,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::FailingOutbox;
+using Peer = BattleNodeTestPeer;
 
 // A two-seat room whose players nobody else uses.
 v1::RoomAllocation Seats(uint64_t room_id) {
@@ -36,6 +41,14 @@ v1::RoomAllocation Seats(uint64_t room_id) {
 }
 
 using testing::WaitUntil;
+
+// Adds room `room_id` (Seats) to `node` and aborts it: the result goes to the channel, the call
+// waiting while the channel is full.
+void AbortRoom(BattleNode& node, uint64_t room_id) {
+  auto room = node.AddRoom(Seats(room_id));
+  ASSERT_TRUE(room.ok()) << room.status().ToString();
+  EXPECT_TRUE(room->Abort("test").ok()) << "room " << room_id;
+}
 
 class BattleNodeTest : public ::testing::Test {
  protected:
@@ -100,16 +113,15 @@ TEST_F(BattleNodeTest, FailingOutboxFillsTheChannelAndFinishWaitsThenNothingIsLo
   std::atomic<int> finished{0};
   std::thread host([&] {
     for (uint64_t room = 1; room <= kRooms; ++room) {
-      Room r(Seats(room), node->room_context(nullptr, nullptr));
-      r.Abort("test");  // pushes the result; waits while the channel is full
+      AbortRoom(*node, room);  // pushes the result; waits while the channel is full
       ++finished;
     }
   });
   // Steady once the writer holds a failed batch: the channel full, the next room waiting. (A
   // room may also block for a moment before the writer first takes from the channel.)
   ASSERT_TRUE(WaitUntil([&] {
-    return failing_->failed_writes() > 0 && node->results().waiting_producers() == 1 &&
-           node->results().size() == node->results().capacity();
+    return failing_->failed_writes() > 0 && Peer::results(*node).waiting_producers() == 1 &&
+           Peer::results(*node).size() == Peer::results(*node).capacity();
   })) << "finish() did not block on a full channel";
   EXPECT_LT(finished.load(), kRooms);
   EXPECT_TRUE(WaitUntil([&] { return failing_->failed_writes() > 2; }))
@@ -122,7 +134,7 @@ TEST_F(BattleNodeTest, FailingOutboxFillsTheChannelAndFinishWaitsThenNothingIsLo
   EXPECT_TRUE(node->Health().ok());
   std::set<uint64_t> expected;
   for (uint64_t room = 1; room <= kRooms; ++room) expected.insert(room);
-  EXPECT_EQ(StoredRooms(node->outbox()), expected);
+  EXPECT_EQ(StoredRooms(Peer::outbox(*node)), expected);
 }
 
 // Group commit reports a result stored only after the fsync that covers it: while syncs fail,
@@ -137,11 +149,10 @@ TEST_F(BattleNodeTest, NothingIsReportedStoredBeforeItsSyncSucceeds) {
   constexpr int kRooms = 48;
   std::thread host([&] {
     for (uint64_t room = 1; room <= kRooms; ++room) {
-      Room r(Seats(room), node->room_context(nullptr, nullptr));
-      r.Abort("test");
+      AbortRoom(*node, room);
     }
   });
-  ASSERT_TRUE(WaitUntil([&] { return node->results().waiting_producers() == 1; }))
+  ASSERT_TRUE(WaitUntil([&] { return Peer::results(*node).waiting_producers() == 1; }))
       << "finish() did not block while nothing could be made durable";
   EXPECT_TRUE(WaitUntil([&] { return failing_->failed_syncs() > 2; }));
   EXPECT_EQ(node->stored(), 0u) << "results reported stored before any fsync succeeded";
@@ -150,7 +161,7 @@ TEST_F(BattleNodeTest, NothingIsReportedStoredBeforeItsSyncSucceeds) {
   failing_->set_fail_syncs(false);
   host.join();
   ASSERT_TRUE(WaitUntil([&] { return node->stored() == kRooms; }));
-  EXPECT_EQ(StoredRooms(node->outbox()).size(), static_cast<size_t>(kRooms));
+  EXPECT_EQ(StoredRooms(Peer::outbox(*node)).size(), static_cast<size_t>(kRooms));
 }
 
 // Negative control: a writer that drops the batch it could not write loses results, and the
@@ -160,12 +171,11 @@ TEST_F(BattleNodeTest, NegativeControlDroppingFailedBatchesIsCaught) {
   ASSERT_NE(node, nullptr);
   failing_->set_fail_writes(true);
   for (uint64_t room = 1; room <= 12; ++room) {
-    Room r(Seats(room), node->room_context(nullptr, nullptr));
-    r.Abort("test");
+    AbortRoom(*node, room);
   }
-  ASSERT_TRUE(WaitUntil([&] { return node->results().size() == 0; }));
+  ASSERT_TRUE(WaitUntil([&] { return Peer::results(*node).size() == 0; }));
   failing_->set_fail_writes(false);
-  EXPECT_LT(StoredRooms(node->outbox()).size(), 12u) << "lost results went unnoticed";
+  EXPECT_LT(StoredRooms(Peer::outbox(*node)).size(), 12u) << "lost results went unnoticed";
 }
 
 TEST_F(BattleNodeTest, ShutdownStoresWhatTheChannelHolds) {
@@ -173,8 +183,7 @@ TEST_F(BattleNodeTest, ShutdownStoresWhatTheChannelHolds) {
   ASSERT_NE(node, nullptr);
   failing_->set_fail_writes(true);
   for (uint64_t room = 1; room <= 3; ++room) {
-    Room r(Seats(room), node->room_context(nullptr, nullptr));
-    r.Abort("test");
+    AbortRoom(*node, room);
   }
   std::thread recover([&] {
     std::this_thread::sleep_for(200ms);
@@ -193,7 +202,145 @@ TEST_F(BattleNodeTest, FinishAfterShutdownIsRefusedNotSilentlyDropped) {
   auto node = BattleNode::Start(Options(testing::UnreachableUrl()));
   ASSERT_TRUE(node.ok());
   (*node)->Shutdown();
-  EXPECT_EQ((*node)->results().Push(v1::BattleResult()).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Peer::results(**node).Push(v1::BattleResult()).code(), StatusCode::kFailedPrecondition);
+}
+
+// After Shutdown nothing a room finishes can be stored: Report, Finish and Abort used to answer
+// OK for a result that was dropped (with only an error line). The call that would finish the
+// room answers FAILED_PRECONDITION, the room plays on (nobody was told the battle ended), and
+// nothing counts as stored; in either finishing mode.
+TEST_F(BattleNodeTest, AfterShutdownTheCallThatWouldFinishARoomIsRefusedAndTheRoomPlaysOn) {
+  auto node = BattleNode::Start(Options(testing::UnreachableUrl()));
+  ASSERT_TRUE(node.ok());
+  for (Finishing finishing : {Finishing::kOnCallingThread, Finishing::kHandedOff}) {
+    const uint64_t id = finishing == Finishing::kHandedOff ? 51 : 50;
+    RoomOptions options;
+    options.finishing = finishing;
+    auto room = (*node)->AddRoom(testing::MakeAllocation(id, "node-a", id * 10 + 1, 10), options);
+    ASSERT_TRUE(room.ok()) << room.status().ToString();
+    for (uint64_t p = id * 10 + 1; p <= id * 10 + 5; ++p) ASSERT_TRUE(room->Report(p, 1).ok());
+  }
+  ASSERT_EQ((*node)->Shutdown(), 0u);
+  for (uint64_t id : {50, 51}) {
+    SCOPED_TRACE(id);
+    RoomHandle room = (*node)->FindRoom(id);
+    const Status deciding = room.Report(id * 10 + 6, 1);  // the sixth of ten votes
+    EXPECT_EQ(deciding.code(), StatusCode::kFailedPrecondition) << deciding.ToString();
+    EXPECT_NE(deciding.message().find("shutting down"), std::string::npos) << deciding.message();
+    EXPECT_EQ(room.Finish().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(room.Abort("host_abort").code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(room.state().value(), RoomState::kPlaying);
+    EXPECT_FALSE(room.result().has_value());
+  }
+  EXPECT_EQ((*node)->stored(), 0u);
+}
+
+// The library took what the lobby never would, reported it stored, and lost it later: a room 0
+// (stored nowhere, yet Add and Report said OK), a roster with a player twice (silently merged),
+// an empty one, unequal teams, another node's room, a node id that is not UTF-8. AddRoom refuses
+// each with the lobby's own rules, and nothing reaches the outbox.
+TEST_F(BattleNodeTest, AddRoomRefusesAnAllocationTheLobbyWouldNot) {
+  auto node = BattleNode::Start(Options(testing::UnreachableUrl()));
+  ASSERT_TRUE(node.ok());
+  const v1::RoomAllocation good = testing::MakeAllocation(60, "node-a", 601, 10);
+  std::vector<std::pair<std::string, v1::RoomAllocation>> bad;
+  bad.emplace_back("room_id must be a positive integer", good);
+  bad.back().second.set_room_id(0);
+  bad.emplace_back("has two seats", good);
+  bad.back().second.mutable_seats(9)->set_player_id(601);
+  bad.emplace_back("between 2 and 100 seats", good);
+  bad.back().second.clear_seats();
+  bad.emplace_back("teams must be the same size", good);
+  bad.back().second.mutable_seats(9)->set_team(1);
+  bad.emplace_back("allocated to node 'node-b'", good);
+  bad.back().second.set_node_id("node-b");
+  bad.emplace_back("node_id is not valid UTF-8", good);
+  bad.back().second.set_node_id("node-\xff");
+  for (const auto& [why, allocation] : bad) {
+    SCOPED_TRACE(why);
+    auto room = (*node)->AddRoom(allocation);
+    ASSERT_FALSE(room.ok()) << "accepted";
+    EXPECT_EQ(room.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(room.status().message().find(why), std::string::npos) << room.status().message();
+  }
+  auto room = (*node)->AddRoom(good);
+  ASSERT_TRUE(room.ok()) << room.status().ToString();
+  EXPECT_EQ((*node)->AddRoom(good).status().code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(room->Abort("host_abort").ok());
+  ASSERT_TRUE(WaitUntil([&] { return (*node)->stored() == 1; }));
+  (*node)->Shutdown();
+  EXPECT_EQ(StoredRooms(Peer::outbox(**node)), (std::set<uint64_t>{60}));
+}
+
+// A node id or a token the lobby could never take is refused at Start, before the outbox is
+// created: a node id that is not UTF-8 made every result stored, then quarantined as
+// "undecodable" with room 0; a token with a stray newline made every request malformed.
+TEST_F(BattleNodeTest, StartRefusesANodeIdOrATokenTheLobbyCouldNeverTake) {
+  struct Case {
+    std::string why;
+    std::function<void(NodeOptions&)> spoil;
+  };
+  const std::vector<Case> cases = {
+      {"node_id is not valid UTF-8", [](NodeOptions& o) { o.node_id = "node-\xc3"; }},
+      {"node_id contains a NUL byte", [](NodeOptions& o) { o.node_id = std::string("a\0b", 3); }},
+      {"node_id is required", [](NodeOptions& o) { o.node_id.clear(); }},
+      {"lobby token holds a byte that cannot go in an HTTP header (0x0a at offset 7",
+       [](NodeOptions& o) { o.token = "token-a\n"; }},
+      {"lobby token is empty", [](NodeOptions& o) { o.token.clear(); }},
+      {"ingest token holds a byte", [](NodeOptions& o) { o.ingest.token = "two words"; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.why);
+    NodeOptions o = Options(lobby_.url());
+    o.outbox_dir = dir_.Sub("outbox");
+    c.spoil(o);
+    auto node = BattleNode::Start(o);
+    ASSERT_FALSE(node.ok()) << "started";
+    EXPECT_EQ(node.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(node.status().message().find(c.why), std::string::npos) << node.status().message();
+    EXPECT_FALSE(std::filesystem::exists(o.outbox_dir)) << "an outbox was created";
+  }
+}
+
+// The same for verdict-node: `run --node-id` with bytes that are not UTF-8 is a clear error at
+// start (it used to run, storing results the lobby could never decode).
+TEST_F(BattleNodeTest, RunWithANodeIdThatIsNotUtf8FailsAtStart) {
+  const testing::ExitAndOutput run =
+      testing::RunToExit({testing::NodeBinary(), "run", "--node-id", "node-\xff", "--outbox",
+                          dir_.Sub("outbox"), "--lobby", lobby_.url(), "--token", "token-a"});
+  EXPECT_EQ(run.code, 1);
+  EXPECT_NE(run.output.find("node_id is not valid UTF-8"), std::string::npos) << run.output;
+}
+
+// Finishing::kHandedOff, for hosts on an event loop: the call that finishes a room returns at
+// once, even while the outbox cannot write and the channel is full, and the results wait in the
+// node until it can; none is lost, and Drained says they are still on their way.
+TEST_F(BattleNodeTest, HandedOffFinishesReturnAtOnceWhileTheChannelIsFullAndAreAllStored) {
+  auto node = StartWithFailingOutbox(testing::UnreachableUrl());
+  ASSERT_NE(node, nullptr);
+  failing_->set_fail_writes(true);
+  constexpr uint64_t kRooms = 12;  // far more than the channel (4) and the writer's batch hold
+  for (uint64_t id = 1; id <= kRooms; ++id) {
+    RoomOptions handed_off;
+    handed_off.finishing = Finishing::kHandedOff;
+    auto room = node->AddRoom(Seats(id), handed_off);
+    ASSERT_TRUE(room.ok());
+    ASSERT_TRUE(room->Abort("test").ok());  // would block here, on this thread, if not handed off
+    EXPECT_EQ(room->state().value(), RoomState::kFinished);
+  }
+  ASSERT_TRUE(WaitUntil([&] {
+    return failing_->failed_writes() > 0 && Peer::results(*node).waiting_producers() == 1 &&
+           Peer::results(*node).size() == Peer::results(*node).capacity();
+  })) << "the finishing thread is not the one waiting on the full channel";
+  EXPECT_FALSE(node->Drained());
+  EXPECT_EQ(node->stored(), 0u);
+
+  failing_->set_fail_writes(false);
+  ASSERT_TRUE(WaitUntil([&] { return node->stored() == kRooms; }));
+  std::set<uint64_t> expected;
+  for (uint64_t id = 1; id <= kRooms; ++id) expected.insert(id);
+  EXPECT_EQ(StoredRooms(Peer::outbox(*node)), expected);
+  EXPECT_EQ(node->Shutdown(), 0u);
 }
 
 TEST_F(BattleNodeTest, RestartedNodeDeliversWhatThePreviousOneStored) {
@@ -201,8 +348,7 @@ TEST_F(BattleNodeTest, RestartedNodeDeliversWhatThePreviousOneStored) {
     auto node = BattleNode::Start(Options(testing::UnreachableUrl()));
     ASSERT_TRUE(node.ok());
     for (uint64_t room = 1; room <= 5; ++room) {
-      Room r(Seats(room), (*node)->room_context(nullptr, nullptr));
-      r.Abort("test");
+      AbortRoom(**node, room);
     }
     ASSERT_EQ((*node)->Shutdown(), 0u);
   }
@@ -300,8 +446,7 @@ TEST_F(BattleNodeTest, DerivedGaugesFollowTheRatesOnTheSimulatedClock) {
   // Ten rooms finish (stored 10) and, 5 s later, the lobby answers for all 40 results
   // (resolved 40).
   for (uint64_t room = 1; room <= 10; ++room) {
-    Room r(Seats(room), node.room_context(nullptr, nullptr));
-    r.Abort("test");
+    AbortRoom(node, room);
   }
   ASSERT_TRUE(WaitUntil([&] { return node.stored() == 10; }));
   clock.AdvanceMs(5000);
@@ -351,6 +496,46 @@ TEST_F(BattleNodeTest, HealthzReportsADeliveryLoopThatKeepsFailing) {
   EXPECT_TRUE(WaitUntil(
       [&] { return testing::HttpCall((*node)->metrics_port(), "GET", "/healthz").status == 200; },
       30s));
+}
+
+// One bad block in one shard's table file used to stop every shard (the node did not start).
+// That shard stops alone now: /healthz answers 503 naming it, its alert gauge is 1, and the other
+// shards deliver everything they hold.
+TEST_F(BattleNodeTest, DamagedShardStopsAloneWithAnAlertWhileTheOthersDeliver) {
+  constexpr uint32_t kShards = 4;
+  constexpr uint64_t kRooms = 400;
+  testing::MakeClosedOutbox(dir_.path(), kRooms, kShards);
+  testing::FlipBytes(testing::TableFileOf(dir_.path(), 1), 1000, 4);
+  std::set<uint64_t> healthy;
+  for (uint64_t room = 1; room <= kRooms; ++room) {
+    if (storage::RoomShard(room, kShards) != 1) healthy.insert(room);
+  }
+
+  NodeOptions o = Options(lobby_.url());
+  o.shards = kShards;
+  o.metrics_listen = "127.0.0.1:0";
+  auto node = BattleNode::Start(o);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  ASSERT_TRUE(lobby_.WaitForAccepted(healthy.size(), 30s));
+  std::set<uint64_t> delivered;
+  for (const auto& r : lobby_.accepted()) delivered.insert(r.room_id());
+  EXPECT_EQ(delivered, healthy);
+
+  const auto health = testing::HttpCall((*node)->metrics_port(), "GET", "/healthz");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_NE(health.body.find("shard-001"), std::string::npos) << health.body;
+  EXPECT_NE(health.body.find("salvage"), std::string::npos) << health.body;
+  const std::string metrics = testing::HttpCall((*node)->metrics_port(), "GET", "/metrics").body;
+  EXPECT_EQ(testing::MetricValue(metrics, "verdict_node_outbox_shard_damaged{shard=\"1\"}", -1), 1)
+      << metrics;
+  EXPECT_EQ(testing::MetricValue(metrics, "verdict_node_outbox_shard_damaged{shard=\"0\"}", -1), 0);
+  // Results still come in, into every shard.
+  for (uint64_t room = kRooms + 1; room <= kRooms + 8; ++room) {
+    Room r(Seats(room), (*node)->room_context(nullptr, nullptr));
+    r.Abort("test");
+  }
+  EXPECT_TRUE(WaitUntil([&] { return (*node)->stored() == 8; }));
+  EXPECT_EQ((*node)->Health().code(), StatusCode::kDataLoss);
 }
 
 void WriteFile(const std::string& path, const std::string& content) {

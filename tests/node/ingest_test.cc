@@ -13,6 +13,7 @@
 #include "proto/problem.h"
 #include "proto/wire.h"
 #include "server/http_client.h"
+#include "tests/support/battle_node_peer.h"
 #include "tests/support/failing_outbox.h"
 #include "tests/support/http_client.h"
 #include "tests/support/results.h"
@@ -94,7 +95,7 @@ class IngestTest : public ::testing::Test {
     }
     return "";
   }
-  uint64_t Pending() { return node_->outbox().Stats().value().records; }
+  uint64_t Pending() { return BattleNodeTestPeer::outbox(*node_).Stats().value().records; }
   std::string Metrics() { return testing::HttpCall(node_->metrics_port(), "GET", "/metrics").body; }
 
   testing::TempDir dir_;
@@ -149,7 +150,7 @@ TEST_F(IngestTest, TcpWithoutTheRightTokenIs401AndStoresNothing) {
     EXPECT_EQ(CodeOf(reply), "UNAUTHENTICATED");
   }
   EXPECT_EQ(Pending(), 0u);
-  node_->SetIngestToken("rotated");
+  ASSERT_TRUE(node_->SetIngestToken("rotated").ok());
   EXPECT_EQ(Post(tcp_, "/v1/results", body, kJson, "Bearer rotated").status, 201);
 }
 
@@ -245,7 +246,7 @@ TEST_F(IngestTest, ADifferentResultOfAStoredRoomIs422) {
   const HttpReply reply = PostResult(other);
   EXPECT_EQ(reply.status, 422) << reply.body;
   EXPECT_EQ(CodeOf(reply), "IDEMPOTENCY_MISMATCH");
-  EXPECT_EQ(node_->outbox()
+  EXPECT_EQ(BattleNodeTestPeer::outbox(*node_)
                 .ReadShard(storage::RoomShard(20, 4), 0, 10)
                 .value()
                 .front()

@@ -230,8 +230,8 @@ TEST_F(NodeEndToEndTest, StatsWorkWhileARunningNodeHoldsTheOutbox) {
   EXPECT_EQ(stats.exit_code, 0) << stats.out;
   EXPECT_NE(stats.out.find("\"records\":0,"), std::string::npos) << stats.out;
   // Changing it needs the node stopped, and says so.
-  const auto redrive = RunCommand(
-      {NodeBinary(), "outbox", "--outbox", options.outbox_dir, "redrive", "--from", "dead-letter"});
+  const auto redrive = RunCommand({NodeBinary(), "outbox", "--outbox", options.outbox_dir,
+                                   "redrive", "--from", "dead-letter", "--all"});
   EXPECT_NE(redrive.exit_code, 0);
 }
 

@@ -1,13 +1,16 @@
 // Shutdown and drain at the edges: a full channel in front of a failing outbox must not hang
-// shutdown, nor let a room be freed while the thread that finished it still waits to hand its
-// result over; "drained" must not be claimed while the writer holds a batch. scripts/test also
-// builds and runs this file under AddressSanitizer, so a room freed under its finishing thread
-// is caught as a use-after-free, not only by the release counts below.
+// shutdown, nor let a room be released while the thread that finished it still waits to hand
+// its result over; "drained" must not be claimed while the writer holds a batch. Built with
+// AddressSanitizer (with room_handle_test.cc), so a room freed under a thread still using it is
+// caught as a use-after-free, not only by the release counts below.
 #include <gtest/gtest.h>
 
 #include <thread>
 
 #include "node/battle_node.h"
+#include "node/result_channel.h"
+#include "node/room_table.h"
+#include "tests/support/battle_node_peer.h"
 #include "tests/support/failing_outbox.h"
 #include "tests/support/fake_lobby.h"
 #include "tests/support/results.h"
@@ -23,6 +26,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::FailingOutbox;
+using Peer = BattleNodeTestPeer;
 using testing::MakeResult;
 using testing::WaitUntil;
 
@@ -64,30 +68,28 @@ TEST_F(NodeShutdownTest,
   ASSERT_NE(node, nullptr);
   failing_->set_fail_writes(true);
   // One result in the writer's hands, four filling the channel.
-  ASSERT_TRUE(node->results().Push(MakeResult(1)).ok());
-  ASSERT_TRUE(
-      WaitUntil([&] { return failing_->failed_writes() >= 1 && node->results().size() == 0; }));
+  ASSERT_TRUE(Peer::results(*node).Push(MakeResult(1)).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return failing_->failed_writes() >= 1 && Peer::results(*node).size() == 0; }));
   for (uint64_t room = 2; room <= 5; ++room)
-    ASSERT_TRUE(node->results().Push(MakeResult(room)).ok());
+    ASSERT_TRUE(Peer::results(*node).Push(MakeResult(room)).ok());
 
   // Room 100 finishes by the fallback on the node's maintenance thread; room 200 by majority
   // on a host thread. Both then wait on the full channel.
-  auto by_fallback =
-      node->rooms().Add(std::make_unique<Room>(Seats(100), node->room_context(nullptr, nullptr)));
-  auto by_majority =
-      node->rooms().Add(std::make_unique<Room>(Seats(200), node->room_context(nullptr, nullptr)));
+  auto by_fallback = node->AddRoom(Seats(100));
+  auto by_majority = node->AddRoom(Seats(200));
   ASSERT_TRUE(by_fallback.ok() && by_majority.ok());
-  ASSERT_TRUE((*by_fallback)->Report(1001, 1).ok());  // one vote of two: no majority
+  ASSERT_TRUE(by_fallback->Report(1001, 1).ok());  // one vote of two: no majority
   clock_.AdvanceMs(Room::kFallbackMs);
-  std::thread host([room = *by_majority] {
-    room->Report(2001, 1).IgnoreError();
-    room->Report(2002, 1).IgnoreError();  // majority: finishes, and waits in Push
+  std::thread host([room = *by_majority]() mutable {
+    room.Report(2001, 1).IgnoreError();
+    room.Report(2002, 1).IgnoreError();  // majority: finishes, and waits in Push
   });
-  ASSERT_TRUE(WaitUntil([&] { return node->results().waiting_producers() == 2; }));
+  ASSERT_TRUE(WaitUntil([&] { return Peer::results(*node).waiting_producers() == 2; }));
 
   // Long past the linger of a room that finished then: neither may go while its result waits.
   clock_.AdvanceMs(Room::kLingerMs + 1000);
-  EXPECT_EQ(node->rooms().ReleaseDue(), 0u) << "a room was freed while its result waited";
+  EXPECT_EQ(Peer::rooms(*node).ReleaseDue(), 0u) << "a room was freed while its result waited";
 
   // Ends (the test would hang otherwise) and counts every result it could not store: the
   // writer's one, the channel's four, and the two rooms refused when the channel closed.
@@ -95,9 +97,9 @@ TEST_F(NodeShutdownTest,
   host.join();
 
   // The rooms' linger starts only now that their hand-over is over.
-  EXPECT_EQ(node->rooms().ReleaseDue(), 0u);
+  EXPECT_EQ(Peer::rooms(*node).ReleaseDue(), 0u);
   clock_.AdvanceMs(Room::kLingerMs);
-  EXPECT_EQ(node->rooms().ReleaseDue(), 2u);
+  EXPECT_EQ(Peer::rooms(*node).ReleaseDue(), 2u);
 }
 
 // A batch taken from the channel but not yet written is neither in the channel nor in the
@@ -107,9 +109,9 @@ TEST_F(NodeShutdownTest, DrainedWaitsForTheBatchTheWriterHolds) {
   auto node = Start(lobby.url());
   ASSERT_NE(node, nullptr);
   failing_->set_hold_writes(true);
-  ASSERT_TRUE(node->results().Push(MakeResult(7)).ok());
+  ASSERT_TRUE(Peer::results(*node).Push(MakeResult(7)).ok());
   ASSERT_TRUE(WaitUntil([&] { return failing_->held_writes() == 1; }));
-  EXPECT_EQ(node->results().size(), 0u);
+  EXPECT_EQ(Peer::results(*node).size(), 0u);
   EXPECT_TRUE(node->Health().ok());
   EXPECT_FALSE(node->Drained()) << "drained while the writer holds a batch";
 

@@ -1,7 +1,9 @@
-// The room's decision rules (DESIGN §4) and its one-time finish, on a simulated clock.
-#include "node/room.h"
-
+// The room's decision rules (DESIGN §4) and its one-time finish, on a simulated clock; what it
+// refuses to finish with; its table's linger.
 #include <gtest/gtest.h>
+
+#include "node/result_channel.h"
+#include "node/room_table.h"
 
 #include "tests/support/results.h"
 
@@ -33,11 +35,22 @@ class WorkingReplays : public ReplayStore {
   }
 };
 
+class InvalidReplays : public ReplayStore {
+ public:
+  Result<std::string> WriteReplay(const v1::BattleResult&) override {
+    return std::string("replays/\xc0\x80");  // an overlong NUL: not UTF-8
+  }
+};
+
 class RoomTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Room> MakeRoom(ReplayStore* replays = nullptr) {
-    return std::make_unique<Room>(TenSeats(),
-                                  RoomContext{"node-a", &clock_, &notifier_, replays, &channel_});
+  RoomContext Context(std::shared_ptr<ReplayStore> replays = nullptr) {
+    return RoomContext{"node-a", &clock_, notifier_, std::move(replays), &channel_, nullptr};
+  }
+  std::shared_ptr<Room> MakeRoom(std::shared_ptr<ReplayStore> replays = nullptr) {
+    auto room = Room::Create(TenSeats(), Context(std::move(replays)));
+    EXPECT_TRUE(room.ok()) << room.status().ToString();
+    return room.ok() ? *room : nullptr;
   }
   // Everything the room handed to the channel.
   std::vector<v1::BattleResult> Sent() {
@@ -48,7 +61,7 @@ class RoomTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  RecordingNotifier notifier_;
+  std::shared_ptr<RecordingNotifier> notifier_ = std::make_shared<RecordingNotifier>();
   ResultChannel channel_{16};
 };
 
@@ -66,7 +79,7 @@ TEST_F(RoomTest, StrictMajorityOfEligibleSeatsDecides) {
   EXPECT_EQ(sent[0].players_size(), 10);
   EXPECT_EQ(sent[0].node_id(), "node-a");
   EXPECT_EQ(sent[0].ended_at_ms(), clock_.NowMs());
-  EXPECT_EQ(notifier_.rooms, std::vector<uint64_t>{77});
+  EXPECT_EQ(notifier_->rooms, std::vector<uint64_t>{77});
 }
 
 TEST_F(RoomTest, DrawIsTeamZero) {
@@ -127,17 +140,17 @@ TEST_F(RoomTest, FallbackAfterTenSecondsPicksThePluralityAsSuspect) {
 // timestamp) follows the wall clock.
 TEST_F(RoomTest, FallbackAndLingerIgnoreStepsOfTheWallClock) {
   RoomTable table(&clock_);
-  auto added = table.Add(MakeRoom());
-  ASSERT_TRUE(added.ok());
-  Room& room = **added;
-  Vote(room, {1, 2, 3, 4}, 1);
+  auto room = table.Add(TenSeats(), Context());
+  ASSERT_TRUE(room.ok()) << room.status().ToString();
+  for (uint64_t p : {1, 2, 3, 4}) ASSERT_TRUE(room->Report(p, 1).ok());
   clock_.StepWallMs(3'600'000);  // an hour ahead
-  room.Tick();
-  EXPECT_EQ(room.state(), Room::State::kPlaying) << "a forward step brought the fallback on";
+  table.TickAll();
+  EXPECT_EQ(room->state().value(), RoomState::kPlaying) << "a forward step brought the fallback on";
   clock_.StepWallMs(-7'200'000);  // an hour behind where it started
   clock_.AdvanceMs(10'000);
-  room.Tick();
-  ASSERT_EQ(room.state(), Room::State::kFinished) << "a backward step held the fallback back";
+  table.TickAll();
+  ASSERT_EQ(room->state().value(), RoomState::kFinished)
+      << "a backward step held the fallback back";
   const auto sent = Sent();
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].ended_at_ms(), clock_.NowMs());
@@ -173,29 +186,77 @@ TEST_F(RoomTest, NoFallbackBeforeAnyReport) {
 TEST_F(RoomTest, FinishTwiceSendsOneResult) {
   auto room = MakeRoom();
   Vote(*room, {1, 2, 3, 4, 5, 6}, 1);
-  room->Finish();
-  room->Finish();
-  room->Abort("late");
+  EXPECT_TRUE(room->Finish().ok());
+  EXPECT_TRUE(room->Finish().ok());
+  EXPECT_TRUE(room->Abort("late").ok());
   EXPECT_EQ(Sent().size(), 1u);
-  EXPECT_EQ(notifier_.rooms.size(), 1u);
+  EXPECT_EQ(notifier_->rooms.size(), 1u);
   EXPECT_EQ(room->Report(7, 2).code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(RoomTest, ReplayFailureStillSendsTheResult) {
-  FailingReplays replays;
-  auto room = MakeRoom(&replays);
-  room->Abort("host_abort");
+  auto room = MakeRoom(std::make_shared<FailingReplays>());
+  ASSERT_TRUE(room->Abort("host_abort").ok());
   const auto sent = Sent();
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].replay_path(), "");
   EXPECT_EQ(sent[0].outcome(), v1::ABORTED);
   EXPECT_EQ(sent[0].abort_reason(), "host_abort");
 
-  WorkingReplays working;
-  auto other = std::make_unique<Room>(TenSeats(78),
-                                      RoomContext{"node-a", &clock_, nullptr, &working, &channel_});
-  other->Finish();
+  auto other = Room::Create(TenSeats(78), Context(std::make_shared<WorkingReplays>()));
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->Finish().ok());
   EXPECT_EQ(Sent()[0].replay_path(), "replays/78");
+}
+
+// What the host hands the room is checked with the lobby's rules before the room finishes with
+// it: an abort reason that is not UTF-8 used to be stored, then quarantined as "undecodable"
+// (room 0), never delivered, and reported stored. It is refused, and the room plays on; a
+// replay path that is not UTF-8 is dropped like a failed replay; statistics over the lobby's
+// range are refused when recorded.
+TEST_F(RoomTest, InputTheLobbyWouldRefuseIsRefusedBeforeTheRoomFinishes) {
+  auto room = MakeRoom();
+  const Status abort = room->Abort("crash \xff\xfe");
+  EXPECT_EQ(abort.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(abort.message().find("abort_reason is not valid UTF-8"), std::string::npos)
+      << abort.message();
+  EXPECT_EQ(room->Abort(std::string(5000, 'x')).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(room->state(), Room::State::kPlaying);
+  EXPECT_TRUE(Sent().empty());
+  EXPECT_TRUE(notifier_->rooms.empty()) << "the clients were told of an end that did not happen";
+
+  const Status stats = room->RecordStats(1, 1u << 31, 0, 0, 0);
+  EXPECT_EQ(stats.code(), StatusCode::kInvalidArgument) << stats.ToString();
+  ASSERT_TRUE(room->RecordStats(1, (1u << 31) - 1, 0, 0, 0).ok());
+
+  ASSERT_TRUE(room->Abort("host_abort").ok());
+  ASSERT_EQ(Sent().size(), 1u);
+
+  auto bad_path = Room::Create(TenSeats(79), Context(std::make_shared<InvalidReplays>()));
+  ASSERT_TRUE(bad_path.ok());
+  ASSERT_TRUE((*bad_path)->Finish().ok());
+  const auto sent = Sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].replay_path(), "") << "a replay path the lobby cannot decode went out";
+  EXPECT_EQ(sent[0].room_id(), 79u);
+}
+
+// A roster the lobby would refuse makes no room: a player twice used to be merged into one
+// seat, an empty roster accepted, and a room 0 finished with a result stored nowhere.
+TEST_F(RoomTest, ARosterTheLobbyWouldRefuseMakesNoRoom) {
+  v1::RoomAllocation twice = TenSeats();
+  twice.mutable_seats(6)->set_player_id(1);
+  v1::RoomAllocation empty = TenSeats();
+  empty.clear_seats();
+  v1::RoomAllocation room_zero = TenSeats(0);
+  v1::RoomAllocation other_node = testing::MakeAllocation(77, "node-b", 1, 10);
+  for (const auto* allocation : {&twice, &empty, &room_zero, &other_node}) {
+    auto room = Room::Create(*allocation, Context());
+    EXPECT_EQ(room.status().code(), StatusCode::kInvalidArgument) << room.status().ToString();
+  }
+  RoomTable table(&clock_);
+  EXPECT_EQ(table.Add(room_zero, Context()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(table.playing(), 0u);
 }
 
 TEST_F(RoomTest, BadReportsAreRefused) {
@@ -207,18 +268,20 @@ TEST_F(RoomTest, BadReportsAreRefused) {
 
 TEST_F(RoomTest, FinishedRoomsLingerThirtySecondsThenAreReleased) {
   RoomTable table(&clock_);
-  auto added = table.Add(MakeRoom());
+  auto added = table.Add(TenSeats(), Context());
   ASSERT_TRUE(added.ok());
-  EXPECT_EQ(table.Add(MakeRoom()).status().code(), StatusCode::kAlreadyExists);
-  (*added)->Finish();
+  EXPECT_EQ(table.Add(TenSeats(), Context()).status().code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(added->Finish().ok());
   clock_.AdvanceMs(29'999);
   EXPECT_EQ(table.ReleaseDue(), 0u);
   EXPECT_EQ(table.finished(), 1u);
   EXPECT_EQ(table.oldest_finished_dwell_ms(), 29'999);
-  EXPECT_NE(table.Find(77), nullptr);
+  EXPECT_TRUE(table.Find(77).held());
   clock_.AdvanceMs(1);
   EXPECT_EQ(table.ReleaseDue(), 1u);
-  EXPECT_EQ(table.Find(77), nullptr);
+  EXPECT_FALSE(table.Find(77).held());
+  EXPECT_FALSE(added->held());
+  EXPECT_EQ(added->Report(1, 1).code(), StatusCode::kNotFound);
 }
 
 }  // namespace

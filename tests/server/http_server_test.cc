@@ -1,7 +1,7 @@
 // The shared HTTP server core on its own, with a fake handler: Unix sockets (mode, stale and live
 // sockets, removal), what is decided from the header before a body is read (refusals, the body
-// limit, 100-continue), idle connections, answers that come later or never, hang-ups, and
-// accepting again after running out of descriptors.
+// limit, 100-continue, the Host header), idle connections, answers that come later or never,
+// hang-ups, and accepting again after running out of descriptors; and the bearer token's reading.
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
@@ -246,6 +246,25 @@ TEST_F(HttpServerTest, ExpectContinueIsAnsweredBeforeTheBodyIsSent) {
   const std::string answer = ReadSome(fd, 3s);
   ::close(fd);
   EXPECT_NE(answer.find("got hi"), std::string::npos) << answer;
+}
+
+// RFC 9112 §3.2: an HTTP/1.1 request without a Host header, or with two, is answered 400 before
+// the handler sees it; HTTP/1.0 needs none.
+TEST_F(HttpServerTest, AnHttp11RequestNeedsExactlyOneHostHeader) {
+  StartServer();
+  const auto status_line = [&](const std::string& request) {
+    const int fd = Connect(tcp_);
+    EXPECT_TRUE(SendAll(fd, request));
+    const std::string answer = ReadSome(fd, 3s);
+    ::close(fd);
+    return answer.substr(0, answer.find("\r\n"));
+  };
+  EXPECT_EQ(status_line("GET /now HTTP/1.1\r\n\r\n"), "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(status_line("GET /now HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+            "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(handler_.headers.load(), 0);
+  EXPECT_EQ(status_line("GET /now HTTP/1.1\r\nHost: a\r\n\r\n"), "HTTP/1.1 200 OK");
+  EXPECT_EQ(status_line("GET /now HTTP/1.0\r\n\r\n"), "HTTP/1.0 200 OK");
 }
 
 TEST_F(HttpServerTest, AnIdleConnectionIsClosedAfterTheReadTimeout) {

@@ -98,9 +98,9 @@ class AckRecordingOutbox final : public Outbox {
                     const std::string& message) override {
     return outbox_.DeadLetter(record, code, message);
   }
-  Result<std::vector<SideRecord>> ListSide(SideArea area,
-                                           std::optional<uint64_t> room_id) override {
-    return outbox_.ListSide(area, room_id);
+  Result<std::vector<SideRecord>> ListSidePage(SideArea area, std::optional<uint64_t> room_id,
+                                               uint64_t after, size_t max) override {
+    return outbox_.ListSidePage(area, room_id, after, max);
   }
   Result<RedriveReport> Redrive(SideArea from, std::optional<uint64_t> room_id) override {
     return outbox_.Redrive(from, room_id);

@@ -108,9 +108,10 @@ class FailingOutbox final : public storage::Outbox {
                     const std::string& message) override {
     return inner_->DeadLetter(r, code, message);
   }
-  Result<std::vector<storage::SideRecord>> ListSide(storage::SideArea area,
-                                                    std::optional<uint64_t> room) override {
-    return inner_->ListSide(area, room);
+  Result<std::vector<storage::SideRecord>> ListSidePage(storage::SideArea area,
+                                                        std::optional<uint64_t> room,
+                                                        uint64_t after, size_t max) override {
+    return inner_->ListSidePage(area, room, after, max);
   }
   Result<storage::RedriveReport> Redrive(storage::SideArea from,
                                          std::optional<uint64_t> room) override {

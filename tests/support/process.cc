@@ -13,6 +13,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/temp_dir.h"
 
 namespace verdict::testing {
 namespace {
@@ -222,6 +226,24 @@ int ChildProcess::Terminate() {
   ::waitpid(pid_, &status, 0);
   Reaped(status);
   return status;
+}
+
+ExitAndOutput RunToExit(const std::vector<std::string>& argv) {
+  TempDir dir;
+  const std::string log = dir.Sub("output");
+  auto child = ChildProcess::Start(argv, {}, log);
+  ExitAndOutput exit;
+  if (!child) {
+    ADD_FAILURE() << "cannot start " << argv[0];
+    return exit;
+  }
+  EXPECT_TRUE(child->WaitFor(std::chrono::seconds(20))) << argv[0] << " is still running";
+  exit.code = child->exit_code();
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  exit.output = text.str();
+  return exit;
 }
 
 }  // namespace verdict::testing

@@ -91,6 +91,16 @@ class ChildProcess {
   bool signaled_ = false;
 };
 
+// How a command ended: its exit code (-1 if it did not exit normally within the wait) and
+// everything it printed, standard output and standard error together.
+struct ExitAndOutput {
+  int code = -1;
+  std::string output;
+};
+
+// Runs `argv` to its end (a test failure if it takes over 20 s).
+ExitAndOutput RunToExit(const std::vector<std::string>& argv);
+
 // A TCP port on 127.0.0.1 that was free a moment ago.
 uint16_t FreeLoopbackPort();
 
