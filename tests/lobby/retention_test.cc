@@ -157,6 +157,28 @@ TEST_F(RetentionTest, RedeliveryAfterTheHistoryIsDroppedIsADuplicateOfTheOrigina
   EXPECT_EQ(Snapshot(), before) << "a redelivery changed something";
 }
 
+// `retain` without window flags keeps its defaults: events go once a whole partition of them is
+// older than seven days; the history and the receipts are kept.
+TEST_F(RetentionTest, RetainWithoutWindowFlagsDropsOnlyEventsOlderThanSevenDays) {
+  auto lobby = StartTinyLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room : {101, 102, 103, 104}) AllocateAndSettle(lobby->port(), room);
+  ASSERT_TRUE(AllNumbered());
+  Retain({});
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "4") << "events of today were dropped";
+  db_->Exec(
+      "UPDATE settlement_events SET created_at = now() - interval '8 days';"
+      "UPDATE matches SET settled_at = now() - interval '8 days';"
+      "UPDATE settlement_receipts SET settled_at = now() - interval '8 days'");
+  const std::string out = Retain({});
+  EXPECT_EQ(Q("SELECT trimmed_through FROM verdict_feed"), "4") << out;
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "0") << out;
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), "4") << "the history is kept by default";
+  EXPECT_EQ(Q("SELECT count(*) FROM match_players"), "40");
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "4") << "receipts are kept by default";
+  EXPECT_EQ(Q("SELECT count(*) FROM settled_rooms"), "0");
+}
+
 // Once the receipt is expired too, the compact record answers: 410 ORIGINAL_EXPIRED, not
 // retryable, alone, in a batch and on GET; another node's token still meets ROOM_UNKNOWN; and a
 // node holding the result acks it as delivered instead of dead-lettering it.
