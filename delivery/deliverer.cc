@@ -145,6 +145,7 @@ class Deliverer::Impl {
   metrics::LabeledCounter& delivered_;
   metrics::LabeledCounter& retried_;
   metrics::LabeledCounter& dead_lettered_;
+  metrics::Counter& expired_;
   metrics::LabeledCounter& loop_restarts_;
   metrics::Histogram& attempt_seconds_;
   metrics::Counter& batches_;
@@ -505,7 +506,13 @@ class ShardLoop {
         return;
       }
     }
-    owner_.delivered_.Add(a.duplicate ? "duplicate" : "settled");
+    if (a.expired) {
+      owner_.expired_.Add();
+      spdlog::info("room={} shard={}: the lobby settled it long ago (ORIGINAL_EXPIRED); acked",
+                   record.result.room_id(), shard_);
+    } else {
+      owner_.delivered_.Add(a.duplicate ? "duplicate" : "settled");
+    }
     Forget(record);
   }
 
@@ -698,6 +705,10 @@ Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
                          .AddLabeledCounter("verdict_node_dead_lettered_total",
                                             "Results the lobby refused as final, by code.",
                                             "code")),
+      expired_((registry ? *registry : fallback_registry_)
+                   .AddCounter("verdict_node_delivery_expired_total",
+                               "Results the lobby answered ORIGINAL_EXPIRED (settled so long ago "
+                               "that their receipt is past retention): acked as delivered.")),
       loop_restarts_((registry ? *registry : fallback_registry_)
                          .AddLabeledCounter("verdict_node_delivery_loop_restarts_total",
                                             "Shard delivery loops restarted after they failed.",

@@ -142,10 +142,11 @@ void Simulator::Play::StartBattle(Clock::time_point now) {
   const AllocateReply reply = sim_.lobby_.Allocate(*pending_);
   if (reply.status == 200 || reply.status == 201) {
     PlayAllocated(now, std::move(players));
-  } else if (reply.code == "PLAYER_BUSY" || reply.code == "ROOM_EXISTS") {
+  } else if (reply.code == "PLAYER_BUSY" || reply.code == "ROOM_EXISTS" ||
+             reply.code == "ROOM_ID_REUSED") {
     // Nothing was allocated. Busy players sit out a while; a taken id is skipped.
     for (uint64_t p : players) resting_.emplace_back(now + kBusyPlayerRest, p);
-    if (reply.code == "ROOM_EXISTS") ++next_room_id_;
+    if (reply.code != "PLAYER_BUSY") ++next_room_id_;
     pending_.reset();
   } else {
     PauseForLobby(now, reply);

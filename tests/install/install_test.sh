@@ -15,6 +15,8 @@ prefix="$work/root$(cmake -L -N "$build" | sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=
 fail() { echo "FAIL: $*" >&2; exit 1; }
 for f in bin/verdict-lobby bin/verdict-node include/verdict/node/battle_node.h \
          include/verdict/v1/verdict.pb.h lib/systemd/system/verdict-lobby.service \
+         lib/systemd/system/verdict-lobby-retain.service \
+         lib/systemd/system/verdict-lobby-retain.timer \
          lib/systemd/system/verdict-node.service; do
   [ -e "$prefix/$f" ] || fail "missing $f"
 done
