@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
 namespace verdict::cli {
 
@@ -42,6 +43,22 @@ Result<std::optional<std::chrono::milliseconds>> ParseDurationOrOff(std::string_
     return InvalidArgumentError(parsed.status().message() + ", or off");
   }
   return std::optional<std::chrono::milliseconds>(*parsed);
+}
+
+std::string FormatDuration(std::chrono::milliseconds duration) {
+  const int64_t ms = duration.count();
+  if (ms == 0) return "0s";
+  for (const auto& [unit, ms_per_unit] : {std::pair<const char*, int64_t>{"d", 24 * 3600 * 1000},
+                                          {"h", 3600 * 1000},
+                                          {"m", 60 * 1000},
+                                          {"s", 1000}}) {
+    if (ms % ms_per_unit == 0) return std::to_string(ms / ms_per_unit) + unit;
+  }
+  return std::to_string(ms) + "ms";
+}
+
+std::string FormatDurationOrOff(std::optional<std::chrono::milliseconds> duration) {
+  return duration ? FormatDuration(*duration) : "off";
 }
 
 }  // namespace verdict::cli

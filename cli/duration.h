@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -17,5 +18,12 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
 
 // ParseDuration, or nullopt for "off".
 Result<std::optional<std::chrono::milliseconds>> ParseDurationOrOff(std::string_view text);
+
+// The duration as ParseDuration reads it, in the largest unit that divides it ("7d", "90s",
+// "0s"): how a flag shows the default an options struct holds.
+std::string FormatDuration(std::chrono::milliseconds duration);
+
+// FormatDuration, or "off" for nullopt.
+std::string FormatDurationOrOff(std::optional<std::chrono::milliseconds> duration);
 
 }  // namespace verdict::cli

@@ -37,18 +37,18 @@ using namespace verdict::lobby;
 struct Flags {
   std::string db;
   std::string log_level = "info";
-  std::string listen = "127.0.0.1:8080";
+  std::string listen = ServerOptions{}.host + ":" + std::to_string(ServerOptions{}.port);
   std::vector<std::string> node_tokens;
   std::string node_tokens_file;
   std::string admin_token;
-  int db_pool = 8;
+  int db_pool = StoreOptions{}.pool_size;
   int threads = ServerOptions{}.http.io_threads;
-  int k_factor = 32;
+  int k_factor = StoreOptions{}.k_factor;
   int read_timeout_ms = static_cast<int>(ServerOptions{}.http.read_timeout.count());
-  int lock_timeout_ms = 2'000;
-  double coalesce_wait_ms = 2;
-  int settle_concurrency = 4;
-  int statement_timeout_ms = 5'000;
+  int lock_timeout_ms = static_cast<int>(StoreOptions{}.lock_timeout.count());
+  double coalesce_wait_ms = ServiceOptions{}.coalesce_wait.count() / 1000.0;
+  int settle_concurrency = ServiceOptions{}.settle_concurrency;
+  int statement_timeout_ms = static_cast<int>(StoreOptions{}.statement_timeout.count());
   int readiness_interval_ms = static_cast<int>(ReadinessOptions{}.interval.count());
   size_t max_connections = ServerOptions{}.http.max_connections;
   size_t max_subscribers = ServerOptions{}.max_subscribers;
@@ -61,14 +61,15 @@ struct Flags {
   bool abort_lost = false;
   std::string abort_reason = "lost";
   // Retention (serve and retain) and the rest of serve's maintenance.
-  std::string events_older_than = "7d";
-  std::string history_older_than = "off";
-  std::string receipts_older_than = "off";
+  std::string events_older_than = cli::FormatDurationOrOff(RetentionOptions{}.events_older_than);
+  std::string history_older_than = cli::FormatDurationOrOff(RetentionOptions{}.history_older_than);
+  std::string receipts_older_than =
+      cli::FormatDurationOrOff(RetentionOptions{}.receipts_older_than);
   int64_t events_per_partition = PartitionOptions{}.events_per_partition;
   int64_t matches_per_partition = PartitionOptions{}.matches_per_partition;
-  std::string retain_every = "off";
-  std::string release_after = "off";
-  std::string maintenance_interval = "5s";
+  std::string retain_every = cli::FormatDurationOrOff(MaintenanceOptions{}.retain_every);
+  std::string release_after = cli::FormatDurationOrOff(MaintenanceOptions{}.release_after);
+  std::string maintenance_interval = cli::FormatDuration(MaintenanceOptions{}.interval);
   bool unsafe_expire_receipts_without_records = false;  // verdict-lobby-testing only
 };
 

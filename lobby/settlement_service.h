@@ -60,8 +60,8 @@ struct ServiceOptions {
   int settle_concurrency = 4;
   size_t max_batch_rooms = 256;
   // DB workers (the HTTP server's pool): without coalescing, the transactions at once.
-  // Default: 8.
-  int db_workers = 8;
+  // Default: the store's pool size (8), one connection per worker.
+  int db_workers = StoreOptions{}.pool_size;
 };
 
 // Who a request is from, by its bearer token.

@@ -34,5 +34,19 @@ TEST(DurationTest, OffIsNoDurationWhereAllowed) {
   EXPECT_FALSE(ParseDurationOrOff("never").ok());
 }
 
+// A flag shows an options struct's default through FormatDuration; what it shows must read back
+// as the same duration, in the largest whole unit.
+TEST(DurationTest, FormatsInTheLargestWholeUnitAndReadsBack) {
+  EXPECT_EQ(FormatDuration(milliseconds(604'800'000)), "7d");
+  EXPECT_EQ(FormatDuration(milliseconds(5'400'000)), "90m");
+  EXPECT_EQ(FormatDuration(milliseconds(90'000)), "90s");
+  EXPECT_EQ(FormatDuration(milliseconds(1'500)), "1500ms");
+  EXPECT_EQ(FormatDuration(milliseconds(0)), "0s");
+  EXPECT_EQ(FormatDurationOrOff(std::nullopt), "off");
+  for (int64_t ms : {1, 999, 1'000, 61'000, 3'600'000, 86'400'000, 90'061'001}) {
+    EXPECT_EQ(*ParseDuration(FormatDuration(milliseconds(ms))), milliseconds(ms)) << ms;
+  }
+}
+
 }  // namespace
 }  // namespace verdict::cli
