@@ -566,6 +566,24 @@ int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
 
 }  // namespace
 
+struct DrainLobby::Impl {
+  Impl(const std::string& conninfo, int pool)
+      : endpoint(conninfo, pool, lobby::ServiceOptions{}.coalesce_wait.count() / 1000.0, 0) {}
+  LobbyEndpoint endpoint;
+};
+
+DrainLobby::DrainLobby(const std::string& conninfo, int pool)
+    : impl_(std::make_unique<Impl>(conninfo, pool)), conninfo_(conninfo) {}
+
+DrainLobby::~DrainLobby() = default;
+
+uint16_t DrainLobby::port() const { return impl_->endpoint.port; }
+
+double DrainLobby::Drain(const std::string& dir, uint32_t shards, size_t batch, uint64_t base,
+                         uint64_t n) const {
+  return RunVerdict(conninfo_, dir, shards, batch, base, n, impl_->endpoint.url).per_s;
+}
+
 int RunDrain(const DrainOptions& o) {
   const std::string& conninfo = o.db;
   try {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,29 @@ struct DrainOptions {
 };
 
 int RunDrain(const DrainOptions& options);
+
+// One drain on its own, for the modes that measure a drain under other conditions (retention):
+// a lobby in this process on `conninfo` with `pool` DB workers, its default group commit and the
+// drain's node token, and a drain of `n` results for rooms base + 1 … base + n through deliverers
+// of `shards` shards sending batches of `batch` (outbox files in `dir`). Allocates the rooms
+// first, as a drain run does.
+class DrainLobby {
+ public:
+  DrainLobby(const std::string& conninfo, int pool);
+  ~DrainLobby();
+  DrainLobby(const DrainLobby&) = delete;
+  DrainLobby& operator=(const DrainLobby&) = delete;
+
+  // 0 if it could not start.
+  uint16_t port() const;
+  // Results per second, 0 if the drain could not run.
+  double Drain(const std::string& dir, uint32_t shards, size_t batch, uint64_t base,
+               uint64_t n) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string conninfo_;
+};
 
 }  // namespace verdict::bench

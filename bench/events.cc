@@ -50,37 +50,6 @@ std::string LobbyBinary(const EventsOptions& o) {
   return "verdict-lobby";  // from PATH
 }
 
-// The run's own database for the history, dropped when the run ends. Its name carries the
-// process id: two runs against one server (CI runs the smoke test and the pg_virtualenv test
-// side by side) must never drop each other's history in the middle of a catch-up.
-class ScratchDatabase {
- public:
-  explicit ScratchDatabase(std::string admin_conninfo)
-      : admin_(std::move(admin_conninfo)),
-        name_("verdict_bench_events_" + std::to_string(::getpid())) {
-    pqxx::connection admin(admin_);
-    pqxx::nontransaction tx(admin);
-    tx.exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");  // a killed run's, same pid
-    tx.exec("CREATE DATABASE " + name_);
-  }
-  ~ScratchDatabase() {
-    try {
-      pqxx::connection admin(admin_);
-      pqxx::nontransaction(admin).exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "could not drop the bench database %s: %s\n", name_.c_str(), e.what());
-    }
-  }
-  ScratchDatabase(const ScratchDatabase&) = delete;
-  ScratchDatabase& operator=(const ScratchDatabase&) = delete;
-
-  std::string conninfo() const { return admin_ + (admin_.empty() ? "" : " ") + "dbname=" + name_; }
-
- private:
-  std::string admin_;
-  std::string name_;
-};
-
 // Writes the history, already numbered 1..N, in chunks.
 void Seed(const std::string& conninfo, const EventsOptions& o) {
   pqxx::connection conn(conninfo);
@@ -194,7 +163,7 @@ Result<uint64_t> CatchUp(uint16_t port, uint64_t events) {
 int RunEvents(const EventsOptions& o) {
   std::unique_ptr<ScratchDatabase> database;
   try {
-    database = std::make_unique<ScratchDatabase>(o.db);
+    database = std::make_unique<ScratchDatabase>(o.db, "events");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cannot reach PostgreSQL (%s): %s\n",
                  o.db.empty() ? "PG* environment" : o.db.c_str(), e.what());

@@ -1,5 +1,6 @@
 // verdict-bench: measures verdict side by side with the design it replaces and with the
-// physical ceiling, in one run, and reports ratios. Modes: ingest, drain, scale.
+// physical ceiling, in one run, and reports ratios. Modes: ingest, drain, scale, events,
+// retention.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "bench/events.h"
 #include "bench/ingest.h"
 #include "bench/replicate.h"
+#include "bench/retention.h"
 #include "bench/scale.h"
 
 namespace {
@@ -176,14 +178,64 @@ int main(int argc, char** argv) {
                             "itself inside pg_virtualenv");
   replicate_cmd->add_flag("--json", replicate.output.json, "print one JSON object on stdout");
 
+  verdict::bench::RetentionBenchOptions retention;
+  CLI::App* retention_cmd = app.add_subcommand(
+      "retention",
+      "data over time: table sizes while retention runs, the drain with and without retention "
+      "passes, and the time to drop a small and a large partition");
+  retention_cmd->add_option("--rooms", retention.rooms, "rooms settled in the growth part")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{100}, uint64_t{100'000'000}));
+  retention_cmd->add_option("--rate", retention.rate, "rooms settled per second while growing")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e6));
+  retention_cmd->add_option("--partition", retention.partition, "ids per partition")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{10}, int64_t{1} << 40));
+  retention_cmd->add_option("--pass-s", retention.pass_s, "seconds between retention passes")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  retention_cmd->add_option("--events-window-s", retention.events_window_s, "events' window")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  retention_cmd->add_option("--history-window-s", retention.history_window_s, "history's window")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  retention_cmd->add_option("--receipts-window-s", retention.receipts_window_s, "receipts' window")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  retention_cmd->add_option("--backlog", retention.backlog, "results each drain empties")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{100}, uint64_t{5'000'000}));
+  retention_cmd->add_option("--shards", retention.shards, "outbox shards of the drains")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  retention_cmd->add_option("--batch", retention.batch, "records per request of the drains")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{256}));
+  retention_cmd->add_option("--drop-small", retention.drop_small, "events in the small partition")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}));
+  retention_cmd->add_option("--drop-large", retention.drop_large, "events in the large partition")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}));
+  retention_cmd->add_option("--db", retention.db,
+                            "libpq conninfo; without it (and without PGHOST) the benchmark runs "
+                            "itself inside pg_virtualenv");
+  retention_cmd->add_flag("--json", retention.output.json, "print one JSON object on stdout");
+  retention_cmd->add_option("--csv", retention.output.csv_dir,
+                            "write the raw rows to DIR/retention.csv");
+
   CLI11_PARSE(app, argc, argv);
   if (ingest_cmd->parsed()) return verdict::bench::RunIngest(ingest);
   if (scale_cmd->parsed()) return verdict::bench::RunScale(scale);
-  const bool needs_db = drain_cmd->parsed() || events_cmd->parsed() || replicate_cmd->parsed();
+  const bool needs_db = drain_cmd->parsed() || events_cmd->parsed() || replicate_cmd->parsed() ||
+                        retention_cmd->parsed();
   if (needs_db) {
-    const std::string& db = drain_cmd->parsed()    ? drain.db
-                            : events_cmd->parsed() ? events.db
-                                                   : replicate.db;
+    const std::string& db = drain_cmd->parsed()       ? drain.db
+                            : events_cmd->parsed()    ? events.db
+                            : replicate_cmd->parsed() ? replicate.db
+                                                      : retention.db;
     if (const char* fd = std::getenv(kStdoutFdVariable)) {
       // Inside pg_virtualenv: take back the stdout it was started with (see below).
       const int saved = std::atoi(fd);
@@ -211,6 +263,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (replicate_cmd->parsed()) return verdict::bench::RunReplicate(replicate);
+    if (retention_cmd->parsed()) return verdict::bench::RunRetentionBench(retention);
     return drain_cmd->parsed() ? verdict::bench::RunDrain(drain)
                                : verdict::bench::RunEvents(events);
   }

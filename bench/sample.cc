@@ -3,12 +3,15 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <thread>
+
+#include <pqxx/pqxx>
 
 #include "proto/wire.h"
 
@@ -101,6 +104,24 @@ Status StopChild(pid_t pid, const std::string& what, std::chrono::seconds grace)
                          " on SIGTERM");
   }
   return Status::Ok();
+}
+
+ScratchDatabase::ScratchDatabase(std::string admin_conninfo, const std::string& mode)
+    : admin_(std::move(admin_conninfo)),
+      name_("verdict_bench_" + mode + "_" + std::to_string(::getpid())) {
+  pqxx::connection admin(admin_);
+  pqxx::nontransaction tx(admin);
+  tx.exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");  // a killed run's, same pid
+  tx.exec("CREATE DATABASE " + name_);
+}
+
+ScratchDatabase::~ScratchDatabase() {
+  try {
+    pqxx::connection admin(admin_);
+    pqxx::nontransaction(admin).exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "could not drop the bench database %s: %s\n", name_.c_str(), e.what());
+  }
 }
 
 }  // namespace verdict::bench

@@ -1,5 +1,5 @@
 // What the benchmark modes share: the sample result they store, a progress line printer, a
-// process's memory as /proc reports it, and stopping a child process.
+// process's memory as /proc reports it, stopping a child process, and a database of their own.
 #pragma once
 
 #include <atomic>
@@ -51,5 +51,23 @@ double StatusMiB(pid_t pid, const std::string& field);
 // hangs on SIGTERM is a finding, not a measurement.
 Status StopChild(pid_t pid, const std::string& what,
                  std::chrono::seconds grace = std::chrono::seconds(60));
+
+// A run's own database, created empty and dropped with everything in it when the run ends. Its
+// name carries the mode and the process id: two runs against one server (CI runs the smoke tests
+// and the pg_virtualenv test side by side) must never drop each other's database in the middle
+// of a run. Throws (libpqxx) if the server cannot be reached.
+class ScratchDatabase {
+ public:
+  ScratchDatabase(std::string admin_conninfo, const std::string& mode);
+  ~ScratchDatabase();
+  ScratchDatabase(const ScratchDatabase&) = delete;
+  ScratchDatabase& operator=(const ScratchDatabase&) = delete;
+
+  std::string conninfo() const { return admin_ + (admin_.empty() ? "" : " ") + "dbname=" + name_; }
+
+ private:
+  std::string admin_;
+  std::string name_;
+};
 
 }  // namespace verdict::bench

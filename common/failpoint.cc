@@ -12,6 +12,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log.h"
+
 namespace verdict {
 namespace {
 
@@ -50,9 +52,9 @@ class Failpoints {
       std::this_thread::sleep_for(kDelay);
       return FailAction::kNone;
     }
-    spdlog::warn("failpoint {} fired ({})", name, action);
+    Log().warn("failpoint {} fired ({})", name, action);
     if (action == "crash") {
-      spdlog::default_logger()->flush();
+      Log().flush();
       ::kill(::getpid(), SIGKILL);
     }
     return FailAction::kError;
@@ -63,7 +65,7 @@ class Failpoints {
     const size_t eq = entry.find('=');
     if (entry.empty()) return;
     if (eq == std::string::npos) {
-      spdlog::error("VERDICT_FAILPOINTS: '{}' is not NAME=ACTION; ignored", entry);
+      Log().error("VERDICT_FAILPOINTS: '{}' is not NAME=ACTION; ignored", entry);
       return;
     }
     std::string action = entry.substr(eq + 1);
@@ -73,13 +75,13 @@ class Failpoints {
       action.resize(star);
     }
     if (action != "error" && action != "crash" && action != "delay") {
-      spdlog::error("VERDICT_FAILPOINTS: unknown action '{}' for {}; ignored", action,
-                    entry.substr(0, eq));
+      Log().error("VERDICT_FAILPOINTS: unknown action '{}' for {}; ignored", action,
+                  entry.substr(0, eq));
       return;
     }
     armed.action = action;
     points_[entry.substr(0, eq)] = armed;
-    spdlog::warn("failpoint {} armed: {}", entry.substr(0, eq), entry.substr(eq + 1));
+    Log().warn("failpoint {} armed: {}", entry.substr(0, eq), entry.substr(eq + 1));
   }
 
   std::mutex mu_;

@@ -32,6 +32,7 @@
 #include "common/bearer_token.h"
 #include "common/failpoint.h"
 #include "common/host_port.h"
+#include "common/log.h"
 #include "delivery/http_client.h"
 #include "delivery/lobby_answer.h"
 #include "proto/wire.h"
@@ -43,16 +44,17 @@ namespace net = boost::asio;
 using net::awaitable;
 using net::use_awaitable;
 
-constexpr char kSettlementsPath[] = "/v1/settlements";
-constexpr char kBatchPath[] = "/v1/settlements:batch";
-// The lobby's limits for one batch: results, and bytes (4 MiB, less 64 KiB of room for the
-// request's framing).
-constexpr size_t kMaxBatchResults = 256;
-constexpr size_t kMaxBatchBytes = (4u << 20) - (64u << 10);
+using wire::kSettlementsPath;
+constexpr const char* kBatchPath = wire::kSettlementsBatchPath;
+// The lobby's limits for one batch: results, and bytes (less 64 KiB of room for the request's
+// framing).
+constexpr size_t kMaxBatchResults = wire::kMaxBatchResults;
+constexpr size_t kMaxBatchBytes = wire::kMaxBatchBodyBytes - (64u << 10);
 // What a result adds to a batch beyond its own bytes, at most: the field's tag and length.
 constexpr size_t kBatchBytesPerResult = 16;
 // Bounds of the histogram of records per batch request: powers of two up to the lobby's limit.
 constexpr std::array<double, 9> kBatchRecordsBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+static_assert(kBatchRecordsBuckets.back() == kMaxBatchResults);
 constexpr int64_t kForever = std::numeric_limits<int64_t>::max();
 // A shard logs 2xx answers that are not receipts at most this often.
 constexpr int64_t kBadReceiptLogIntervalMs = 60'000;
@@ -143,6 +145,7 @@ class Deliverer::Impl {
   metrics::LabeledCounter& delivered_;
   metrics::LabeledCounter& retried_;
   metrics::LabeledCounter& dead_lettered_;
+  metrics::Counter& expired_;
   metrics::LabeledCounter& loop_restarts_;
   metrics::Histogram& attempt_seconds_;
   metrics::Counter& batches_;
@@ -340,12 +343,12 @@ class ShardLoop {
     if (page.status().code() == StatusCode::kDataLoss) {
       // The shard's stored data is damaged: it stays stopped (the outbox reports it) until the
       // outbox is salvaged; the other shards go on.
-      spdlog::error("shard={}: delivery stopped: {}", shard_, page.status().ToString());
+      Log().error("shard={}: delivery stopped: {}", shard_, page.status().ToString());
       shard_until_ms_ = kForever;
       co_return page.status();
     }
     if (!page.ok()) {
-      spdlog::warn("shard={}: cannot read the outbox: {}", shard_, page.status().ToString());
+      Log().warn("shard={}: cannot read the outbox: {}", shard_, page.status().ToString());
       shard_until_ms_ = owner_.clock_->MonotonicMs() + kReadFailurePauseMs;
       co_return page.status();
     }
@@ -497,13 +500,19 @@ class ShardLoop {
       // Not synced, so it stays on the I/O thread.
       if (Status s = owner_.outbox_.Ack(record); !s.ok()) {
         // Kept in the window: delivered again later, and answered as a duplicate.
-        spdlog::warn("room={} shard={}: ack failed: {}", record.result.room_id(), shard_,
-                     s.ToString());
+        Log().warn("room={} shard={}: ack failed: {}", record.result.room_id(), shard_,
+                   s.ToString());
         BackOffRoom(record, /*retry_after_ms=*/0);
         return;
       }
     }
-    owner_.delivered_.Add(a.duplicate ? "duplicate" : "settled");
+    if (a.expired) {
+      owner_.expired_.Add();
+      Log().info("room={} shard={}: the lobby settled it long ago (ORIGINAL_EXPIRED); acked",
+                 record.result.room_id(), shard_);
+    } else {
+      owner_.delivered_.Add(a.duplicate ? "duplicate" : "settled");
+    }
     Forget(record);
   }
 
@@ -513,12 +522,12 @@ class ShardLoop {
     Status s;
     co_await owner_.OnDiskThread([&] { s = owner_.outbox_.DeadLetter(record, a.code, a.message); });
     if (!s.ok()) {
-      spdlog::warn("room={} shard={}: dead-letter failed: {}", room, shard_, s.ToString());
+      Log().warn("room={} shard={}: dead-letter failed: {}", room, shard_, s.ToString());
       BackOffRoom(record, /*retry_after_ms=*/0);
       co_return;
     }
     owner_.dead_lettered_.Add(a.code);
-    spdlog::error(
+    Log().error(
         "room={} shard={} sequence={}: lobby refused the result as final ({}: {}); "
         "moved to dead letter",
         room, shard_, record.sequence, a.code, a.message);
@@ -532,8 +541,8 @@ class ShardLoop {
       LogBadReceipt(record, a);
       return;
     }
-    spdlog::warn("room={} shard={}: {} ({}); retrying in {} ms", record.result.room_id(), shard_,
-                 a.cause, a.message, delay);
+    Log().warn("room={} shard={}: {} ({}); retrying in {} ms", record.result.room_id(), shard_,
+               a.cause, a.message, delay);
   }
 
   // A 2xx that is not the lobby's receipt (a proxy or a health page answering for it) repeats
@@ -544,7 +553,7 @@ class ShardLoop {
     if (bad_receipt_logged_ms_ != 0 && now - bad_receipt_logged_ms_ < kBadReceiptLogIntervalMs) {
       return;
     }
-    spdlog::error(
+    Log().error(
         "room={} shard={}: a 2xx answer without the lobby's receipt for the result ({}); "
         "nothing acked, the result is kept and retried ({} such answer(s) in this shard since "
         "the last line); is something other than the lobby answering?",
@@ -561,7 +570,7 @@ class ShardLoop {
     const bool first = request_refused_.empty();
     request_refused_ = a.cause + ": " + a.message;
     if (first) {
-      spdlog::error(
+      Log().error(
           "shard={}: the lobby refuses this node's requests as a whole ({}); the results are kept "
           "and retried, none is dead-lettered; /healthz reports it until a request gets through",
           shard_, request_refused_);
@@ -574,7 +583,7 @@ class ShardLoop {
     requests_refused_ = false;
     std::lock_guard lock(health_mu_);
     request_refused_.clear();
-    spdlog::info("shard={}: the lobby reads this node's requests again", shard_);
+    Log().info("shard={}: the lobby reads this node's requests again", shard_);
   }
 
   // The lobby answered something other than a refused token.
@@ -606,8 +615,8 @@ class ShardLoop {
       const int rounds = static_cast<int>(connection_failures_ / owner_.endpoints_.size());
       const int64_t delay = BackoffDelay(rounds);
       shard_until_ms_ = owner_.clock_->MonotonicMs() + delay;
-      spdlog::warn("shard={}: lobby unreachable ({}: {}); shard waits {} ms", shard_, a.cause,
-                   a.message, delay);
+      Log().warn("shard={}: lobby unreachable ({}: {}); shard waits {} ms", shard_, a.cause,
+                 a.message, delay);
     }
   }
 
@@ -696,6 +705,10 @@ Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
                          .AddLabeledCounter("verdict_node_dead_lettered_total",
                                             "Results the lobby refused as final, by code.",
                                             "code")),
+      expired_((registry ? *registry : fallback_registry_)
+                   .AddCounter("verdict_node_delivery_expired_total",
+                               "Results the lobby answered ORIGINAL_EXPIRED (settled so long ago "
+                               "that their receipt is past retention): acked as delivered.")),
       loop_restarts_((registry ? *registry : fallback_registry_)
                          .AddLabeledCounter("verdict_node_delivery_loop_restarts_total",
                                             "Shard delivery loops restarted after they failed.",
@@ -793,8 +806,8 @@ void Deliverer::Impl::OnLoopEnded(ShardLoop& loop, std::exception_ptr error) {
   const int failures = loop.RecordFailure(reason);
   loop_restarts_.Add(std::to_string(loop.shard()));
   const int64_t delay = BackoffMs(options_, failures, nullptr);
-  spdlog::error("shard={}: delivery loop failed ({}), {} time(s) in a row; restarting it in {} ms",
-                loop.shard(), reason, failures, delay);
+  Log().error("shard={}: delivery loop failed ({}), {} time(s) in a row; restarting it in {} ms",
+              loop.shard(), reason, failures, delay);
   loop.ScheduleRestart(delay, [this, &loop](bool restart) {
     if (restart) {
       Spawn(loop);
@@ -838,7 +851,7 @@ Status Deliverer::Impl::SetToken(std::string token) {
     auth_refusals_ = 0;
     auth_paused_until_ms_ = 0;
   }
-  spdlog::info("lobby token replaced; every shard tries it now");
+  Log().info("lobby token replaced; every shard tries it now");
   Wake();
   return Status::Ok();
 }
@@ -853,12 +866,12 @@ void Deliverer::Impl::OnAuthRejected(const std::string& cause, const std::string
   const int64_t delay = BackoffMs(options_, ++auth_refusals_, nullptr);
   auth_paused_until_ms_ = now + delay;
   if (!auth_failing_.exchange(true)) {
-    spdlog::error(
+    Log().error(
         "the lobby refuses this node's token ({}): delivery is paused on every shard and "
         "retried with backoff; every result is kept. Fix the token (SIGHUP reloads it)",
         cause);
   } else {
-    spdlog::warn("the lobby still refuses this node's token ({}); next try in {} ms", cause, delay);
+    Log().warn("the lobby still refuses this node's token ({}); next try in {} ms", cause, delay);
   }
 }
 
@@ -867,9 +880,8 @@ void Deliverer::Impl::OnEndpointRefusedToken(size_t endpoint, const std::string&
   if (endpoint_refuses_[endpoint]) return;
   endpoint_refuses_[endpoint] = true;
   ++endpoints_refusing_;
-  spdlog::warn(
-      "the lobby at {} refuses this node's token ({}); shards move on to the next lobby URL",
-      options_.lobby_urls[endpoint], cause);
+  Log().warn("the lobby at {} refuses this node's token ({}); shards move on to the next lobby URL",
+             options_.lobby_urls[endpoint], cause);
 }
 
 void Deliverer::Impl::OnAuthAccepted(size_t endpoint) {
@@ -879,17 +891,17 @@ void Deliverer::Impl::OnAuthAccepted(size_t endpoint) {
   if (endpoint_refuses_[endpoint]) {
     endpoint_refuses_[endpoint] = false;
     --endpoints_refusing_;
-    spdlog::info("the lobby at {} accepts this node's token again", options_.lobby_urls[endpoint]);
+    Log().info("the lobby at {} accepts this node's token again", options_.lobby_urls[endpoint]);
   }
   if (!auth_failing_.load()) return;
   auth_refusals_ = 0;
   auth_paused_until_ms_ = 0;
-  if (auth_failing_.exchange(false)) spdlog::info("the lobby accepts this node's token again");
+  if (auth_failing_.exchange(false)) Log().info("the lobby accepts this node's token again");
 }
 
 void Deliverer::Impl::FallBackToSingleRequests(uint32_t shard, const Attempt& a) {
   if (single_requests_.exchange(true)) return;
-  spdlog::warn(
+  Log().warn(
       "shard={}: the lobby has no {} ({}: {}); every shard sends one result per request to {} "
       "from now on (restart the node to try batches again)",
       shard, kBatchPath, a.cause, a.message, kSettlementsPath);

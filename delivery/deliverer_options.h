@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
+#include "verdict/common/clock.h"
 
 namespace verdict::delivery {
 

@@ -1,5 +1,7 @@
 #include "delivery/lobby_answer.h"
 
+#include <string_view>
+
 #include "proto/problem.h"
 #include "proto/wire.h"
 
@@ -55,11 +57,20 @@ bool ReceiptMatches(const v1::SettlementReceipt& receipt, const v1::BattleResult
   return true;
 }
 
-// Acts on a problem (of a whole reply, or of a batch item): its detail explains `a`; with
-// `retryable: false` the refusal is terminal, with the problem's code (or the cause if it has
-// none). Anything else leaves `a` to be retried.
+// The lobby's answer to a result whose room it settled so long ago that only a compact record of
+// the settlement is left: the result was delivered then.
+constexpr std::string_view kOriginalExpired = "ORIGINAL_EXPIRED";
+
+// Acts on a problem (of a whole reply, or of a batch item): its detail explains `a`;
+// ORIGINAL_EXPIRED is a delivery; with `retryable: false` the refusal is terminal, with the
+// problem's code (or the cause if it has none). Anything else leaves `a` to be retried.
 void ApplyProblem(const v1::Problem& problem, Attempt* a) {
   if (!problem.detail().empty()) a->message = problem.detail();
+  if (problem.code() == kOriginalExpired) {
+    a->kind = Attempt::Kind::kDelivered;
+    a->expired = true;
+    return;
+  }
   if (problem.retryable()) return;
   a->kind = Attempt::Kind::kTerminal;
   a->code = problem.code().empty() ? a->cause : problem.code();
@@ -149,6 +160,7 @@ std::vector<Attempt> ClassifyBatch(const HttpResponse& res,
     if (a.kind == Attempt::Kind::kAuthRejected) return {a};
     a.kind = Attempt::Kind::kRetryRoom;
     a.code.clear();
+    a.expired = false;
     a.request_refused =
         res.status >= 400 && res.status < 500 && res.status != 408 && res.status != 429;
     return std::vector<Attempt>(records.size(), a);

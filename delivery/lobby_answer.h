@@ -1,8 +1,9 @@
-// What the lobby's answer to a delivery means for the records it was about (DESIGN §3): ack on
-// the lobby's receipt, dead-letter on a problem that says `retryable: false`, pause every shard
-// on a refused token, fall back to single requests where the batch path is missing, and retry
-// anything else. Pure functions of the answer, used by the deliverer's shard loops.
-// Thread-safe.
+// What the lobby's answer to a delivery means for the records it was about (docs/design.md §3): ack
+// on the lobby's receipt, ack on ORIGINAL_EXPIRED (the room settled long ago and its receipt is
+// past retention: the result was delivered), dead-letter on a problem that says `retryable:
+// false`, pause every shard on a refused token, fall back to single requests where the batch path
+// is missing, and retry anything else. Pure functions of the answer, used by the deliverer's shard
+// loops. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@ namespace verdict::delivery {
 // What one attempt came to, for one record or for a whole request.
 struct Attempt {
   enum class Kind {
-    kDelivered,         // 2xx with the record's receipt: ack
+    kDelivered,         // 2xx with the record's receipt, or ORIGINAL_EXPIRED: ack
     kTerminal,          // problem with retryable: false: dead-letter
     kRetryRoom,         // anything else the lobby (or a timeout) said: back the room off
     kConnectionFailed,  // could not talk to the lobby at all: back the shard off
@@ -32,6 +33,7 @@ struct Attempt {
   std::string message;
   int64_t retry_after_ms = 0;
   bool duplicate = false;
+  bool expired = false;  // delivered long ago: the lobby answered ORIGINAL_EXPIRED
   // The lobby refused a batch request as a whole with a 4xx (400, 413, 415…, not a refused
   // token, a missing path, 408 or 429): about what this node sends, not about a result. Every
   // record is kept and retried; the node reports itself unhealthy until a request gets through.

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "node/battle_node.h"
+#include "verdict/node/battle_node.h"
 
 namespace {
 

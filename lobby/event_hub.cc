@@ -92,6 +92,12 @@ void EventHub::FetchPage(int64_t after, std::optional<std::string> node_id, size
                     });
 }
 
+void EventHub::FetchState(std::function<void(Result<FeedState>)> done) {
+  std::lock_guard lock(mu_);
+  if (!pages_) return;
+  boost::asio::post(*pages_, [this, done = std::move(done)] { done(store_.GetFeedState()); });
+}
+
 void EventHub::SequenceAndPublish() {
   for (;;) {  // number everything committed so far, a bounded transaction at a time
     auto numbered = store_.SequenceEvents(static_cast<int>(options_.page_events));

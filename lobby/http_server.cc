@@ -123,8 +123,12 @@ class EventsSession final : public EventSubscriber,
                             public std::enable_shared_from_this<EventsSession> {
  public:
   EventsSession(std::shared_ptr<server::WebSocket> ws, HttpServer::Impl& server, int64_t after,
-                std::optional<std::string> node_id)
-      : ws_(std::move(ws)), server_(server), cursor_(after), node_id_(std::move(node_id)) {}
+                std::optional<std::string> node_id, std::string epoch)
+      : ws_(std::move(ws)),
+        server_(server),
+        cursor_(after),
+        node_id_(std::move(node_id)),
+        epoch_(std::move(epoch)) {}
   ~EventsSession() override {
     --server_.subscribers_;
     server_.event_queued_bytes_ -= queued_bytes_;
@@ -169,6 +173,7 @@ class EventsSession final : public EventSubscriber,
       return CloseWith(kCloseTryAgainLater,
                        "the event feed is unavailable; reconnect with ?after=");
     }
+    if (!Continues(*page)) return;
     for (const SettlementEvent& e : page->events) Queue(e);
     cursor_ = std::max(cursor_, page->last);
     if (page->events.size() < server_.options_.catch_up_page_events) {
@@ -185,6 +190,7 @@ class EventsSession final : public EventSubscriber,
       live_ = false;
       return FetchIfRoom();
     }
+    if (!Continues(page)) return;
     for (const SettlementEvent& e : page.events) {
       if (e.seq > cursor_ && (!node_id_ || e.node_id == *node_id_)) Queue(e);
     }
@@ -196,11 +202,28 @@ class EventsSession final : public EventSubscriber,
     }
   }
 
+  // Whether `page` continues this subscriber's feed: from its epoch, and with nothing after its
+  // cursor trimmed away. If not, the subscriber is closed rather than given a feed with a hole:
+  // reconnecting with ?after= its cursor gets the refusal that says where the feed stands now.
+  bool Continues(const FeedPage& page) {
+    if (!page.epoch.empty() && page.epoch != epoch_) {
+      CloseWith(kCloseTryAgainLater,
+                "the feed's epoch changed (a restore); reconnect with ?epoch= to learn more");
+      return false;
+    }
+    if (page.trimmed_through > cursor_) {
+      CloseWith(kCloseTryAgainLater,
+                "retention dropped events after your cursor; reconnect with ?after= to learn more");
+      return false;
+    }
+    return true;
+  }
+
   void Queue(const SettlementEvent& e) {
     // The event goes out as the database wrote it (jsonb text), not parsed and printed again
     // through protobuf's JSON mapping, which costs more per event than the feed does in all.
-    Message m{e.seq,
-              "{\"event_id\":\"" + std::to_string(e.seq) + "\",\"event\":" + e.payload_json + "}"};
+    Message m{e.seq, "{\"event_id\":\"" + std::to_string(e.seq) + "\",\"epoch\":\"" + epoch_ +
+                         "\",\"event\":" + e.payload_json + "}"};
     queued_bytes_ += m.text.size();
     server_.event_queued_bytes_ += m.text.size();
     queue_.push_back(std::move(m));
@@ -246,6 +269,7 @@ class EventsSession final : public EventSubscriber,
   HttpServer::Impl& server_;
   int64_t cursor_;
   const std::optional<std::string> node_id_;  // a node's token sees only its node's events
+  const std::string epoch_;                   // the feed's, when the subscription was accepted
   bool live_ = false;
   bool fetching_ = false;
   bool writing_ = false;
@@ -270,9 +294,11 @@ void HttpServer::Impl::Subscribe(const server::RequestHead& head, const HttpRequ
         ProblemReply(ErrorCode::kUnauthenticated, "a valid bearer token is required", path));
   }
   auto after = SettlementService::ParseEventsAfter(request.target);
-  if (!after.ok()) {
-    return exchange->Reply(
-        ProblemReply(ErrorCode::kInvalidArgument, after.status().message(), path));
+  auto epoch = SettlementService::ParseEventsEpoch(request.target);
+  if (!after.ok() || !epoch.ok()) {
+    return exchange->Reply(ProblemReply(ErrorCode::kInvalidArgument,
+                                        (after.ok() ? epoch.status() : after.status()).message(),
+                                        path));
   }
   if (++subscribers_ > options_.max_subscribers) {
     --subscribers_;
@@ -292,10 +318,24 @@ void HttpServer::Impl::Subscribe(const server::RequestHead& head, const HttpRequ
     }
   };
   auto slot = std::shared_ptr<Slot>(new Slot{subscribers_});
-  exchange->AcceptWebSocket(kMaxClientMessageBytes, [this, after = *after, scope = std::move(scope),
-                                                     slot](std::shared_ptr<server::WebSocket> ws) {
-    slot->taken = true;
-    return std::make_shared<EventsSession>(std::move(ws), *this, after, scope);
+  // The cursor is judged against the feed as the database has it now, before the upgrade: a
+  // refused one gets its problem as a plain HTTP answer.
+  hub_.FetchState([this, exchange, path, after = *after, epoch = *epoch, scope = std::move(scope),
+                   slot](Result<FeedState> state) {
+    if (!state.ok()) {
+      spdlog::warn("events: cannot read the feed's state: {}", state.status().ToString());
+      return exchange->Reply(
+          ProblemReply(ErrorCode::kUnavailable, "the event feed is unavailable", path));
+    }
+    if (auto refused = SettlementService::RefuseEventsCursor(*state, after, epoch, path)) {
+      return exchange->Reply(std::move(*refused));
+    }
+    exchange->AcceptWebSocket(
+        kMaxClientMessageBytes,
+        [this, after, scope, slot, epoch = state->epoch](std::shared_ptr<server::WebSocket> ws) {
+          slot->taken = true;
+          return std::make_shared<EventsSession>(std::move(ws), *this, after, scope, epoch);
+        });
   });
 }
 

@@ -26,8 +26,8 @@ struct ServerOptions {
   // header limit and TLS (see server::HttpServerOptions for each default). Its `listen` and
   // `name` are set from the above. Default: the core's, with 2 I/O threads.
   server::HttpServerOptions http{.io_threads = 2};
-  // DB worker threads; match the store's pool size. Default: 8.
-  int db_threads = 8;
+  // DB worker threads; match the store's pool size. Default: the store's pool size (8).
+  int db_threads = StoreOptions{}.pool_size;
   // Requests waiting for a DB worker beyond which new ones get 503 at once. A connection has at
   // most one request waiting, so this binds only when set below http.max_connections.
   // Default: 4096, above the default max_connections: by default the connection cap bounds the

@@ -1,4 +1,5 @@
-// verdict-lobby: the settlement service. Subcommands: migrate, serve, reconcile.
+// verdict-lobby: the settlement service. Subcommands: migrate, serve, reconcile, retain,
+// new-epoch.
 // Flags are parsed here only; everything else takes plain option structs.
 #include <malloc.h>
 #include <signal.h>
@@ -15,12 +16,16 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/config_file.h"
+#include "cli/duration.h"
 #include "cli/log_level.h"
 #include "common/bearer_token.h"
 #include "common/host_port.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
+#include "lobby/maintenance.h"
 #include "lobby/readiness.h"
+#include "lobby/retention.h"
+#include "lobby/room_actions.h"
 #include "lobby/settlement_service.h"
 #include "lobby/settlement_store.h"
 #include "proto/wire.h"
@@ -33,18 +38,18 @@ using namespace verdict::lobby;
 struct Flags {
   std::string db;
   std::string log_level = "info";
-  std::string listen = "127.0.0.1:8080";
+  std::string listen = ServerOptions{}.host + ":" + std::to_string(ServerOptions{}.port);
   std::vector<std::string> node_tokens;
   std::string node_tokens_file;
   std::string admin_token;
-  int db_pool = 8;
+  int db_pool = StoreOptions{}.pool_size;
   int threads = ServerOptions{}.http.io_threads;
-  int k_factor = 32;
+  int k_factor = StoreOptions{}.k_factor;
   int read_timeout_ms = static_cast<int>(ServerOptions{}.http.read_timeout.count());
-  int lock_timeout_ms = 2'000;
-  double coalesce_wait_ms = 2;
-  int settle_concurrency = 4;
-  int statement_timeout_ms = 5'000;
+  int lock_timeout_ms = static_cast<int>(StoreOptions{}.lock_timeout.count());
+  double coalesce_wait_ms = ServiceOptions{}.coalesce_wait.count() / 1000.0;
+  int settle_concurrency = ServiceOptions{}.settle_concurrency;
+  int statement_timeout_ms = static_cast<int>(StoreOptions{}.statement_timeout.count());
   int readiness_interval_ms = static_cast<int>(ReadinessOptions{}.interval.count());
   size_t max_connections = ServerOptions{}.http.max_connections;
   size_t max_subscribers = ServerOptions{}.max_subscribers;
@@ -55,6 +60,19 @@ struct Flags {
   std::vector<std::string> outbox_listings;
   std::vector<std::string> replicated_listings;  // reconcile --replicated NODE_ID=FILE
   bool json = false;
+  bool abort_lost = false;
+  std::string abort_reason = "lost";
+  // Retention (serve and retain) and the rest of serve's maintenance.
+  std::string events_older_than = cli::FormatDurationOrOff(RetentionOptions{}.events_older_than);
+  std::string history_older_than = cli::FormatDurationOrOff(RetentionOptions{}.history_older_than);
+  std::string receipts_older_than =
+      cli::FormatDurationOrOff(RetentionOptions{}.receipts_older_than);
+  int64_t events_per_partition = PartitionOptions{}.events_per_partition;
+  int64_t matches_per_partition = PartitionOptions{}.matches_per_partition;
+  std::string retain_every = cli::FormatDurationOrOff(MaintenanceOptions{}.retain_every);
+  std::string release_after = cli::FormatDurationOrOff(MaintenanceOptions{}.release_after);
+  std::string maintenance_interval = cli::FormatDuration(MaintenanceOptions{}.interval);
+  bool unsafe_expire_receipts_without_records = false;  // verdict-lobby-testing only
 };
 
 int Fail(const std::string& message) {
@@ -92,8 +110,53 @@ Result<std::vector<NodeToken>> CollectTokens(const Flags& flags) {
   return tokens;
 }
 
+// The retention windows and partition sizes of `serve` and `retain`.
+Result<RetentionOptions> RetentionFrom(const Flags& flags) {
+  RetentionOptions options;
+  auto events = cli::ParseDurationOrOff(flags.events_older_than);
+  if (!events.ok())
+    return Status(events.status().code(), "--events-older-than: " + events.status().message());
+  auto history = cli::ParseDurationOrOff(flags.history_older_than);
+  if (!history.ok())
+    return Status(history.status().code(), "--history-older-than: " + history.status().message());
+  auto receipts = cli::ParseDurationOrOff(flags.receipts_older_than);
+  if (!receipts.ok())
+    return Status(receipts.status().code(),
+                  "--receipts-older-than: " + receipts.status().message());
+  options.events_older_than = *events;
+  options.history_older_than = *history;
+  options.receipts_older_than = *receipts;
+  options.partitions.events_per_partition = flags.events_per_partition;
+  options.partitions.matches_per_partition = flags.matches_per_partition;
+  options.unsafe_expire_receipts_without_records_for_test =
+      flags.unsafe_expire_receipts_without_records;
+  return options;
+}
+
+int RunRetain(const Flags& flags) {
+  auto options = RetentionFrom(flags);
+  if (!options.ok()) return Fail(options.status().message());
+  auto report = RetainOnce(flags.db, *options);
+  if (!report.ok()) return Fail(report.status().ToString());
+  std::printf("retention pass: %s\n", report->ToString().c_str());
+  return 0;
+}
+
+int RunNewEpoch(const Flags& flags) {
+  auto epoch = NewEpoch(flags.db);
+  if (!epoch.ok()) return Fail(epoch.status().ToString());
+  std::printf(
+      "the event feed's epoch is now %s: subscribers with an older one are refused "
+      "(EPOCH_CHANGED)\n",
+      epoch->c_str());
+  return 0;
+}
+
 int RunMigrate(const Flags& flags) {
-  auto applied = Migrate(flags.db);
+  PartitionOptions partitions;
+  partitions.events_per_partition = flags.events_per_partition;
+  partitions.matches_per_partition = flags.matches_per_partition;
+  auto applied = Migrate(flags.db, partitions);
   if (!applied.ok()) return Fail(applied.status().ToString());
   std::printf("schema at version %d (%d migration%s applied)\n", ExpectedSchemaVersion(), *applied,
               *applied == 1 ? "" : "s");
@@ -173,6 +236,36 @@ Whereabouts Locate(const PendingRoom& room,
   return found;
 }
 
+// reconcile's exit status: 3 if a room is lost, else 4 if a receipt has no event, else 5 if a
+// room could not be checked against its node's outbox (no listing), else 0.
+int ReconcileStatus(int lost, size_t receipts_without_event, int unchecked) {
+  return lost > 0 ? 3 : receipts_without_event > 0 ? 4 : unchecked > 0 ? 5 : 0;
+}
+
+// Settles each lost room of `rooms` as ABORTED (AbortResult), through the settlement path a
+// result takes; sets `aborted[i]` for each one the call settled.
+Status AbortLost(SettlementStore& store, const Flags& flags, const std::vector<PendingRoom>& rooms,
+                 const std::vector<Whereabouts>& where, std::vector<bool>* aborted) {
+  aborted->assign(rooms.size(), false);
+  for (size_t i = 0; i < rooms.size(); ++i) {
+    if (where[i].state != "lost") continue;
+    auto room = store.GetRoom(rooms[i].room_id);
+    if (!room.ok()) return room.status();
+    if (!room->has_value()) continue;  // settled meanwhile
+    const v1::BattleResult result = AbortResult(**room, flags.abort_reason);
+    auto settled = store.SettleBattles({{&result, (*room)->node_id, Fingerprint(result)}},
+                                       /*wait=*/true, nullptr);
+    if (!settled.front().ok()) return settled.front().status();
+    const SettleOutcome& outcome = *settled.front();
+    (*aborted)[i] = outcome.status == SettleStatus::kSettled;
+    std::fprintf(flags.json ? stderr : stdout, "room %llu: %s (match %llu)\n",
+                 static_cast<unsigned long long>(rooms[i].room_id),
+                 (*aborted)[i] ? "aborted" : "already settled",
+                 static_cast<unsigned long long>(outcome.receipt.match_id()));
+  }
+  return Status::Ok();
+}
+
 int RunReconcile(const Flags& flags) {
   auto listings = ReadListings(flags.outbox_listings, "--outbox");
   if (!listings.ok()) return Fail(listings.status().message());
@@ -186,17 +279,28 @@ int RunReconcile(const Flags& flags) {
   if (!store.ok()) return Fail(store.status().ToString());
   auto rooms = (*store)->RoomsWithoutReceipt(flags.older_than_s);
   if (!rooms.ok()) return Fail(rooms.status().ToString());
+  auto eventless = (*store)->ReceiptsWithoutEvent(flags.older_than_s);
+  if (!eventless.ok()) return Fail(eventless.status().ToString());
 
   std::map<std::string, int> counts;
   std::vector<Whereabouts> where;
   for (const PendingRoom& r : *rooms) {
-    where.push_back(LocateReplicated(
-        r, listings->empty() ? Whereabouts{"unchecked", "", ""} : Locate(r, *listings),
-        *replicated));
+    where.push_back(LocateReplicated(r,
+                                     listings->empty()
+                                         ? Whereabouts{"unchecked", "no listing was given", ""}
+                                         : Locate(r, *listings),
+                                     *replicated));
     ++counts[where.back().state];
   }
-  const int lost = counts.count("lost") ? counts.at("lost") : 0;
+  const auto count = [&](const char* state) { return counts.count(state) ? counts.at(state) : 0; };
+  const int status = ReconcileStatus(count("lost"), eventless->size(), count("unchecked"));
+  std::vector<bool> aborted(rooms->size(), false);
   if (flags.json) {
+    if (flags.abort_lost) {
+      if (Status s = AbortLost(**store, flags, *rooms, where, &aborted); !s.ok()) {
+        return Fail("aborting the lost rooms: " + s.ToString());
+      }
+    }
     v1::Reconciliation doc;
     doc.set_older_than_s(static_cast<double>(flags.older_than_s));
     for (size_t i = 0; i < rooms->size(); ++i) {
@@ -209,37 +313,63 @@ int RunReconcile(const Flags& flags) {
       room->set_state(where[i].state);
       room->set_reason(wire::ValidUtf8(where[i].reason));
       room->set_detail(wire::ValidUtf8(where[i].detail));
+      room->set_released_at_ms(static_cast<double>(r.released_at_ms));
+      room->set_aborted(aborted[i]);
     }
     for (const auto& [state, n] : counts) (*doc.mutable_counts())[state] = n;
+    for (const ReceiptWithoutEvent& e : *eventless) {
+      auto* receipt = doc.add_receipts_without_event();
+      receipt->set_room_id(e.room_id);
+      receipt->set_node_id(wire::ValidUtf8(e.node_id));
+      receipt->set_match_id(e.match_id);
+      receipt->set_settled_at_ms(static_cast<double>(e.settled_at_ms));
+    }
     auto json = wire::ToJson(doc);
     if (!json.ok()) return Fail(json.status().ToString());
     std::printf("%s\n", json->c_str());
-    return lost > 0 ? 3 : 0;
+    return status;
   }
   std::printf("%-20s %-24s %10s  %-13s %s\n", "ROOM_ID", "NODE_ID", "AGE_S", "STATE", "REASON");
   for (size_t i = 0; i < rooms->size(); ++i) {
     const PendingRoom& r = (*rooms)[i];
-    std::printf("%-20llu %-24s %10lld  %-13s %s%s%s\n", static_cast<unsigned long long>(r.room_id),
-                r.node_id.c_str(), static_cast<long long>(r.age_s), where[i].state.c_str(),
-                where[i].reason.c_str(), where[i].detail.empty() ? "" : ": ",
-                where[i].detail.c_str());
+    std::printf("%-20llu %-24s %10lld  %-13s %s%s%s%s\n",
+                static_cast<unsigned long long>(r.room_id), r.node_id.c_str(),
+                static_cast<long long>(r.age_s), where[i].state.c_str(),
+                r.released_at_ms > 0 ? "(players released) " : "", where[i].reason.c_str(),
+                where[i].detail.empty() ? "" : ": ", where[i].detail.c_str());
   }
   std::string summary;
   for (const auto& [state, n] : counts) summary += ", " + std::to_string(n) + " " + state;
   std::printf("%zu room%s allocated more than %lld s ago without a receipt%s\n", rooms->size(),
               rooms->size() == 1 ? "" : "s", static_cast<long long>(flags.older_than_s),
               summary.c_str());
-  if (lost > 0) {
-    std::printf("LOST: %d room%s in no outbox listed and never settled\n", lost,
-                lost == 1 ? " is" : "s are");
+  if (count("lost") > 0) {
+    std::printf("LOST: %d room%s in no outbox listed and never settled\n", count("lost"),
+                count("lost") == 1 ? " is" : "s are");
   }
-  return lost > 0 ? 3 : 0;
+  if (count("unchecked") > 0) {
+    std::printf("UNCHECKED: %d room%s of nodes without a listing (--outbox NODE_ID=FILE)\n",
+                count("unchecked"), count("unchecked") == 1 ? "" : "s");
+  }
+  for (const ReceiptWithoutEvent& e : *eventless) {
+    std::printf("NO EVENT: room %llu (node %s, match %llu) has a receipt but no settlement event\n",
+                static_cast<unsigned long long>(e.room_id), e.node_id.c_str(),
+                static_cast<unsigned long long>(e.match_id));
+  }
+  if (flags.abort_lost) {
+    if (Status s = AbortLost(**store, flags, *rooms, where, &aborted); !s.ok()) {
+      return Fail("aborting the lost rooms: " + s.ToString());
+    }
+  }
+  return status;
 }
 
 struct Commands {
   CLI::App* migrate;
   CLI::App* serve;
   CLI::App* reconcile;
+  CLI::App* retain;
+  CLI::App* new_epoch;
 };
 Commands DefineFlags(CLI::App& app, Flags& flags);
 
@@ -298,6 +428,24 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   if (flags.unsafe_release_before_commit) {
     spdlog::error("UNSAFE test switch is on: this lobby releases players before settling");
   }
+  MaintenanceOptions maintenance_options;
+  {
+    auto retention = RetentionFrom(flags);
+    if (!retention.ok()) return Fail(retention.status().message());
+    maintenance_options.retention = *retention;
+    auto interval = cli::ParseDuration(flags.maintenance_interval);
+    auto retain_every = cli::ParseDurationOrOff(flags.retain_every);
+    auto release_after = cli::ParseDurationOrOff(flags.release_after);
+    if (!interval.ok() || interval->count() == 0) {
+      return Fail("--maintenance-interval: " +
+                  (interval.ok() ? "must be positive" : interval.status().message()));
+    }
+    if (!retain_every.ok()) return Fail("--retain-every: " + retain_every.status().message());
+    if (!release_after.ok()) return Fail("--release-after: " + release_after.status().message());
+    maintenance_options.interval = *interval;
+    maintenance_options.retain_every = *retain_every;
+    maintenance_options.release_after = *release_after;
+  }
 
   StoreOptions store_options;
   store_options.conninfo = flags.db;
@@ -344,6 +492,8 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   server_options.http.tls_key_file = flags.tls_key;
   server_options.db_threads = flags.db_pool;
   HttpServer server(server_options, service, hub, registry);
+  Maintenance maintenance(maintenance_options, **store, ConnectionString(store_options), registry);
+  maintenance.Start();
   hub.Start();
   auto port = server.Start();
   if (!port.ok()) return Fail(port.status().ToString());
@@ -356,9 +506,43 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   spdlog::info("{}: shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
   server.Stop();
   hub.Stop();
+  maintenance.Stop();
   readiness.Stop();
   spdlog::info("stopped");
   return 0;
+}
+
+// The sizes of partitions made from now on (migrate, serve and retain make them).
+void AddPartitionFlags(CLI::App* command, Flags& flags) {
+  command
+      ->add_option("--events-per-partition", flags.events_per_partition,
+                   "event ids per partition of settlement_events, for partitions made from now on")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  command
+      ->add_option("--matches-per-partition", flags.matches_per_partition,
+                   "matches per partition of the history, for partitions made from now on")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+}
+
+// The retention windows and partition sizes, shared by `serve` and `retain`.
+void AddRetentionFlags(CLI::App* command, Flags& flags) {
+  command
+      ->add_option("--events-older-than", flags.events_older_than,
+                   "drop settlement events older than this (e.g. 7d, 90s), a partition at a "
+                   "time; off: keep them")
+      ->capture_default_str();
+  command
+      ->add_option("--history-older-than", flags.history_older_than,
+                   "drop matches, their players and replays older than this; off: keep them")
+      ->capture_default_str();
+  command
+      ->add_option("--receipts-older-than", flags.receipts_older_than,
+                   "replace receipts older than this by compact records of their rooms (a late "
+                   "redelivery is then answered 410 ORIGINAL_EXPIRED); off: keep them")
+      ->capture_default_str();
+  AddPartitionFlags(command, flags);
 }
 
 Commands DefineFlags(CLI::App& app, Flags& flags) {
@@ -371,7 +555,9 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
   app.add_option("--db", flags.db, "libpq connection string (default: PG* environment)");
   cli::AddLogLevelOption(app, &flags.log_level);
 
-  CLI::App* migrate = app.add_subcommand("migrate", "apply the schema migrations this binary has");
+  CLI::App* migrate = app.add_subcommand(
+      "migrate", "apply the schema migrations this binary has, and make partitions ahead");
+  AddPartitionFlags(migrate, flags);
 
   CLI::App* serve = app.add_subcommand("serve", "run the HTTP settlement service");
   serve->add_option("--listen", flags.listen, "HOST:PORT to listen on; port 0 picks a free one")
@@ -453,6 +639,22 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
                  "release the players in a transaction of their own before settling")
       ->group("Negative controls (test build only)");
 #endif
+  AddRetentionFlags(serve, flags);
+  serve
+      ->add_option("--retain-every", flags.retain_every,
+                   "run a retention pass this often (e.g. 1h), with the windows above; off: "
+                   "leave it to `verdict-lobby retain` (the systemd timer)")
+      ->capture_default_str();
+  serve
+      ->add_option("--release-after", flags.release_after,
+                   "release the players of rooms allocated longer ago than this (e.g. 2h) to a "
+                   "pending settlement, which still takes the room's result; off: never")
+      ->capture_default_str();
+  serve
+      ->add_option("--maintenance-interval", flags.maintenance_interval,
+                   "how often to make partitions ahead, release rooms (--release-after) and "
+                   "check whether a retention pass is due")
+      ->capture_default_str();
 
   CLI::App* reconcile = app.add_subcommand(
       "reconcile", "list rooms allocated longer ago than a threshold that have no receipt");
@@ -471,7 +673,30 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
       "NODE_ID=FILE: that node's `verdict-node replicated ls --json` (repeatable); "
       "a room found there and in no outbox is `replicated`, not lost");
   reconcile->add_flag("--json", flags.json, "print JSON instead of a table");
-  return {migrate, serve, reconcile};
+  reconcile->add_flag("--abort-lost", flags.abort_lost,
+                      "after listing them, settle the lost rooms as ABORTED (their players are "
+                      "freed; a late result from their node is then refused, OUTCOME_CONFLICT)");
+  reconcile->add_option("--abort-reason", flags.abort_reason, "abort_reason of --abort-lost")
+      ->capture_default_str();
+
+  CLI::App* retain = app.add_subcommand(
+      "retain",
+      "one retention pass: drop events and history older than their windows, expire "
+      "old receipts into compact records, and make partitions ahead");
+  AddRetentionFlags(retain, flags);
+#ifdef VERDICT_UNSAFE_TEST_SWITCHES
+  // verdict-lobby-testing only: the tests' negative control for the compact records.
+  retain
+      ->add_flag("--unsafe-expire-receipts-without-records",
+                 flags.unsafe_expire_receipts_without_records,
+                 "delete old receipts without keeping the compact records of their rooms")
+      ->group("Negative controls (test build only)");
+#endif
+  CLI::App* new_epoch = app.add_subcommand(
+      "new-epoch",
+      "give the event feed a new epoch, after restoring the database from a backup "
+      "(subscribers of the old one are refused with EPOCH_CHANGED)");
+  return {migrate, serve, reconcile, retain, new_epoch};
 }
 
 }  // namespace
@@ -487,5 +712,7 @@ int main(int argc, char** argv) {
   if (commands.migrate->parsed()) return RunMigrate(flags);
   if (commands.serve->parsed()) return RunServe(flags, argc, argv);
   if (commands.reconcile->parsed()) return RunReconcile(flags);
+  if (commands.retain->parsed()) return RunRetain(flags);
+  if (commands.new_epoch->parsed()) return RunNewEpoch(flags);
   return 2;
 }

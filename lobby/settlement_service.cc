@@ -35,21 +35,26 @@ std::optional<uint64_t> ParseId(std::string_view s) {
   return v;
 }
 
-constexpr std::string_view kBatchPath = "/v1/settlements:batch";
+constexpr std::string_view kBatchPath = wire::kSettlementsBatchPath;
+constexpr std::string_view kSettlePath = wire::kSettlementsPath;
 constexpr std::string_view kReceiptPrefix = "/v1/settlements/";
 constexpr std::string_view kPlayerPrefix = "/v1/players/";
+constexpr std::string_view kRoomPrefix = "/v1/rooms/";
+// The most bytes an abort's body ({"reason": "..."}) may take.
+constexpr size_t kMaxRoomActionBodyBytes = 4096;
 
 // What the lobby serves, each path once.
 enum class Endpoint {
-  kHealth,   // GET /healthz
-  kReady,    // GET /readyz
-  kMetrics,  // GET /metrics
-  kEvents,   // GET /v1/events (WebSocket)
-  kRooms,    // POST /v1/rooms
-  kSettle,   // POST /v1/settlements
-  kBatch,    // POST /v1/settlements:batch
-  kReceipt,  // GET /v1/settlements/{room_id}
-  kPlayer,   // GET /v1/players/{player_id}
+  kHealth,      // GET /healthz
+  kReady,       // GET /readyz
+  kMetrics,     // GET /metrics
+  kEvents,      // GET /v1/events (WebSocket)
+  kRooms,       // POST /v1/rooms
+  kSettle,      // POST /v1/settlements
+  kBatch,       // POST /v1/settlements:batch
+  kReceipt,     // GET /v1/settlements/{room_id}
+  kPlayer,      // GET /v1/players/{player_id}
+  kRoomAction,  // POST /v1/rooms/{room_id}:release and :abort
 };
 
 struct EndpointRule {
@@ -73,6 +78,8 @@ EndpointRule RuleOf(Endpoint endpoint) {
       return {"POST", true, wire::kMaxResultBodyBytes};
     case Endpoint::kBatch:
       return {"POST", true, wire::kMaxBatchBodyBytes};
+    case Endpoint::kRoomAction:
+      return {"POST", true, kMaxRoomActionBodyBytes};
   }
   return {"GET", true, 0};
 }
@@ -83,10 +90,11 @@ std::optional<Endpoint> EndpointOf(std::string_view path) {
   if (path == "/metrics") return Endpoint::kMetrics;
   if (path == "/v1/events") return Endpoint::kEvents;
   if (path == "/v1/rooms") return Endpoint::kRooms;
-  if (path == "/v1/settlements") return Endpoint::kSettle;
+  if (path == kSettlePath) return Endpoint::kSettle;
   if (path == kBatchPath) return Endpoint::kBatch;
   if (path.starts_with(kReceiptPrefix)) return Endpoint::kReceipt;
   if (path.starts_with(kPlayerPrefix)) return Endpoint::kPlayer;
+  if (path.starts_with(kRoomPrefix)) return Endpoint::kRoomAction;
   return std::nullopt;
 }
 
@@ -94,6 +102,19 @@ std::optional<Endpoint> EndpointOf(std::string_view path) {
 std::optional<uint64_t> IdOf(Endpoint endpoint, std::string_view path) {
   return ParseId(
       path.substr(endpoint == Endpoint::kReceipt ? kReceiptPrefix.size() : kPlayerPrefix.size()));
+}
+
+// The room id and the action ("release" or "abort") of a kRoomAction path
+// ("/v1/rooms/{room_id}:{action}"); nullopt when either is not one.
+std::optional<std::pair<uint64_t, std::string_view>> RoomActionOf(std::string_view path) {
+  const std::string_view rest = path.substr(kRoomPrefix.size());
+  const size_t colon = rest.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const std::string_view action = rest.substr(colon + 1);
+  if (action != "release" && action != "abort") return std::nullopt;
+  const std::optional<uint64_t> room = ParseId(rest.substr(0, colon));
+  if (!room) return std::nullopt;
+  return std::make_pair(*room, action);
 }
 
 HttpReply BadId(std::string_view path) {
@@ -131,6 +152,13 @@ std::string Fingerprint(const v1::BattleResult& result) {
   return std::string(reinterpret_cast<const char*>(digest), length);
 }
 
+namespace {
+
+constexpr const char* kOriginalExpiredDetail =
+    "the room was settled, and its receipt is past retention: the result was delivered before";
+
+}  // namespace
+
 std::optional<SettlementRefusal> RefusalOf(const SettleOutcome& outcome) {
   switch (outcome.status) {
     case SettleStatus::kSettled:
@@ -151,6 +179,8 @@ std::optional<SettlementRefusal> RefusalOf(const SettleOutcome& outcome) {
     case SettleStatus::kBusy:
       return SettlementRefusal{ErrorCode::kUnavailable,
                                "another transaction holds the room; retry it"};
+    case SettleStatus::kOriginalExpired:
+      return SettlementRefusal{ErrorCode::kOriginalExpired, kOriginalExpiredDetail};
   }
   return SettlementRefusal{ErrorCode::kInternal, "the settlement's outcome is unknown"};
 }
@@ -168,6 +198,9 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
           "Settlement requests by outcome: OK, DUPLICATE or the error code.", "code")),
       allocations_(registry.AddLabeledCounter("verdict_lobby_allocations_total",
                                               "Room allocations by outcome.", "code")),
+      room_actions_(registry.AddLabeledCounter(
+          "verdict_lobby_room_actions_total",
+          "Rooms an operator released to a pending settlement or aborted.", "action")),
       settle_latency_(registry.AddHistogram("verdict_lobby_settle_seconds",
                                             "Time to answer a settlement request.")),
       coalesced_(registry.AddCounter(
@@ -227,6 +260,12 @@ server::HeaderVerdict SettlementService::Judge(const server::RequestHead& head) 
     case Endpoint::kPlayer:
       if (!IdOf(*endpoint, path)) return {BadId(path)};
       break;
+    case Endpoint::kRoomAction:
+      if (!RoomActionOf(path)) {
+        return {ProblemReply(ErrorCode::kNotFound,
+                             "no such endpoint: POST /v1/rooms/{room_id}:release or :abort", path)};
+      }
+      break;
     case Endpoint::kEvents:
     case Endpoint::kRooms:
     case Endpoint::kSettle:
@@ -277,23 +316,79 @@ bool SettlementService::HasToken(const std::string& node_id) const {
   return false;
 }
 
-Result<int64_t> SettlementService::ParseEventsAfter(const std::string& target) {
+namespace {
+
+// The value of `name` in `target`'s query, or nullopt if it has none.
+std::optional<std::string_view> QueryValue(const std::string& target, std::string_view name) {
   const size_t q = target.find('?');
-  if (q == std::string::npos) return int64_t{0};
+  if (q == std::string::npos) return std::nullopt;
   std::string_view query = std::string_view(target).substr(q + 1);
   while (!query.empty()) {
     const std::string_view pair = query.substr(0, query.find('&'));
     query.remove_prefix(std::min(query.size(), pair.size() + 1));
-    if (!pair.starts_with("after=")) continue;
-    const std::string_view value = pair.substr(6);
-    int64_t after = 0;
-    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), after);
-    if (ec != std::errc() || end != value.data() + value.size() || after < 0) {
-      return InvalidArgumentError("after must be a non-negative event id");
+    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+      return pair.substr(name.size() + 1);
     }
-    return after;
   }
-  return int64_t{0};
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<std::string> SettlementService::ParseEventsEpoch(const std::string& target) {
+  const auto value = QueryValue(target, "epoch");
+  if (!value) return std::string();
+  if (value->empty() || value->size() > 64 ||
+      value->find_first_not_of("0123456789abcdef") != std::string_view::npos) {
+    return InvalidArgumentError("epoch must be the feed's epoch, in lowercase hex digits");
+  }
+  return std::string(*value);
+}
+
+Result<int64_t> SettlementService::ParseEventsAfter(const std::string& target) {
+  const auto value = QueryValue(target, "after");
+  if (!value) return int64_t{0};
+  int64_t after = 0;
+  auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), after);
+  if (ec != std::errc() || end != value->data() + value->size() || after < 0) {
+    return InvalidArgumentError("after must be a non-negative event id");
+  }
+  return after;
+}
+
+std::optional<HttpReply> SettlementService::RefuseEventsCursor(const FeedState& feed, int64_t after,
+                                                               const std::string& epoch,
+                                                               const std::string& instance) {
+  v1::ProblemDetails where;
+  v1::FeedPosition* position_of = where.mutable_feed();
+  position_of->set_epoch(feed.epoch);
+  position_of->set_head_event_id(static_cast<uint64_t>(feed.head));
+  position_of->set_trimmed_through(static_cast<uint64_t>(feed.trimmed_through));
+  position_of->set_oldest_event_id(static_cast<uint64_t>(feed.oldest));
+  const std::string position = "; the feed's epoch is " + feed.epoch + ", its head " +
+                               std::to_string(feed.head) + ", and it holds every event after " +
+                               std::to_string(feed.trimmed_through);
+  if (!epoch.empty() && epoch != feed.epoch) {
+    return ProblemReply(ErrorCode::kEpochChanged,
+                        "the cursor is from epoch " + epoch +
+                            ", another history of the feed (a restore): its event ids may now "
+                            "name other events" +
+                            position,
+                        instance, where);
+  }
+  if (after > feed.head) {
+    return ProblemReply(
+        ErrorCode::kCursorAhead,
+        "the cursor " + std::to_string(after) + " is beyond the feed's head" + position, instance,
+        where);
+  }
+  if (after < feed.trimmed_through) {
+    return ProblemReply(ErrorCode::kCursorTrimmed,
+                        "events after the cursor " + std::to_string(after) +
+                            " are past retention and gone" + position,
+                        instance, where);
+  }
+  return std::nullopt;
 }
 
 void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cancellation> cancel,
@@ -321,6 +416,16 @@ void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cance
       if (!id) return done(BadId(path));
       return done(*endpoint == Endpoint::kReceipt ? GetSettlement(request, *caller, *id)
                                                   : GetPlayer(request, *id));
+    }
+    case Endpoint::kRoomAction: {
+      const auto action = RoomActionOf(path);
+      if (!action) {
+        return done(ProblemReply(ErrorCode::kNotFound,
+                                 "no such endpoint: POST /v1/rooms/{room_id}:release or :abort",
+                                 path));
+      }
+      return PostRoomAction(request, *caller, action->first, std::string(action->second),
+                            std::move(done));
     }
     case Endpoint::kHealth:
     case Endpoint::kReady:
@@ -375,12 +480,17 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
       return ProblemReply(
           ErrorCode::kPlayerBusy,
           "player " + std::to_string(outcome->busy_player) + " is already in another battle", path);
+    case AllocateStatus::kRoomIdReused:
+      allocations_.Add("ROOM_ID_REUSED");
+      return ProblemReply(ErrorCode::kRoomIdReused,
+                          "room " + std::to_string(allocation.room_id()) +
+                              " was settled before; room ids are never reused",
+                          path);
     case AllocateStatus::kRoomExists:
       allocations_.Add("ROOM_EXISTS");
       return ProblemReply(ErrorCode::kRoomExists,
                           "room " + std::to_string(allocation.room_id()) +
-                              " was already allocated differently or settled; room ids are never "
-                              "reused",
+                              " is already allocated differently; room ids are never reused",
                           path);
   }
   allocations_.Add("INTERNAL");
@@ -390,7 +500,7 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
 void SettlementService::PostSettlement(const HttpRequest& request, const Caller& caller,
                                        std::shared_ptr<Cancellation> cancel, ReplyFn done) {
   const auto started = std::chrono::steady_clock::now();
-  const std::string path = "/v1/settlements";
+  const std::string path(kSettlePath);
   // Counts the reply by its code and sends it.
   auto answer = [this, started, done](const char* code, HttpReply r) {
     settlements_.Add(code);
@@ -545,7 +655,7 @@ void SettlementService::FinishBatch(BatchReply& batch) {
 HttpReply SettlementService::SettlementReply(const HttpRequest& request,
                                              const Result<SettleOutcome>& outcome,
                                              uint64_t room_id) {
-  const std::string path = "/v1/settlements";
+  const std::string path(kSettlePath);
   if (!outcome.ok()) return FailureReply(outcome.status(), path);
   if (auto refused = RefusalOf(*outcome)) {
     return ProblemReply(refused->code, refused->detail, path, options_.retry_after_s);
@@ -735,10 +845,16 @@ HttpReply SettlementService::GetSettlement(const HttpRequest& request, const Cal
                                            uint64_t room_id) {
   auto receipt = store_.GetReceipt(
       room_id, caller.admin ? std::nullopt : std::optional<std::string>(caller.node_id));
-  if (!receipt.ok()) return FailureReply(receipt.status(), "/v1/settlements");
+  if (!receipt.ok()) return FailureReply(receipt.status(), std::string(kSettlePath));
   if (!receipt->has_value()) {
+    auto expired = store_.ReceiptExpired(
+        room_id, caller.admin ? std::nullopt : std::optional<std::string>(caller.node_id));
+    if (!expired.ok()) return FailureReply(expired.status(), "/v1/settlements");
+    if (*expired) {
+      return ProblemReply(ErrorCode::kOriginalExpired, kOriginalExpiredDetail, "/v1/settlements");
+    }
     return ProblemReply(ErrorCode::kRoomUnknown, "no settlement of this room is visible to you",
-                        "/v1/settlements");
+                        std::string(kSettlePath));
   }
   v1::SettlementReceipt r = **receipt;
   r.set_duplicate(true);  // a read of an existing settlement

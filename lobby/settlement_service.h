@@ -60,8 +60,8 @@ struct ServiceOptions {
   int settle_concurrency = 4;
   size_t max_batch_rooms = 256;
   // DB workers (the HTTP server's pool): without coalescing, the transactions at once.
-  // Default: 8.
-  int db_workers = 8;
+  // Default: the store's pool size (8), one connection per worker.
+  int db_workers = StoreOptions{}.pool_size;
 };
 
 // Who a request is from, by its bearer token.
@@ -120,6 +120,15 @@ class SettlementService {
   Status ReplaceNodeTokens(std::vector<NodeToken> tokens);
   // `after` from "/v1/events?after=N" (0 when absent); INVALID_ARGUMENT if malformed.
   static Result<int64_t> ParseEventsAfter(const std::string& target);
+  // `epoch` from "/v1/events?epoch=E" (empty when absent); INVALID_ARGUMENT if malformed.
+  static Result<std::string> ParseEventsEpoch(const std::string& target);
+  // The refusal of a subscription to the feed from cursor `after` in `epoch` (empty: not given),
+  // or nullopt if the feed can continue from there: EPOCH_CHANGED for another epoch,
+  // CURSOR_AHEAD beyond the head, CURSOR_TRIMMED below the events retained (README, "The event
+  // feed"). Each problem says where the feed stands.
+  static std::optional<HttpReply> RefuseEventsCursor(const FeedState& feed, int64_t after,
+                                                     const std::string& epoch,
+                                                     const std::string& instance);
 
   SettlementStore& store() { return store_; }
 
@@ -156,6 +165,11 @@ class SettlementService {
   HttpReply SettlementReply(const HttpRequest& request, const Result<SettleOutcome>& outcome,
                             uint64_t room_id);
   HttpReply GetSettlement(const HttpRequest& request, const Caller& caller, uint64_t room_id);
+  // POST /v1/rooms/{room_id}:release and :abort (lobby/room_actions.cc).
+  void PostRoomAction(const HttpRequest& request, const Caller& caller, uint64_t room_id,
+                      const std::string& action, ReplyFn done);
+  void AbortRoom(const HttpRequest& request, const AllocatedRoom& room, const std::string& reason,
+                 ReplyFn done);
   HttpReply GetPlayer(const HttpRequest& request, uint64_t player_id);
   // Queues the attempts of one request: each one whose room is free becomes ready, the others
   // wait for their room's turn. Then settles what is ready (see Drain).
@@ -200,12 +214,14 @@ class SettlementService {
 
   metrics::LabeledCounter& settlements_;
   metrics::LabeledCounter& allocations_;
+  metrics::LabeledCounter& room_actions_;
   metrics::Histogram& settle_latency_;
   metrics::Counter& coalesced_;
   metrics::Histogram& batch_rooms_;
 };
 
-// sha256 of the deterministic serialization: the payload fingerprint of DESIGN §3 (32 bytes).
+// sha256 of the deterministic serialization: the payload fingerprint of docs/design.md §3 (32
+// bytes).
 std::string Fingerprint(const v1::BattleResult& result);
 
 }  // namespace verdict::lobby

@@ -48,23 +48,55 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"player",
      "SELECT player_id, elo, games, wins, losses, draws, in_battle_room FROM players "
      "WHERE player_id = $1"},
-    // One statement, so one snapshot: the page and the feed's head as of the same moment.
+    {"receipt_expired_of_node",
+     "SELECT EXISTS (SELECT 1 FROM settled_rooms WHERE room_id = $1 "
+     "AND node_tag = verdict_node_tag($2))"},
+    {"receipt_expired_any", "SELECT EXISTS (SELECT 1 FROM settled_rooms WHERE room_id = $1)"},
+    {"room",
+     "SELECT b.node_id, (extract(epoch FROM b.allocated_at) * 1000)::bigint, "
+     "coalesce((extract(epoch FROM b.released_at) * 1000)::bigint, 0), s.player_id, s.team "
+     "FROM battle_rooms b LEFT JOIN battle_room_seats s ON s.room_id = b.room_id "
+     "WHERE b.room_id = $1 ORDER BY s.player_id"},
+    {"release_rooms_older_than",
+     "SELECT verdict_release_rooms_older_than(make_interval(secs => $1), $2)"},
+    {"oldest_unsettled",
+     "SELECT coalesce(extract(epoch FROM now() - min(allocated_at)), 0)::float8 FROM battle_rooms"},
+    {"release_room",
+     "SELECT status, coalesce((extract(epoch FROM released_at) * 1000)::bigint, 0), "
+     "players_released FROM verdict_release_room($1)"},
+    // One statement, so one snapshot: the page, the feed's head, trim mark and epoch as of the
+    // same moment.
     {"events_page_all",
-     "WITH head AS (SELECT coalesce(max(seq), 0) AS top FROM settlement_events) "
-     "SELECT e.seq, e.node_id, e.payload::text, head.top FROM head LEFT JOIN LATERAL ("
+     "WITH feed AS (SELECT verdict_feed_head() AS top, trimmed_through, epoch FROM verdict_feed) "
+     "SELECT e.seq, e.node_id, e.payload::text, feed.top, feed.trimmed_through, feed.epoch "
+     "FROM feed LEFT JOIN LATERAL ("
      "SELECT seq, node_id, payload FROM settlement_events WHERE seq > $1 ORDER BY seq LIMIT $2"
      ") e ON true ORDER BY e.seq"},
     {"events_page_node",
-     "WITH head AS (SELECT coalesce(max(seq), 0) AS top FROM settlement_events) "
-     "SELECT e.seq, e.node_id, e.payload::text, head.top FROM head LEFT JOIN LATERAL ("
+     "WITH feed AS (SELECT verdict_feed_head() AS top, trimmed_through, epoch FROM verdict_feed) "
+     "SELECT e.seq, e.node_id, e.payload::text, feed.top, feed.trimmed_through, feed.epoch "
+     "FROM feed LEFT JOIN LATERAL ("
      "SELECT seq, node_id, payload FROM settlement_events WHERE node_id = $3 AND seq > $1 "
      "ORDER BY seq LIMIT $2) e ON true ORDER BY e.seq"},
     {"sequence_events", "SELECT verdict_sequence_events($1)"},
-    {"latest_seq", "SELECT coalesce(max(seq), 0) FROM settlement_events"},
+    {"latest_seq", "SELECT verdict_feed_head()"},
+    {"feed_state",
+     "SELECT epoch, verdict_feed_head(), trimmed_through, coalesce((SELECT min(seq) "
+     "FROM settlement_events WHERE seq > f.trimmed_through), 0) FROM verdict_feed f"},
     {"pending_rooms",
      "SELECT room_id, node_id, (extract(epoch FROM allocated_at) * 1000)::bigint, "
-     "extract(epoch FROM now() - allocated_at)::bigint FROM battle_rooms "
+     "extract(epoch FROM now() - allocated_at)::bigint, "
+     "coalesce((extract(epoch FROM released_at) * 1000)::bigint, 0) FROM battle_rooms "
      "WHERE allocated_at < now() - make_interval(secs => $1) ORDER BY allocated_at, room_id"},
+    // Receipts settled after the newest event retention dropped (with a minute's margin: an
+    // event is created when its transaction starts) must have their event.
+    {"receipts_without_event",
+     "SELECT r.room_id, r.node_id, r.match_id, (extract(epoch FROM r.settled_at) * 1000)::bigint "
+     "FROM settlement_receipts r CROSS JOIN verdict_feed f "
+     "WHERE r.settled_at < now() - make_interval(secs => $1) "
+     "AND (f.trimmed_at IS NULL OR r.settled_at > f.trimmed_at + interval '1 minute') "
+     "AND NOT EXISTS (SELECT 1 FROM settlement_events e WHERE e.room_id = r.room_id) "
+     "ORDER BY r.settled_at, r.room_id"},
     {"readiness", kReadinessSql},
     // A transaction that writes WAL (a logical message, of no other consequence), so that its
     // commit waits for the synchronous standby (if any) to confirm the WAL up to it. (A
@@ -481,7 +513,8 @@ class PgSettlementStore final : public SettlementStore {
     AwaitReplication(answers, [cancelled](const SettleOutcome& o) {
       return (cancelled && o.status == SettleStatus::kSettled) ||
              o.status == SettleStatus::kDuplicate || o.status == SettleStatus::kOutcomeConflict ||
-             o.status == SettleStatus::kIdempotencyMismatch;
+             o.status == SettleStatus::kIdempotencyMismatch ||
+             o.status == SettleStatus::kOriginalExpired;
     });
     return answers;
   }
@@ -498,6 +531,60 @@ class PgSettlementStore final : public SettlementStore {
         });
     if (!receipt.ok()) return UnlessNotReady(receipt.status());
     return receipt;
+  }
+
+  Result<bool> ReceiptExpired(uint64_t room_id,
+                              const std::optional<std::string>& node_id) override {
+    return RunDb<bool>(pool_, "get receipt", [&](ConnectionPool::Lease& lease) {
+      pqxx::nontransaction tx(lease.conn());
+      const pqxx::row row = node_id
+                                ? tx.exec_prepared1("receipt_expired_of_node", room_id, *node_id)
+                                : tx.exec_prepared1("receipt_expired_any", room_id);
+      return row[0].as<bool>();
+    });
+  }
+
+  Result<std::optional<AllocatedRoom>> GetRoom(uint64_t room_id) override {
+    return RunDb<std::optional<AllocatedRoom>>(pool_, "get room", [&](ConnectionPool::Lease& l) {
+      pqxx::nontransaction tx(l.conn());
+      const pqxx::result rows = tx.exec_prepared("room", room_id);
+      if (rows.empty()) return std::optional<AllocatedRoom>();
+      AllocatedRoom room{room_id,
+                         rows[0][0].as<std::string>(),
+                         rows[0][1].as<int64_t>(),
+                         rows[0][2].as<int64_t>(),
+                         {}};
+      for (const auto& row : rows) {
+        if (row[3].is_null()) continue;
+        v1::Seat& seat = room.seats.emplace_back();
+        seat.set_player_id(row[3].as<uint64_t>());
+        seat.set_team(row[4].as<uint32_t>());
+      }
+      return std::optional<AllocatedRoom>(std::move(room));
+    });
+  }
+
+  Result<ReleaseOutcome> ReleaseRoom(uint64_t room_id) override {
+    return RunDb<ReleaseOutcome>(pool_, "release room", [&](ConnectionPool::Lease& l) {
+      pqxx::nontransaction tx(l.conn());
+      const pqxx::row row = tx.exec_prepared1("release_room", room_id);
+      return ReleaseOutcome{row[0].as<std::string>() == "released", row[1].as<int64_t>(),
+                            row[2].as<uint32_t>()};
+    });
+  }
+
+  Result<int> ReleaseRoomsOlderThan(int64_t older_than_s, int limit) override {
+    return RunDb<int>(pool_, "release rooms", [&](ConnectionPool::Lease& l) {
+      pqxx::nontransaction tx(l.conn());
+      return tx.exec_prepared1("release_rooms_older_than", older_than_s, limit)[0].as<int>();
+    });
+  }
+
+  Result<double> OldestUnsettledAllocationAge() override {
+    return RunDb<double>(pool_, "oldest allocation", [&](ConnectionPool::Lease& l) {
+      pqxx::nontransaction tx(l.conn());
+      return tx.exec_prepared1("oldest_unsettled")[0].as<double>();
+    });
   }
 
   Result<std::optional<v1::Player>> GetPlayer(uint64_t player_id) override {
@@ -544,16 +631,38 @@ class PgSettlementStore final : public SettlementStore {
     });
   }
 
+  Result<FeedState> GetFeedState() override {
+    return RunDb<FeedState>(pool_, "events", [&](ConnectionPool::Lease& l) {
+      pqxx::nontransaction tx(l.conn());
+      const pqxx::row row = tx.exec_prepared1("feed_state");
+      return FeedState{row[0].as<std::string>(), row[1].as<int64_t>(), row[2].as<int64_t>(),
+                       row[3].as<int64_t>()};
+    });
+  }
+
   Result<std::vector<PendingRoom>> RoomsWithoutReceipt(int64_t older_than_s) override {
     return RunDb<std::vector<PendingRoom>>(pool_, "reconcile", [&](ConnectionPool::Lease& l) {
       pqxx::nontransaction tx(l.conn());
       std::vector<PendingRoom> rooms;
       for (const auto& row : tx.exec_prepared("pending_rooms", older_than_s)) {
         rooms.push_back({row[0].as<uint64_t>(), row[1].as<std::string>(), row[2].as<int64_t>(),
-                         row[3].as<int64_t>()});
+                         row[3].as<int64_t>(), row[4].as<int64_t>()});
       }
       return rooms;
     });
+  }
+
+  Result<std::vector<ReceiptWithoutEvent>> ReceiptsWithoutEvent(int64_t older_than_s) override {
+    return RunDb<std::vector<ReceiptWithoutEvent>>(
+        pool_, "reconcile", [&](ConnectionPool::Lease& l) {
+          pqxx::nontransaction tx(l.conn());
+          std::vector<ReceiptWithoutEvent> receipts;
+          for (const auto& row : tx.exec_prepared("receipts_without_event", older_than_s)) {
+            receipts.push_back({row[0].as<uint64_t>(), row[1].as<std::string>(),
+                                row[2].as<uint64_t>(), row[3].as<int64_t>()});
+          }
+          return receipts;
+        });
   }
 
  private:
@@ -637,14 +746,16 @@ class PgSettlementStore final : public SettlementStore {
                             ")");
   }
 
-  // Rows of events_page_*: (seq, node_id, payload, head), one row of NULLs and the head when
-  // the page is empty.
+  // Rows of events_page_*: (seq, node_id, payload, head, trimmed_through, epoch), one row of
+  // NULLs and the feed's columns when the page is empty.
   static FeedPage PageFromRows(const pqxx::result& rows, int64_t after, size_t limit) {
     FeedPage page;
     page.after = after;
     int64_t head = after;
     for (const auto& row : rows) {
       head = std::max(head, row[3].as<int64_t>());
+      page.trimmed_through = row[4].as<int64_t>();
+      page.epoch = row[5].as<std::string>();
       if (row[0].is_null()) continue;
       page.events.push_back(
           {row[0].as<int64_t>(), row[1].as<std::string>(), row[2].as<std::string>()});
@@ -771,6 +882,7 @@ Result<AllocateStatus> AllocateStatusFromSql(std::string_view status) {
       {"duplicate", AllocateStatus::kDuplicate},
       {"room_exists", AllocateStatus::kRoomExists},
       {"player_busy", AllocateStatus::kPlayerBusy},
+      {"room_id_reused", AllocateStatus::kRoomIdReused},
   };
   for (const auto& [name, value] : kNames) {
     if (status == name) return value;
@@ -788,6 +900,7 @@ Result<SettleStatus> SettleStatusFromSql(std::string_view status) {
       {"idempotency_mismatch", SettleStatus::kIdempotencyMismatch},
       {"roster_mismatch", SettleStatus::kRosterMismatch},
       {"busy", SettleStatus::kBusy},
+      {"original_expired", SettleStatus::kOriginalExpired},
   };
   for (const auto& [name, value] : kNames) {
     if (status == name) return value;
@@ -828,7 +941,7 @@ std::string ConnectionString(const StoreOptions& options) {
 
 int ExpectedSchemaVersion() { return sql::Migrations().back().version; }
 
-Result<int> Migrate(const std::string& conninfo) {
+Result<int> Migrate(const std::string& conninfo, const PartitionOptions& partitions) {
   try {
     pqxx::connection conn(conninfo);
     pqxx::work tx(conn);
@@ -853,6 +966,11 @@ Result<int> Migrate(const std::string& conninfo) {
       ++applied;
     }
     tx.commit();
+    // Partitions for the first rows, so that they do not wait in the DEFAULT partition for
+    // `serve` to make them (which it retries, should this fail).
+    if (auto made = EnsurePartitions(conninfo, partitions, std::chrono::seconds(5)); !made.ok()) {
+      spdlog::warn("migrate: no partitions made ahead yet: {}", made.status().ToString());
+    }
     return applied;
   } catch (const pqxx::broken_connection& e) {
     return UnavailableError(std::string("cannot connect to the database: ") + e.what());

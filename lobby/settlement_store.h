@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "lobby/cancellation.h"
+#include "lobby/retention.h"
 #include "verdict/v1/verdict.pb.h"
 
 namespace verdict::lobby {
@@ -56,9 +57,9 @@ struct StoreOptions {
   bool unsafe_release_before_commit_for_test = false;
 };
 
-enum class AllocateStatus { kAllocated, kDuplicate, kRoomExists, kPlayerBusy };
-// The status verdict_allocate answers ('allocated', 'duplicate', 'room_exists',
-// 'player_busy'); INTERNAL naming it for any other, which this binary does not know.
+enum class AllocateStatus { kAllocated, kDuplicate, kRoomExists, kPlayerBusy, kRoomIdReused };
+// The status verdict_allocate answers ('allocated', 'duplicate', 'room_exists', 'player_busy',
+// 'room_id_reused'); INTERNAL naming it for any other, which this binary does not know.
 Result<AllocateStatus> AllocateStatusFromSql(std::string_view status);
 struct AllocateOutcome {
   AllocateStatus status = AllocateStatus::kAllocated;
@@ -73,11 +74,12 @@ enum class SettleStatus {
   kIdempotencyMismatch,  // settled before with the same outcome, different payload
   kRosterMismatch,       // players differ from the allocated roster
   kBusy,                 // (not waiting for locks) another transaction holds the room: not tried
+  kOriginalExpired,      // settled long ago: only the compact record of its settlement is left
 };
 // The status a row of verdict_settle_batch answers ('settled', 'duplicate', 'room_unknown',
-// 'outcome_conflict', 'idempotency_mismatch', 'roster_mismatch', 'busy'); INTERNAL naming it for
-// any other, which this binary does not know (never a guess: a node dead-letters on a final
-// refusal).
+// 'outcome_conflict', 'idempotency_mismatch', 'roster_mismatch', 'busy', 'original_expired');
+// INTERNAL naming it for any other, which this binary does not know (never a guess: a node
+// dead-letters on a final refusal).
 Result<SettleStatus> SettleStatusFromSql(std::string_view status);
 
 // One room of a settlement call: a validated result, the node it is settled for, and the
@@ -101,11 +103,23 @@ struct SettlementEvent {
 };
 
 // A page of the feed: the events after `after`, in order. `last` is how far the page
-// covers the feed: every event with after < seq <= last that matched the query is in `events`.
+// covers the feed: every event with after < seq <= last that matched the query is in `events`,
+// unless `trimmed_through` is above `after` (retention dropped some of them). `epoch` is the
+// feed's as the page was read (sql/021).
 struct FeedPage {
   int64_t after = 0;
   int64_t last = 0;
   std::vector<SettlementEvent> events;
+  int64_t trimmed_through = 0;
+  std::string epoch;
+};
+
+// Where the feed stands (sql/021): a cursor is valid in `epoch` from trimmed_through to head.
+struct FeedState {
+  std::string epoch;
+  int64_t head = 0;             // the newest place in the feed
+  int64_t trimmed_through = 0;  // places up to this may be gone
+  int64_t oldest = 0;           // the oldest place retained above trimmed_through; 0: none
 };
 
 struct PendingRoom {
@@ -113,6 +127,30 @@ struct PendingRoom {
   std::string node_id;
   int64_t allocated_at_ms = 0;
   int64_t age_s = 0;
+  int64_t released_at_ms = 0;  // 0 while its players are held
+};
+
+// An allocated room as the lobby holds it, for the admin actions on it (release, abort).
+struct AllocatedRoom {
+  uint64_t room_id = 0;
+  std::string node_id;
+  int64_t allocated_at_ms = 0;
+  int64_t released_at_ms = 0;  // 0 while its players are held
+  std::vector<v1::Seat> seats;
+};
+
+struct ReleaseOutcome {
+  bool found = false;  // false: not allocated, or settled already
+  int64_t released_at_ms = 0;
+  uint32_t players_released = 0;
+};
+
+// A receipt without its settlement event (reconciliation).
+struct ReceiptWithoutEvent {
+  uint64_t room_id = 0;
+  std::string node_id;
+  uint64_t match_id = 0;
+  int64_t settled_at_ms = 0;
 };
 
 class SettlementStore {
@@ -141,6 +179,20 @@ class SettlementStore {
   // The receipt of `room_id`; with a node_id, only if the room belongs to that node.
   virtual Result<std::optional<v1::SettlementReceipt>> GetReceipt(
       uint64_t room_id, const std::optional<std::string>& node_id) = 0;
+  // Whether `room_id` was settled and its receipt has expired, leaving the compact record of
+  // sql/022; with a node_id, only if the room belonged to that node.
+  virtual Result<bool> ReceiptExpired(uint64_t room_id,
+                                      const std::optional<std::string>& node_id) = 0;
+
+  // The room as allocated (nullopt when it is not, or is settled already).
+  virtual Result<std::optional<AllocatedRoom>> GetRoom(uint64_t room_id) = 0;
+  // Releases the room's players and marks it pending (sql/023).
+  virtual Result<ReleaseOutcome> ReleaseRoom(uint64_t room_id) = 0;
+  // Releases up to `limit` rooms allocated more than `older_than_s` seconds ago that are not
+  // released yet, oldest first; returns how many.
+  virtual Result<int> ReleaseRoomsOlderThan(int64_t older_than_s, int limit) = 0;
+  // Seconds since the oldest room without a receipt was allocated (0 when there is none).
+  virtual Result<double> OldestUnsettledAllocationAge() = 0;
 
   virtual Result<std::optional<v1::Player>> GetPlayer(uint64_t player_id) = 0;
 
@@ -153,9 +205,14 @@ class SettlementStore {
                                        size_t limit) = 0;
   // The newest place in the feed (0 if the feed is empty).
   virtual Result<int64_t> LatestEventSeq() = 0;
+  // The feed's epoch, head and retained range, as of one moment.
+  virtual Result<FeedState> GetFeedState() = 0;
 
   // Rooms allocated more than `older_than_s` seconds ago that have no receipt.
   virtual Result<std::vector<PendingRoom>> RoomsWithoutReceipt(int64_t older_than_s) = 0;
+  // Receipts written more than `older_than_s` seconds ago whose settlement event is missing,
+  // among those settled after the newest event retention dropped.
+  virtual Result<std::vector<ReceiptWithoutEvent>> ReceiptsWithoutEvent(int64_t older_than_s) = 0;
 };
 
 // Every failed call answers with a message fit for any client: what failed, and a SQLSTATE where
@@ -187,9 +244,10 @@ std::unique_ptr<ReadinessProbe> OpenReadinessProbe(const StoreOptions& options,
 std::string ConnectionString(const StoreOptions& options);
 
 // Applies the embedded migrations that `conninfo`'s database lacks, under an advisory lock so
-// concurrent runs are safe. FAILED_PRECONDITION if the database has a newer schema.
-// Returns the number of migrations applied.
-Result<int> Migrate(const std::string& conninfo);
+// concurrent runs are safe, then makes the partitions the next rows need (EnsurePartitions, with
+// `partitions`). FAILED_PRECONDITION if the database has a newer schema. Returns the number of
+// migrations applied.
+Result<int> Migrate(const std::string& conninfo, const PartitionOptions& partitions = {});
 
 // The schema version this binary expects (the highest embedded migration).
 int ExpectedSchemaVersion();

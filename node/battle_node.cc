@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/bearer_token.h"
+#include "common/log.h"
 #include "delivery/deliverer.h"
 #include "node/ingest.h"
 #include "node/outbox_writer.h"
@@ -301,7 +302,7 @@ size_t BattleNode::Shutdown() {
   // in a fallback tick) hand their results over as the writer drains it; a failing outbox keeps
   // them blocked until the deadline. Then the channel closes, which refuses them.
   if (!finisher_->WaitIdle(deadline) || !channel_->WaitForBlockedProducers(deadline)) {
-    spdlog::error("shutdown: rooms still waiting on a full channel at the deadline");
+    Log().error("shutdown: rooms still waiting on a full channel at the deadline");
   }
   // Store what is queued (the deliverers may still send some of it), then stop sending.
   size_t lost = writer_ ? writer_->Stop(deadline) : 0;
@@ -319,7 +320,7 @@ size_t BattleNode::Shutdown() {
   // Last: the writer has answered every request it took by now.
   if (server_) server_->Stop();
   if (lost > 0) {
-    spdlog::error(
+    Log().error(
         "shutdown: {} result(s) could not be stored before the deadline; they are lost with "
         "this process (each room is named above)",
         lost);

@@ -21,12 +21,12 @@
 #include <tuple>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/metrics.h"
-#include "common/status.h"
-#include "node/options.h"
-#include "node/room.h"
-#include "storage/outbox.h"
+#include "verdict/common/clock.h"
+#include "verdict/common/metrics.h"
+#include "verdict/common/status.h"
+#include "verdict/node/options.h"
+#include "verdict/node/room.h"
+#include "verdict/storage/outbox.h"
 
 namespace verdict::delivery {
 class Deliverer;
@@ -47,7 +47,7 @@ class ResultChannel;
 class RoomFinisher;
 class RoomTable;
 
-// Rates measured over the last ten seconds, and what follows from them (DESIGN §6).
+// Rates measured over the last ten seconds, and what follows from them (docs/design.md §6).
 struct NodeRates {
   double ingest_per_s = 0;         // R: results stored per second
   double delivery_per_s = 0;       // C: results resolved (acked or dead-lettered) per second

@@ -4,6 +4,7 @@
 
 #include "common/bearer_token.h"
 #include "common/constant_time.h"
+#include "common/log.h"
 #include "proto/validation.h"
 #include "proto/wire.h"
 #include "server/problem.h"
@@ -243,7 +244,7 @@ std::optional<HttpReply> IngestService::Store(
     return Unavailable(offered.message(), path);
   }
   if (options_.unsafe_answer_before_durable_for_test) {
-    spdlog::warn("UNSAFE: answering for {} result(s) before they are durable", n);
+    Log().warn("UNSAFE: answering for {} result(s) before they are durable", n);
     std::vector<storage::EnqueueResult> fake(n);
     for (size_t i = 0; i < n; ++i) fake[i].shard = storage::RoomShard(rooms[i], shard_count_);
     pending->answer(std::move(fake));

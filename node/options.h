@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
-#include "delivery/deliverer_options.h"
-#include "replication/options.h"
-#include "storage/outbox.h"
+#include "verdict/common/clock.h"
+#include "verdict/delivery/deliverer_options.h"
+#include "verdict/replication/options.h"
+#include "verdict/storage/outbox.h"
 #include "verdict/v1/verdict.pb.h"
 
 namespace verdict::node {

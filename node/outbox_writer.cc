@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/failpoint.h"
+#include "common/log.h"
 
 namespace verdict::node {
 
@@ -119,17 +120,17 @@ bool OutboxWriter::WriteBatch(Batch& batch) {
       for (size_t i = 0; i < batch.results.size(); ++i) {
         const Status& s = (*out)[i].status;
         if (!s.ok()) {
-          spdlog::error("room={}: result refused by the outbox: {}", batch.results[i].room_id(),
-                        s.ToString());
+          Log().error("room={}: result refused by the outbox: {}", batch.results[i].room_id(),
+                      s.ToString());
         }
       }
       batch.outcomes = std::move(out).value();
-      if (write_failing_.exchange(false)) spdlog::info("outbox writes succeed again");
+      if (write_failing_.exchange(false)) Log().info("outbox writes succeed again");
       return true;
     }
     if (options_.unsafe_drop_failed_batches_for_test) {
       failures_counter_.Add();
-      spdlog::warn(
+      Log().warn(
           "outbox write of {} results failed: {}; UNSAFE: reporting the results stored "
           "anyway",
           batch.results.size(), out.status().ToString());
@@ -149,13 +150,13 @@ bool OutboxWriter::Sync() {
     if (s.ok()) {
       sync_seconds_.Observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-      if (sync_failing_.exchange(false)) spdlog::info("outbox syncs succeed again");
+      if (sync_failing_.exchange(false)) Log().info("outbox syncs succeed again");
       return true;
     }
     if (options_.unsafe_drop_failed_batches_for_test) {
       failures_counter_.Add();
-      spdlog::warn("outbox sync failed: {}; UNSAFE: reporting the results stored anyway",
-                   s.ToString());
+      Log().warn("outbox sync failed: {}; UNSAFE: reporting the results stored anyway",
+                 s.ToString());
       return true;
     }
     if (!RetryAfterFailure(s, &logged, &sync_failing_, "sync", 0)) return false;
@@ -167,9 +168,9 @@ bool OutboxWriter::RetryAfterFailure(const Status& status, bool* logged, std::at
   *failing = true;
   failures_counter_.Add();
   if (!*logged) {
-    spdlog::warn("outbox {}{} failed: {}; holding the results and retrying every {} ms", what,
-                 results ? " of " + std::to_string(results) + " results" : std::string(),
-                 status.ToString(), options_.retry_interval.count());
+    Log().warn("outbox {}{} failed: {}; holding the results and retrying every {} ms", what,
+               results ? " of " + std::to_string(results) + " results" : std::string(),
+               status.ToString(), options_.retry_interval.count());
     *logged = true;
   }
   if (stopping_ && std::chrono::steady_clock::now() > stop_deadline_) return false;
@@ -181,7 +182,7 @@ void OutboxWriter::Abandon(const Batch& batch, const char* why) {
   abandoned_ += batch.results.size();
   // Shutting down past the deadline with a broken outbox: say exactly what is lost.
   for (const auto& r : batch.results) {
-    spdlog::error("room={}: result {} before shutdown; it is lost", r.room_id(), why);
+    Log().error("room={}: result {} before shutdown; it is lost", r.room_id(), why);
   }
   const storage::EnqueueResult given_up{
       UnavailableError(std::string("the node is shutting down and the result ") + why)};

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log.h"
 #include "node/result_channel.h"
 #include "node/room_table.h"
 #include "proto/validation.h"
@@ -335,13 +336,13 @@ Status Room::HandOver(v1::BattleResult result) {
     if (path.ok()) {
       result.set_replay_path(*path);
       if (Status valid = wire::ValidateResult(result); !valid.ok()) {
-        spdlog::warn("room={}: replay path refused ({}); sending the result without it", room_id_,
-                     valid.message());
+        Log().warn("room={}: replay path refused ({}); sending the result without it", room_id_,
+                   valid.message());
         result.clear_replay_path();
       }
     } else {
-      spdlog::warn("room={}: replay not written ({}); sending the result without it", room_id_,
-                   path.status().ToString());
+      Log().warn("room={}: replay not written ({}); sending the result without it", room_id_,
+                 path.status().ToString());
     }
   }
   {
@@ -351,7 +352,7 @@ Status Room::HandOver(v1::BattleResult result) {
   // Waits while the channel is full: a stalled outbox holds the result here (P6).
   Status pushed = context_.results->Push(std::move(result));
   if (!pushed.ok()) {
-    spdlog::error("room={}: result not queued, it is lost: {}", room_id_, pushed.ToString());
+    Log().error("room={}: result not queued, it is lost: {}", room_id_, pushed.ToString());
   }
   // Only now may the linger start.
   std::lock_guard lock(mu_);

@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "common/status.h"
+#include "verdict/common/status.h"
 #include "verdict/v1/verdict.pb.h"
 
 namespace verdict::node {

@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log.h"
+
 namespace verdict::node {
 namespace {
 
@@ -140,10 +142,11 @@ void Simulator::Play::StartBattle(Clock::time_point now) {
   const AllocateReply reply = sim_.lobby_.Allocate(*pending_);
   if (reply.status == 200 || reply.status == 201) {
     PlayAllocated(now, std::move(players));
-  } else if (reply.code == "PLAYER_BUSY" || reply.code == "ROOM_EXISTS") {
+  } else if (reply.code == "PLAYER_BUSY" || reply.code == "ROOM_EXISTS" ||
+             reply.code == "ROOM_ID_REUSED") {
     // Nothing was allocated. Busy players sit out a while; a taken id is skipped.
     for (uint64_t p : players) resting_.emplace_back(now + kBusyPlayerRest, p);
-    if (reply.code == "ROOM_EXISTS") ++next_room_id_;
+    if (reply.code != "PLAYER_BUSY") ++next_room_id_;
     pending_.reset();
   } else {
     PauseForLobby(now, reply);
@@ -176,7 +179,7 @@ void Simulator::Play::PlayAllocated(Clock::time_point now, std::vector<uint64_t>
   }
   ++next_room_id_;
   pending_.reset();
-  if (outage_logged_) spdlog::info("simulator: lobby takes allocations again");
+  if (outage_logged_) Log().info("simulator: lobby takes allocations again");
   outage_logged_ = false;
 }
 
@@ -185,8 +188,8 @@ void Simulator::Play::PauseForLobby(Clock::time_point now, const AllocateReply& 
   ++sim_.failures_;
   paused_until_ = now + kLobbyAwayPause;
   if (!outage_logged_) {
-    spdlog::warn("simulator: cannot allocate rooms ({} {}); battles in play go on", reply.status,
-                 reply.code.empty() ? "unreachable" : reply.code);
+    Log().warn("simulator: cannot allocate rooms ({} {}); battles in play go on", reply.status,
+               reply.code.empty() ? "unreachable" : reply.code);
     outage_logged_ = true;
   }
 }

@@ -1,6 +1,6 @@
 // Reading the lobby's error bodies: application/problem+json (RFC 9457) with the `code` and
-// `retryable` members of the error contract (DESIGN §3), as server/problem.h writes them. Every
-// client of the lobby reads a problem through ParseProblem. Stateless; thread-safe.
+// `retryable` members of the error contract (docs/design.md §3), as server/problem.h writes them.
+// Every client of the lobby reads a problem through ParseProblem. Stateless; thread-safe.
 #pragma once
 
 #include <optional>

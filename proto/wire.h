@@ -20,6 +20,10 @@ enum class BodyFormat { kProtobuf, kJson };
 inline constexpr std::string_view kProtobufType = "application/x-protobuf";
 inline constexpr std::string_view kJsonType = "application/json";
 
+// The lobby's result endpoints: one result, and a batch of them.
+inline constexpr char kSettlementsPath[] = "/v1/settlements";
+inline constexpr char kSettlementsBatchPath[] = "/v1/settlements:batch";
+
 // The limits of the result endpoints, the lobby's (POST /v1/settlements, …:batch) and the node's
 // (POST /v1/results, …:batch) alike: a single result's body, a batch's body, a batch's results.
 inline constexpr size_t kMaxResultBodyBytes = size_t{1} << 20;

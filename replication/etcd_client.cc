@@ -1,7 +1,6 @@
 #include "replication/etcd_client.h"
 
 #include <google/protobuf/util/json_util.h>
-#include <spdlog/spdlog.h>
 
 #include "common/host_port.h"
 #include "delivery/http_client.h"

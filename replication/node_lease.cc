@@ -1,7 +1,6 @@
 #include "replication/node_lease.h"
 
-#include <spdlog/spdlog.h>
-
+#include "common/log.h"
 #include "replication/etcd_client.h"
 #include "replication/keys.h"
 
@@ -44,7 +43,7 @@ Status NodeLease::Renew() {
     auto ttl = client_->KeepAlive(lease_id_);
     if (!ttl.ok()) return ttl.status();
     if (*ttl > 0) return Status::Ok();
-    spdlog::warn(
+    Log().warn(
         "this node's etcd lease expired (etcd was out of reach for longer than {} s); "
         "taking a new one",
         options_.lease_ttl.count());
@@ -55,8 +54,8 @@ Status NodeLease::Renew() {
   VERDICT_RETURN_IF_ERROR(
       client_->Put(NodeLivenessKey(options_.etcd.key_prefix, node_id_), node_id_, *id));
   lease_id_ = *id;
-  spdlog::info("node {} holds etcd lease {:x} ({} s)", node_id_, lease_id_,
-               options_.lease_ttl.count());
+  Log().info("node {} holds etcd lease {:x} ({} s)", node_id_, lease_id_,
+             options_.lease_ttl.count());
   return Status::Ok();
 }
 
@@ -69,7 +68,7 @@ void NodeLease::Run() {
     Status s = Renew();
     lock.lock();
     alive_ = s.ok();
-    if (!s.ok() && !logged) spdlog::warn("cannot keep this node's etcd lease: {}", s.ToString());
+    if (!s.ok() && !logged) Log().warn("cannot keep this node's etcd lease: {}", s.ToString());
     logged = !s.ok();
     cv_.wait_for(lock, s.ok() ? period : options_.retry_interval, [this] { return stopping_; });
   }

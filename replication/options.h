@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "verdict/common/status.h"
 
 namespace verdict::replication {
 

@@ -2,8 +2,7 @@
 
 #include <algorithm>
 
-#include <spdlog/spdlog.h>
-
+#include "common/log.h"
 #include "proto/wire.h"
 #include "replication/etcd_client.h"
 #include "replication/keys.h"
@@ -231,12 +230,12 @@ void Replicator::NoteOutcome(const Status& s) {
   const bool unavailable = !s.ok() && !nospace;
   const bool was_failing = nospace_.exchange(nospace) | unavailable_.exchange(unavailable);
   if (!s.ok() && !was_failing) {
-    spdlog::warn(
+    Log().warn(
         "replication to etcd is failing: {}; results are stored locally and replicated when it "
         "works again",
         s.ToString());
   } else if (s.ok() && was_failing) {
-    spdlog::info("replication to etcd works again");
+    Log().info("replication to etcd works again");
   }
 }
 
@@ -252,7 +251,7 @@ Status Replicator::Adopt() {
     for (const KeyValue& kv : page->kvs) {
       v1::BattleResult r;
       if (!r.ParseFromString(kv.value)) {
-        spdlog::error("etcd key {} does not hold a result; left alone", wire::ValidUtf8(kv.key));
+        Log().error("etcd key {} does not hold a result; left alone", wire::ValidUtf8(kv.key));
         continue;
       }
       results.push_back(std::move(r));
@@ -265,8 +264,8 @@ Status Replicator::Adopt() {
         const storage::EnqueueResult& o = (*outcomes)[i];
         if (o.status.ok() && !o.already_present) ++adopted;
         if (!o.status.ok()) {
-          spdlog::error("room={}: the copy in etcd cannot go back into the outbox: {}",
-                        results[i].room_id(), o.status.ToString());
+          Log().error("room={}: the copy in etcd cannot go back into the outbox: {}",
+                      results[i].room_id(), o.status.ToString());
         }
       }
     }
@@ -275,13 +274,13 @@ Status Replicator::Adopt() {
   }
   adopted_total_->Add(adopted);
   if (adopted > 0) {
-    spdlog::warn(
+    Log().warn(
         "{} result(s) found only in etcd were put back into the outbox (acked just before a "
         "crash, or lost with the disk); they are delivered again",
         adopted);
     wake_delivery_();
   } else {
-    spdlog::info("etcd holds {} copies of this node's results; the outbox has each", listed);
+    Log().info("etcd holds {} copies of this node's results; the outbox has each", listed);
   }
   return Status::Ok();
 }
@@ -318,22 +317,24 @@ Status Replicator::ScanSome() {
       scan_->after = 0;
     }
   } else {
-    auto side = scan_->view->ListSide(storage::SideArea::kDeadLetter, std::nullopt);
+    // Dead letters are copied too (an operator may redrive them), a page at a time like the
+    // shards; a record that cannot be decoded has nothing to copy and is passed over.
+    auto side = scan_->view->ListSidePage(storage::SideArea::kDeadLetter, std::nullopt,
+                                          scan_->after, kScanChunk);
     if (!side.ok()) return side.status();
+    finished = side->empty();
     for (storage::SideRecord& s : *side) {
-      if (!s.decodable) continue;
       storage::OutboxRecord& r = records.emplace_back();
+      r.sequence = s.sequence;
       r.enqueued_at_ms = s.enqueued_at_ms;
-      r.result = std::move(s.result);
+      if (s.decodable) r.result = std::move(s.result);
     }
-    finished = true;
   }
   std::lock_guard lock(mu_);
   for (storage::OutboxRecord& r : records) {
-    if (!finished) {
-      if (queued_bytes_ >= options_.max_buffered_bytes) break;  // this record comes next time
-      scan_->after = r.sequence;
-    }
+    if (queued_bytes_ >= options_.max_buffered_bytes) break;  // this record comes next time
+    scan_->after = r.sequence;
+    if (r.result.room_id() == 0) continue;  // no result: an undecodable dead letter
     const v1::BattleResult& result = r.result;
     std::string key =
         ResultKey(options_.etcd.key_prefix, node_id_, result.room_id(), result.ended_at_ms());
@@ -411,7 +412,7 @@ Status Replicator::PutSome(std::unique_lock<std::mutex>& lock, EtcdClient& clien
     if ((*outcomes)[i] == CreateOutcome::kConflict) {
       conflicts_total_->Add();
       s = AlreadyExistsError("etcd holds a different result under " + e.key);
-      spdlog::error(
+      Log().error(
           "room={}: {}; this record is not replicated (the copy in etcd is another "
           "result for the same room and ended_at_ms)",
           e.room_id, s.message());
@@ -473,7 +474,7 @@ void Replicator::Run() {
       lock.unlock();
       Status read = ScanSome();
       lock.lock();
-      if (!read.ok()) spdlog::error("replication cannot read the outbox back: {}", read.ToString());
+      if (!read.ok()) Log().error("replication cannot read the outbox back: {}", read.ToString());
       s = read;
     }
     if (s.ok() && adopted_ && deletes_.empty() && !queue_.empty()) {

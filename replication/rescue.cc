@@ -2,8 +2,7 @@
 
 #include <filesystem>
 
-#include <spdlog/spdlog.h>
-
+#include "common/log.h"
 #include "replication/etcd_client.h"
 #include "replication/keys.h"
 #include "replication/releasing_outbox.h"
@@ -14,7 +13,6 @@ namespace {
 
 constexpr int64_t kListPage = 256;
 // Results enqueued into the scratch outbox per synced batch.
-constexpr size_t kEnqueueBatch = 256;
 // How often a rescue looks whether the scratch outbox is empty, and sends the deletes of the
 // copies acked since.
 constexpr std::chrono::milliseconds kPollInterval{50};
@@ -48,30 +46,9 @@ Result<RescueReport> RescueNode(const std::string& node_id, const std::string& t
   if (!client.ok()) return client.status();
   const std::string prefix = options.etcd.key_prefix;
 
-  // Every copy of the node, read at once: they are deleted only as their receipts come.
+  // Every copy of the node goes into a scratch outbox a page at a time (memory stays bounded by
+  // the page, whatever etcd holds), and is deleted from etcd only as its receipt comes.
   RescueReport report;
-  std::vector<v1::BattleResult> results;
-  const std::string from_prefix = NodeResultsPrefix(prefix, node_id);
-  const std::string end = PrefixEnd(from_prefix);
-  for (std::string from = from_prefix;;) {
-    auto page = (*client)->Range(from, end, kListPage, /*keys_only=*/false);
-    if (!page.ok()) return page.status();
-    for (const KeyValue& kv : page->kvs) {
-      v1::BattleResult r;
-      if (!r.ParseFromString(kv.value) || r.node_id() != node_id) {
-        ++report.undecodable;
-        spdlog::error("rescue of {}: etcd key {} does not hold one of its results; left alone",
-                      node_id, kv.key);
-        continue;
-      }
-      results.push_back(std::move(r));
-    }
-    if (!page->more || page->kvs.empty()) break;
-    from = page->kvs.back().key + '\0';
-  }
-  report.found = results.size();
-  if (results.empty()) return report;
-
   std::error_code ec;
   const std::filesystem::path dir = std::filesystem::path(options.work_dir) /
                                     ("rescue-" + NodeLivenessKey("", node_id).substr(6));
@@ -87,23 +64,47 @@ Result<RescueReport> RescueNode(const std::string& node_id, const std::string& t
       deletes.push_back(
           ResultKey(prefix, node_id, record.result.room_id(), record.result.ended_at_ms()));
     });
-    for (size_t i = 0; i < results.size(); i += kEnqueueBatch) {
-      const size_t n = std::min(kEnqueueBatch, results.size() - i);
-      auto outcomes = outbox->Enqueue(std::span(results).subspan(i, n));
-      if (!outcomes.ok()) return outcomes.status();
+    const std::string from_prefix = NodeResultsPrefix(prefix, node_id);
+    const std::string end = PrefixEnd(from_prefix);
+    for (std::string from = from_prefix;;) {
+      auto page = (*client)->Range(from, end, kListPage, /*keys_only=*/false);
+      if (!page.ok()) return page.status();
+      std::vector<v1::BattleResult> results;
+      for (const KeyValue& kv : page->kvs) {
+        v1::BattleResult r;
+        if (!r.ParseFromString(kv.value) || r.node_id() != node_id) {
+          ++report.undecodable;
+          Log().error("rescue of {}: etcd key {} does not hold one of its results; left alone",
+                      node_id, kv.key);
+          continue;
+        }
+        results.push_back(std::move(r));
+      }
+      if (!results.empty()) {
+        auto outcomes = outbox->Enqueue(results);
+        if (!outcomes.ok()) return outcomes.status();
+        report.found += results.size();
+      }
+      if (!page->more || page->kvs.empty()) break;
+      from = page->kvs.back().key + '\0';
+    }
+    if (report.found == 0) {
+      outbox.reset();
+      std::filesystem::remove_all(dir, ec);
+      return report;
     }
     delivery::DelivererOptions delivery = options.delivery;
     delivery.token = token;
     delivery::Deliverer deliverer(*outbox, delivery, nullptr);
     VERDICT_RETURN_IF_ERROR(deliverer.Start());
-    spdlog::info("rescue of {}: delivering {} replicated result(s) to the lobby", node_id,
-                 results.size());
+    Log().info("rescue of {}: delivering {} replicated result(s) to the lobby", node_id,
+               report.found);
     bool logged_delete_failure = false;
     while (std::chrono::steady_clock::now() < deadline && !cancelled()) {
       if (Status s = FlushDeletes(**client, deletes_mu, deletes, 128);
           !s.ok() && !logged_delete_failure) {
         logged_delete_failure = true;
-        spdlog::warn("rescue of {}: cannot delete delivered copies yet: {}", node_id, s.ToString());
+        Log().warn("rescue of {}: cannot delete delivered copies yet: {}", node_id, s.ToString());
       }
       auto stats = outbox->Stats();
       if (stats.ok() && stats->records == 0) break;
@@ -119,9 +120,8 @@ Result<RescueReport> RescueNode(const std::string& node_id, const std::string& t
       auto refused = outbox->ListSide(storage::SideArea::kDeadLetter, std::nullopt);
       if (refused.ok()) {
         for (const storage::SideRecord& r : *refused) {
-          spdlog::error(
-              "rescue of {}: room={} refused by the lobby ({}: {}); its copy stays in etcd",
-              node_id, r.result.room_id(), r.reason, r.detail);
+          Log().error("rescue of {}: room={} refused by the lobby ({}: {}); its copy stays in etcd",
+                      node_id, r.result.room_id(), r.reason, r.detail);
         }
       }
     }
@@ -133,7 +133,7 @@ Result<RescueReport> RescueNode(const std::string& node_id, const std::string& t
       if (deletes.empty()) break;
     }
     if (std::chrono::steady_clock::now() >= final_deadline) {
-      spdlog::warn(
+      Log().warn(
           "rescue of {}: {} delivered copies could not be deleted from etcd; a later "
           "rescue delivers them again (answered duplicate)",
           node_id, deletes.size());
@@ -204,7 +204,7 @@ Status RescueWatcher::Look() {
     auto token = options_.tokens.find(node);
     if (token == options_.tokens.end()) {
       if (warned_no_token_.insert(node).second) {
-        spdlog::warn(
+        Log().warn(
             "node {} has no live lease and results in etcd, but no rescue token is "
             "given for it; not rescued",
             node);
@@ -216,17 +216,17 @@ Status RescueWatcher::Look() {
         last != last_attempt_.end() && now - last->second < options_.retry_after) {
       continue;
     }
-    spdlog::warn("node {} has no live lease: rescuing its replicated results", node);
+    Log().warn("node {} has no live lease: rescuing its replicated results", node);
     rescues_.Add();
     auto report = RescueNode(node, token->second, options_.rescue, &cancel_);
     if (!report.ok()) {
-      spdlog::error("rescue of {} failed: {}", node, report.status().ToString());
+      Log().error("rescue of {} failed: {}", node, report.status().ToString());
       last_attempt_[node] = now;
       continue;
     }
     rescued_.Add(report->delivered);
-    spdlog::info("rescue of {}: {} found, {} delivered, {} refused, {} left", node, report->found,
-                 report->delivered, report->refused, report->left);
+    Log().info("rescue of {}: {} found, {} delivered, {} refused, {} left", node, report->found,
+               report->delivered, report->refused, report->left);
     if (report->refused + report->left + report->undecodable > 0) {
       last_attempt_[node] = now;
     } else {
@@ -243,7 +243,7 @@ void RescueWatcher::Run() {
     lock.unlock();
     Status s = Look();
     lock.lock();
-    if (!s.ok() && !logged) spdlog::warn("rescue watch cannot read etcd: {}", s.ToString());
+    if (!s.ok() && !logged) Log().warn("rescue watch cannot read etcd: {}", s.ToString());
     logged = !s.ok();
     cv_.wait_for(lock, options_.interval, [this] { return cancel_.load(); });
   }

@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/host_port.h"
+#include "common/log.h"
 #include "server/problem.h"
 
 namespace verdict::server {
@@ -590,7 +591,7 @@ class HttpServer::Impl::Listener final : public HttpServer::Impl::ListenerBase {
       return UnavailableError("cannot remove the stale socket " + shown + ": " +
                               std::strerror(errno));
     }
-    spdlog::info("{}: replaced a socket left by a process that is gone", shown);
+    Log().info("{}: replaced a socket left by a process that is gone", shown);
     return Status::Ok();
   }
 
@@ -598,13 +599,13 @@ class HttpServer::Impl::Listener final : public HttpServer::Impl::ListenerBase {
     if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
     if (ec) {
       if (server_.options_.unsafe_stop_accepting_on_failure_for_test) {
-        spdlog::error("accept failed: {}; UNSAFE: no longer accepting", ec.message());
+        Log().error("accept failed: {}; UNSAFE: no longer accepting", ec.message());
         return;
       }
       // Out of file descriptors or memory, say: the connection stays in the backlog and an
       // accept at once would fail the same way, spinning an I/O thread. Pause, log once a pause.
-      spdlog::warn("accept failed: {}; accepting again in {} ms", ec.message(),
-                   kAcceptRetryPause.count());
+      Log().warn("accept failed: {}; accepting again in {} ms", ec.message(),
+                 kAcceptRetryPause.count());
       pause_.expires_after(kAcceptRetryPause);
       pause_.async_wait([this](beast::error_code waited) {
         if (!waited) Accept();

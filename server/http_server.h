@@ -104,7 +104,7 @@ class Exchange {
   // Answers an upgrade request (RequestHead::upgrade) by accepting it as a WebSocket, instead
   // of Reply: once accepted, `make` is called on the connection's strand with the connection
   // and returns the session that takes it over (and holds it). A message from the peer over
-  // `max_message_bytes` ends the connection. Call it from OnRequest.
+  // `max_message_bytes` ends the connection. Any thread, once, like Reply.
   using SessionMaker = std::function<std::shared_ptr<WebSocketSession>(std::shared_ptr<WebSocket>)>;
   virtual void AcceptWebSocket(size_t max_message_bytes, SessionMaker make) = 0;
 };

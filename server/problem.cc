@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log.h"
 #include "proto/wire.h"
 #include "verdict/v1/verdict.pb.h"
 
@@ -21,6 +22,11 @@ const ErrorInfo& InfoOf(ErrorCode code) {
       {"UNSUPPORTED_MEDIA_TYPE", 415, false, "Unsupported media type"},
       {"IDEMPOTENCY_MISMATCH", 422, false, "Same room and outcome, different payload"},
       {"ROSTER_MISMATCH", 422, false, "Players do not match the roster"},
+      {"ORIGINAL_EXPIRED", 410, false, "Settled; the receipt is past retention"},
+      {"ROOM_ID_REUSED", 409, false, "Room id settled before"},
+      {"CURSOR_AHEAD", 409, false, "Cursor beyond the feed's head"},
+      {"CURSOR_TRIMMED", 410, false, "Cursor older than the oldest event retained"},
+      {"EPOCH_CHANGED", 409, false, "Cursor from another epoch of the feed"},
       {"UNAVAILABLE", 503, true, "Temporarily unavailable"},
       {"INTERNAL", 500, false, "Internal error"},
   };
@@ -29,8 +35,16 @@ const ErrorInfo& InfoOf(ErrorCode code) {
 
 HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::string& instance,
                        int retry_after_s) {
+  HttpReply reply = ProblemReply(code, detail, instance, v1::ProblemDetails());
+  if (code == ErrorCode::kUnavailable) {
+    reply.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+  }
+  return reply;
+}
+
+HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::string& instance,
+                       v1::ProblemDetails problem) {
   const ErrorInfo& info = InfoOf(code);
-  v1::ProblemDetails problem;
   problem.set_type(std::string("urn:verdict:problem:") + info.code);
   problem.set_title(info.title);
   problem.set_status(info.http_status);
@@ -45,11 +59,7 @@ HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::str
     reply.body = std::move(*body);
   } else {
     // The status and headers still say what happened.
-    spdlog::error("a {} problem goes out without its body: {}", info.code,
-                  body.status().ToString());
-  }
-  if (code == ErrorCode::kUnavailable) {
-    reply.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+    Log().error("a {} problem goes out without its body: {}", info.code, body.status().ToString());
   }
   return reply;
 }

@@ -1,5 +1,5 @@
-// The error contract that the lobby and the node's ingest both answer with (DESIGN §3): each
-// error code with its HTTP status and whether a client may retry, rendered as
+// The error contract that the lobby and the node's ingest both answer with (docs/design.md §3):
+// each error code with its HTTP status and whether a client may retry, rendered as
 // application/problem+json (RFC 9457) with `code` and `retryable` members. Stateless;
 // thread-safe.
 #pragma once
@@ -25,6 +25,11 @@ enum class ErrorCode {
   kUnsupportedMediaType,  // 415
   kIdempotencyMismatch,   // 422
   kRosterMismatch,        // 422
+  kOriginalExpired,       // 410, the room settled but its receipt is past retention: delivered
+  kRoomIdReused,          // 409, allocation of a room id that was settled before
+  kCursorAhead,           // 409, an event cursor beyond the feed's head
+  kCursorTrimmed,         // 410, an event cursor below the oldest event retained
+  kEpochChanged,          // 409, an event cursor from another epoch of the feed
   kUnavailable,           // 503 + Retry-After, the only retryable one
   kInternal,              // 500, a failure a retry would repeat (a refused write, a reply with no
                           // encoding)
@@ -43,6 +48,10 @@ const ErrorInfo& InfoOf(ErrorCode code);
 // may know.
 HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::string& instance,
                        int retry_after_s = 1);
+// The same with members of its own beside the standard ones (the event feed's position, say):
+// `extra`'s type, title, status, detail, instance, code and retryable are overwritten.
+HttpReply ProblemReply(ErrorCode code, const std::string& detail, const std::string& instance,
+                       v1::ProblemDetails extra);
 
 // The problem of one item of a batch reply: the members of a problem body a client acts on.
 v1::Problem ItemProblem(ErrorCode code, const std::string& detail);

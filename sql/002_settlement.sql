@@ -66,7 +66,7 @@ BEGIN
 END
 $$;
 
--- Settles one room, the whole of DESIGN §5 in one transaction. Returns one row:
+-- Settles one room, the whole of docs/design.md §5 in one transaction. Returns one row:
 --   status: 'settled' | 'duplicate' | 'room_unknown' | 'outcome_conflict'
 --           | 'idempotency_mismatch' | 'roster_mismatch'
 --   match_id, outcome, settled_at_ms of the receipt (for settled, duplicate and conflicts),
@@ -198,7 +198,7 @@ BEGIN
   DELETE FROM battle_rooms WHERE room_id = p_room_id;
   -- No NOTIFY here: a notifying transaction holds a database-wide lock through its commit,
   -- which would make every settlement wait for the previous one's WAL flush. The lobby
-  -- notifies after the commit instead (DESIGN §5: commit, then NOTIFY).
+  -- notifies after the commit instead (docs/design.md §5: commit, then NOTIFY).
 
   RETURN QUERY SELECT 'settled', v_match_id, p_outcome,
                       (extract(epoch FROM v_now) * 1000)::bigint, v_event_id;

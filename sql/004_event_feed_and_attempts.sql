@@ -8,7 +8,7 @@
 -- place in the feed, `seq`, only once its transaction has committed, from a sequencer that
 -- runs alone (verdict_sequence_events below). Clients see `seq` as the feed's event_id.
 --
--- Why the cursor cannot skip an event (DESIGN §3, Events). Sequencing is one short
+-- Why the cursor cannot skip an event (docs/design.md §3, Events). Sequencing is one short
 -- transaction under an advisory lock that only one sequencer holds at a time; it gives the
 -- committed events that have no seq yet the numbers max(seq)+1, max(seq)+2, … and commits
 -- before the lock is released. Hence (1) seqs appear in the order they are numbered, each

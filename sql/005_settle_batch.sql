@@ -1,7 +1,7 @@
 -- 005: settlement of many rooms in one statement, and so in one commit.
 --
 -- One commit per room capped every fleet's drain at what PostgreSQL commits per second. This
--- function does DESIGN §5 for N rooms at once, each statement set-based over all of them, and
+-- function does docs/design.md §5 for N rooms at once, each statement set-based over all of them, and
 -- the lobby calls it for the batch endpoint, for concurrent single requests it coalesces, and
 -- for a single request alone (a batch of one): there is one settlement path.
 --

@@ -97,7 +97,7 @@ BEGIN
 END
 $$;
 
--- Settles the rooms whose verdict is 'settle' (DESIGN §5, as 006 did) and answers one row per
+-- Settles the rooms whose verdict is 'settle' (docs/design.md §5, as 006 did) and answers one row per
 -- input room, in input order, as verdict_settle_batch does.
 CREATE OR REPLACE FUNCTION verdict_settle_write(
   p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_winner_teams smallint[],

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/status.h"
+#include "verdict/common/clock.h"
+#include "verdict/common/status.h"
 #include "verdict/v1/verdict.pb.h"
 
 namespace rocksdb {

@@ -28,6 +28,7 @@
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
+#include "common/log.h"
 #include "proto/wire.h"
 #include "storage/log_scan.h"
 #include "storage/outbox.h"
@@ -151,8 +152,8 @@ class OutboxImpl final : public Outbox {
       rocksdb::FlushOptions flush;
       flush.allow_write_stall = true;
       if (rocksdb::Status s = db_->Flush(flush, handles_); !s.ok()) {
-        spdlog::warn("outbox: flush on close failed ({}); the next open replays the log",
-                     s.ToString());
+        Log().warn("outbox: flush on close failed ({}); the next open replays the log",
+                   s.ToString());
       }
     }
     for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
@@ -540,7 +541,7 @@ class OutboxImpl final : public Outbox {
                        "); its delivery is stopped, the other shards go on: " + kSalvageHint;
       shards_[shard].damaged = true;
     }
-    spdlog::error("outbox shard={}: {}", shard, DamageOf(shard));
+    Log().error("outbox shard={}: {}", shard, DamageOf(shard));
     if (options_.read_only) return;
     const std::string trigger = std::to_string(kDamagedShardLevel0Trigger);
     rocksdb::Status s =
@@ -548,7 +549,7 @@ class OutboxImpl final : public Outbox {
                                          {"level0_slowdown_writes_trigger", trigger},
                                          {"level0_stop_writes_trigger", trigger}});
     if (!s.ok()) {
-      spdlog::error("outbox shard={}: cannot stop its compactions: {}", shard, s.ToString());
+      Log().error("outbox shard={}: cannot stop its compactions: {}", shard, s.ToString());
     }
   }
 
@@ -817,8 +818,8 @@ class OutboxImpl final : public Outbox {
     wb.Put(QuarantineCf(), key, SerializeEnvelope(envelope));
     wb.Delete(ShardCf(shard), key);
     VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "quarantine"));
-    spdlog::warn("outbox shard={} sequence={}: {}; moved to quarantine", shard, sequence,
-                 envelope.detail());
+    Log().warn("outbox shard={} sequence={}: {}; moved to quarantine", shard, sequence,
+               envelope.detail());
     Removed(shard, sequence, value.size());
     ++quarantined_;
     return Status::Ok();
@@ -931,9 +932,9 @@ class RocksLogToSpdlog final : public rocksdb::Logger {
     char line[kMaxLineBytes];  // longer lines are cut
     std::vsnprintf(line, sizeof(line), format, ap);
     if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
-      spdlog::error("outbox (rocksdb): {}", line);
+      Log().error("outbox (rocksdb): {}", line);
     } else {
-      spdlog::warn("outbox (rocksdb): {}", line);
+      Log().warn("outbox (rocksdb): {}", line);
     }
   }
 
@@ -1163,7 +1164,7 @@ Result<uint32_t> ExamineExisting(const std::string& dir, const OutboxOptions& op
     if (scan->intact_records_after_damage > 0) return DataLossError(LogDamageMessage(dir, *scan));
     if (!scan->damage.empty()) {
       const LogDamage& tail = scan->damage.front();
-      spdlog::warn(
+      Log().warn(
           "outbox {}: log {} ends in {} unreadable bytes at offset {} ({}): a write torn "
           "by a crash or power cut, never reported stored",
           dir, tail.file, tail.bytes, tail.offset, tail.what);

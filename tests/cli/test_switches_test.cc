@@ -21,6 +21,12 @@ std::vector<std::string> LobbyServe(const std::string& program, const std::strin
   return {program, "serve", "--listen", "no-port-here", test_switch};
 }
 
+// `retain` with a window that fails right after the command line is parsed, before it touches a
+// database.
+std::vector<std::string> LobbyRetain(const std::string& program, const std::string& test_switch) {
+  return {program, "retain", "--events-older-than", "soon", test_switch};
+}
+
 // `run` without a token, which fails right after the command line is parsed.
 std::vector<std::string> NodeRun(const std::string& program, const std::string& test_switch,
                                  const TempDir& dir) {
@@ -44,6 +50,8 @@ TEST(TestSwitches, ShippedLobbyRefusesThem) {
     SCOPED_TRACE(s);
     ExpectRefused(RunToExit(LobbyServe(LobbyBinary(), s)), s);
   }
+  ExpectRefused(RunToExit(LobbyRetain(LobbyBinary(), "--unsafe-expire-receipts-without-records")),
+                "--unsafe-expire-receipts-without-records");
 }
 
 TEST(TestSwitches, ShippedNodeRefusesThem) {
@@ -60,6 +68,9 @@ TEST(TestSwitches, ShippedNodeRefusesThem) {
 TEST(TestSwitches, TestingBuildsTakeThem) {
   ExpectTaken(RunToExit(LobbyServe(LobbyTestingBinary(), "--unsafe-release-before-commit")),
               "--listen wants HOST:PORT");
+  ExpectTaken(
+      RunToExit(LobbyRetain(LobbyTestingBinary(), "--unsafe-expire-receipts-without-records")),
+      "--events-older-than: 'soon' is not a duration");
   TempDir dir;
   for (const std::string s :
        {"--unsafe-ack-before-send", "--unsafe-drop-failed-batches", "--unsafe-ack-whole-batch"}) {

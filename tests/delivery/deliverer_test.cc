@@ -358,6 +358,41 @@ TEST_F(DelivererTest, TerminalProblemIsDeadLetteredWithItsCode) {
       [&] { return Metric("verdict_node_dead_lettered_total{code=\"OUTCOME_CONFLICT\"}") == 1; }));
 }
 
+// A room the lobby settled so long ago that its receipt is past retention: 410 ORIGINAL_EXPIRED
+// (retryable false) says the result was delivered then. It is acked and counted, never
+// dead-lettered, whether it came alone or as a batch's item.
+TEST_F(DelivererTest, OriginalExpiredIsAckedAndCountedNeverDeadLettered) {
+  for (size_t batch : {size_t{1}, size_t{64}}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    TempDir dir;
+    FakeLobby lobby;
+    lobby.SetHandler([](const FakeRequest& r) {
+      if (r.result.room_id() == 5) return testing::ProblemReply(410, "ORIGINAL_EXPIRED", false);
+      return FakeReply{};
+    });
+    auto opened = storage::OpenOutbox(dir.path(), {.shard_count = 1});
+    ASSERT_TRUE(opened.ok());
+    metrics::Registry registry;
+    DelivererOptions options;
+    options.lobby_urls = {lobby.url()};
+    options.token = "token-a";
+    options.clock = &clock_;
+    options.batch = batch;
+    Deliverer deliverer(**opened, options, &registry);
+    const std::vector<v1::BattleResult> results = {MakeResult(5), MakeResult(6)};
+    ASSERT_TRUE((*opened)->Enqueue(results).ok());
+    ASSERT_TRUE(deliverer.Start().ok());
+    ASSERT_TRUE(WaitUntil([&] { return (*opened)->Stats()->records == 0; }));
+    deliverer.Stop();
+    EXPECT_EQ((*opened)->Stats()->dead_lettered, 0u);
+    const std::string text = registry.RenderText();
+    EXPECT_NE(text.find("verdict_node_delivery_expired_total 1\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("verdict_node_delivered_total{result=\"settled\"} 1\n"), std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("verdict_node_dead_lettered_total{"), std::string::npos) << text;
+  }
+}
+
 TEST_F(DelivererTest, AnswersWithoutATerminalProblemAreRetried) {
   // A proxy's bare 404, a 429 and a 502, and a problem that says it is retryable.
   std::vector<FakeReply> replies(4);

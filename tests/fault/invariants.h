@@ -1,17 +1,19 @@
 // The fault suite's invariant checker: after the faults stop and the node has drained, it
 // holds the database, the node's outbox listing and the node's log of results it reported
-// stored to verdict's promises (DESIGN.md §1):
-//   P1  every result the node reported stored has exactly one receipt, or is in the outbox's
-//       quarantine or dead letter with a reason; nothing is left pending;
+// stored to verdict's promises (docs/design.md §1):
+//   P1  every result the node reported stored has exactly one receipt (or, past retention, the
+//       compact record of one), or is in the outbox's quarantine or dead letter with a reason;
+//       nothing is left pending;
 //   P2  every player's games, wins, losses, draws and Elo equal the sum over their settled
-//       matches, every match's Elo changes sum to zero, every receipt has exactly one match,
-//       and no settled room's result was dead-lettered (a redelivery is a duplicate);
+//       matches, every match's Elo changes sum to zero and so do all ratings together, every
+//       settled room has exactly one match and every match a settled room, and no settled room's
+//       result was dead-lettered (a redelivery is a duplicate, or ORIGINAL_EXPIRED);
 //   P5  no player is in battle without an active room, every seat of an active room still
 //       holds its player, and no settled room is still active;
 //   P4  every record set aside names its reason; the undecodable ones are exactly those the
 //       suite wrote.
 // Rooms allocated whose result was never reported stored (the node was killed mid-battle, the
-// honest limit of DESIGN.md §1) are counted, not violations.
+// honest limit of docs/design.md §1) are counted, not violations.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,7 @@ namespace verdict::testing {
 struct InvariantReport {
   std::vector<std::string> violations;
   uint64_t allocated = 0;      // rooms ever allocated (active ones plus receipts)
-  uint64_t settled = 0;        // receipts
+  uint64_t settled = 0;        // receipts and compact records
   uint64_t stored = 0;         // rooms the node reported stored
   uint64_t quarantined = 0;    // outbox quarantine records
   uint64_t dead_lettered = 0;  // outbox dead-letter records

@@ -14,7 +14,9 @@ prefix="$work/root$(cmake -L -N "$build" | sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 for f in bin/verdict-lobby bin/verdict-node include/verdict/node/battle_node.h \
-         include/verdict/verdict/v1/verdict.pb.h lib/systemd/system/verdict-lobby.service \
+         include/verdict/v1/verdict.pb.h lib/systemd/system/verdict-lobby.service \
+         lib/systemd/system/verdict-lobby-retain.service \
+         lib/systemd/system/verdict-lobby-retain.timer \
          lib/systemd/system/verdict-node.service; do
   [ -e "$prefix/$f" ] || fail "missing $f"
 done
@@ -61,8 +63,16 @@ grep -qx "ExecStart=$own/bin/verdict-node --config $own/etc/verdict/node.conf ru
 grep -qx "ExecStart=$own/bin/verdict-lobby --config $own/etc/verdict/lobby.conf serve" \
   "$jail$own/lib/systemd/system/verdict-lobby.service" || fail "verdict-lobby.service names other paths"
 
-# A battle host's own project: find_package(verdict), link verdict::node.
+# A battle host's own project: find_package(verdict), link verdict::node. Its include path comes
+# first and has headers of its own under the names verdict's headers have in its source tree; the
+# installed headers include each other as "verdict/…", so none of these is ever read.
+for h in common/status.h common/clock.h common/metrics.h node/room.h node/options.h \
+         storage/outbox.h delivery/deliverer_options.h; do
+  mkdir -p "$work/host/$(dirname "$h")"
+  echo "#error the host's own $h was included from inside verdict's headers" >"$work/host/$h"
+done
 cmake -S "$source/examples" -B "$work/example" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_CXX_FLAGS="-I$work/host" \
   -DCMAKE_FIND_PACKAGE_PREFER_CONFIG=ON >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; fail "example does not configure against the installed package"; }
 grep -q "verdict" "$work/example/CMakeCache.txt"

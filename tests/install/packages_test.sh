@@ -26,6 +26,8 @@ lobby=$(deb verdict-lobby) node=$(deb verdict-node) dev=$(deb libverdict-dev)
 
 expect_file "$lobby" ./usr/bin/verdict-lobby
 expect_file "$lobby" ./usr/lib/systemd/system/verdict-lobby.service
+expect_file "$lobby" ./usr/lib/systemd/system/verdict-lobby-retain.service
+expect_file "$lobby" ./usr/lib/systemd/system/verdict-lobby-retain.timer
 expect_file "$lobby" ./etc/verdict/lobby.conf
 expect_file "$lobby" ./usr/share/verdict/sql/001_schema.sql
 expect_file "$lobby" ./usr/share/verdict/prometheus/verdict.rules.yml
@@ -85,5 +87,17 @@ grep -q "^outbox = /var/lib/verdict-node/" "$work/root-verdict-node/etc/verdict/
 grep -q "^ExecStartPre=/usr/bin/verdict-lobby --config /etc/verdict/lobby.conf migrate" \
   "$work/root-verdict-lobby/usr/lib/systemd/system/verdict-lobby.service" ||
   fail "verdict-lobby.service does not migrate on start"
+# The retention pass: a oneshot service as confined as the lobby's, run by a timer.
+retain_unit="$work/root-verdict-lobby/usr/lib/systemd/system/verdict-lobby-retain.service"
+for directive in "Type=oneshot" "User=verdict" "ProtectSystem=strict" "NoNewPrivileges=yes" \
+                 "ExecStart=/usr/bin/verdict-lobby --config /etc/verdict/lobby.conf retain"; do
+  grep -q "^$directive" "$retain_unit" || fail "verdict-lobby-retain.service lacks $directive"
+done
+grep -q "^OnCalendar=" "$work/root-verdict-lobby/usr/lib/systemd/system/verdict-lobby-retain.timer" ||
+  fail "verdict-lobby-retain.timer has no schedule"
+if command -v systemd-analyze >/dev/null; then
+  systemd-analyze security --offline=true --threshold=30 "$retain_unit" >"$work/security.log" 2>&1 ||
+    { cat "$work/security.log"; fail "verdict-lobby-retain.service: exposure above 3.0 or does not parse"; }
+fi
 
 echo "packages: $(cd "$work" && ls *.deb | tr '\n' ' ')"

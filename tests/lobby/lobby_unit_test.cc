@@ -284,6 +284,41 @@ TEST(ParseEventsAfterTest, ReadsTheQuery) {
   EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?x=1&after=7"), 7);
   EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=-1").ok());
   EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=1x").ok());
+  EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=").ok());
+  EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?afterwards=3"), 0);
+}
+
+TEST(ParseEventsEpochTest, ReadsTheQuery) {
+  EXPECT_EQ(*SettlementService::ParseEventsEpoch("/v1/events?after=3"), "");
+  EXPECT_EQ(*SettlementService::ParseEventsEpoch("/v1/events?after=3&epoch=0a1b"), "0a1b");
+  for (const char* bad : {"/v1/events?epoch=", "/v1/events?epoch=XYZ", "/v1/events?epoch=%20"}) {
+    EXPECT_FALSE(SettlementService::ParseEventsEpoch(bad).ok()) << bad;
+  }
+}
+
+// Where the feed can continue from: every cursor from the trim mark to the head, in its epoch.
+TEST(RefuseEventsCursorTest, RefusesWhatTheFeedCannotContinue) {
+  const FeedState feed{"00aa", /*head=*/10, /*trimmed_through=*/4, /*oldest=*/5};
+  const auto code = [&](int64_t after, const std::string& epoch) -> std::string {
+    auto refused = SettlementService::RefuseEventsCursor(feed, after, epoch, "/v1/events");
+    if (!refused) return "OK";
+    v1::ProblemDetails problem;
+    std::string error;
+    EXPECT_TRUE(wire::DecodeBody(refused->body, wire::BodyFormat::kJson, &problem, &error));
+    EXPECT_EQ(problem.feed().head_event_id(), 10u);
+    EXPECT_EQ(problem.feed().trimmed_through(), 4u);
+    EXPECT_EQ(problem.feed().oldest_event_id(), 5u);
+    EXPECT_EQ(problem.feed().epoch(), "00aa");
+    return problem.code() + "/" + std::to_string(refused->status);
+  };
+  EXPECT_EQ(code(4, ""), "OK");
+  EXPECT_EQ(code(10, "00aa"), "OK");
+  EXPECT_EQ(code(11, ""), "CURSOR_AHEAD/409");
+  EXPECT_EQ(code(3, ""), "CURSOR_TRIMMED/410");
+  EXPECT_EQ(code(0, "00aa"), "CURSOR_TRIMMED/410");
+  EXPECT_EQ(code(5, "00bb"), "EPOCH_CHANGED/409") << "the epoch is judged first";
+  // The other problems carry no feed position.
+  EXPECT_EQ(ProblemReply(ErrorCode::kRoomUnknown, "x", "/y").body.find("feed"), std::string::npos);
 }
 
 // Every status the settlement and allocation SQL answer (sql/002, sql/007, sql/010) has its own
@@ -298,6 +333,7 @@ TEST(SqlStatusTest, EveryStatusHasItsMeaningAndAnUnknownOneIsInternal) {
       {"idempotency_mismatch", SettleStatus::kIdempotencyMismatch},
       {"roster_mismatch", SettleStatus::kRosterMismatch},
       {"busy", SettleStatus::kBusy},
+      {"original_expired", SettleStatus::kOriginalExpired},
   };
   for (const auto& [name, status] : settle) {
     auto decoded = SettleStatusFromSql(name);
@@ -316,6 +352,7 @@ TEST(SqlStatusTest, EveryStatusHasItsMeaningAndAnUnknownOneIsInternal) {
       {"duplicate", AllocateStatus::kDuplicate},
       {"room_exists", AllocateStatus::kRoomExists},
       {"player_busy", AllocateStatus::kPlayerBusy},
+      {"room_id_reused", AllocateStatus::kRoomIdReused},
   };
   for (const auto& [name, status] : allocate) {
     auto decoded = AllocateStatusFromSql(name);
@@ -333,8 +370,9 @@ TEST(SqlStatusTest, EveryStatusHasItsMeaningAndAnUnknownOneIsInternal) {
       {SettleStatus::kIdempotencyMismatch, ErrorCode::kIdempotencyMismatch},
       {SettleStatus::kRosterMismatch, ErrorCode::kRosterMismatch},
       {SettleStatus::kBusy, ErrorCode::kUnavailable},
+      {SettleStatus::kOriginalExpired, ErrorCode::kOriginalExpired},
   };
-  static_assert(std::size(answers) == static_cast<size_t>(SettleStatus::kBusy) + 1,
+  static_assert(std::size(answers) == static_cast<size_t>(SettleStatus::kOriginalExpired) + 1,
                 "a SettleStatus without its answer here");
   for (const auto& [status, code] : answers) {
     SettleOutcome outcome;

@@ -423,7 +423,7 @@ double Gauge(const std::string& text, const std::string& name) {
   return testing::MetricValue(text, name, std::nan(""));
 }
 
-// The derived gauges of DESIGN §6 on a simulated clock, against figures worked out by hand:
+// The derived gauges of docs/design.md §6 on a simulated clock, against figures worked out by hand:
 // R and C are the results stored and resolved over the samples' span, T = D / (S x R) with S the
 // mean record size (2 KiB when the outbox is empty), and the drain ETA N / (C - R). The outbox
 // answers with pinned figures (N, its bytes, D); stored and resolved move only when the test

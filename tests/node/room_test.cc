@@ -1,5 +1,5 @@
-// The room's decision rules (DESIGN §4) and its one-time finish, on a simulated clock; what it
-// refuses to finish with; its table's linger.
+// The room's decision rules (docs/design.md §4) and its one-time finish, on a simulated clock; what
+// it refuses to finish with; its table's linger.
 #include <gtest/gtest.h>
 
 #include "node/result_channel.h"

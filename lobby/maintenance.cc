@@ -1,0 +1,101 @@
+#include "lobby/maintenance.h"
+
+#include <spdlog/spdlog.h>
+
+namespace verdict::lobby {
+namespace {
+
+// Rooms released per tick at most: a backlog of them is worked off over the next ticks.
+constexpr int kReleasesPerTick = 1000;
+
+}  // namespace
+
+Maintenance::Maintenance(MaintenanceOptions options, SettlementStore& store, std::string conninfo,
+                         metrics::Registry& registry)
+    : options_(std::move(options)),
+      store_(store),
+      conninfo_(std::move(conninfo)),
+      failures_(registry.AddLabeledCounter("verdict_lobby_maintenance_failures_total",
+                                           "Maintenance tasks that failed, by task.", "task")),
+      dropped_(registry.AddLabeledCounter("verdict_lobby_retention_partitions_dropped_total",
+                                          "Partitions retention dropped, by family.", "family")),
+      receipts_expired_(
+          registry.AddCounter("verdict_lobby_retention_receipts_expired_total",
+                              "Receipts retention replaced by the compact record of their room.")),
+      released_(registry.AddCounter(
+          "verdict_lobby_rooms_auto_released_total",
+          "Rooms whose players --release-after released to a pending settlement.")) {
+  registry.AddGauge("verdict_lobby_oldest_unsettled_allocation_seconds",
+                    "Seconds since the oldest room without a receipt was allocated (as of the "
+                    "last maintenance tick).",
+                    [this] { return oldest_unsettled_s_.load(); });
+}
+
+Maintenance::~Maintenance() { Stop(); }
+
+void Maintenance::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Maintenance::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Maintenance::Run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    Tick(std::chrono::steady_clock::now());
+    lock.lock();
+    wake_.wait_for(lock, options_.interval, [this] { return stopping_; });
+  }
+}
+
+void Maintenance::Tick(std::chrono::steady_clock::time_point now) {
+  const RetentionOptions& retention = options_.retention;
+  if (auto created = EnsurePartitions(conninfo_, retention.partitions, retention.lock_timeout);
+      !created.ok()) {
+    failures_.Add("partitions");
+    spdlog::warn("maintenance: partitions ahead: {}", created.status().ToString());
+  }
+  if (auto age = store_.OldestUnsettledAllocationAge(); age.ok()) {
+    oldest_unsettled_s_ = *age;
+  } else {
+    failures_.Add("oldest_unsettled");
+  }
+  if (options_.release_after) {
+    const auto seconds =
+        std::chrono::duration_cast<std::chrono::seconds>(*options_.release_after).count();
+    auto released = store_.ReleaseRoomsOlderThan(seconds, kReleasesPerTick);
+    if (!released.ok()) {
+      failures_.Add("release");
+      spdlog::warn("maintenance: releasing rooms: {}", released.status().ToString());
+    } else if (*released > 0) {
+      released_.Add(*released);
+      spdlog::warn(
+          "maintenance: released the players of {} room{} allocated more than {} s ago "
+          "to a pending settlement",
+          *released, *released == 1 ? "" : "s", seconds);
+    }
+  }
+  if (options_.retain_every && (!next_retention_ || now >= *next_retention_)) {
+    next_retention_ = now + *options_.retain_every;
+    auto report = RetainOnce(conninfo_, retention);
+    if (!report.ok()) {
+      failures_.Add("retention");
+      spdlog::warn("maintenance: retention pass: {}", report.status().ToString());
+      return;
+    }
+    dropped_.Add("events", report->event_partitions_dropped);
+    dropped_.Add("history", report->history_partitions_dropped);
+    receipts_expired_.Add(report->receipts_expired);
+    spdlog::info("maintenance: retention pass: {}", report->ToString());
+  }
+}
+
+}  // namespace verdict::lobby

@@ -1,0 +1,164 @@
+#include "lobby/retention.h"
+
+#include <pqxx/pqxx>
+
+#include <spdlog/spdlog.h>
+
+namespace verdict::lobby {
+namespace {
+
+// SQLSTATE 55P03: the lock timeout, a step for the next pass.
+bool LockNotGranted(const pqxx::sql_error& e) { return e.sqlstate() == "55P03"; }
+
+// Runs `body` on a new connection, translating libpqxx failures: a lost connection or a lock not
+// granted is UNAVAILABLE, anything else INTERNAL.
+template <typename T, typename F>
+Result<T> WithConnection(const std::string& conninfo, const char* what, F body) {
+  try {
+    pqxx::connection conn(conninfo);
+    return body(conn);
+  } catch (const pqxx::broken_connection& e) {
+    return UnavailableError(std::string(what) + ": cannot reach the database: " + e.what());
+  } catch (const pqxx::sql_error& e) {
+    if (LockNotGranted(e)) return UnavailableError(std::string(what) + ": " + e.what());
+    return InternalError(std::string(what) + ": database error " + e.sqlstate() + ": " + e.what());
+  } catch (const std::exception& e) {
+    return InternalError(std::string(what) + ": " + e.what());
+  }
+}
+
+// One short transaction: `sql` under the lock timeout, its one value.
+template <typename T>
+std::optional<T> Step(pqxx::connection& conn, std::chrono::milliseconds lock_timeout,
+                      const std::string& sql) {
+  pqxx::work tx(conn);
+  tx.exec("SET LOCAL lock_timeout = " + std::to_string(lock_timeout.count()));
+  const pqxx::row row = tx.exec1(sql);
+  tx.commit();
+  return row[0].is_null() ? std::nullopt : std::optional<T>(row[0].as<T>());
+}
+
+std::string Seconds(std::chrono::milliseconds d) {
+  return std::to_string(static_cast<double>(d.count()) / 1000.0);
+}
+
+int EnsureOn(pqxx::connection& conn, const PartitionOptions& options,
+             std::chrono::milliseconds lock_timeout) {
+  int created = 0;
+  for (const auto& [family, size] :
+       {std::pair<std::string, int64_t>{"events", options.events_per_partition},
+        {"history", options.matches_per_partition}}) {
+    const auto n = Step<int>(conn, lock_timeout,
+                             "SELECT verdict_ensure_partitions('" + family + "', " +
+                                 std::to_string(size) + ", " + std::to_string(options.ahead) + ")");
+    if (n && *n > 0) {
+      spdlog::info("partitions: created {} {} partition{} ahead", *n, family, *n == 1 ? "" : "s");
+      created += *n;
+    }
+  }
+  return created;
+}
+
+// Drops the family's partitions older than `older_than`, oldest first, counting them in
+// `dropped` (which stays right when a step throws).
+void DropOlderThan(pqxx::connection& conn, const std::string& family,
+                   std::chrono::milliseconds older_than, std::chrono::milliseconds lock_timeout,
+                   int& dropped) {
+  for (;;) {
+    const auto lower =
+        Step<int64_t>(conn, lock_timeout,
+                      "SELECT verdict_drop_oldest_partition('" + family +
+                          "', now() - make_interval(secs => " + Seconds(older_than) + "))");
+    if (!lower) return;
+    ++dropped;
+    spdlog::info("retention: dropped the {} partition from id {}", family, *lower);
+  }
+}
+
+// Expires receipts older than the window, a batch per transaction, counting them in `expired`.
+void ExpireReceipts(pqxx::connection& conn, const RetentionOptions& o, int64_t& expired) {
+  const std::string cutoff =
+      "now() - make_interval(secs => " + Seconds(*o.receipts_older_than) + ")";
+  const std::string batch = std::to_string(o.receipts_per_batch);
+  const std::string sql =
+      o.unsafe_expire_receipts_without_records_for_test
+          ? "WITH gone AS (DELETE FROM settlement_receipts WHERE room_id IN (SELECT room_id FROM "
+            "settlement_receipts WHERE settled_at < " +
+                cutoff + " ORDER BY match_id LIMIT " + batch +
+                ") RETURNING 1) SELECT count(*) FROM gone"
+          : "SELECT verdict_expire_receipts(" + cutoff + ", " + batch + ")";
+  for (;;) {
+    const int64_t n = Step<int64_t>(conn, o.lock_timeout, sql).value_or(0);
+    expired += n;
+    if (n < o.receipts_per_batch) return;
+  }
+}
+
+}  // namespace
+
+std::string RetentionReport::ToString() const {
+  return std::to_string(partitions_created) + " partitions created, " +
+         std::to_string(event_partitions_dropped) + " event partitions and " +
+         std::to_string(history_partitions_dropped) + " history partitions dropped, " +
+         std::to_string(receipts_expired) + " receipts expired" +
+         (steps_skipped > 0 ? ", " + std::to_string(steps_skipped) + " steps left for next time"
+                            : "");
+}
+
+Result<int> EnsurePartitions(const std::string& conninfo, const PartitionOptions& options,
+                             std::chrono::milliseconds lock_timeout) {
+  return WithConnection<int>(conninfo, "partitions", [&](pqxx::connection& conn) {
+    return EnsureOn(conn, options, lock_timeout);
+  });
+}
+
+Result<RetentionReport> RetainOnce(const std::string& conninfo, const RetentionOptions& o) {
+  if (o.unsafe_expire_receipts_without_records_for_test) {
+    spdlog::error("UNSAFE test switch is on: receipts expire without their compact records");
+  }
+  return WithConnection<RetentionReport>(conninfo, "retention", [&](pqxx::connection& conn) {
+    RetentionReport report;
+    // A step whose locks are not granted in time is left for the next pass.
+    const auto step = [&](const char* what, auto&& run) {
+      try {
+        run();
+      } catch (const pqxx::sql_error& e) {
+        if (!LockNotGranted(e)) throw;
+        ++report.steps_skipped;
+        spdlog::warn("retention: {} skipped, its locks were not granted in {} ms: {}", what,
+                     o.lock_timeout.count(), e.what());
+      }
+    };
+    step("creating partitions",
+         [&] { report.partitions_created = EnsureOn(conn, o.partitions, o.lock_timeout); });
+    if (o.events_older_than) {
+      step("dropping events", [&] {
+        DropOlderThan(conn, "events", *o.events_older_than, o.lock_timeout,
+                      report.event_partitions_dropped);
+      });
+    }
+    if (o.history_older_than) {
+      step("dropping history", [&] {
+        DropOlderThan(conn, "history", *o.history_older_than, o.lock_timeout,
+                      report.history_partitions_dropped);
+      });
+    }
+    if (o.receipts_older_than) {
+      step("expiring receipts", [&] { ExpireReceipts(conn, o, report.receipts_expired); });
+    }
+    return report;
+  });
+}
+
+Result<std::string> NewEpoch(const std::string& conninfo) {
+  return WithConnection<std::string>(conninfo, "new epoch", [&](pqxx::connection& conn) {
+    pqxx::work tx(conn);
+    const std::string epoch =
+        tx.exec1("UPDATE verdict_feed SET epoch = verdict_new_epoch() RETURNING epoch")[0]
+            .as<std::string>();
+    tx.commit();
+    return epoch;
+  });
+}
+
+}  // namespace verdict::lobby

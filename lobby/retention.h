@@ -1,0 +1,81 @@
+// Retention: the lobby's data over time (README, "Retention"). Partitions of the event feed and
+// of the match history are made ahead of the rows that will fill them (EnsurePartitions, which
+// `verdict-lobby serve` runs all the time), and a retention pass (RetainOnce: `verdict-lobby
+// retain`, or `serve` with --retain-every) drops whole partitions of events and history once all
+// of a partition is older than its window, and expires old receipts into compact records of the
+// rooms they settled (sql/020-022). A dropped partition costs the same however many rows it held;
+// receipts go a batch per transaction.
+//
+// Each call opens a connection of its own, and every transaction in it is short and runs under
+// a lock timeout: a step that cannot get its locks in time (a drop needs the family's tables to
+// itself for a moment) gives up until the next pass instead of holding up settlements. Several
+// lobby instances may run them at once; one at a time does the work (an advisory lock).
+// Stateless; thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+
+namespace verdict::lobby {
+
+struct PartitionOptions {
+  // Event ids per partition of settlement_events. About 1.8 GB of events, and 20 minutes at the
+  // design's 830 rooms/s; events stay for their window plus at most one partition.
+  // Default: 1,000,000.
+  int64_t events_per_partition = 1'000'000;
+  // Matches per partition of the history (matches, match_players, replays): ten players a match.
+  // Default: 1,000,000.
+  int64_t matches_per_partition = 1'000'000;
+  // Partitions kept ready beyond the next id. Default: 2.
+  int ahead = 2;
+};
+
+struct RetentionOptions {
+  PartitionOptions partitions;
+  // Events are dropped once their whole partition is older than this; nullopt keeps them.
+  // Default: 7 days.
+  std::optional<std::chrono::milliseconds> events_older_than = std::chrono::hours(24 * 7);
+  // Matches, match players and replays, likewise; nullopt keeps them. Default: kept.
+  std::optional<std::chrono::milliseconds> history_older_than;
+  // Receipts older than this become compact records (sql/022); nullopt keeps them.
+  // Default: kept.
+  std::optional<std::chrono::milliseconds> receipts_older_than;
+  // Receipts expired per transaction. Default: 10,000.
+  int receipts_per_batch = 10'000;
+  // How long a step waits for its locks before it gives up until the next pass.
+  // Default: 1 s.
+  std::chrono::milliseconds lock_timeout{1000};
+  // Test-only negative control, set by verdict-lobby-testing only: expire receipts without
+  // keeping their compact records. Default: false.
+  bool unsafe_expire_receipts_without_records_for_test = false;
+};
+
+// What one pass did.
+struct RetentionReport {
+  int partitions_created = 0;
+  int event_partitions_dropped = 0;
+  int history_partitions_dropped = 0;
+  int64_t receipts_expired = 0;
+  int steps_skipped = 0;  // steps that could not get their locks in time: the next pass does them
+  std::string ToString() const;
+};
+
+// Creates the partitions the next rows need, and moves rows that landed in a DEFAULT partition
+// into partitions of their own. Returns the number of partitions created. UNAVAILABLE when the
+// database cannot be reached or the locks were not granted in time; INTERNAL otherwise.
+Result<int> EnsurePartitions(const std::string& conninfo, const PartitionOptions& options,
+                             std::chrono::milliseconds lock_timeout);
+
+// One retention pass: EnsurePartitions, then each kind of data older than its window. A step
+// whose locks are not granted in time is skipped (counted in steps_skipped); any other failure
+// ends the pass with its error (what was done before stays done).
+Result<RetentionReport> RetainOnce(const std::string& conninfo, const RetentionOptions& options);
+
+// Gives the event feed a new random epoch (the restore procedure); returns it.
+Result<std::string> NewEpoch(const std::string& conninfo);
+
+}  // namespace verdict::lobby

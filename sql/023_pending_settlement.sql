@@ -1,0 +1,201 @@
+-- 023: pending settlement. A room whose battle host is gone can have its players released to
+-- play again (POST /v1/rooms/{room_id}:release, or `serve --release-after`): the room is marked
+-- pending with the time, stays allocated, and still accepts its result, which settles as usual.
+--
+-- The compensation rule (README, "Pending settlement"): a room's Elo change is computed from the
+-- ratings its players had when it was allocated (battle_room_seats.elo_at_allocation, 022) and
+-- added to their ratings at settlement. A released player may have played other matches
+-- meanwhile: those changes stand, and this room's change comes on top of them, the same change it
+-- would have made had its result come in time. Every match stays zero-sum, since both teams'
+-- changes are computed from the same ratings. A room allocated before 022 has no recorded ratings
+-- and is rated on current ones, as before. (While a room is not released its players can play
+-- nothing else, so their recorded and current ratings are the same unless a released room's late
+-- result lands in between; the rule holds either way.)
+
+-- When the room's players were released; NULL while they are held.
+ALTER TABLE battle_rooms ADD COLUMN released_at timestamptz;
+
+-- Releases the room's players (those whose in_battle_room is still this room) and marks it
+-- pending. Returns one row: status 'released' (also when it was released before: the time is the
+-- first release's) or 'room_unknown' (not allocated, or settled already), the release time, and
+-- how many players this call freed. Locks as a settlement does: the room's advisory lock, its
+-- row, then its players in id order.
+CREATE FUNCTION verdict_release_room(p_room_id bigint)
+RETURNS TABLE (status text, released_at timestamptz, players_released integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_released timestamptz;
+  v_count integer;
+BEGIN
+  PERFORM pg_advisory_xact_lock(p_room_id);
+  UPDATE battle_rooms b SET released_at = coalesce(b.released_at, clock_timestamp())
+  WHERE b.room_id = p_room_id
+  RETURNING b.released_at INTO v_released;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT 'room_unknown', NULL::timestamptz, 0;
+    RETURN;
+  END IF;
+  PERFORM 1 FROM players p WHERE p.in_battle_room = p_room_id ORDER BY p.player_id FOR UPDATE;
+  UPDATE players p SET in_battle_room = 0 WHERE p.in_battle_room = p_room_id;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  RETURN QUERY SELECT 'released', v_released, v_count;
+END
+$$;
+
+-- Releases up to p_limit rooms allocated more than p_age ago and not released yet, oldest
+-- first; returns how many (`serve --release-after`).
+CREATE FUNCTION verdict_release_rooms_older_than(p_age interval, p_limit integer)
+RETURNS integer LANGUAGE sql AS $$
+  SELECT count(*)::integer FROM (
+    SELECT room_id FROM battle_rooms
+    WHERE released_at IS NULL AND allocated_at < now() - p_age
+    ORDER BY allocated_at, room_id LIMIT p_limit) due,
+  LATERAL verdict_release_room(due.room_id) r WHERE r.status = 'released'
+$$;
+
+-- 009's write, rating each room on its players' ratings at allocation.
+CREATE OR REPLACE FUNCTION verdict_settle_write(
+  p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_winner_teams smallint[],
+  p_suspects boolean[], p_ended_at_ms bigint[], p_replay_paths text[], p_abort_reasons text[],
+  p_fingerprints bytea[],
+  p_player_rooms bigint[], p_player_ids bigint[], p_teams smallint[], p_kills integer[],
+  p_deaths integer[], p_assists integer[], p_scores bigint[], p_disconnected boolean[],
+  p_k_factor integer, p_attempt_id bigint, p_verdicts text[])
+RETURNS TABLE (room_id bigint, status text, match_id bigint, outcome text, settled_at_ms bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_now timestamptz := clock_timestamp();
+  v_now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+  v_settle bigint[];    -- the rooms this call settles
+  v_match_ids bigint[]; -- their new matches, in the same order as v_match_rooms
+  v_match_rooms bigint[];
+BEGIN
+  SELECT array_agg(p_room_ids[i]) INTO v_settle
+  FROM generate_subscripts(p_room_ids, 1) i WHERE p_verdicts[i] = 'settle';
+
+  IF v_settle IS NOT NULL THEN
+    -- Lock the players in id order, then rate on the locked values.
+    PERFORM 1 FROM players p WHERE p.player_id IN (
+      SELECT pid FROM unnest(p_player_rooms, p_player_ids) AS x(room, pid)
+      WHERE x.room = ANY (v_settle))
+    ORDER BY p.player_id FOR UPDATE;
+
+    -- From here on every statement works on this call's own new matches, by match_id.
+    WITH inserted AS (
+      INSERT INTO matches (room_id, node_id, outcome, winner_team, suspect, abort_reason,
+                           ended_at_ms, settled_at)
+      SELECT x.room_id, x.node_id, x.outcome, x.winner_team, x.suspect, x.abort_reason,
+             x.ended_at_ms, v_now
+      FROM unnest(p_room_ids, p_node_ids, p_outcomes, p_winner_teams, p_suspects,
+                  p_abort_reasons, p_ended_at_ms)
+             AS x(room_id, node_id, outcome, winner_team, suspect, abort_reason, ended_at_ms)
+      WHERE x.room_id = ANY (v_settle)
+      ORDER BY x.room_id
+      RETURNING matches.match_id, matches.room_id)
+    SELECT array_agg(i.match_id), array_agg(i.room_id) INTO v_match_ids, v_match_rooms
+    FROM inserted i;
+
+    -- The rest of the settlement in one statement, which reads back nothing it writes:
+    -- settled is each new match with its room's values from the call's arrays, and every write
+    -- takes from it; the rows written to match_players are returned to the players' update and
+    -- the events. Elo per room from its teams' average ratings at allocation (verdict_elo_delta),
+    -- each player's change added to the current rating (elo_before): the averages are window
+    -- aggregates over each room's own players, so the statement stays linear in the batch.
+    WITH settled AS (
+      SELECT mm.match_id, x.room_id, x.node_id, x.outcome, x.winner_team, x.suspect,
+             x.replay_path, x.fingerprint
+      FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id)
+      JOIN unnest(p_room_ids, p_node_ids, p_outcomes, p_winner_teams, p_suspects, p_replay_paths,
+                  p_fingerprints)
+             AS x(room_id, node_id, outcome, winner_team, suspect, replay_path, fingerprint)
+        ON x.room_id = mm.room_id),
+    rated AS (
+      INSERT INTO match_players (match_id, player_id, team, kills, deaths, assists, score,
+                                 disconnected, result, elo_before, elo_after)
+      SELECT m.match_id, s.pid, s.team, s.kills, s.deaths, s.assists, s.score, s.disconnected,
+             CASE WHEN m.outcome = 'ABORTED' THEN 'aborted'
+                  WHEN m.winner_team = 0 THEN 'draw'
+                  WHEN m.winner_team = s.team THEN 'win' ELSE 'loss' END,
+             s.elo,
+             s.elo + CASE WHEN m.outcome <> 'SETTLED' THEN 0
+                          WHEN s.team = 1 THEN verdict_elo_delta(s.avg1, s.avg2,
+                            CASE m.winner_team WHEN 1 THEN 1.0 WHEN 2 THEN 0.0 ELSE 0.5 END,
+                            p_k_factor)
+                          ELSE verdict_elo_delta(s.avg2, s.avg1,
+                            CASE m.winner_team WHEN 1 THEN 0.0 WHEN 2 THEN 1.0 ELSE 0.5 END,
+                            p_k_factor) END
+      FROM (
+        SELECT r.*,
+               avg(r.rated) FILTER (WHERE r.team = 1) OVER (PARTITION BY r.room) AS avg1,
+               avg(r.rated) FILTER (WHERE r.team = 2) OVER (PARTITION BY r.room) AS avg2
+        FROM (
+          -- Each player's current rating (elo), and the one the room is rated on (rated): the
+          -- rating recorded at allocation, read by the seat's key.
+          SELECT x.room, x.pid, x.team, x.kills, x.deaths, x.assists, x.score, x.disconnected,
+                 p.elo,
+                 coalesce((SELECT bs.elo_at_allocation FROM battle_room_seats bs
+                           WHERE bs.room_id = x.room AND bs.player_id = x.pid), p.elo) AS rated
+          FROM unnest(p_player_rooms, p_player_ids, p_teams, p_kills, p_deaths, p_assists,
+                      p_scores, p_disconnected)
+                 AS x(room, pid, team, kills, deaths, assists, score, disconnected)
+          JOIN players p ON p.player_id = x.pid
+          WHERE x.room = ANY (v_settle)) r) s
+      JOIN settled m ON m.room_id = s.room
+      RETURNING match_players.match_id, match_players.player_id, match_players.team,
+                match_players.result, match_players.elo_before, match_players.elo_after),
+    updated AS (
+      UPDATE players p SET
+        elo = r.elo_after,
+        games = p.games + CASE WHEN r.result = 'aborted' THEN 0 ELSE 1 END,
+        wins = p.wins + CASE WHEN r.result = 'win' THEN 1 ELSE 0 END,
+        losses = p.losses + CASE WHEN r.result = 'loss' THEN 1 ELSE 0 END,
+        draws = p.draws + CASE WHEN r.result = 'draw' THEN 1 ELSE 0 END,
+        in_battle_room = CASE WHEN p.in_battle_room = mm.room_id THEN 0 ELSE p.in_battle_room END
+      FROM rated r
+      JOIN settled mm ON mm.match_id = r.match_id
+      WHERE p.player_id = r.player_id),
+    replayed AS (
+      INSERT INTO replays (match_id, room_id, path)
+      SELECT m.match_id, m.room_id, m.replay_path FROM settled m WHERE m.replay_path <> ''),
+    receipted AS (
+      INSERT INTO settlement_receipts (room_id, node_id, outcome, match_id, fingerprint,
+                                       settled_at, attempt_id)
+      SELECT m.room_id, m.node_id, m.outcome, m.match_id, m.fingerprint, v_now, p_attempt_id
+      FROM settled m)
+    INSERT INTO settlement_events (room_id, node_id, match_id, payload)
+    SELECT m.room_id, m.node_id, m.match_id, jsonb_build_object(
+      'type', 'battle.settled',
+      'room_id', m.room_id::text,
+      'match_id', m.match_id::text,
+      'outcome', m.outcome,
+      'winner_team', m.winner_team,
+      'suspect', m.suspect,
+      'settled_at_ms', v_now_ms::text,
+      'players', r.players)
+    FROM settled m
+    LEFT JOIN (
+      SELECT r.match_id, jsonb_agg(jsonb_build_object(
+               'player_id', r.player_id::text, 'team', r.team, 'result', r.result,
+               'elo_before', r.elo_before, 'elo_after', r.elo_after) ORDER BY r.player_id) AS players
+      FROM rated r GROUP BY r.match_id) r ON r.match_id = m.match_id
+    ORDER BY m.room_id;
+
+    DELETE FROM battle_rooms b WHERE b.room_id = ANY (v_settle);
+  END IF;
+
+  RETURN QUERY
+  SELECT x.room_id,
+         CASE WHEN p_verdicts[x.i] = 'settle' THEN 'settled' ELSE p_verdicts[x.i] END,
+         coalesce(r.match_id, 0), coalesce(r.outcome, ''),
+         coalesce((extract(epoch FROM r.settled_at) * 1000)::bigint, 0)
+  FROM unnest(p_room_ids, p_node_ids) WITH ORDINALITY AS x(room_id, node_id, i)
+  LEFT JOIN LATERAL (
+    SELECT * FROM settlement_receipts r
+    WHERE r.room_id = x.room_id AND r.node_id = x.node_id
+      AND p_verdicts[x.i] IN ('settle', 'duplicate', 'outcome_conflict', 'idempotency_mismatch')
+    ORDER BY r.match_id = ANY (coalesce(v_match_ids, '{}')) DESC LIMIT 1) r ON true
+  ORDER BY x.i;
+END
+$$;

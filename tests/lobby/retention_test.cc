@@ -1,0 +1,522 @@
+// Data over time, against a real PostgreSQL (README, "Retention", "The event feed", "Pending
+// settlement"): the answers a result gets once its history, then its receipt, are past
+// retention; room ids that are never allocated again; the feed's cursor refusals; the DEFAULT
+// partition as a safety net; players released to a pending settlement and the compensation rule;
+// rooms aborted by an operator; and reconciliation completed. Partitions are made tiny (two ids)
+// so that a handful of settlements fills them.
+#include <gtest/gtest.h>
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <fstream>
+
+#include "tests/lobby/lobby_fixture.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
+
+namespace verdict::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Two ids per partition.
+const std::vector<std::string> kTinyPartitions = {"--events-per-partition", "2",
+                                                  "--matches-per-partition", "2"};
+
+class RetentionTest : public LobbyFixture {
+ protected:
+  // Drops every partition `migrate` (or a lobby) made ahead of the rows, as if none had been
+  // made: the next ones are made with the sizes given then.
+  void DropPartitionsAhead() {
+    db_->Exec(R"(
+        DO $$ DECLARE p record; t record; BEGIN
+          FOR p IN SELECT * FROM verdict_partitions WHERE lower_id > 0 LOOP
+            FOR t IN SELECT * FROM verdict_partition_tables(p.family) LOOP
+              EXECUTE format('DROP TABLE %I', t.parent || '_p' || p.lower_id);
+            END LOOP;
+          END LOOP;
+          DELETE FROM verdict_partitions WHERE lower_id > 0;
+        END $$)");
+  }
+
+  // A lobby making tiny partitions ahead every `interval`, on a database without any yet.
+  std::unique_ptr<LobbyProcess> StartTinyLobby(const std::string& interval = "100ms") {
+    DropPartitionsAhead();
+    std::vector<std::string> args = kTinyPartitions;
+    args.insert(args.end(), {"--maintenance-interval", interval});
+    return StartLobby(args);
+  }
+
+  // One `verdict-lobby retain` pass with tiny partitions and `args`; its exit code must be 0.
+  std::string Retain(std::vector<std::string> args, const std::string& binary = LobbyBinary()) {
+    std::vector<std::string> argv = {binary, "--db", db_->conninfo(), "retain"};
+    argv.insert(argv.end(), kTinyPartitions.begin(), kTinyPartitions.end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    const CommandResult run = RunCommand(argv);
+    EXPECT_EQ(run.exit_code, 0) << run.out;
+    return run.out;
+  }
+
+  // Allocates and settles `room` (MakeResult's roster); returns its match id.
+  uint64_t AllocateAndSettle(uint16_t port, uint64_t room) {
+    MustAllocate(port, room);
+    const HttpResponse r = Settle(port, MakeResult(room));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Receipt(r).match_id();
+  }
+
+  // Waits until the lobby has given every event its place in the feed.
+  bool AllNumbered() {
+    return WaitUntil(
+        [&] { return Q("SELECT count(*) FROM settlement_events WHERE seq IS NULL") == "0"; });
+  }
+
+  // GET /v1/events with the headers of a WebSocket upgrade, as a plain HTTP exchange: a refusal
+  // is its problem, an accepted one 101.
+  HttpResponse Subscribe(uint16_t port, const std::string& query) {
+    return HttpCall(port, "GET", "/v1/events" + query,
+                    {{"Authorization", "Bearer admin-token"},
+                     {"Connection", "Upgrade"},
+                     {"Upgrade", "websocket"},
+                     {"Sec-WebSocket-Version", "13"},
+                     {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}},
+                    "", 5s);
+  }
+};
+
+// A problem body's members.
+google::protobuf::Struct Problem(const HttpResponse& r) {
+  google::protobuf::Struct parsed;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.body, &parsed).ok()) << r.body;
+  return parsed;
+}
+
+// A member of a problem body, or of its "feed" object ("feed.epoch").
+std::string Member(const HttpResponse& r, const std::string& name) {
+  google::protobuf::Struct problem = Problem(r);
+  std::string key = name;
+  if (name.starts_with("feed.")) {
+    const auto feed = problem.fields().find("feed");
+    if (feed == problem.fields().end()) return "";
+    google::protobuf::Struct inner = feed->second.struct_value();
+    problem.Swap(&inner);
+    key = name.substr(5);
+  }
+  const auto it = problem.fields().find(key);
+  if (it == problem.fields().end()) return "";
+  return it->second.has_string_value() ? it->second.string_value()
+                                       : std::to_string(it->second.number_value());
+}
+
+// The roster of `room` as MakeResult has it, in a result for an arbitrary roster.
+v1::BattleResult ResultOf(const v1::RoomAllocation& a, uint32_t winner_team) {
+  v1::BattleResult r;
+  r.set_room_id(a.room_id());
+  r.set_outcome(v1::SETTLED);
+  r.set_winner_team(winner_team);
+  r.set_ended_at_ms(1'700'000'000'000);
+  r.set_node_id(a.node_id());
+  for (const auto& seat : a.seats()) {
+    v1::PlayerResult* p = r.add_players();
+    p->set_player_id(seat.player_id());
+    p->set_team(seat.team());
+  }
+  return r;
+}
+
+HttpResponse AllocateRoster(uint16_t port, const v1::RoomAllocation& a) {
+  return HttpCall(port, "POST", "/v1/rooms", LobbyFixture::JsonHeaders("admin-token"),
+                  wire::EncodeBody(a, wire::BodyFormat::kJson).value());
+}
+
+// A redelivery after the room's history (match, players, replay, event) is dropped is still
+// answered from the receipt: a duplicate with the original match id, alone and in a batch.
+TEST_F(RetentionTest, RedeliveryAfterTheHistoryIsDroppedIsADuplicateOfTheOriginalMatch) {
+  auto lobby = StartTinyLobby();
+  ASSERT_NE(lobby, nullptr);
+  const uint64_t match = AllocateAndSettle(lobby->port(), 1);
+  for (uint64_t room : {2, 3, 4}) AllocateAndSettle(lobby->port(), room);
+  ASSERT_TRUE(AllNumbered());
+  const std::string out = Retain({"--events-older-than", "0s", "--history-older-than", "0s"});
+  EXPECT_NE(out.find("history partitions dropped"), std::string::npos) << out;
+  EXPECT_EQ(Q("SELECT count(*) FROM matches WHERE room_id = 1"), "0") << out;
+  EXPECT_EQ(Q("SELECT count(*) FROM match_players WHERE match_id = " + std::to_string(match)), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events WHERE room_id = 1"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts WHERE room_id = 1"), "1");
+  const DbSnapshot before = Snapshot();
+
+  const HttpResponse again = Settle(lobby->port(), MakeResult(1));
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_TRUE(Receipt(again).duplicate());
+  EXPECT_EQ(Receipt(again).match_id(), match);
+  const auto items = Items(PostBatch(lobby->port(), {MakeResult(1)}));
+  ASSERT_EQ(items.items_size(), 1);
+  EXPECT_EQ(CodeOf(items.items(0)), "DUPLICATE");
+  EXPECT_EQ(items.items(0).receipt().match_id(), match);
+  EXPECT_EQ(Snapshot(), before) << "a redelivery changed something";
+}
+
+// `retain` without window flags keeps its defaults: events go once a whole partition of them is
+// older than seven days; the history and the receipts are kept.
+TEST_F(RetentionTest, RetainWithoutWindowFlagsDropsOnlyEventsOlderThanSevenDays) {
+  auto lobby = StartTinyLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room : {101, 102, 103, 104}) AllocateAndSettle(lobby->port(), room);
+  ASSERT_TRUE(AllNumbered());
+  Retain({});
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "4") << "events of today were dropped";
+  db_->Exec(
+      "UPDATE settlement_events SET created_at = now() - interval '8 days';"
+      "UPDATE matches SET settled_at = now() - interval '8 days';"
+      "UPDATE settlement_receipts SET settled_at = now() - interval '8 days'");
+  const std::string out = Retain({});
+  EXPECT_EQ(Q("SELECT trimmed_through FROM verdict_feed"), "4") << out;
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "0") << out;
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), "4") << "the history is kept by default";
+  EXPECT_EQ(Q("SELECT count(*) FROM match_players"), "40");
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "4") << "receipts are kept by default";
+  EXPECT_EQ(Q("SELECT count(*) FROM settled_rooms"), "0");
+}
+
+// Once the receipt is expired too, the compact record answers: 410 ORIGINAL_EXPIRED, not
+// retryable, alone, in a batch and on GET; another node's token still meets ROOM_UNKNOWN; and a
+// node holding the result acks it as delivered instead of dead-lettering it.
+TEST_F(RetentionTest, RedeliveryAfterTheReceiptExpiredIsOriginalExpiredAndTheNodeAcksIt) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  AllocateAndSettle(lobby->port(), 11);
+  const std::string out = Retain({"--receipts-older-than", "0s"});
+  EXPECT_NE(out.find("1 receipts expired"), std::string::npos) << out;
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM settled_rooms WHERE room_id = 11"), "1");
+  const DbSnapshot before = Snapshot();
+
+  const HttpResponse single = Settle(lobby->port(), MakeResult(11));
+  EXPECT_EQ(single.status, 410) << single.body;
+  EXPECT_EQ(Member(single, "code"), "ORIGINAL_EXPIRED");
+  EXPECT_NE(single.body.find("\"retryable\":false"), std::string::npos) << single.body;
+  const auto items = Items(PostBatch(lobby->port(), {MakeResult(11), MakeResult(12)}));
+  ASSERT_EQ(items.items_size(), 2);
+  EXPECT_EQ(CodeOf(items.items(0)), "ORIGINAL_EXPIRED");
+  EXPECT_EQ(items.items(0).problem().status(), 410u);
+  EXPECT_FALSE(items.items(0).problem().retryable());
+  EXPECT_EQ(CodeOf(items.items(1)), "ROOM_UNKNOWN");
+  const auto get =
+      HttpCall(lobby->port(), "GET", "/v1/settlements/11", {{"Authorization", "Bearer token-a"}});
+  EXPECT_EQ(get.status, 410) << get.body;
+  // Node b's room or an unknown one: the same answer, so a compact record leaks nothing.
+  const HttpResponse other =
+      Settle(lobby->port(), MakeResult(11, 1'700'000'000'000, "node-b"), "token-b");
+  const HttpResponse unknown =
+      Settle(lobby->port(), MakeResult(13, 1'700'000'000'000, "node-b"), "token-b");
+  EXPECT_EQ(other.status, 404) << other.body;
+  EXPECT_EQ(other.body, unknown.body);
+
+  TempDir dir;
+  const std::string outbox = dir.Sub("outbox"), file = dir.Sub("result.json");
+  std::ofstream(file) << wire::EncodeBody(MakeResult(11), wire::BodyFormat::kJson).value();
+  ASSERT_EQ(RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, file}).exit_code, 0);
+  const CommandResult run =
+      RunCommand({NodeBinary(), "run", "--node-id", "node-a", "--outbox", outbox, "--lobby",
+                  "http://127.0.0.1:" + std::to_string(lobby->port()), "--token", "token-a",
+                  "--exit-when-drained"});
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  const auto stats = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "stats", "--json"});
+  EXPECT_NE(stats.out.find("\"records\":0,"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("\"dead_lettered\":0,"), std::string::npos) << stats.out;
+  EXPECT_EQ(Snapshot(), before) << "a redelivery changed something";
+}
+
+// A room id that was ever settled is never allocated again: not while its receipt is there, and
+// not once only its compact record is.
+TEST_F(RetentionTest, AllocatingASettledRoomIdIsRoomIdReused) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  AllocateAndSettle(lobby->port(), 21);
+  HttpResponse r = Allocate(lobby->port(), 21);
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(Member(r, "code"), "ROOM_ID_REUSED");
+  Retain({"--receipts-older-than", "0s"});
+  r = Allocate(lobby->port(), 21);
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(Member(r, "code"), "ROOM_ID_REUSED");
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0");
+}
+
+// Negative control: receipts expired without their compact records. The room id is allocated
+// again, and the old result, redelivered late, settles a second time: the ratings move twice.
+TEST_F(RetentionTest, NegativeControlExpiringReceiptsWithoutRecordsSettlesALateResultTwice) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  const uint64_t first = AllocateAndSettle(lobby->port(), 31);
+  Retain({"--receipts-older-than", "0s", "--unsafe-expire-receipts-without-records"},
+         LobbyTestingBinary());
+  EXPECT_EQ(Q("SELECT count(*) FROM settled_rooms"), "0");
+  ASSERT_EQ(Allocate(lobby->port(), 31).status, 201) << "the room id was allocated again";
+  const HttpResponse late = Settle(lobby->port(), MakeResult(31));
+  ASSERT_EQ(late.status, 200) << late.body;
+  EXPECT_FALSE(Receipt(late).duplicate());
+  EXPECT_NE(Receipt(late).match_id(), first);
+  EXPECT_EQ(Q("SELECT max(games) FROM players"), "2") << "the double settlement went unseen";
+}
+
+// The feed refuses a cursor it cannot continue from before the upgrade: beyond the head
+// (CURSOR_AHEAD), from another epoch (EPOCH_CHANGED, also after `new-epoch`), below what
+// retention kept (CURSOR_TRIMMED, ?after=0 included), each saying where the feed stands; a
+// cursor it can continue from is upgraded and gets the rest in order, with the epoch.
+TEST_F(RetentionTest, EventCursorsTheFeedCannotContinueAreRefusedBeforeTheUpgrade) {
+  auto lobby = StartTinyLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room = 41; room <= 44; ++room) AllocateAndSettle(lobby->port(), room);
+  ASSERT_TRUE(AllNumbered());
+  const std::string epoch = Q("SELECT epoch FROM verdict_feed");
+
+  HttpResponse r = Subscribe(lobby->port(), "?after=5");
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(Member(r, "code"), "CURSOR_AHEAD");
+  EXPECT_EQ(Member(r, "feed.head_event_id"), "4");
+  EXPECT_EQ(Member(r, "feed.epoch"), epoch);
+  r = Subscribe(lobby->port(), "?after=3&epoch=0123456789abcdef");
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(Member(r, "code"), "EPOCH_CHANGED");
+  EXPECT_EQ(Subscribe(lobby->port(), "?after=4&epoch=" + epoch).status, 101);
+  EXPECT_EQ(Subscribe(lobby->port(), "?after=0").status, 101);
+  EXPECT_EQ(Subscribe(lobby->port(), "?epoch=not-hex").status, 400);
+
+  // Events 1..4 fill two partitions of two, both past: dropped. 5 and 6 come after.
+  const std::string out = Retain({"--events-older-than", "0s"});
+  EXPECT_EQ(Q("SELECT trimmed_through FROM verdict_feed"), "4") << out;
+  for (uint64_t room : {45, 46}) AllocateAndSettle(lobby->port(), room);
+  ASSERT_TRUE(AllNumbered());
+  for (const std::string query : {"?after=0", "?after=3"}) {
+    r = Subscribe(lobby->port(), query);
+    EXPECT_EQ(r.status, 410) << query << ": " << r.body;
+    EXPECT_EQ(Member(r, "code"), "CURSOR_TRIMMED");
+    EXPECT_EQ(Member(r, "feed.trimmed_through"), "4");
+    EXPECT_EQ(Member(r, "feed.oldest_event_id"), "5");
+    EXPECT_EQ(Member(r, "feed.head_event_id"), "6");
+  }
+  // From the trim mark on, every event retained arrives once, in order, with the epoch.
+  WsClient reader;
+  ASSERT_TRUE(reader.Connect(lobby->port(), "/v1/events?after=4&epoch=" + epoch, "admin-token"))
+      << reader.error();
+  for (int id = 5; id <= 6; ++id) {
+    const auto message = reader.Read(10s);
+    ASSERT_TRUE(message.has_value()) << "event " << id;
+    EXPECT_TRUE(message->starts_with("{\"event_id\":\"" + std::to_string(id) + "\",\"epoch\":\"" +
+                                     epoch + "\",\"event\":{"))
+        << *message;
+  }
+
+  const CommandResult renewed = RunCommand({LobbyBinary(), "--db", db_->conninfo(), "new-epoch"});
+  ASSERT_EQ(renewed.exit_code, 0) << renewed.out;
+  EXPECT_NE(Q("SELECT epoch FROM verdict_feed"), epoch);
+  r = Subscribe(lobby->port(), "?after=6&epoch=" + epoch);
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(Member(r, "code"), "EPOCH_CHANGED");
+  EXPECT_EQ(Member(r, "feed.epoch"), Q("SELECT epoch FROM verdict_feed"));
+}
+
+// The partitions a settlement needs are missing (maintenance has not run): the DEFAULT partition
+// takes the rows, nothing fails, and the next maintenance moves them into partitions of their own.
+TEST_F(RetentionTest, AMissingPartitionNeverFailsASettlement) {
+  auto lobby = StartTinyLobby("1h");
+  ASSERT_NE(lobby, nullptr);
+  // Once the lobby's first maintenance has made both families' partitions, they go.
+  ASSERT_TRUE(WaitUntil([&] {
+    return Q("SELECT count(DISTINCT family) FROM verdict_partitions WHERE lower_id > 0") == "2";
+  }));
+  DropPartitionsAhead();
+  for (uint64_t room : {51, 52, 53}) AllocateAndSettle(lobby->port(), room);
+  EXPECT_EQ(Q("SELECT count(*) FROM matches_default"), "3");
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events_default"), "3");
+  Retain({"--events-older-than", "off"});
+  EXPECT_EQ(Q("SELECT count(*) FROM matches_default"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM match_players_default"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events_default"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM matches"), "3");
+  EXPECT_EQ(Q("SELECT count(*) FROM match_players"), "30");
+  EXPECT_EQ(Settle(lobby->port(), MakeResult(52)).status, 200);
+}
+
+// Retention never drops an event that has no place in the feed yet (nobody can have had it), and
+// the places handed out after a trim continue above everything trimmed.
+TEST_F(RetentionTest, EventsWithoutTheirPlaceInTheFeedAreNeverDropped) {
+  DropPartitionsAhead();
+  db_->Exec("SELECT verdict_ensure_partitions('events', 2, 2)");
+  const auto insert_events = [&](int n) {
+    db_->Exec(
+        "INSERT INTO settlement_events (room_id, node_id, match_id, payload, created_at) "
+        "SELECT g, 'node-a', g, '{}', now() - interval '1 hour' FROM generate_series(1, " +
+        std::to_string(n) + ") g");
+  };
+  insert_events(3);  // ids 1, 2 fill the first partition; 3 opens the next
+  Retain({"--events-older-than", "1s"});
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "3") << "unnumbered events were dropped";
+  db_->Exec("SELECT verdict_sequence_events(100)");
+  Retain({"--events-older-than", "1s"});
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "1");
+  EXPECT_EQ(Q("SELECT trimmed_through FROM verdict_feed"), "2");
+  db_->Exec("DELETE FROM settlement_events");  // as if all were trimmed
+  insert_events(1);
+  db_->Exec("SELECT verdict_sequence_events(100)");
+  EXPECT_EQ(Q("SELECT seq FROM settlement_events"), "3") << "a place was handed out twice";
+}
+
+// Pending settlement: the room's players are released and play another match; the room's late
+// result still settles, rated on the ratings recorded at allocation and added to the current
+// ones (the compensation rule).
+TEST_F(RetentionTest, ReleasedRoomStillSettlesItsLateResultByTheCompensationRule) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 61);  // players 611..615 against 616..620
+  const auto path = [](uint64_t room, const char* action) {
+    return "/v1/rooms/" + std::to_string(room) + ":" + action;
+  };
+  EXPECT_EQ(HttpCall(lobby->port(), "POST", path(61, "release"), JsonHeaders("token-a")).status,
+            401);
+  EXPECT_EQ(HttpCall(lobby->port(), "POST", path(69, "release"), JsonHeaders("admin-token")).status,
+            404);
+  HttpResponse r = HttpCall(lobby->port(), "POST", path(61, "release"), JsonHeaders("admin-token"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("\"players_released\":10"), std::string::npos) << r.body;
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms WHERE released_at IS NOT NULL"), "1");
+  r = HttpCall(lobby->port(), "POST", path(61, "release"), JsonHeaders("admin-token"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("\"players_released\":0"), std::string::npos) << "freed again: " << r.body;
+
+  // Meanwhile 611..615 win another match against fresh players: 1516 each.
+  v1::RoomAllocation other = MakeAllocation(62, "node-a", 900, 10);
+  for (int i = 0; i < 5; ++i) other.mutable_seats(i)->set_player_id(611 + i);
+  ASSERT_EQ(AllocateRoster(lobby->port(), other).status, 201);
+  ASSERT_EQ(Settle(lobby->port(), ResultOf(other, 1)).status, 200);
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo::text, ',') FROM players WHERE player_id "
+              "BETWEEN 611 AND 615"),
+            "1516");
+
+  // Room 61's result, late: team 1 (611..615) won. Rated at allocation, 1500 against 1500:
+  // +16 and -16, added to 1516 and 1500. (Rated on current ratings it would be +15 and -15.)
+  r = Settle(lobby->port(), MakeResult(61));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(Receipt(r).duplicate());
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo::text, ',') FROM players WHERE player_id "
+              "BETWEEN 611 AND 615"),
+            "1532");
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo::text, ',') FROM players WHERE player_id "
+              "BETWEEN 616 AND 620"),
+            "1484");
+  const std::string match = std::to_string(Receipt(r).match_id());
+  EXPECT_EQ(Q("SELECT min(elo_before) || '..' || max(elo_after) FROM match_players WHERE "
+              "match_id = " +
+              match + " AND player_id <= 615"),
+            "1516..1532");
+  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players WHERE match_id = " + match),
+            "0");
+  EXPECT_EQ(Q("SELECT max(games) FROM players"), "2");
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0");
+}
+
+// --release-after releases rooms held longer than that on its own.
+TEST_F(RetentionTest, ReleaseAfterFreesThePlayersOfRoomsHeldTooLong) {
+  auto lobby = StartLobby({"--release-after", "1s", "--maintenance-interval", "100ms"});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 71);
+  ASSERT_TRUE(WaitUntil(
+      [&] { return Q("SELECT count(*) FROM players WHERE in_battle_room <> 0") == "0"; }));
+  EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms WHERE released_at IS NOT NULL"), "1");
+  ASSERT_EQ(Settle(lobby->port(), MakeResult(71)).status, 200);
+  EXPECT_TRUE(WaitUntil([&] {
+    return MetricValue(HttpCall(lobby->port(), "GET", "/metrics").body,
+                       "verdict_lobby_rooms_auto_released_total") == 1;
+  }));
+}
+
+// An operator aborts a room whose host is gone: settled as ABORTED with a receipt (the same abort
+// again is a duplicate); the node's late result is then refused as final, OUTCOME_CONFLICT, and
+// the node dead-letters it: never a silent second settlement.
+TEST_F(RetentionTest, AbortedRoomRefusesItsLateResultIntoTheNodesDeadLetter) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 81);
+  const std::string abort_path = "/v1/rooms/81:abort";
+  EXPECT_EQ(HttpCall(lobby->port(), "POST", abort_path, JsonHeaders("admin-token"), "{}").status,
+            400)
+      << "a reason is required";
+  HttpResponse r = HttpCall(lobby->port(), "POST", abort_path, JsonHeaders("admin-token"),
+                            R"({"reason":"host_lost"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Receipt(r).outcome(), v1::ABORTED);
+  EXPECT_FALSE(Receipt(r).duplicate());
+  EXPECT_EQ(Q("SELECT abort_reason FROM matches WHERE room_id = 81"), "host_lost");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  r = HttpCall(lobby->port(), "POST", abort_path, JsonHeaders("admin-token"),
+               R"({"reason":"host_lost"})");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(Receipt(r).duplicate());
+  const DbSnapshot before = Snapshot();
+
+  const HttpResponse late = Settle(lobby->port(), MakeResult(81));
+  EXPECT_EQ(late.status, 409) << late.body;
+  EXPECT_EQ(Member(late, "code"), "OUTCOME_CONFLICT");
+  TempDir dir;
+  const std::string outbox = dir.Sub("outbox"), file = dir.Sub("result.json");
+  std::ofstream(file) << wire::EncodeBody(MakeResult(81), wire::BodyFormat::kJson).value();
+  ASSERT_EQ(RunCommand({NodeBinary(), "enqueue", "--outbox", outbox, file}).exit_code, 0);
+  const CommandResult run =
+      RunCommand({NodeBinary(), "run", "--node-id", "node-a", "--outbox", outbox, "--lobby",
+                  "http://127.0.0.1:" + std::to_string(lobby->port()), "--token", "token-a",
+                  "--exit-when-drained"});
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  const auto ls = RunCommand({NodeBinary(), "outbox", "--outbox", outbox, "ls", "--json"});
+  EXPECT_NE(ls.out.find(R"("room_id":"81","where":"dead-letter")"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find(R"("reason":"OUTCOME_CONFLICT")"), std::string::npos) << ls.out;
+  EXPECT_EQ(Snapshot(), before);
+}
+
+// reconcile, completed: lost rooms are aborted after being listed (--abort-lost); a receipt
+// without its event is reported; rooms of nodes without a listing have their own exit status;
+// and the lobby exports how long the oldest unsettled room has waited.
+TEST_F(RetentionTest, ReconcileAbortsLostRoomsReportsMissingEventsAndUncheckedRooms) {
+  auto lobby = StartLobby({"--maintenance-interval", "100ms"});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 91);
+  MustAllocate(lobby->port(), 92, "node-b");
+  AllocateAndSettle(lobby->port(), 93);
+  EXPECT_TRUE(WaitUntil([&] {
+    return MetricValue(HttpCall(lobby->port(), "GET", "/metrics").body,
+                       "verdict_lobby_oldest_unsettled_allocation_seconds") > 0;
+  }));
+  TempDir dir;
+  const std::string listing = dir.Sub("node-a.json");
+  std::ofstream(listing) << R"({"records":[],"complete":true})";
+  const auto reconcile = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {LobbyBinary(), "--db",         db_->conninfo(),
+                                     "reconcile",   "--older-than", "0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCommand(argv);
+  };
+  CommandResult run = reconcile({"--outbox", "node-a=" + listing, "--abort-lost"});
+  EXPECT_EQ(run.exit_code, 3) << run.out;
+  const size_t listed = run.out.find("LOST: 1 room");
+  const size_t aborted = run.out.find("room 91: aborted");
+  EXPECT_NE(listed, std::string::npos) << run.out;
+  EXPECT_NE(aborted, std::string::npos) << run.out;
+  EXPECT_LT(listed, aborted) << "aborted before it was listed";
+  EXPECT_EQ(Q("SELECT outcome FROM settlement_receipts WHERE room_id = 91"), "ABORTED");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room = 91"), "0");
+
+  run = reconcile({"--outbox", "node-a=" + listing});
+  EXPECT_EQ(run.exit_code, 5) << "room 92 of node-b is unchecked: " << run.out;
+  MustAllocate(lobby->port(), 94, "node-b");
+  db_->Exec("DELETE FROM settlement_events WHERE room_id = 93");
+  run = reconcile({"--json"});
+  EXPECT_EQ(run.exit_code, 4) << run.out;
+  EXPECT_NE(run.out.find(R"("receipts_without_event":[{"room_id":"93","node_id":"node-a")"),
+            std::string::npos)
+      << run.out;
+}
+
+}  // namespace
+}  // namespace verdict::testing
