@@ -19,6 +19,10 @@ class Clock {
   virtual int64_t NowMs() const = 0;
   // Milliseconds from an arbitrary origin, never stepped: for deadlines and elapsed times.
   virtual int64_t MonotonicMs() const = 0;
+  // The same reading in microseconds, for waits shorter than a millisecond or not a whole number
+  // of them (the lobby's group-commit wait). A clock that moves in whole milliseconds need not
+  // override it.
+  virtual int64_t MonotonicUs() const { return MonotonicMs() * 1000; }
 };
 
 class SystemClock final : public Clock {
@@ -30,6 +34,11 @@ class SystemClock final : public Clock {
   }
   int64_t MonotonicMs() const override {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  int64_t MonotonicUs() const override {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "lobby/settlement_scheduler.h"
 #include "lobby/settlement_service.h"
 #include "proto/validation.h"
 #include "proto/wire.h"
@@ -91,7 +92,7 @@ void SettlementService::AbortRoom(const HttpRequest& request, const AllocatedRoo
   if (Status valid = wire::ValidateResult(result); !valid.ok()) {
     return done(ProblemReply(ErrorCode::kInvalidArgument, valid.message(), path));
   }
-  Attempt attempt;
+  SettlementScheduler::Attempt attempt;
   attempt.fingerprint = Fingerprint(result);
   attempt.node_id = room.node_id;
   attempt.result = std::move(result);
@@ -106,9 +107,9 @@ void SettlementService::AbortRoom(const HttpRequest& request, const AllocatedRoo
     HttpReply reply = SettlementReply(format, outcome, room);
     done(std::move(reply));
   };
-  std::vector<Attempt> one;
+  std::vector<SettlementScheduler::Attempt> one;
   one.push_back(std::move(attempt));
-  SettleInTurn(std::move(one));
+  scheduler_->Settle(std::move(one));
 }
 
 }  // namespace verdict::lobby

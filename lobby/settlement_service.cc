@@ -3,7 +3,6 @@
 #include <openssl/evp.h>
 
 #include <charconv>
-#include <condition_variable>
 #include <limits>
 #include <set>
 
@@ -12,6 +11,7 @@
 #include "common/bearer_token.h"
 #include "common/constant_time.h"
 #include "common/failpoint.h"
+#include "lobby/settlement_scheduler.h"
 #include "proto/validation.h"
 #include "proto/wire.h"
 #include "server/problem.h"
@@ -154,6 +154,22 @@ std::string Fingerprint(const v1::BattleResult& result) {
 
 namespace {
 
+using Attempt = SettlementScheduler::Attempt;
+
+// The attempt for one decoded result, or the problem that stops it (INVALID_ARGUMENT).
+Result<Attempt> PrepareAttempt(v1::BattleResult result, const Caller& caller) {
+  Status valid = wire::ValidateResult(result);
+  if (valid.ok() && !result.node_id().empty() && result.node_id() != caller.node_id) {
+    valid = InvalidArgumentError("node_id in the body is not the node the token belongs to");
+  }
+  if (!valid.ok()) return valid;
+  Attempt attempt;
+  attempt.fingerprint = Fingerprint(result);
+  attempt.result = std::move(result);
+  attempt.node_id = caller.node_id;
+  return attempt;
+}
+
 constexpr const char* kOriginalExpiredDetail =
     "the room was settled, and its receipt is past retention: the result was delivered before";
 
@@ -185,6 +201,47 @@ std::optional<SettlementRefusal> RefusalOf(const SettleOutcome& outcome) {
   return SettlementRefusal{ErrorCode::kInternal, "the settlement's outcome is unknown"};
 }
 
+namespace {
+
+// The store's settlement call, and what a commit means beyond the replies: a log line per room
+// settled, the event hub's news, and the failpoint where a lobby that dies loses only replies.
+class StoreCommitter final : public BatchSettler {
+ public:
+  StoreCommitter(SettlementStore& store, EventHub* hub) : store_(store), hub_(hub) {}
+
+  std::vector<Result<SettleOutcome>> SettleBattles(const std::vector<SettleRequest>& requests,
+                                                   bool wait, Cancellation* cancel) override {
+    std::vector<Result<SettleOutcome>> outcomes = store_.SettleBattles(requests, wait, cancel);
+    bool committed = false;
+    for (size_t k = 0; k < outcomes.size(); ++k) {
+      if (outcomes[k].ok() && outcomes[k]->status == SettleStatus::kSettled) {
+        committed = true;
+        spdlog::info("room={} node={}: settled as match {}", requests[k].result->room_id(),
+                     requests[k].node_id, outcomes[k]->receipt.match_id());
+      }
+    }
+    if (!committed) return outcomes;
+    if (hub_) hub_->Committed();  // committed: only now may subscribers hear of it
+    // The one transaction of every request in it (a batch, coalesced singles, a single) has
+    // committed and nobody has been answered yet: where a lobby that dies loses only its replies.
+    if (CheckFailpoint("settle.after_commit_before_reply") == FailAction::kError) {
+      // Injected fault: committed, but the clients hear only an error, as if the reply was lost.
+      for (auto& outcome : outcomes) {
+        if (outcome.ok() && outcome->status == SettleStatus::kSettled) {
+          outcome = UnavailableError("failpoint settle.after_commit_before_reply");
+        }
+      }
+    }
+    return outcomes;
+  }
+
+ private:
+  SettlementStore& store_;
+  EventHub* const hub_;
+};
+
+}  // namespace
+
 SettlementService::SettlementService(SettlementStore& store, EventHub* hub, ServiceOptions options,
                                      metrics::Registry& registry, const ReadinessMonitor* readiness)
     : store_(store),
@@ -203,18 +260,10 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
           "Rooms an operator released to a pending settlement or aborted.", "action")),
       settle_latency_(registry.AddHistogram("verdict_lobby_settle_seconds",
                                             "Time to answer a settlement request.")),
-      coalesced_(registry.AddCounter(
-          "verdict_lobby_settlements_coalesced_total",
-          "Settlement requests answered by another identical request's transaction.")),
-      batch_rooms_(registry.AddHistogram("verdict_lobby_settle_batch_rooms",
-                                         "Rooms settled per settlement transaction.",
-                                         {1, 2, 4, 8, 16, 32, 64, 128, 256})) {
-  registry.AddGauge("verdict_lobby_rooms_in_turn",
-                    "Rooms with a settlement attempt running (others wait behind it).", [this] {
-                      std::lock_guard lock(turns_mu_);
-                      return static_cast<double>(turns_.size());
-                    });
-}
+      committer_(std::make_unique<StoreCommitter>(store, hub)),
+      scheduler_(std::make_unique<SettlementScheduler>(*committer_, options_, registry)) {}
+
+SettlementService::~SettlementService() = default;
 
 std::optional<Caller> SettlementService::Authenticate(const std::string& authorization) const {
   const std::optional<std::string_view> token = BearerTokenOf(authorization);
@@ -523,7 +572,7 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
     const ErrorCode code = server::ProblemOfUndecodable(decoded);
     return answer(InfoOf(code).code, ProblemReply(code, decoded.message(), path));
   }
-  auto attempt = Prepare(std::move(result), caller);
+  auto attempt = PrepareAttempt(std::move(result), caller);
   if (!attempt.ok()) {
     return answer("INVALID_ARGUMENT",
                   ProblemReply(ErrorCode::kInvalidArgument, attempt.status().message(), path));
@@ -543,36 +592,22 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
   };
   std::vector<Attempt> one;
   one.push_back(std::move(*attempt));
-  SettleInTurn(std::move(one));
+  scheduler_->Settle(std::move(one));
 }
 
-Result<SettlementService::Attempt> SettlementService::Prepare(v1::BattleResult result,
-                                                              const Caller& caller) {
-  Status valid = wire::ValidateResult(result);
-  if (valid.ok() && !result.node_id().empty() && result.node_id() != caller.node_id) {
-    valid = InvalidArgumentError("node_id in the body is not the node the token belongs to");
-  }
-  if (!valid.ok()) return valid;
-  Attempt attempt;
-  attempt.fingerprint = Fingerprint(result);
-  attempt.result = std::move(result);
-  attempt.node_id = caller.node_id;
-  return attempt;
-}
+namespace {
 
 // The items of one batch request, filled in as their rooms settle; the reply goes out when the
 // last one is in.
-struct SettlementService::BatchReply {
+struct BatchReply {
   std::mutex mu;
   v1::SettlementBatchReply reply;
   size_t pending = 0;
   size_t unavailable = 0;    // items the database could not answer now (UNAVAILABLE)
   size_t settled_items = 0;  // items that went to the database
   HttpRequest format;
-  ReplyFn done;
+  SettlementService::ReplyFn done;
 };
-
-namespace {
 
 void SetProblem(v1::SettlementItem* item, ErrorCode code, const std::string& detail) {
   *item->mutable_problem() = server::ItemProblem(code, detail);
@@ -609,6 +644,14 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
   auto collect = std::make_shared<BatchReply>();
   collect->format = HttpRequest{"", "", request.content_type, request.accept, "", ""};
   collect->done = std::move(done);
+  // Answers the request once the last of its items is in.
+  auto finish_batch = [this, collect] {
+    if (collect->settled_items > 0 && collect->unavailable == collect->settled_items) {
+      // Nothing reached the database: the whole request is unavailable, as a single one would be.
+      return collect->done(Unavailable("the database cannot settle now", std::string(kBatchPath)));
+    }
+    collect->done(MessageReply(200, collect->reply, collect->format));
+  };
   std::vector<Attempt> attempts;
   std::set<uint64_t> rooms;
   for (int i = 0; i < batch.results_size(); ++i) {
@@ -619,13 +662,13 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
                  "room " + std::to_string(room) + " appears earlier in this batch");
       continue;
     }
-    auto attempt = Prepare(std::move(*batch.mutable_results(i)), caller);
+    auto attempt = PrepareAttempt(std::move(*batch.mutable_results(i)), caller);
     if (!attempt.ok()) {
       SetProblem(item, ErrorCode::kInvalidArgument, attempt.status().message());
       continue;
     }
     attempt->cancel = cancel;
-    attempt->finish = [this, collect, i, room](const Result<SettleOutcome>& outcome) {
+    attempt->finish = [this, collect, finish_batch, i, room](const Result<SettleOutcome>& outcome) {
       settlements_.Add(CodeOf(outcome));
       std::unique_lock lock(collect->mu);
       SetItem(collect->reply.mutable_items(i), outcome, room);
@@ -635,21 +678,13 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
       }
       if (--collect->pending > 0) return;
       lock.unlock();
-      FinishBatch(*collect);
+      finish_batch();
     };
     attempts.push_back(std::move(*attempt));
   }
   collect->pending = attempts.size();
-  if (attempts.empty()) return FinishBatch(*collect);
-  SettleInTurn(std::move(attempts));
-}
-
-void SettlementService::FinishBatch(BatchReply& batch) {
-  if (batch.settled_items > 0 && batch.unavailable == batch.settled_items) {
-    // Nothing reached the database: the whole request is unavailable, as a single one would be.
-    return batch.done(Unavailable("the database cannot settle now", std::string(kBatchPath)));
-  }
-  batch.done(MessageReply(200, batch.reply, batch.format));
+  if (attempts.empty()) return finish_batch();
+  scheduler_->Settle(std::move(attempts));
 }
 
 HttpReply SettlementService::SettlementReply(const HttpRequest& request,
@@ -663,182 +698,6 @@ HttpReply SettlementService::SettlementReply(const HttpRequest& request,
   v1::SettlementReceipt receipt = outcome->receipt;
   receipt.set_room_id(room_id);
   return MessageReply(200, receipt, request);
-}
-
-std::string SettlementService::Attempt::key() const { return node_id + '/' + fingerprint; }
-
-void SettlementService::SettleInTurn(std::vector<Attempt> attempts) {
-  {
-    std::lock_guard lock(turns_mu_);
-    const uint64_t request = ++next_request_;
-    for (Attempt& attempt : attempts) {
-      attempt.request = request;
-      auto [turn, free] = turns_.try_emplace(attempt.result.room_id());
-      if (free) {
-        turn->second.running_key = attempt.key();
-        ready_.push_back(std::move(attempt));
-      } else if (turn->second.running_key == attempt.key()) {
-        coalesced_.Add();
-        turn->second.sharing.push_back(std::move(attempt));
-      } else {
-        turn->second.waiting.push_back(std::move(attempt));
-      }
-    }
-  }
-  more_ready_.notify_all();
-  Drain();
-}
-
-void SettlementService::Drain() {
-  std::unique_lock lock(turns_mu_);
-  const bool coalescing = Coalescing();
-  const int limit = coalescing ? options_.settle_concurrency : options_.db_workers;
-  if (drainers_ >= limit) return;  // the running transactions take what is ready after theirs
-  ++drainers_;
-  while (!ready_.empty()) {
-    if (coalescing && settling_ > 0 && ready_.size() < options_.max_batch_rooms &&
-        !ready_.front().alone) {
-      // Group commit: while another transaction runs, the database is busy anyway, so a moment
-      // for concurrent requests to join this one costs little. With none running there is
-      // nothing to wait for: a lone request (a serial sender, a quiet lobby) goes at once.
-      more_ready_.wait_for(lock, options_.coalesce_wait,
-                           [&] { return ready_.size() >= options_.max_batch_rooms; });
-      if (ready_.empty()) break;  // another transaction took them meanwhile
-    }
-    std::vector<Attempt> batch = TakeBatch();
-    ++settling_;
-    lock.unlock();
-    std::vector<Result<SettleOutcome>> outcomes = SettleBatch(batch);
-    lock.lock();
-    --settling_;
-    std::vector<size_t> finished;
-    std::vector<std::vector<Attempt>> sharing(batch.size());
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const bool busy = outcomes[i].ok() && outcomes[i]->status == SettleStatus::kBusy;
-      // One room's refused settlement (a check violation, say) fails the whole transaction, and
-      // so every room in it with the same INTERNAL error: only on its own does a room show
-      // whether the refusal is its own.
-      const bool refused_together = batch.size() > 1 && !outcomes[i].ok() &&
-                                    outcomes[i].status().code() == StatusCode::kInternal;
-      if (busy || refused_together) {
-        // It keeps its turn and goes first, to settle on its own (waiting for its lock).
-        batch[i].alone = true;
-        ready_.push_front(std::move(batch[i]));
-        continue;
-      }
-      sharing[i] = EndTurn(batch[i], outcomes[i]);
-      finished.push_back(i);
-    }
-    lock.unlock();
-    more_ready_.notify_all();
-    for (size_t i : finished) {
-      batch[i].finish(outcomes[i]);
-      // The attempt settled it; for the identical ones it is a duplicate delivery.
-      Result<SettleOutcome> shared = outcomes[i];
-      if (shared.ok() && shared->status == SettleStatus::kSettled) {
-        shared->status = SettleStatus::kDuplicate;
-        shared->receipt.set_duplicate(true);
-      }
-      for (Attempt& a : sharing[i]) a.finish(shared);
-    }
-    lock.lock();
-  }
-  --drainers_;
-}
-
-std::vector<SettlementService::Attempt> SettlementService::TakeBatch() {
-  std::vector<Attempt> batch;
-  batch.push_back(std::move(ready_.front()));
-  ready_.pop_front();
-  if (batch.front().alone) return batch;
-  // Coalescing takes any ready rooms; without it, only the rest of the same request's.
-  const bool coalescing = Coalescing();
-  for (auto it = ready_.begin(); it != ready_.end() && batch.size() < options_.max_batch_rooms;) {
-    if (it->alone || (!coalescing && it->request != batch.front().request)) {
-      ++it;
-      continue;
-    }
-    batch.push_back(std::move(*it));
-    it = ready_.erase(it);
-  }
-  return batch;
-}
-
-std::vector<Result<SettleOutcome>> SettlementService::SettleBatch(
-    const std::vector<Attempt>& batch) {
-  std::vector<Result<SettleOutcome>> outcomes(
-      batch.size(), Result<SettleOutcome>(UnavailableError("the client went away")));
-  std::vector<SettleRequest> requests;
-  std::vector<size_t> index;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (batch[i].cancel && batch[i].cancel->cancelled()) continue;  // nobody waits for it
-    requests.push_back({&batch[i].result, batch[i].node_id, batch[i].fingerprint});
-    index.push_back(i);
-  }
-  if (requests.empty()) return outcomes;
-  // One attempt alone waits for its room's lock and may be cancelled by its client; a batch
-  // leaves locked rooms for later and runs for all its clients.
-  const bool one = requests.size() == 1;
-  auto settled =
-      store_.SettleBattles(requests, /*wait=*/one, one ? batch[index[0]].cancel.get() : nullptr);
-  batch_rooms_.Observe(static_cast<double>(requests.size()));
-  bool committed = false;
-  for (size_t k = 0; k < index.size(); ++k) {
-    const Attempt& a = batch[index[k]];
-    if (settled[k].ok() && settled[k]->status == SettleStatus::kSettled) {
-      committed = true;
-      spdlog::info("room={} node={}: settled as match {}", a.result.room_id(), a.node_id,
-                   settled[k]->receipt.match_id());
-    }
-    outcomes[index[k]] = std::move(settled[k]);
-  }
-  if (!committed) return outcomes;
-  if (hub_) hub_->Committed();  // committed: only now may subscribers hear of it
-  // The one transaction of every request in it (a batch, coalesced singles, a single) has
-  // committed and nobody has been answered yet: where a lobby that dies loses only its replies.
-  if (CheckFailpoint("settle.after_commit_before_reply") == FailAction::kError) {
-    // Injected fault: committed, but the clients hear only an error, as if the reply was lost.
-    for (auto& outcome : outcomes) {
-      if (outcome.ok() && outcome->status == SettleStatus::kSettled) {
-        outcome = UnavailableError("failpoint settle.after_commit_before_reply");
-      }
-    }
-  }
-  return outcomes;
-}
-
-std::vector<SettlementService::Attempt> SettlementService::EndTurn(
-    const Attempt& ran, const Result<SettleOutcome>& outcome) {
-  const uint64_t room = ran.result.room_id();
-  Turn& turn = turns_.at(room);
-  std::vector<Attempt> sharing;
-  sharing.swap(turn.sharing);
-  if (!outcome.ok() && ran.cancel && ran.cancel->cancelled()) {
-    // Cancelled because its own client left: that says nothing about the identical attempts
-    // whose clients still wait. They go first in the queue, to run for themselves.
-    for (auto it = sharing.rbegin(); it != sharing.rend(); ++it) {
-      turn.waiting.push_front(std::move(*it));
-    }
-    sharing.clear();
-  }
-  if (turn.waiting.empty()) {
-    turns_.erase(room);
-    return sharing;
-  }
-  Attempt next = std::move(turn.waiting.front());
-  turn.waiting.pop_front();
-  turn.running_key = next.key();
-  // Waiting attempts identical to the next one share its outcome instead of running after it.
-  for (auto it = turn.waiting.begin(); it != turn.waiting.end();) {
-    if (it->key() != turn.running_key) {
-      ++it;
-      continue;
-    }
-    turn.sharing.push_back(std::move(*it));
-    it = turn.waiting.erase(it);
-  }
-  ready_.push_back(std::move(next));
-  return sharing;
 }
 
 HttpReply SettlementService::GetSettlement(const HttpRequest& request, const Caller& caller,

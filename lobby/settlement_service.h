@@ -1,20 +1,19 @@
 // SettlementService: the lobby's request handling without the transport — routing,
-// authentication, content negotiation, validation, the settlements' turns per room, and the
-// error contract. Handle() blocks on the database: the HTTP server calls it from DB worker
-// threads. Thread-safe.
+// authentication, content negotiation, validation, and the error contract. The settlements'
+// turns per room and their group commit are its SettlementScheduler's
+// (lobby/settlement_scheduler.h). Handle() blocks on the database: the HTTP server calls it from
+// DB worker threads. Thread-safe.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/status.h"
 #include "lobby/event_hub.h"
@@ -62,6 +61,14 @@ struct ServiceOptions {
   // DB workers (the HTTP server's pool): without coalescing, the transactions at once.
   // Default: the store's pool size (8), one connection per worker.
   int db_workers = StoreOptions{}.pool_size;
+  // Times the group commit's wait (its monotonic reading); tests give a FakeClock. Not owned.
+  // Default: the system clock.
+  const Clock* clock = SystemClock::Default();
+
+  // Test-only negative control: an attempt at a room whose turn a different attempt holds runs
+  // at once beside it instead of waiting, so one room's settlements overlap and may finish out of
+  // order. Default: false. Never set it outside tests.
+  bool unsafe_ignore_room_turns_for_test = false;
 };
 
 // Who a request is from, by its bearer token.
@@ -81,12 +88,18 @@ struct SettlementRefusal {
 // refusal, which a node would dead-letter.
 std::optional<SettlementRefusal> RefusalOf(const SettleOutcome& outcome);
 
+class BatchSettler;
+class SettlementScheduler;
+
 class SettlementService {
  public:
   // `store`, `hub`, `registry` and `readiness` must outlive the service; `hub` may be null, and
   // so may `readiness` (then /readyz answers 503).
   SettlementService(SettlementStore& store, EventHub* hub, ServiceOptions options,
                     metrics::Registry& registry, const ReadinessMonitor* readiness = nullptr);
+  ~SettlementService();
+  SettlementService(const SettlementService&) = delete;
+  SettlementService& operator=(const SettlementService&) = delete;
 
   using ReplyFn = std::function<void(HttpReply)>;
 
@@ -133,35 +146,11 @@ class SettlementService {
   SettlementStore& store() { return store_; }
 
  private:
-  // One room of a settlement request that passed validation, waiting for or taking its room's
-  // turn.
-  struct Attempt {
-    v1::BattleResult result;
-    std::string node_id;
-    std::string fingerprint;
-    uint64_t request = 0;  // which request it came from: its rooms settle together
-    bool alone = false;    // busy or refused in a batch: settle it on its own, waiting for its lock
-    std::shared_ptr<Cancellation> cancel;
-    std::function<void(const Result<SettleOutcome>&)> finish;  // builds and sends the reply
-    std::string key() const;  // identical attempts have the same key
-  };
-  struct BatchReply;
-  // The attempts at one room: the one running, the identical ones sharing its outcome, and the
-  // different ones that run after it in arrival order.
-  struct Turn {
-    std::string running_key;
-    std::vector<Attempt> sharing;
-    std::deque<Attempt> waiting;
-  };
-
   HttpReply PostRoom(const HttpRequest& request, const Caller& caller);
   void PostSettlement(const HttpRequest& request, const Caller& caller,
                       std::shared_ptr<Cancellation> cancel, ReplyFn done);
   void PostSettlementBatch(const HttpRequest& request, const Caller& caller,
                            std::shared_ptr<Cancellation> cancel, ReplyFn done);
-  void FinishBatch(BatchReply& batch);
-  // The attempt for one decoded result, or the problem that stops it (INVALID_ARGUMENT).
-  Result<Attempt> Prepare(v1::BattleResult result, const Caller& caller);
   HttpReply SettlementReply(const HttpRequest& request, const Result<SettleOutcome>& outcome,
                             uint64_t room_id);
   HttpReply GetSettlement(const HttpRequest& request, const Caller& caller, uint64_t room_id);
@@ -171,21 +160,6 @@ class SettlementService {
   void AbortRoom(const HttpRequest& request, const AllocatedRoom& room, const std::string& reason,
                  ReplyFn done);
   HttpReply GetPlayer(const HttpRequest& request, uint64_t player_id);
-  // Queues the attempts of one request: each one whose room is free becomes ready, the others
-  // wait for their room's turn. Then settles what is ready (see Drain).
-  void SettleInTurn(std::vector<Attempt> attempts);
-  // Settles ready attempts, a transaction at a time, while any are ready, unless enough
-  // transactions already run (they will take them). Called on DB workers.
-  void Drain();
-  // Whether ready rooms of different requests share transactions (group commit).
-  bool Coalescing() const { return options_.coalesce_wait.count() > 0; }
-  // The next transaction's attempts, taken from ready_. Caller holds turns_mu_.
-  std::vector<Attempt> TakeBatch();
-  // Runs one transaction for `batch`; one outcome per attempt.
-  std::vector<Result<SettleOutcome>> SettleBatch(const std::vector<Attempt>& batch);
-  // After `ran` finished its turn with `outcome`: takes the attempts that share its outcome and
-  // makes the room's next attempt, if any, ready. Caller holds turns_mu_.
-  std::vector<Attempt> EndTurn(const Attempt& ran, const Result<SettleOutcome>& outcome);
   bool HasToken(const std::string& node_id) const;
   // 503 UNAVAILABLE with Retry-After: the client should try again later.
   HttpReply Unavailable(const std::string& detail, const std::string& instance) const;
@@ -204,20 +178,14 @@ class SettlementService {
   mutable std::mutex tokens_mu_;
   std::shared_ptr<const std::vector<NodeToken>> node_tokens_;
 
-  std::mutex turns_mu_;
-  std::condition_variable more_ready_;
-  std::map<uint64_t, Turn> turns_;  // rooms with an attempt ready or running
-  std::deque<Attempt> ready_;       // attempts whose room's turn it is, not yet running
-  int drainers_ = 0;                // transactions being prepared or running
-  int settling_ = 0;                // transactions running in the database
-  uint64_t next_request_ = 0;
-
   metrics::LabeledCounter& settlements_;
   metrics::LabeledCounter& allocations_;
   metrics::LabeledCounter& room_actions_;
   metrics::Histogram& settle_latency_;
-  metrics::Counter& coalesced_;
-  metrics::Histogram& batch_rooms_;
+  // The store's settlement call, and what a commit means beyond the replies (the event hub's
+  // news, the log); the group commit that makes it (lobby/settlement_scheduler.h).
+  const std::unique_ptr<BatchSettler> committer_;
+  const std::unique_ptr<SettlementScheduler> scheduler_;
 };
 
 // sha256 of the deterministic serialization: the payload fingerprint of docs/design.md §3 (32
