@@ -42,13 +42,19 @@ class InProcessLobby {
     service_options.db_workers = pool;
     service_options.node_tokens.push_back({kBacklogNode, kBacklogToken});
     service_ =
-        std::make_unique<lobby::SettlementService>(*store_, nullptr, service_options, registry_);
+        std::make_unique<lobby::SettlementService>(*store_, &hub_, service_options, registry_);
     lobby::ServerOptions server_options;
     server_options.port = 0;
     server_options.db_threads = pool;
     server_ = std::make_unique<lobby::HttpServer>(server_options, *service_, hub_, registry_);
     auto port = server_->Start();
     port_ = port.ok() ? *port : 0;
+    hub_.Start();
+  }
+  // In the lobby's order: the server first, then the hub, while the server still exists.
+  ~InProcessLobby() {
+    server_->Stop();
+    hub_.Stop();
   }
   uint16_t port() const { return port_; }
 
@@ -63,7 +69,9 @@ class InProcessLobby {
 
   metrics::Registry registry_;
   std::unique_ptr<lobby::SettlementStore> store_;
-  lobby::EventHub hub_;  // not started: the benchmark has no event subscribers
+  // Numbers each commit's events into the feed, as a deployed lobby's does: that is work of every
+  // settlement, and retention drops only events that have their place in the feed.
+  lobby::EventHub hub_;
   std::unique_ptr<lobby::SettlementService> service_;
   std::unique_ptr<lobby::HttpServer> server_;
   uint16_t port_ = 0;

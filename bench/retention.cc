@@ -186,6 +186,9 @@ Result<Growth> RunGrowth(const RetentionBenchOptions& o) {
       const uint64_t last = std::min(o.rooms, first + per_batch - 1);
       pqxx::nontransaction(conn).exec_params(kAllocate, first, last);
       pqxx::nontransaction(conn).exec_params(kSettle, first, last, last - first + 1);
+      // What the lobby's event hub does after each commit: give the new events their places in
+      // the feed. Retention drops only events that have one (the others were delivered to nobody).
+      pqxx::nontransaction(conn).exec("SELECT verdict_sequence_events(1000000)");
       settled = last;
       // Open loop: batch k is due at k × tick, however long the earlier ones took.
       const auto due = start + Millis(static_cast<double>(last) / o.rate);
