@@ -1,7 +1,7 @@
 -- 001: the lobby's tables, as the pre-release migrations 001-023 left them (squashed: no database
 -- outside this repository ran those). Numbered files hold only tables, indexes and data changes;
 -- every function lives in sql/functions/, one file each, re-applied by `verdict-lobby migrate`
--- whenever its text changes (README, "Schema migrations").
+-- whenever its text changes (README, "Running it against an existing PostgreSQL").
 --
 -- The constraints are the last line of defence: even if the settlement code were wrong, the
 -- database itself refuses a second receipt for a room, and with it the match, players, replay and
