@@ -32,7 +32,6 @@
 #include "bench/drain.h"
 #include "bench/sample.h"
 #include "lobby/retention.h"
-#include "lobby/settle_batch_call.h"
 #include "lobby/settlement_store.h"
 
 namespace verdict::bench {
@@ -59,40 +58,17 @@ constexpr const char* kAllocate =
     "'{1,1,1,1,1,2,2,2,2,2}')";
 // Settles rooms $1 … $2 ($3 of them) with the lobby's own statement, team 1 winning.
 std::string SettleStatement() {
-  const std::string fill = "ARRAY[$3::int]";
-  lobby::SettleBatchArgs args;
-  args[lobby::SettleBatchArg("p_room_ids")] = "rr.rooms";
-  args[lobby::SettleBatchArg("p_node_ids")] = "array_fill('bench-node'::text, " + fill + ")";
-  args[lobby::SettleBatchArg("p_outcomes")] = "array_fill('SETTLED'::text, " + fill + ")";
-  args[lobby::SettleBatchArg("p_winner_teams")] = "array_fill(1::smallint, " + fill + ")";
-  args[lobby::SettleBatchArg("p_suspects")] = "array_fill(false, " + fill + ")";
-  args[lobby::SettleBatchArg("p_ended_at_ms")] = "array_fill(1700000000000::bigint, " + fill + ")";
-  args[lobby::SettleBatchArg("p_replay_paths")] = "array_fill('replays/bench'::text, " + fill + ")";
-  args[lobby::SettleBatchArg("p_abort_reasons")] = "array_fill(''::text, " + fill + ")";
-  args[lobby::SettleBatchArg("p_fingerprints")] =
-      "array_fill(decode(repeat('ab', 32), 'hex'), " + fill + ")";
-  args[lobby::SettleBatchArg("p_player_rooms")] = "p.proom";
-  args[lobby::SettleBatchArg("p_player_ids")] = "p.ids";
-  args[lobby::SettleBatchArg("p_teams")] = "p.teams";
-  args[lobby::SettleBatchArg("p_kills")] = "p.kills";
-  args[lobby::SettleBatchArg("p_deaths")] = "p.zeros";
-  args[lobby::SettleBatchArg("p_assists")] = "p.zeros";
-  args[lobby::SettleBatchArg("p_scores")] = "p.scores";
-  args[lobby::SettleBatchArg("p_disconnected")] = "p.disc";
-  args[lobby::SettleBatchArg("p_k_factor")] = "32";
-  args[lobby::SettleBatchArg("p_attempt_id")] = "0";
-  args[lobby::SettleBatchArg("p_wait")] = "true";
   return "SELECT count(*) FROM (SELECT array_agg(r ORDER BY r) AS rooms "
          "FROM generate_series($1::bigint, $2::bigint) r) rr, "
-         "LATERAL (SELECT array_agg(r ORDER BY r, g) AS proom, "
+         "LATERAL (SELECT array_agg(r ORDER BY r, g) AS rooms, "
          "array_agg((r % 1000) * 10 + g ORDER BY r, g) AS ids, "
          "array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY r, g) AS teams, "
          "array_agg(g ORDER BY r, g) AS kills, array_agg(0 ORDER BY r, g) AS zeros, "
          "array_agg(100 * g::bigint ORDER BY r, g) AS scores, "
-         "array_agg(false ORDER BY r, g) AS disc "
+         "array_agg(false ORDER BY r, g) AS disconnected "
          "FROM generate_series($1::bigint, $2::bigint) r, generate_series(1, 10) g) p, "
          "LATERAL " +
-         lobby::SettleBatchCall(args) + " s WHERE s.status = 'settled'";
+         BenchSettleCall("rr.rooms", "$3::int") + " s WHERE s.status = 'settled'";
 }
 
 // Runs `pass` every `every` on a thread of its own until destroyed.
