@@ -1021,6 +1021,12 @@ Result<MigrateReport> Migrate(const std::string& conninfo, const PartitionOption
           f.name, f.checksum);
       ++report.functions;
     }
+    // A file no longer embedded: its function, if dropped by a migration, is applied again
+    // should the file come back.
+    ArrayLiteral names;
+    for (const auto& f : sql::Functions()) names.AddText(f.name);
+    tx.exec_params("DELETE FROM verdict_schema_functions WHERE name <> ALL ($1::text[])",
+                   names.str());
     tx.commit();
     // Partitions for the first rows, so that they do not wait in the DEFAULT partition for
     // `serve` to make them (which it retries, should this fail).

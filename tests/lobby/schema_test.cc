@@ -91,6 +91,22 @@ TEST_F(SchemaTest, ChangedFunctionFileIsAppliedAgainAlone) {
   EXPECT_EQ(Q("SELECT verdict_node_tag('node-a')"), "7") << "an unchanged file was applied";
 }
 
+// The record of a function file this binary no longer has goes, so that the file is applied
+// should it come back (after a migration dropped its function).
+TEST_F(SchemaTest, RecordOfARemovedFunctionFileGoes) {
+  MustMigrate();
+  db_->Exec(
+      "INSERT INTO verdict_schema_functions (name, sha256) "
+      "VALUES ('functions/verdict_gone.sql', repeat('0', 64))");
+  const lobby::MigrateReport report = MustMigrate();
+  EXPECT_EQ(report.functions, 0);
+  EXPECT_EQ(Q("SELECT count(*) FROM verdict_schema_functions WHERE name = "
+              "'functions/verdict_gone.sql'"),
+            "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM verdict_schema_functions"),
+            std::to_string(sql::Functions().size()));
+}
+
 // A database migrated by a build from before the migrations were squashed into one baseline
 // (its migration 1 had another name) is refused, not migrated on top.
 TEST_F(SchemaTest, PreReleaseSchemaIsRefused) {
