@@ -43,6 +43,7 @@
 #include "delivery/http_client.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
+#include "lobby/settle_batch_call.h"
 #include "lobby/settlement_service.h"
 #include "lobby/settlement_store.h"
 #include "proto/wire.h"
@@ -250,7 +251,7 @@ Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t bas
   }
   std::filesystem::create_directories(dir);
   const std::string script = dir + "/settle.sql";
-  const std::string b = std::to_string(batch), fill = "ARRAY[" + b + "]";
+  const std::string b = std::to_string(batch);
   std::ofstream file(script);
   file << "SELECT count(*) FROM (SELECT nextval('verdict_bench_calls') AS k) c,\n"
           "LATERAL (SELECT array_agg(c.k * "
@@ -266,19 +267,15 @@ Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t bas
           "  FROM unnest(r.slots) slot, generate_series(1, 10) g) p,\n"
           "LATERAL ";
   if (statement == Statement::kReference) {
+    // The frozen reference's own positional call (bench/reference_settle.sql), not the lobby's.
     file << "verdict_bench_settle_one(" << base << " + c.k + 1, '" << kNode
          << "', 'SETTLED', 1::smallint, false, 1700000000000, 'replays/bench', '',\n"
             "  decode(repeat('ab', 32), 'hex'), p.ids, p.teams, p.kills, p.zeros, p.zeros, "
             "p.scores,\n  p.disconnected, 32) s WHERE s.status = 'settled';\n";
   } else {
-    file << "verdict_settle_batch(ARRAY(SELECT " << base
-         << " + slot FROM unnest(r.slots) slot), array_fill('" << kNode << "'::text, " << fill
-         << "),\n  array_fill('SETTLED'::text, " << fill << "), array_fill(1::smallint, " << fill
-         << "), array_fill(false, " << fill << "),\n  array_fill(1700000000000::bigint, " << fill
-         << "), array_fill('replays/bench'::text, " << fill << "), array_fill(''::text, " << fill
-         << "),\n  array_fill(decode(repeat('ab', 32), 'hex'), " << fill
-         << "), p.rooms, p.ids, p.teams, p.kills, p.zeros, p.zeros,\n"
-            "  p.scores, p.disconnected, 32, 0, true) s WHERE s.status = 'settled';\n";
+    file << BenchSettleCall(
+                "ARRAY(SELECT " + std::to_string(base) + " + slot FROM unnest(r.slots) slot)", b)
+         << " s WHERE s.status = 'settled';\n";
   }
   file.close();  // pgbench reads it next
   const std::string command = "pgbench -n -c " + std::to_string(clients) + " -j 2 -t " +
@@ -582,6 +579,34 @@ uint16_t DrainLobby::port() const { return impl_->endpoint.port; }
 double DrainLobby::Drain(const std::string& dir, uint32_t shards, size_t batch, uint64_t base,
                          uint64_t n) const {
   return RunVerdict(conninfo_, dir, shards, batch, base, n, impl_->endpoint.url).per_s;
+}
+
+std::string BenchSettleCall(const std::string& rooms, const std::string& count) {
+  const std::string fill = "ARRAY[" + count + "]";
+  lobby::SettleBatchArgs args;
+  args[lobby::SettleBatchArg("p_room_ids")] = rooms;
+  args[lobby::SettleBatchArg("p_node_ids")] =
+      "array_fill('" + std::string(kNode) + "'::text, " + fill + ")";
+  args[lobby::SettleBatchArg("p_outcomes")] = "array_fill('SETTLED'::text, " + fill + ")";
+  args[lobby::SettleBatchArg("p_winner_teams")] = "array_fill(1::smallint, " + fill + ")";
+  args[lobby::SettleBatchArg("p_suspects")] = "array_fill(false, " + fill + ")";
+  args[lobby::SettleBatchArg("p_ended_at_ms")] = "array_fill(1700000000000::bigint, " + fill + ")";
+  args[lobby::SettleBatchArg("p_replay_paths")] = "array_fill('replays/bench'::text, " + fill + ")";
+  args[lobby::SettleBatchArg("p_abort_reasons")] = "array_fill(''::text, " + fill + ")";
+  args[lobby::SettleBatchArg("p_fingerprints")] =
+      "array_fill(decode(repeat('ab', 32), 'hex'), " + fill + ")";
+  args[lobby::SettleBatchArg("p_player_rooms")] = "p.rooms";
+  args[lobby::SettleBatchArg("p_player_ids")] = "p.ids";
+  args[lobby::SettleBatchArg("p_teams")] = "p.teams";
+  args[lobby::SettleBatchArg("p_kills")] = "p.kills";
+  args[lobby::SettleBatchArg("p_deaths")] = "p.zeros";
+  args[lobby::SettleBatchArg("p_assists")] = "p.zeros";
+  args[lobby::SettleBatchArg("p_scores")] = "p.scores";
+  args[lobby::SettleBatchArg("p_disconnected")] = "p.disconnected";
+  args[lobby::SettleBatchArg("p_k_factor")] = "32";
+  args[lobby::SettleBatchArg("p_attempt_id")] = "0";
+  args[lobby::SettleBatchArg("p_wait")] = "true";
+  return lobby::SettleBatchCall(args);
 }
 
 int RunDrain(const DrainOptions& o) {

@@ -27,6 +27,12 @@ struct DrainOptions {
 
 int RunDrain(const DrainOptions& options);
 
+// The call of the lobby's own settlement (verdict_settle_batch) that pgbench and the retention
+// bench make of the bench's rooms: `rooms`, an SQL array of the rooms' ids, `count` of them, all
+// of node "bench-node", SETTLED with team 1 winning; their players from `p`, a row of arrays
+// rooms, ids, teams, kills, zeros, scores and disconnected (one element per player).
+std::string BenchSettleCall(const std::string& rooms, const std::string& count);
+
 // One drain on its own, for the modes that measure a drain under other conditions (retention):
 // a lobby in this process on `conninfo` with `pool` DB workers, its default group commit and the
 // drain's node token, and a drain of `n` results for rooms base + 1 … base + n through deliverers

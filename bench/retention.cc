@@ -57,21 +57,19 @@ constexpr const char* kAllocate =
     "'bench-node', ARRAY(SELECT (r % 1000) * 10 + g FROM generate_series(1, 10) g), "
     "'{1,1,1,1,1,2,2,2,2,2}')";
 // Settles rooms $1 … $2 ($3 of them) with the lobby's own statement, team 1 winning.
-constexpr const char* kSettle =
-    "SELECT count(*) FROM (SELECT array_agg(r ORDER BY r) AS rooms "
-    "FROM generate_series($1::bigint, $2::bigint) r) rr, "
-    "LATERAL (SELECT array_agg(r ORDER BY r, g) AS proom, "
-    "array_agg((r % 1000) * 10 + g ORDER BY r, g) AS ids, "
-    "array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY r, g) AS teams, "
-    "array_agg(g ORDER BY r, g) AS kills, array_agg(0 ORDER BY r, g) AS zeros, "
-    "array_agg(100 * g::bigint ORDER BY r, g) AS scores, array_agg(false ORDER BY r, g) AS disc "
-    "FROM generate_series($1::bigint, $2::bigint) r, generate_series(1, 10) g) p, "
-    "LATERAL verdict_settle_batch(rr.rooms, array_fill('bench-node'::text, ARRAY[$3::int]), "
-    "array_fill('SETTLED'::text, ARRAY[$3::int]), array_fill(1::smallint, ARRAY[$3::int]), "
-    "array_fill(false, ARRAY[$3::int]), array_fill(1700000000000::bigint, ARRAY[$3::int]), "
-    "array_fill('replays/bench'::text, ARRAY[$3::int]), array_fill(''::text, ARRAY[$3::int]), "
-    "array_fill(decode(repeat('ab', 32), 'hex'), ARRAY[$3::int]), p.proom, p.ids, p.teams, "
-    "p.kills, p.zeros, p.zeros, p.scores, p.disc, 32, 0, true) s WHERE s.status = 'settled'";
+std::string SettleStatement() {
+  return "SELECT count(*) FROM (SELECT array_agg(r ORDER BY r) AS rooms "
+         "FROM generate_series($1::bigint, $2::bigint) r) rr, "
+         "LATERAL (SELECT array_agg(r ORDER BY r, g) AS rooms, "
+         "array_agg((r % 1000) * 10 + g ORDER BY r, g) AS ids, "
+         "array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY r, g) AS teams, "
+         "array_agg(g ORDER BY r, g) AS kills, array_agg(0 ORDER BY r, g) AS zeros, "
+         "array_agg(100 * g::bigint ORDER BY r, g) AS scores, "
+         "array_agg(false ORDER BY r, g) AS disconnected "
+         "FROM generate_series($1::bigint, $2::bigint) r, generate_series(1, 10) g) p, "
+         "LATERAL " +
+         BenchSettleCall("rr.rooms", "$3::int") + " s WHERE s.status = 'settled'";
+}
 
 // Runs `pass` every `every` on a thread of its own until destroyed.
 class Periodic {
@@ -185,7 +183,7 @@ Result<Growth> RunGrowth(const RetentionBenchOptions& o) {
     for (uint64_t first = 1; first <= o.rooms; first += per_batch) {
       const uint64_t last = std::min(o.rooms, first + per_batch - 1);
       pqxx::nontransaction(conn).exec_params(kAllocate, first, last);
-      pqxx::nontransaction(conn).exec_params(kSettle, first, last, last - first + 1);
+      pqxx::nontransaction(conn).exec_params(SettleStatement(), first, last, last - first + 1);
       // What the lobby's event hub does after each commit: give the new events their places in
       // the feed. Retention drops only events that have one (the others were delivered to nobody).
       pqxx::nontransaction(conn).exec("SELECT verdict_sequence_events(1000000)");

@@ -1,9 +1,9 @@
-// EventHub: this lobby instance's one reader of the settlement event feed (sql/004 says why the
-// feed's order cannot skip an event). Its thread numbers committed events (the sequencer; the
-// lobby instances take turns), reads the feed past its cursor in pages and hands each page to
-// every live subscriber. It wakes on this instance's commits, on any instance's NOTIFY and every
-// poll interval: NOTIFY only makes events arrive sooner, and while the database answers, a lost
-// one delays an event by at most one interval (plus, when another instance holds the
+// EventHub: this lobby instance's one reader of the settlement event feed (sql/001_baseline.sql
+// says why the feed's order cannot skip an event). Its thread numbers committed events (the
+// sequencer; the lobby instances take turns), reads the feed past its cursor in pages and hands
+// each page to every live subscriber. It wakes on this instance's commits, on any instance's NOTIFY
+// and every poll interval: NOTIFY only makes events arrive sooner, and while the database answers,
+// a lost one delays an event by at most one interval (plus, when another instance holds the
 // sequencer's turn, until that instance has numbered it). Subscribers that are behind page the
 // feed themselves through FetchPage.
 // All methods are thread-safe.

@@ -158,8 +158,9 @@ int RunMigrate(const Flags& flags) {
   partitions.matches_per_partition = flags.matches_per_partition;
   auto applied = Migrate(flags.db, partitions);
   if (!applied.ok()) return Fail(applied.status().ToString());
-  std::printf("schema at version %d (%d migration%s applied)\n", ExpectedSchemaVersion(), *applied,
-              *applied == 1 ? "" : "s");
+  std::printf("schema at version %d (%d migration%s and %d function file%s applied)\n",
+              ExpectedSchemaVersion(), applied->migrations, applied->migrations == 1 ? "" : "s",
+              applied->functions, applied->functions == 1 ? "" : "s");
   return 0;
 }
 

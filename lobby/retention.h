@@ -3,8 +3,8 @@
 // `verdict-lobby serve` runs all the time), and a retention pass (RetainOnce: `verdict-lobby
 // retain`, or `serve` with --retain-every) drops whole partitions of events and history once all
 // of a partition is older than its window, and expires old receipts into compact records of the
-// rooms they settled (sql/020-022). A dropped partition costs the same however many rows it held;
-// receipts go a batch per transaction.
+// rooms they settled (sql/001_baseline.sql, sql/functions/). A dropped partition costs the same
+// however many rows it held; receipts go a batch per transaction.
 //
 // Each call opens a connection of its own, and every transaction in it is short and runs under
 // a lock timeout: a step that cannot get its locks in time (a drop needs the family's tables to
@@ -41,7 +41,7 @@ struct RetentionOptions {
   std::optional<std::chrono::milliseconds> events_older_than = std::chrono::hours(24 * 7);
   // Matches, match players and replays, likewise; nullopt keeps them. Default: kept.
   std::optional<std::chrono::milliseconds> history_older_than;
-  // Receipts older than this become compact records (sql/022); nullopt keeps them.
+  // Receipts older than this become compact records (settled_rooms); nullopt keeps them.
   // Default: kept.
   std::optional<std::chrono::milliseconds> receipts_older_than;
   // Receipts expired per transaction. Default: 10,000.

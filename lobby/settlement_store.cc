@@ -1,6 +1,8 @@
 #include "lobby/settlement_store.h"
 
+#include <algorithm>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <pqxx/pqxx>
 #include <random>
@@ -10,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/failpoint.h"
+#include "lobby/settle_batch_call.h"
 #include "proto/wire.h"
 #include "sql/migrations.h"
 
@@ -21,19 +24,13 @@ constexpr char kReadinessSql[] =
     "SELECT coalesce(max(version), 0), current_setting('transaction_read_only') = 'on' "
     "FROM verdict_schema_migrations";
 
-// Every statement the lobby runs, prepared on each connection (all but the test-only negative
-// control's in SettleBattles). Nothing is ever built by string concatenation of input: arrays
-// travel as array-literal parameters.
+// Every statement the lobby runs, prepared on each connection, with "settle_batch"
+// (SettleBatchStatement; all but the test-only negative control's in SettleBattles). Nothing is
+// ever built by string concatenation of input: arrays travel as array-literal parameters.
 constexpr std::pair<const char*, const char*> kStatements[] = {
     {"allocate",
      "SELECT status, busy_player FROM verdict_allocate($1, $2, $3::bigint[], "
      "$4::smallint[])"},
-    {"settle_batch",
-     "SELECT room_id, status, match_id, outcome, settled_at_ms FROM verdict_settle_batch("
-     "$1::bigint[], $2::text[], $3::text[], $4::smallint[], $5::boolean[], $6::bigint[], "
-     "$7::text[], $8::text[], $9::bytea[], $10::bigint[], $11::bigint[], $12::smallint[], "
-     "$13::integer[], $14::integer[], $15::integer[], $16::bigint[], $17::boolean[], $18, $19, "
-     "$20)"},
     {"receipts_of_rooms",
      "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
      "encode(fingerprint, 'hex'), attempt_id, node_id FROM settlement_receipts "
@@ -103,6 +100,14 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     // transaction id alone writes nothing before the commit, which then does not wait.)
     {"await_replication", "SELECT pg_logical_emit_message(true, 'verdict', 'replication barrier')"},
 };
+
+// The settlement, its call built from the parameter list (lobby/settle_batch_call.h); its
+// parameters are SettleBatchArgs.
+const std::string& SettleBatchStatement() {
+  static const std::string statement =
+      "SELECT room_id, status, match_id, outcome, settled_at_ms FROM " + SettleBatchPreparedCall();
+  return statement;
+}
 
 constexpr long kMigrationLockKey = 0x7665726469637400;  // "verdict\0"
 
@@ -235,6 +240,7 @@ class ConnectionPool {
         conn = std::make_unique<pqxx::connection>(conninfo_);
         pqxx::nontransaction(*conn).exec(session_settings_);
         for (const auto& [name, text] : kStatements) conn->prepare(name, text);
+        conn->prepare("settle_batch", SettleBatchStatement());
       } catch (const std::exception& e) {
         Return(nullptr);
         spdlog::warn("cannot connect to the database: {}", e.what());
@@ -437,6 +443,27 @@ class PgSettlementStore final : public SettlementStore {
     // A random id for this call, stored in every receipt it writes: if the connection is lost
     // during COMMIT, the receipts read back say which rooms this call committed.
     const int64_t attempt_id = NewAttemptId();
+    SettleBatchArgs args;
+    args[SettleBatchArg("p_room_ids")] = rooms.str();
+    args[SettleBatchArg("p_node_ids")] = nodes.str();
+    args[SettleBatchArg("p_outcomes")] = outcomes.str();
+    args[SettleBatchArg("p_winner_teams")] = winners.str();
+    args[SettleBatchArg("p_suspects")] = suspects.str();
+    args[SettleBatchArg("p_ended_at_ms")] = ended.str();
+    args[SettleBatchArg("p_replay_paths")] = replays.str();
+    args[SettleBatchArg("p_abort_reasons")] = reasons.str();
+    args[SettleBatchArg("p_fingerprints")] = prints.str();
+    args[SettleBatchArg("p_player_rooms")] = player_rooms.str();
+    args[SettleBatchArg("p_player_ids")] = ids.str();
+    args[SettleBatchArg("p_teams")] = teams.str();
+    args[SettleBatchArg("p_kills")] = kills.str();
+    args[SettleBatchArg("p_deaths")] = deaths.str();
+    args[SettleBatchArg("p_assists")] = assists.str();
+    args[SettleBatchArg("p_scores")] = scores.str();
+    args[SettleBatchArg("p_disconnected")] = disconnected.str();
+    args[SettleBatchArg("p_k_factor")] = std::to_string(options_.k_factor);
+    args[SettleBatchArg("p_attempt_id")] = std::to_string(attempt_id);
+    args[SettleBatchArg("p_wait")] = wait ? "true" : "false";
     bool commit_unknown = false;
     using Outcomes = std::vector<Result<SettleOutcome>>;
     auto settled =
@@ -456,12 +483,8 @@ class PgSettlementStore final : public SettlementStore {
                   rooms.str());
             }
             const auto settle = [&](pqxx::transaction_base& tx) {
-              return FromSettleRows(tx.exec_prepared(
-                  "settle_batch", rooms.str(), nodes.str(), outcomes.str(), winners.str(),
-                  suspects.str(), ended.str(), replays.str(), reasons.str(), prints.str(),
-                  player_rooms.str(), ids.str(), teams.str(), kills.str(), deaths.str(),
-                  assists.str(), scores.str(), disconnected.str(), options_.k_factor, attempt_id,
-                  wait));
+              return FromSettleRows(
+                  tx.exec_prepared("settle_batch", pqxx::prepare::make_dynamic_params(args)));
             };
             if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
               // Injected fault: the same settlement in an explicit transaction whose backend
@@ -941,7 +964,7 @@ std::string ConnectionString(const StoreOptions& options) {
 
 int ExpectedSchemaVersion() { return sql::Migrations().back().version; }
 
-Result<int> Migrate(const std::string& conninfo, const PartitionOptions& partitions) {
+Result<MigrateReport> Migrate(const std::string& conninfo, const PartitionOptions& partitions) {
   try {
     pqxx::connection conn(conninfo);
     pqxx::work tx(conn);
@@ -950,28 +973,67 @@ Result<int> Migrate(const std::string& conninfo, const PartitionOptions& partiti
         "CREATE TABLE IF NOT EXISTS verdict_schema_migrations ("
         " version integer PRIMARY KEY, name text NOT NULL,"
         " applied_at timestamptz NOT NULL DEFAULT now())");
-    const int current =
-        tx.exec1("SELECT coalesce(max(version), 0) FROM verdict_schema_migrations")[0].as<int>();
+    tx.exec(
+        "CREATE TABLE IF NOT EXISTS verdict_schema_functions ("
+        " name text PRIMARY KEY, sha256 text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now())");
+    int current = 0;
+    for (const auto& row : tx.exec("SELECT version, name FROM verdict_schema_migrations")) {
+      const int version = row[0].as<int>();
+      current = std::max(current, version);
+      if (version > ExpectedSchemaVersion()) continue;
+      const auto known =
+          std::find_if(sql::Migrations().begin(), sql::Migrations().end(),
+                       [&](const sql::Migration& m) { return m.version == version; });
+      if (known == sql::Migrations().end() || row[1].as<std::string>() != known->name) {
+        return FailedPreconditionError(
+            "the database's migration " + std::to_string(version) + " is '" +
+            row[1].as<std::string>() +
+            "', which this binary does not have: a schema of a pre-release build, which no "
+            "migration leads from; make the database anew");
+      }
+    }
     if (current > ExpectedSchemaVersion()) {
       return FailedPreconditionError("database schema is version " + std::to_string(current) +
                                      ", newer than the " + std::to_string(ExpectedSchemaVersion()) +
                                      " this binary knows; refusing to touch it");
     }
-    int applied = 0;
+    MigrateReport report;
     for (const auto& m : sql::Migrations()) {
       if (m.version <= current) continue;
       tx.exec(m.text);
       tx.exec_params("INSERT INTO verdict_schema_migrations (version, name) VALUES ($1, $2)",
                      m.version, m.name);
-      ++applied;
+      ++report.migrations;
     }
+    // The functions after the tables they use; each file again whenever its text changed.
+    std::map<std::string, std::string> applied;
+    for (const auto& row : tx.exec("SELECT name, sha256 FROM verdict_schema_functions")) {
+      applied[row[0].as<std::string>()] = row[1].as<std::string>();
+    }
+    for (const auto& f : sql::Functions()) {
+      const auto found = applied.find(f.name);
+      if (found != applied.end() && found->second == f.checksum) continue;
+      tx.exec(f.text);
+      tx.exec_params(
+          "INSERT INTO verdict_schema_functions (name, sha256) VALUES ($1, $2) "
+          "ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, applied_at = now()",
+          f.name, f.checksum);
+      ++report.functions;
+    }
+    // A file no longer embedded: its function, if dropped by a migration, is applied again
+    // should the file come back.
+    ArrayLiteral names;
+    for (const auto& f : sql::Functions()) names.AddText(f.name);
+    tx.exec_params("DELETE FROM verdict_schema_functions WHERE name <> ALL ($1::text[])",
+                   names.str());
     tx.commit();
     // Partitions for the first rows, so that they do not wait in the DEFAULT partition for
     // `serve` to make them (which it retries, should this fail).
     if (auto made = EnsurePartitions(conninfo, partitions, std::chrono::seconds(5)); !made.ok()) {
       spdlog::warn("migrate: no partitions made ahead yet: {}", made.status().ToString());
     }
-    return applied;
+    return report;
   } catch (const pqxx::broken_connection& e) {
     return UnavailableError(std::string("cannot connect to the database: ") + e.what());
   } catch (const std::exception& e) {

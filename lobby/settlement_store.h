@@ -95,7 +95,7 @@ struct SettleOutcome {
   v1::SettlementReceipt receipt;  // for kSettled, kDuplicate and the two conflicts
 };
 
-// One event of the feed (sql/004 explains its order).
+// One event of the feed (sql/001_baseline.sql explains its order).
 struct SettlementEvent {
   int64_t seq = 0;  // its place in the feed: the event_id clients see and resume from
   std::string node_id;
@@ -105,7 +105,7 @@ struct SettlementEvent {
 // A page of the feed: the events after `after`, in order. `last` is how far the page
 // covers the feed: every event with after < seq <= last that matched the query is in `events`,
 // unless `trimmed_through` is above `after` (retention dropped some of them). `epoch` is the
-// feed's as the page was read (sql/021).
+// feed's as the page was read (verdict_feed, sql/001_baseline.sql).
 struct FeedPage {
   int64_t after = 0;
   int64_t last = 0;
@@ -114,7 +114,8 @@ struct FeedPage {
   std::string epoch;
 };
 
-// Where the feed stands (sql/021): a cursor is valid in `epoch` from trimmed_through to head.
+// Where the feed stands (verdict_feed, sql/001_baseline.sql): a cursor is valid in `epoch` from
+// trimmed_through to head.
 struct FeedState {
   std::string epoch;
   int64_t head = 0;             // the newest place in the feed
@@ -180,13 +181,13 @@ class SettlementStore {
   virtual Result<std::optional<v1::SettlementReceipt>> GetReceipt(
       uint64_t room_id, const std::optional<std::string>& node_id) = 0;
   // Whether `room_id` was settled and its receipt has expired, leaving the compact record of
-  // sql/022; with a node_id, only if the room belonged to that node.
+  // settled_rooms (sql/001_baseline.sql); with a node_id, only if the room belonged to that node.
   virtual Result<bool> ReceiptExpired(uint64_t room_id,
                                       const std::optional<std::string>& node_id) = 0;
 
   // The room as allocated (nullopt when it is not, or is settled already).
   virtual Result<std::optional<AllocatedRoom>> GetRoom(uint64_t room_id) = 0;
-  // Releases the room's players and marks it pending (sql/023).
+  // Releases the room's players and marks it pending (sql/functions/verdict_release_room.sql).
   virtual Result<ReleaseOutcome> ReleaseRoom(uint64_t room_id) = 0;
   // Releases up to `limit` rooms allocated more than `older_than_s` seconds ago that are not
   // released yet, oldest first; returns how many.
@@ -196,8 +197,9 @@ class SettlementStore {
 
   virtual Result<std::optional<v1::Player>> GetPlayer(uint64_t player_id) = 0;
 
-  // Gives committed events their place in the feed, at most `limit` (sql/004). Returns how
-  // many it numbered; 0 also when another lobby instance is numbering right now.
+  // Gives committed events their place in the feed, at most `limit`
+  // (sql/functions/verdict_sequence_events.sql). Returns how many it numbered; 0 also when another
+  // lobby instance is numbering right now.
   virtual Result<int> SequenceEvents(int limit) = 0;
   // The feed after `after`, at most `limit` events; with a node_id, only that node's events.
   // A page with fewer than `limit` events covers the feed up to its newest numbered event.
@@ -243,11 +245,20 @@ std::unique_ptr<ReadinessProbe> OpenReadinessProbe(const StoreOptions& options,
 // added where it sets none of its own; key=value strings and postgresql:// URIs both work.
 std::string ConnectionString(const StoreOptions& options);
 
-// Applies the embedded migrations that `conninfo`'s database lacks, under an advisory lock so
-// concurrent runs are safe, then makes the partitions the next rows need (EnsurePartitions, with
-// `partitions`). FAILED_PRECONDITION if the database has a newer schema. Returns the number of
-// migrations applied.
-Result<int> Migrate(const std::string& conninfo, const PartitionOptions& partitions = {});
+// What one Migrate applied.
+struct MigrateReport {
+  int migrations = 0;  // numbered migrations (sql/NNN_*.sql)
+  int functions = 0;   // function files (sql/functions/*.sql) new or changed since last applied
+};
+
+// Brings `conninfo`'s database to the schema this binary embeds, in one transaction under an
+// advisory lock (so concurrent runs are safe: the second finds nothing left to do): the numbered
+// migrations it lacks, in version order, then every function file whose sha256 differs from the
+// one recorded when it was last applied (verdict_schema_functions), in name order. Then makes the
+// partitions the next rows need (EnsurePartitions, with `partitions`). FAILED_PRECONDITION if the
+// database has a newer schema, or migrations this binary does not have under their numbers (a
+// pre-release schema).
+Result<MigrateReport> Migrate(const std::string& conninfo, const PartitionOptions& partitions = {});
 
 // The schema version this binary expects (the highest embedded migration).
 int ExpectedSchemaVersion();

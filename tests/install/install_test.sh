@@ -31,8 +31,9 @@ for f in bin/verdict-lobby-testing bin/verdict-node-testing; do
 done
 ls "$prefix"/lib/*/cmake/verdict/verdictConfig.cmake >/dev/null || fail "no CMake package config"
 ls "$prefix"/lib/*/libverdict_node.a >/dev/null || fail "no libverdict_node.a"
-for sql in "$source"/sql/[0-9][0-9][0-9]_*.sql; do
-  cmp -s "$sql" "$prefix/share/verdict/sql/$(basename "$sql")" || fail "migration $(basename "$sql")"
+for sql in "$source"/sql/[0-9][0-9][0-9]_*.sql "$source"/sql/functions/*.sql; do
+  name=${sql#"$source"/sql/}
+  cmp -s "$sql" "$prefix/share/verdict/sql/$name" || fail "migration $name"
 done
 conf_dir="$work/root/etc/verdict"
 [ "$prefix" = "$work/root/usr" ] || conf_dir="$prefix/etc/verdict"

@@ -12,6 +12,7 @@
 
 #include <pqxx/pqxx>
 
+#include "lobby/settle_batch_call.h"
 #include "tests/lobby/lobby_fixture.h"
 
 namespace verdict::testing {
@@ -80,6 +81,66 @@ TEST_F(BatchSettlementTest, EachItemIsWhatTheSingleEndpointWouldAnswer) {
 
 // Every way a roster can differ from the room's seats is ROSTER_MISMATCH and touches nothing,
 // beside a right one that settles, in one call of the settlement's roster check.
+// Every field of a result reaches its own column: a settled room and an aborted one, settled in
+// one call through the lobby, read back from matches, replays and match_players. Each field holds
+// values no other field does, so arguments of one type given in each other's places (kills and
+// deaths, say, adjacent integer[] parameters) fail here.
+TEST_F(BatchSettlementTest, EveryFieldOfAResultIsStoredInItsOwnColumn) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 41);
+  MustAllocate(lobby->port(), 42);
+  v1::BattleResult settled = MakeResult(41, 1'700'000'000'041);
+  settled.set_winner_team(2);
+  settled.set_suspect(true);
+  settled.set_replay_path("replays/forty-one.bin");
+  std::string expected_players;
+  for (int i = 0; i < settled.players_size(); ++i) {
+    v1::PlayerResult* p = settled.mutable_players(i);
+    p->set_kills(100 + i);
+    p->set_deaths(200 + i);
+    p->set_assists(300 + i);
+    p->set_score(5'000'000'000 + i);  // past 32 bits
+    p->set_disconnected(i % 3 == 0);
+    expected_players += std::to_string(p->player_id()) + ":" + std::to_string(p->team()) + "/" +
+                        std::to_string(p->kills()) + "/" + std::to_string(p->deaths()) + "/" +
+                        std::to_string(p->assists()) + "/" + std::to_string(p->score()) + "/" +
+                        (p->disconnected() ? "t" : "f") + "/" + (p->team() == 2 ? "win" : "loss") +
+                        " ";
+  }
+  v1::BattleResult aborted = MakeResult(42, 1'700'000'000'042);
+  aborted.set_outcome(v1::ABORTED);
+  aborted.set_winner_team(0);
+  aborted.set_replay_path("");
+  aborted.set_abort_reason("the host went away");
+  const HttpResponse r = PostBatch(lobby->port(), {settled, aborted});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const v1::SettlementBatchReply reply = Items(r);
+  ASSERT_EQ(reply.items_size(), 2);
+  EXPECT_EQ(CodeOf(reply.items(0)), "SETTLED") << r.body;
+  EXPECT_EQ(CodeOf(reply.items(1)), "SETTLED") << r.body;
+
+  EXPECT_EQ(Q("SELECT string_agg(format('%s:%s/%s/%s/%s/%s/%s/%s', player_id, team, kills, deaths, "
+              "assists, score, disconnected, result), ' ' ORDER BY player_id) || ' ' "
+              "FROM match_players mp JOIN matches m USING (match_id) WHERE m.room_id = 41"),
+            expected_players);
+  EXPECT_EQ(Q("SELECT format('%s/%s/%s/%s/%s/%s', room_id, node_id, outcome, winner_team, "
+              "suspect, ended_at_ms) || '/' || abort_reason || '/' || "
+              "coalesce((SELECT path FROM replays p WHERE p.match_id = m.match_id), 'none') "
+              "FROM matches m ORDER BY room_id LIMIT 1"),
+            "41/node-a/SETTLED/2/t/1700000000041//replays/forty-one.bin");
+  EXPECT_EQ(Q("SELECT format('%s/%s/%s/%s/%s/%s', room_id, node_id, outcome, winner_team, "
+              "suspect, ended_at_ms) || '/' || abort_reason || '/' || "
+              "coalesce((SELECT path FROM replays p WHERE p.match_id = m.match_id), 'none') "
+              "FROM matches m WHERE room_id = 42"),
+            "42/node-a/ABORTED/0/f/1700000000042/the host went away/none");
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT result, ',') FROM match_players mp JOIN matches m "
+              "USING (match_id) WHERE m.room_id = 42"),
+            "aborted");
+  // The receipt's attempt and fingerprint came through too: a redelivery is a duplicate.
+  EXPECT_EQ(CodeOf(Items(PostBatch(lobby->port(), {settled})).items(0)), "DUPLICATE");
+}
+
 TEST_F(BatchSettlementTest, EveryRosterThatIsNotTheRoomsSeatsIsRefused) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
@@ -318,11 +379,12 @@ class PlanCollector final : public pqxx::errorhandler {
   std::string plans;
 };
 
-// Migration 009: the write takes the match players it inserted from the insert itself, so the
-// players' update and the events read no match_players back. (With 007's write, how they were
-// read hung on match_players.match_id's statistics, and stale ones made each call scan the
-// whole table.) A call of 64 rooms made straight to verdict_settle_batch, its nested plans
-// collected with auto_explain: match_players appears only as the insert's target.
+// The write (sql/functions/verdict_settle_write.sql) takes the match players it inserted from
+// the insert itself, so the players' update and the events read no match_players back. (When an
+// earlier write read them back, how it did hung on match_players.match_id's statistics, and stale
+// ones made each call scan the whole table.) A call of 64 rooms made straight to
+// verdict_settle_batch, its nested plans collected with auto_explain: match_players appears only as
+// the insert's target.
 TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
@@ -336,6 +398,28 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
       "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0;"
       " SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice;"
       " SET client_min_messages = notice");
+  lobby::SettleBatchArgs args;
+  args[lobby::SettleBatchArg("p_room_ids")] = "r.rooms";
+  args[lobby::SettleBatchArg("p_node_ids")] = "array_fill('node-a'::text, ARRAY[r.n])";
+  args[lobby::SettleBatchArg("p_outcomes")] = "array_fill('SETTLED'::text, ARRAY[r.n])";
+  args[lobby::SettleBatchArg("p_winner_teams")] = "array_fill(1::smallint, ARRAY[r.n])";
+  args[lobby::SettleBatchArg("p_suspects")] = "array_fill(false, ARRAY[r.n])";
+  args[lobby::SettleBatchArg("p_ended_at_ms")] = "array_fill(1700000000000::bigint, ARRAY[r.n])";
+  args[lobby::SettleBatchArg("p_replay_paths")] = "array_fill('replays/x'::text, ARRAY[r.n])";
+  args[lobby::SettleBatchArg("p_abort_reasons")] = "array_fill(''::text, ARRAY[r.n])";
+  args[lobby::SettleBatchArg("p_fingerprints")] =
+      "array_fill(decode(repeat('ab', 32), 'hex'), ARRAY[r.n])";
+  args[lobby::SettleBatchArg("p_player_rooms")] = "p.rooms";
+  args[lobby::SettleBatchArg("p_player_ids")] = "p.ids";
+  args[lobby::SettleBatchArg("p_teams")] = "p.teams";
+  args[lobby::SettleBatchArg("p_kills")] = "p.ones";
+  args[lobby::SettleBatchArg("p_deaths")] = "p.ones";
+  args[lobby::SettleBatchArg("p_assists")] = "p.ones";
+  args[lobby::SettleBatchArg("p_scores")] = "p.scores";
+  args[lobby::SettleBatchArg("p_disconnected")] = "p.disconnected";
+  args[lobby::SettleBatchArg("p_k_factor")] = "32";
+  args[lobby::SettleBatchArg("p_attempt_id")] = "7";
+  args[lobby::SettleBatchArg("p_wait")] = "true";
   const pqxx::result settled = tx.exec(R"sql(
     SELECT count(*) FROM
       (SELECT array_agg(room_id ORDER BY room_id) AS rooms, count(*)::int AS n FROM battle_rooms) r,
@@ -346,13 +430,8 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
                       array_agg(100::bigint ORDER BY room_id, player_id) AS scores,
                       array_agg(false ORDER BY room_id, player_id) AS disconnected
                FROM battle_room_seats) p,
-      LATERAL verdict_settle_batch(
-        r.rooms, array_fill('node-a'::text, ARRAY[r.n]), array_fill('SETTLED'::text, ARRAY[r.n]),
-        array_fill(1::smallint, ARRAY[r.n]), array_fill(false, ARRAY[r.n]),
-        array_fill(1700000000000::bigint, ARRAY[r.n]), array_fill('replays/x'::text, ARRAY[r.n]),
-        array_fill(''::text, ARRAY[r.n]), array_fill(decode(repeat('ab', 32), 'hex'), ARRAY[r.n]),
-        p.rooms, p.ids, p.teams, p.ones, p.ones, p.ones, p.scores, p.disconnected, 32, 7, true) s
-    WHERE s.status = 'settled')sql");
+      LATERAL )sql" + lobby::SettleBatchCall(args) +
+                                       " s WHERE s.status = 'settled'");
   ASSERT_EQ(settled[0][0].as<int>(), kRooms);
 
   // The collector saw the write's plans, and in them match_players only as the insert's target.

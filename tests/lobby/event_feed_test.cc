@@ -247,7 +247,7 @@ TEST_F(EventFeedTest, CommitsOutOfIdOrderAreNeitherSkippedNorLostWithoutNotifica
 
   // Hold room 71's event slot: an uncommitted event row with its room id makes the settlement's
   // own event INSERT wait, after it has drawn its event id. The partitioned feed keeps no unique
-  // key on an event's room (sql/020), so the test gives each of its partitions one.
+  // key on an event's room (sql/001_baseline.sql), so the test gives each of its partitions one.
   db_->Exec(R"(
       DO $$ DECLARE p record; BEGIN
         FOR p IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid

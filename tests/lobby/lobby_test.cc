@@ -204,8 +204,8 @@ TEST_F(LobbyTest, NegativeControlWithoutSettleGuardIsCaughtAndConstraintsStillHo
 }
 
 // Negative control, second layer: guard off and the receipt's unique key dropped (the one the
-// database enforces per room since the history is partitioned, sql/020). Now the damage P2
-// forbids happens, and the test's Elo checks see it.
+// database enforces per room since the history is partitioned, sql/001_baseline.sql). Now the
+// damage P2 forbids happens, and the test's Elo checks see it.
 TEST_F(LobbyTest, NegativeControlWithoutGuardOrConstraintsSeesDoubleElo) {
   db_->Exec("ALTER TABLE settlement_receipts DROP CONSTRAINT settlement_receipts_pkey;");
   db_->Exec(kUnguardedSettleSql);
@@ -841,17 +841,24 @@ TEST_F(LobbyTest, ConcurrentMigrationsBothSucceedAndNewerSchemaIsRefused) {
   for (auto& t : runs) t.join();
   EXPECT_EQ(results[0].exit_code, 0) << results[0].out;
   EXPECT_EQ(results[1].exit_code, 0) << results[1].out;
-  // Each migration applied once, by one of the two: "(N migrations applied)" adds up.
-  const auto applied = [](const std::string& out) {
-    const size_t open = out.find('(');
-    return open == std::string::npos ? -1 : std::atoi(out.c_str() + open + 1);
+  // Each migration and each function file applied once, by one of the two: "(N migrations and
+  // M function files applied)" adds up.
+  const auto applied = [](const std::string& out, const std::string& after) {
+    const size_t at = out.find(after);
+    return at == std::string::npos ? -1 : std::atoi(out.c_str() + at + after.size());
   };
+  const auto migrations = [&](const std::string& out) { return applied(out, "("); };
+  const auto functions = [&](const std::string& out) { return applied(out, " and "); };
   EXPECT_EQ(fresh.Scalar("SELECT count(*) FROM verdict_schema_migrations"),
             fresh.Scalar("SELECT count(DISTINCT version) FROM verdict_schema_migrations"));
-  EXPECT_EQ(std::to_string(applied(results[0].out) + applied(results[1].out)),
+  EXPECT_EQ(std::to_string(migrations(results[0].out) + migrations(results[1].out)),
             fresh.Scalar("SELECT count(*) FROM verdict_schema_migrations"))
       << results[0].out << results[1].out;
-  EXPECT_TRUE(applied(results[0].out) == 0 || applied(results[1].out) == 0);
+  EXPECT_EQ(std::to_string(functions(results[0].out) + functions(results[1].out)),
+            fresh.Scalar("SELECT count(*) FROM verdict_schema_functions"))
+      << results[0].out << results[1].out;
+  EXPECT_TRUE(migrations(results[0].out) == 0 || migrations(results[1].out) == 0);
+  EXPECT_TRUE(functions(results[0].out) == 0 || functions(results[1].out) == 0);
   fresh.Exec("INSERT INTO verdict_schema_migrations (version, name) VALUES (999, 'future')");
   const auto refused = RunCommand({LobbyBinary(), "--db", fresh.conninfo(), "migrate"});
   EXPECT_NE(refused.exit_code, 0);

@@ -321,7 +321,7 @@ TEST(RefuseEventsCursorTest, RefusesWhatTheFeedCannotContinue) {
   EXPECT_EQ(ProblemReply(ErrorCode::kRoomUnknown, "x", "/y").body.find("feed"), std::string::npos);
 }
 
-// Every status the settlement and allocation SQL answer (sql/002, sql/007, sql/010) has its own
+// Every status the settlement and allocation SQL answer (sql/functions/) has its own
 // meaning, and so does every SettleStatus; a status this binary does not know is INTERNAL, never
 // a guess at a final refusal (a node dead-letters on one).
 TEST(SqlStatusTest, EveryStatusHasItsMeaningAndAnUnknownOneIsInternal) {

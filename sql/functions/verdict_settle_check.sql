@@ -1,12 +1,15 @@
--- 008: the roster check reads seats and rooms by key, whatever the statistics say.
+-- The second part of verdict_settle_batch: the verdicts of the rooms the guard left open (NULL in
+-- p_verdicts): 'room_unknown' (not allocated to that node), 'roster_mismatch' (the players given
+-- are not the room's seats, each on its team) or 'settle'. The others pass through.
 --
--- battle_rooms and battle_room_seats are queues: a room's rows live from its allocation to its
--- settlement. When autovacuum analyzes them while few rooms wait, PostgreSQL records them as
--- (nearly) empty, and goes on believing it while a backlog of thousands of rooms is allocated
--- and drained, until the next analyze. 007's check joined the call's players to the seats as
--- sets, so on such statistics it chose a nested loop over a full scan of the seats' index, some
--- 65,000 entries of rooms settled earlier: 100 ms for a call of 64 rooms, where reading the same
--- rows by key takes about 1.3 ms (bench/RESULTS.md, "The roster check's plan").
+-- Reads seats and rooms by key, whatever the statistics say. battle_rooms and battle_room_seats
+-- are queues: a room's rows live from its allocation to its settlement. When autovacuum analyzes
+-- them while few rooms wait, PostgreSQL records them as (nearly) empty, and goes on believing it
+-- while a backlog of thousands of rooms is allocated and drained, until the next analyze. A check
+-- that joined the call's players to the seats as sets chose, on such statistics, a nested loop
+-- over a full scan of the seats' index, some 65,000 entries of rooms settled earlier: 100 ms for
+-- a call of 64 rooms, where reading the same rows by key takes about 1.3 ms (bench/RESULTS.md,
+-- "The roster check's plan").
 --
 -- Here each read of the two tables is a scalar subquery that names its key from the call's own
 -- values: a room by id, and a room's seats, in player order, by room. PostgreSQL runs a scalar
@@ -14,7 +17,7 @@
 -- whole table as it may an EXISTS), and the cheap way to run it is an index probe, so the
 -- statement stays linear in the call whatever the tables' statistics. A room's roster is then
 -- compared with its seats as one sorted array of players and one of their teams: one probe per
--- room rather than one per player. The verdicts are those of 007.
+-- room rather than one per player.
 CREATE OR REPLACE FUNCTION verdict_settle_check(
   p_verdicts text[], p_room_ids bigint[], p_node_ids text[], p_player_rooms bigint[],
   p_player_ids bigint[], p_teams smallint[])
@@ -45,4 +48,3 @@ BEGIN
   RETURN v_verdicts;
 END
 $$;
-

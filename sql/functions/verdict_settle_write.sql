@@ -1,60 +1,23 @@
--- 023: pending settlement. A room whose battle host is gone can have its players released to
--- play again (POST /v1/rooms/{room_id}:release, or `serve --release-after`): the room is marked
--- pending with the time, stays allocated, and still accepts its result, which settles as usual.
+-- The last part of verdict_settle_batch: settles the rooms whose verdict is 'settle', and answers
+-- every room (the arguments of verdict_settle_batch, with the verdicts in place of p_wait).
 --
--- The compensation rule (README, "Pending settlement"): a room's Elo change is computed from the
--- ratings its players had when it was allocated (battle_room_seats.elo_at_allocation, 022) and
--- added to their ratings at settlement. A released player may have played other matches
--- meanwhile: those changes stand, and this room's change comes on top of them, the same change it
--- would have made had its result come in time. Every match stays zero-sum, since both teams'
--- changes are computed from the same ratings. A room allocated before 022 has no recorded ratings
--- and is rated on current ones, as before. (While a room is not released its players can play
--- nothing else, so their recorded and current ratings are the same unless a released room's late
--- result lands in between; the rule holds either way.)
-
--- When the room's players were released; NULL while they are held.
-ALTER TABLE battle_rooms ADD COLUMN released_at timestamptz;
-
--- Releases the room's players (those whose in_battle_room is still this room) and marks it
--- pending. Returns one row: status 'released' (also when it was released before: the time is the
--- first release's) or 'room_unknown' (not allocated, or settled already), the release time, and
--- how many players this call freed. Locks as a settlement does: the room's advisory lock, its
--- row, then its players in id order.
-CREATE FUNCTION verdict_release_room(p_room_id bigint)
-RETURNS TABLE (status text, released_at timestamptz, players_released integer)
-LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-DECLARE
-  v_released timestamptz;
-  v_count integer;
-BEGIN
-  PERFORM pg_advisory_xact_lock(p_room_id);
-  UPDATE battle_rooms b SET released_at = coalesce(b.released_at, clock_timestamp())
-  WHERE b.room_id = p_room_id
-  RETURNING b.released_at INTO v_released;
-  IF NOT FOUND THEN
-    RETURN QUERY SELECT 'room_unknown', NULL::timestamptz, 0;
-    RETURN;
-  END IF;
-  PERFORM 1 FROM players p WHERE p.in_battle_room = p_room_id ORDER BY p.player_id FOR UPDATE;
-  UPDATE players p SET in_battle_room = 0 WHERE p.in_battle_room = p_room_id;
-  GET DIAGNOSTICS v_count = ROW_COUNT;
-  RETURN QUERY SELECT 'released', v_released, v_count;
-END
-$$;
-
--- Releases up to p_limit rooms allocated more than p_age ago and not released yet, oldest
--- first; returns how many (`serve --release-after`).
-CREATE FUNCTION verdict_release_rooms_older_than(p_age interval, p_limit integer)
-RETURNS integer LANGUAGE sql AS $$
-  SELECT count(*)::integer FROM (
-    SELECT room_id FROM battle_rooms
-    WHERE released_at IS NULL AND allocated_at < now() - p_age
-    ORDER BY allocated_at, room_id LIMIT p_limit) due,
-  LATERAL verdict_release_room(due.room_id) r WHERE r.status = 'released'
-$$;
-
--- 009's write, rating each room on its players' ratings at allocation.
+-- Elo. A room's change is computed from the ratings its players had when it was allocated
+-- (battle_room_seats.elo_at_allocation) and added to their ratings now: a released player
+-- (pending settlement, README) may have played other matches meanwhile; those changes stand, and
+-- this room's change comes on top of them. Every match stays zero-sum, since both teams' changes
+-- are computed from the same ratings. A seat without a recorded rating is rated on the current
+-- one.
+--
+-- The write never reads back what it writes. How PostgreSQL would read rows back depends on what
+-- ANALYZE last said of them, and both ways of being wrong cost a full scan that grows with the
+-- history (bench/RESULTS.md, "Reading back what was just written"). So:
+--   * the insert into match_players returns its rows, and the players' update and the events
+--     take them from there in the same statement (a data-modifying WITH runs once, to
+--     completion, whether or not the statement reads it);
+--   * the new matches' values come from the call's own arrays, by the room ids the insert into
+--     matches returned, for the match players, the events, the replays and the receipts, which
+--     are written in that same statement.
+-- A match without players still gets "players": null in its event.
 CREATE OR REPLACE FUNCTION verdict_settle_write(
   p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_winner_teams smallint[],
   p_suspects boolean[], p_ended_at_ms bigint[], p_replay_paths text[], p_abort_reasons text[],
