@@ -232,14 +232,34 @@ BEGIN
 END
 $$;
 
+-- Locks the family's tables for a change of its partitions (verdict_create_partition,
+-- verdict_drop_oldest_partition), in ACCESS EXCLUSIVE mode, at the parents, which covers their
+-- partitions. Readers and settlements lock a parent before its partitions and keep their locks
+-- to their commit, and they may go on to another table of the family; so a step that waited for
+-- a partition (an attach needs the DEFAULT partition exclusively) or for a second parent while
+-- holding the first would wait on a transaction that waits on it: a deadlock. The step waits
+-- (under the caller's lock_timeout) for the first parent only, holding nothing yet; the others
+-- it takes at once or not at all (55P03, lock_not_available), and the next pass tries again.
+CREATE FUNCTION verdict_lock_partition_family(p_family text)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  t record;
+  v_wait text := '';
+BEGIN
+  FOR t IN SELECT * FROM verdict_partition_tables(p_family) LOOP
+    EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE%s', t.parent, v_wait);
+    v_wait := ' NOWAIT';
+  END LOOP;
+END
+$$;
+
 -- Creates the family's partitions for p_lower <= id < p_upper, moving into them the rows of the
 -- DEFAULT partitions in that range. Called by verdict_ensure_partitions.
 --
--- Writes into the family's tables wait meanwhile (the parents are locked in SHARE ROW EXCLUSIVE
--- mode, which readers do not mind), for the one moment it takes: an insert that chose its
--- partition before the new one existed would otherwise send a row of the new range to the
--- DEFAULT partition, whose constraint the attach has just narrowed, and fail. After the lock, a
--- writer sees the new partition.
+-- The family's tables are locked meanwhile (verdict_lock_partition_family), for the one moment
+-- it takes: an insert that chose its partition before the new one existed would otherwise send
+-- a row of the new range to the DEFAULT partition, whose constraint the attach has just
+-- narrowed, and fail. After the lock, a writer sees the new partition.
 CREATE FUNCTION verdict_create_partition(p_family text, p_lower bigint, p_upper bigint)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -247,9 +267,7 @@ DECLARE
   v_name text;
   v_moved bigint;
 BEGIN
-  FOR t IN SELECT * FROM verdict_partition_tables(p_family) LOOP
-    EXECUTE format('LOCK TABLE %I IN SHARE ROW EXCLUSIVE MODE', t.parent);
-  END LOOP;
+  PERFORM verdict_lock_partition_family(p_family);
   FOR t IN SELECT * FROM verdict_partition_tables(p_family) LOOP
     v_name := t.parent || '_p' || p_lower;
     EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING CONSTRAINTS)', v_name, t.parent);
