@@ -685,8 +685,11 @@ class FaultSuite : public ::testing::Test {
     Sleep(1000ms);
     if (failed_writes() == stalls_before) {
       // The fault did not bite: say what the node was doing, for whoever reads the failure.
-      std::printf("full disk: no write failed in a minute; node %s; its log ends:\n%s\n",
-                  node_ && node_->Running() ? "running" : "gone", NodeLogTail(30).c_str());
+      const bool running = node_ && node_->Running();
+      std::printf(
+          "full disk: no write failed in a minute; node %s (exit code %d, -1: a signal); its log "
+          "ends:\n%s\n",
+          running ? "running" : "gone", node_ ? node_->exit_code() : -1, NodeLogTail(30).c_str());
     } else {
       std::printf(
           "full disk: a write failed %.1f s after the fill; the node freed %zu KiB "
