@@ -125,8 +125,7 @@ Result<RetentionReport> RetainOnce(const std::string& conninfo, const RetentionO
       } catch (const pqxx::sql_error& e) {
         if (!LockNotGranted(e)) throw;
         ++report.steps_skipped;
-        spdlog::warn("retention: {} skipped, its locks were not granted in {} ms: {}", what,
-                     o.lock_timeout.count(), e.what());
+        spdlog::warn("retention: {} skipped, its locks were not granted: {}", what, e.what());
       }
     };
     step("creating partitions",

@@ -7,8 +7,10 @@
 // however many rows it held; receipts go a batch per transaction.
 //
 // Each call opens a connection of its own, and every transaction in it is short and runs under
-// a lock timeout: a step that cannot get its locks in time (a drop needs the family's tables to
-// itself for a moment) gives up until the next pass instead of holding up settlements. Several
+// a lock timeout: a step that cannot get its locks in time (making or dropping a partition needs
+// the family's tables to itself for a moment) gives up until the next pass instead of holding up
+// settlements. It takes them parents first and waits for the first table of the family only
+// (verdict_lock_partition_family), so a reader or a settlement is never deadlocked by it. Several
 // lobby instances may run them at once; one at a time does the work (an advisory lock).
 // Stateless; thread-safe.
 #pragma once

@@ -1,11 +1,10 @@
 -- Creates the family's partitions for p_lower <= id < p_upper, moving into them the rows of the
 -- DEFAULT partitions in that range. Called by verdict_ensure_partitions.
 --
--- Writes into the family's tables wait meanwhile (the parents are locked in SHARE ROW EXCLUSIVE
--- mode, which readers do not mind), for the one moment it takes: an insert that chose its
--- partition before the new one existed would otherwise send a row of the new range to the
--- DEFAULT partition, whose constraint the attach has just narrowed, and fail. After the lock, a
--- writer sees the new partition.
+-- The family's tables are locked meanwhile (verdict_lock_partition_family), for the one moment
+-- it takes: an insert that chose its partition before the new one existed would otherwise send
+-- a row of the new range to the DEFAULT partition, whose constraint the attach has just
+-- narrowed, and fail. After the lock, a writer sees the new partition.
 CREATE OR REPLACE FUNCTION verdict_create_partition(p_family text, p_lower bigint, p_upper bigint)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -13,9 +12,7 @@ DECLARE
   v_name text;
   v_moved bigint;
 BEGIN
-  FOR t IN SELECT * FROM verdict_partition_tables(p_family) LOOP
-    EXECUTE format('LOCK TABLE %I IN SHARE ROW EXCLUSIVE MODE', t.parent);
-  END LOOP;
+  PERFORM verdict_lock_partition_family(p_family);
   FOR t IN SELECT * FROM verdict_partition_tables(p_family) LOOP
     v_name := t.parent || '_p' || p_lower;
     EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING CONSTRAINTS)', v_name, t.parent);

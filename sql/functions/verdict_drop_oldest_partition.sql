@@ -43,11 +43,8 @@ BEGIN
       RETURN NULL;
     END IF;
     IF i = 1 THEN
-      -- The parents first, in one order (settlements and readers lock a parent before its
-      -- partitions): the writes in progress finish, and none starts until this commits.
-      FOR t IN SELECT * FROM verdict_partition_tables(p_family) LOOP
-        EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE', t.parent);
-      END LOOP;
+      -- The writes in progress finish, and none starts until this commits.
+      PERFORM verdict_lock_partition_family(p_family);
     END IF;
   END LOOP;
   IF p_family = 'events' THEN

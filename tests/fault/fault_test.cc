@@ -30,6 +30,7 @@
 // beside it, dropping events and expiring receipts older than a second. The history is kept, so
 // that the checker can still hold every rating to the sum of its matches; results redelivered
 // after their receipt expired are answered ORIGINAL_EXPIRED and acked.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -38,8 +39,10 @@
 
 #include <rocksdb/db.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -664,27 +667,56 @@ class FaultSuite : public ::testing::Test {
         30s))
         << "the node stored nothing before the disk was filled";
     const std::string filler = outbox_ + "/filler";
-    {
-      std::ofstream out(filler, std::ios::binary);
-      const std::string chunk(1 << 20, 'x');
-      while (out.write(chunk.data(), chunk.size()) && out.flush()) {
-      }
-    }
     ++tally_.disk_full;
     // Writes fail and finishing rooms wait (P6): hold the disk full until the node has seen a
-    // write fail (or 15 s), and a little longer, however slow the machine is today; then kill
-    // the node while the disk is still full, so that whatever it has only in memory is lost
-    // with it: results it held are allowed to go (never reported stored), results it reported
-    // stored are not.
-    for (int i = 0; i < 150 && failed_writes() == stalls_before; ++i) Sleep(100ms);
+    // write fail, and a little longer; then kill the node while the disk is still full, so that
+    // whatever it has only in memory is lost with it: results it held are allowed to go (never
+    // reported stored), results it reported stored are not.
+    //
+    // The phase ends on the event, a write that failed, not after a fixed count of pauses
+    // (15 s were not always enough on a busy machine), and the disk is kept full while it
+    // waits: whatever the node frees (RocksDB deleting a file it no longer needs) is taken
+    // again. The simulated battles go on finishing, so a write is always coming; a minute
+    // without one failing means the node is not writing at all, and the diagnostic says why.
+    const auto filled = std::chrono::steady_clock::now();
+    FillUp(filler);
+    size_t freed = 0;  // by the node after the fill, and filled again
+    while (failed_writes() == stalls_before && std::chrono::steady_clock::now() < filled + 60s) {
+      Sleep(100ms);
+      freed += FillUp(filler);
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - filled).count();
     Sleep(1000ms);
     if (failed_writes() == stalls_before) {
       // The fault did not bite: say what the node was doing, for whoever reads the failure.
-      std::printf("full disk: no write failed in 16 s; node %s; its log ends:\n%s\n",
-                  node_ && node_->Running() ? "running" : "gone", NodeLogTail(30).c_str());
+      const bool running = node_ && node_->Running();
+      std::printf(
+          "full disk: no write failed in a minute; node %s (exit code %d, -1: a signal); its log "
+          "ends:\n%s\n",
+          running ? "running" : "gone", node_ ? node_->exit_code() : -1, NodeLogTail(30).c_str());
+    } else {
+      std::printf(
+          "full disk: a write failed %.1f s after the fill; the node freed %zu KiB "
+          "meanwhile, filled again\n",
+          waited, freed >> 10);
     }
     KillNode();
     std::filesystem::remove(filler);
+  }
+
+  // Appends to `path` until its file system has no space left; returns the bytes appended.
+  static size_t FillUp(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      ADD_FAILURE() << path << ": " << std::strerror(errno);
+      return 0;
+    }
+    const std::string chunk(1 << 20, 'x');
+    size_t appended = 0;
+    for (ssize_t n; (n = ::write(fd, chunk.data(), chunk.size())) > 0;) appended += n;
+    ::close(fd);
+    return appended;
   }
 
   // The last `lines` lines of the node's log.

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <pqxx/pqxx>
@@ -10,8 +11,8 @@ namespace verdict::testing {
 namespace {
 
 // Runs `sql` and adds one violation per row, formatted from its first two columns.
-void EachRowIsAViolation(pqxx::work& tx, const std::string& sql, const std::string& label,
-                         InvariantReport* report) {
+void EachRowIsAViolation(pqxx::transaction_base& tx, const std::string& sql,
+                         const std::string& label, InvariantReport* report) {
   for (const auto& row : tx.exec(sql)) {
     std::string detail = label + ": " + row[0].c_str();
     if (row.size() > 1) detail += " (" + std::string(row[1].c_str()) + ")";
@@ -44,13 +45,17 @@ std::set<uint64_t> ReadStoredLog(const std::string& path) {
   return rooms;
 }
 
-InvariantReport CheckInvariants(const std::string& conninfo, const v1::OutboxListing& listing,
-                                const std::set<uint64_t>& stored_rooms,
-                                uint64_t injected_undecodable) {
+namespace {
+
+// One snapshot of the database for every query of a check: the lobby may still be running (its
+// maintenance, a retention pass), and the checks compare tables with each other.
+using Snapshot = pqxx::transaction<pqxx::repeatable_read, pqxx::read_only>;
+
+InvariantReport CheckOnce(pqxx::connection& conn, const v1::OutboxListing& listing,
+                          const std::set<uint64_t>& stored_rooms, uint64_t injected_undecodable) {
   InvariantReport report;
   report.stored = stored_rooms.size();
-  pqxx::connection conn(conninfo);
-  pqxx::work tx(conn);
+  Snapshot tx(conn);
 
   // A settled room has its receipt, or, once retention expired the receipt, its compact record.
   std::set<uint64_t> receipts, active;
@@ -173,6 +178,28 @@ InvariantReport CheckInvariants(const std::string& conninfo, const v1::OutboxLis
          OR EXISTS (SELECT 1 FROM settled_rooms s WHERE s.room_id = b.room_id))",
                       "P5: a settled room is still active", &report);
   return report;
+}
+
+}  // namespace
+
+InvariantReport CheckInvariants(const std::string& conninfo, const v1::OutboxListing& listing,
+                                const std::set<uint64_t>& stored_rooms,
+                                uint64_t injected_undecodable) {
+  pqxx::connection conn(conninfo);
+  // The check's reads may lose a deadlock or a serialization conflict to the lobby's own
+  // transactions; they change nothing, so they read again, from a new snapshot. A violation is
+  // in the data and is found again; only a conflict that keeps recurring ends the check.
+  constexpr int kAttempts = 20;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return CheckOnce(conn, listing, stored_rooms, injected_undecodable);
+    } catch (const pqxx::sql_error& e) {
+      const bool transient = e.sqlstate() == "40P01" || e.sqlstate() == "40001";
+      if (!transient || attempt == kAttempts) throw;
+      std::fprintf(stderr, "invariant check: reading again after SQLSTATE %s: %s\n",
+                   e.sqlstate().c_str(), e.what());
+    }
+  }
 }
 
 }  // namespace verdict::testing
