@@ -22,8 +22,6 @@ constexpr uint16_t kCloseTryAgainLater = 1013;
 // Subscribers send nothing the lobby needs; anything large is an error that closes them.
 constexpr size_t kMaxClientMessageBytes = 1024;
 
-std::string PathOf(const std::string& target) { return target.substr(0, target.find('?')); }
-
 }  // namespace
 
 class HttpServer::Impl final : public server::HttpHandler {

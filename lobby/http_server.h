@@ -25,7 +25,11 @@ struct ServerOptions {
   // The connections: I/O threads, the connection cap, the read deadline and idle limit, the
   // header limit and TLS (see server::HttpServerOptions for each default). Its `listen` and
   // `name` are set from the above. Default: the core's, with 2 I/O threads.
-  server::HttpServerOptions http{.io_threads = 2};
+  server::HttpServerOptions http = [] {
+    server::HttpServerOptions o;
+    o.io_threads = 2;
+    return o;
+  }();
   // DB worker threads; match the store's pool size. Default: the store's pool size (8).
   int db_threads = StoreOptions{}.pool_size;
   // Requests waiting for a DB worker beyond which new ones get 503 at once. A connection has at

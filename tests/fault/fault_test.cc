@@ -923,10 +923,7 @@ TEST_F(FaultSuite, NothingLostNothingTwiceUnderEveryFault) {
 // loses nothing and settles nothing twice, and every copy etcd still holds afterwards belongs to
 // a settled room (a copy whose delete a kill cut off: delivered again, answered duplicate).
 TEST_F(FaultSuite, EtcdMemberKillsLoseNothing) {
-  if (!EtcdCluster::Installed()) {
-    if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "etcd is not installed (etcd-server)";
-    GTEST_SKIP() << "etcd is not installed (etcd-server)";
-  }
+  VERDICT_NEED_ETCD();
   std::filesystem::create_directories(dir_.Sub("etcd"));
   etcd_ = EtcdCluster::Start(dir_.Sub("etcd"));
   ASSERT_NE(etcd_, nullptr);

@@ -36,10 +36,7 @@ inline std::ostream& operator<<(std::ostream& os, const DbSnapshot& s) {
 class LobbyFixture : public ::testing::Test {
  public:
   void SetUp() override {
-    if (!TestDatabase::Configured()) {
-      if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "no PostgreSQL configured (PGHOST)";
-      GTEST_SKIP() << "no PostgreSQL configured; run through ./scripts/test";
-    }
+    VERDICT_NEED_DATABASE();
     db_ = std::make_unique<TestDatabase>();
     const CommandResult migrated = RunCommand({LobbyBinary(), "--db", db_->conninfo(), "migrate"});
     ASSERT_EQ(migrated.exit_code, 0) << migrated.out;

@@ -37,10 +37,7 @@ constexpr auto kLongLockTimeout = 60s;
 class PartitionLockTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!TestDatabase::Configured()) {
-      if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "no PostgreSQL configured (PGHOST)";
-      GTEST_SKIP() << "no PostgreSQL configured; run through ./scripts/test";
-    }
+    VERDICT_NEED_DATABASE();
     db_ = std::make_unique<TestDatabase>();
     const auto migrated = lobby::Migrate(db_->conninfo(), SmallPartitions());
     ASSERT_TRUE(migrated.ok()) << migrated.status().ToString();

@@ -21,10 +21,7 @@ namespace {
 class SchemaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!TestDatabase::Configured()) {
-      if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "no PostgreSQL configured (PGHOST)";
-      GTEST_SKIP() << "no PostgreSQL configured; run through ./scripts/test";
-    }
+    VERDICT_NEED_DATABASE();
     db_ = std::make_unique<TestDatabase>();
   }
 

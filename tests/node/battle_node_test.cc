@@ -183,10 +183,7 @@ TEST_F(BattleNodeTest, NegativeControlDroppingFailedBatchesIsCaught) {
 // The embedding API's second state after "stored": on_replicated names each finished room once
 // its copy is in etcd, while the lobby is away (replication does not wait for a receipt).
 TEST_F(BattleNodeTest, OnReplicatedNamesEachFinishedRoomOnceItsCopyIsInEtcd) {
-  if (!testing::EtcdCluster::Installed()) {
-    if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "etcd is not installed (etcd-server)";
-    GTEST_SKIP() << "etcd is not installed (etcd-server)";
-  }
+  VERDICT_NEED_ETCD();
   testing::TempDir etcd_dir;
   auto etcd = testing::EtcdCluster::Start(etcd_dir.path(), 1);
   ASSERT_NE(etcd, nullptr);

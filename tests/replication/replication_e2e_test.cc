@@ -36,10 +36,7 @@ class ReplicationEndToEndTest : public LobbyFixture {
   void SetUp() override {
     LobbyFixture::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    if (!EtcdCluster::Installed()) {
-      if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "etcd is not installed (etcd-server)";
-      GTEST_SKIP() << "etcd is not installed (etcd-server)";
-    }
+    VERDICT_NEED_ETCD();
     etcd_ = EtcdCluster::Start(dir_.path());
     ASSERT_NE(etcd_, nullptr);
     std::ofstream(dir_.Sub("rescue-tokens")) << "# the rescuer's tokens\nnode-a token-a\n";

@@ -61,11 +61,7 @@ TEST(ReplicaKeysTest, EtcdUrlsParse) {
 class EtcdTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!EtcdCluster::Installed()) {
-      // ./scripts/test installs etcd-server: a run there must not pass by skipping.
-      if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "etcd is not installed (etcd-server)";
-      GTEST_SKIP() << "etcd is not installed (etcd-server)";
-    }
+    VERDICT_NEED_ETCD();
     etcd_ = EtcdCluster::Start(dir_.path(), 1);
     ASSERT_NE(etcd_, nullptr);
     ASSERT_TRUE(ParseEtcdUrl(etcd_->url(), &options_).ok());

@@ -3,12 +3,26 @@
 // be killed and started again on their data. Stopped when destroyed. Not thread-safe.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tests/support/process.h"
+
+// In a test or a fixture's SetUp: skips it when etcd is not installed, and fails it instead when
+// VERDICT_REQUIRE_PG is set (./scripts/test installs etcd-server: a run there must not pass by
+// skipping).
+#define VERDICT_NEED_ETCD()                                                                      \
+  do {                                                                                           \
+    if (!::verdict::testing::EtcdCluster::Installed()) {                                         \
+      if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "etcd is not installed (etcd-server)";    \
+      GTEST_SKIP() << "etcd is not installed (etcd-server)";                                     \
+    }                                                                                            \
+  } while (0)
 
 namespace verdict::testing {
 

@@ -3,9 +3,22 @@
 // everything in it afterwards. Not thread-safe.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <cstdlib>
 #include <memory>
 #include <pqxx/pqxx>
 #include <string>
+
+// In a test or a fixture's SetUp: skips it when no server is configured, and fails it instead when
+// VERDICT_REQUIRE_PG is set (as scripts/test does), so that a run there never passes by skipping.
+#define VERDICT_NEED_DATABASE()                                                             \
+  do {                                                                                      \
+    if (!::verdict::testing::TestDatabase::Configured()) {                                  \
+      if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "no PostgreSQL configured (PGHOST)"; \
+      GTEST_SKIP() << "no PostgreSQL configured; run through ./scripts/test";               \
+    }                                                                                       \
+  } while (0)
 
 namespace verdict::testing {
 
