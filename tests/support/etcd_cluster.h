@@ -16,12 +16,12 @@
 // In a test or a fixture's SetUp: skips it when etcd is not installed, and fails it instead when
 // VERDICT_REQUIRE_PG is set (./scripts/test installs etcd-server: a run there must not pass by
 // skipping).
-#define VERDICT_NEED_ETCD()                                                                      \
-  do {                                                                                           \
-    if (!::verdict::testing::EtcdCluster::Installed()) {                                         \
-      if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "etcd is not installed (etcd-server)";    \
-      GTEST_SKIP() << "etcd is not installed (etcd-server)";                                     \
-    }                                                                                            \
+#define VERDICT_NEED_ETCD()                                                                   \
+  do {                                                                                        \
+    if (!::verdict::testing::EtcdCluster::Installed()) {                                      \
+      if (std::getenv("VERDICT_REQUIRE_PG")) FAIL() << "etcd is not installed (etcd-server)"; \
+      GTEST_SKIP() << "etcd is not installed (etcd-server)";                                  \
+    }                                                                                         \
   } while (0)
 
 namespace verdict::testing {
