@@ -16,11 +16,9 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <condition_variable>
 #include <functional>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -33,6 +31,7 @@
 #include "common/failpoint.h"
 #include "common/host_port.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "delivery/http_client.h"
 #include "delivery/lobby_answer.h"
 #include "proto/wire.h"
@@ -159,10 +158,10 @@ class Deliverer::Impl {
   void OnLoopEnded(ShardLoop& loop, std::exception_ptr error);
   void LoopDone();
 
-  mutable std::mutex auth_mu_;
-  std::string token_;                       // guarded by auth_mu_
-  int auth_refusals_ = 0;                   // in a row; guarded by auth_mu_
-  std::vector<bool> endpoint_refuses_;      // per URL, logged as refusing; guarded by auth_mu_
+  mutable Mutex auth_mu_;
+  std::string token_ GUARDED_BY(auth_mu_);
+  int auth_refusals_ GUARDED_BY(auth_mu_) = 0;               // in a row
+  std::vector<bool> endpoint_refuses_ GUARDED_BY(auth_mu_);  // per URL, logged as refusing
   std::atomic<int> endpoints_refusing_{0};  // how many of endpoint_refuses_ are true
   std::atomic<int64_t> auth_paused_until_ms_{0};
   std::atomic<bool> auth_failing_{false};
@@ -172,9 +171,9 @@ class Deliverer::Impl {
   net::io_context ioc_;
   std::vector<std::unique_ptr<ShardLoop>> loops_;
   std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable loops_done_;
-  int running_ = 0;
+  Mutex mu_;
+  CondVar loops_done_{&mu_};
+  int running_ GUARDED_BY(mu_) = 0;
   bool started_ = false;
   // After ioc_, so it is gone first; joined in Stop before ioc_ stops, so every disk call's
   // completion still reaches its loop.
@@ -227,7 +226,7 @@ class ShardLoop {
 
   // The loop threw: counts the failure and returns how many in a row.
   int RecordFailure(const std::string& reason) {
-    std::lock_guard lock(health_mu_);
+    MutexLock lock(&health_mu_);
     last_failure_ = reason;
     return ++failures_in_row_;
   }
@@ -235,7 +234,7 @@ class ShardLoop {
   // OK unless the lobby refuses this shard's requests as a whole, or the loop failed
   // `threshold` times in a row without resolving a record since.
   Status Health(int threshold) const {
-    std::lock_guard lock(health_mu_);
+    MutexLock lock(&health_mu_);
     if (!request_refused_.empty()) {
       return UnavailableError("shard " + std::to_string(shard_) +
                               ": the lobby refuses this node's requests as a whole (" +
@@ -566,7 +565,7 @@ class ShardLoop {
   // it cannot read. Health says so until a request is read; one error line when it begins.
   void RequestRefused(const Attempt& a) {
     requests_refused_ = true;
-    std::lock_guard lock(health_mu_);
+    MutexLock lock(&health_mu_);
     const bool first = request_refused_.empty();
     request_refused_ = a.cause + ": " + a.message;
     if (first) {
@@ -581,7 +580,7 @@ class ShardLoop {
   void RequestsRead() {
     if (!requests_refused_) return;
     requests_refused_ = false;
-    std::lock_guard lock(health_mu_);
+    MutexLock lock(&health_mu_);
     request_refused_.clear();
     Log().info("shard={}: the lobby reads this node's requests again", shard_);
   }
@@ -650,7 +649,7 @@ class ShardLoop {
 
   void ResetFailures() {
     if (failures_in_row_ == 0) return;
-    std::lock_guard lock(health_mu_);
+    MutexLock lock(&health_mu_);
     failures_in_row_ = 0;
   }
 
@@ -665,10 +664,11 @@ class ShardLoop {
   int64_t bad_receipt_logged_ms_ = 0;
   uint64_t bad_receipts_unlogged_ = 0;
 
-  mutable std::mutex health_mu_;  // Health is read from other threads
+  mutable Mutex health_mu_;  // Health is read from other threads
   std::atomic<int> failures_in_row_{0};
-  std::string last_failure_;       // guarded by health_mu_
-  std::string request_refused_;    // why, while the lobby refuses requests whole; by health_mu_
+  std::string last_failure_ GUARDED_BY(health_mu_);
+  // Why, while the lobby refuses requests whole.
+  std::string request_refused_ GUARDED_BY(health_mu_);
   bool requests_refused_ = false;  // request_refused_ is set (read on the strand, lock-free)
 
   HttpConnection connection_;  // to endpoints_[endpoint_]
@@ -764,12 +764,18 @@ Status Deliverer::Impl::Start() {
     tls_trust_ = std::move(trust).value();
   }
   endpoints_ = std::move(endpoints);
-  endpoint_refuses_.assign(endpoints_.size(), false);
+  {
+    MutexLock lock(&auth_mu_);
+    endpoint_refuses_.assign(endpoints_.size(), false);
+  }
   started_ = true;
   for (uint32_t s = 0; s < outbox_.shard_count(); ++s) {
     loops_.push_back(std::make_unique<ShardLoop>(*this, s, ioc_.get_executor()));
   }
-  running_ = static_cast<int>(loops_.size());
+  {
+    MutexLock lock(&mu_);
+    running_ = static_cast<int>(loops_.size());
+  }
   for (auto& loop : loops_) Spawn(*loop);
   for (int i = 0; i < options_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
   return Status::Ok();
@@ -780,8 +786,11 @@ void Deliverer::Impl::Stop() {
   started_ = false;
   for (auto& loop : loops_) loop->Stop();
   {
-    std::unique_lock lock(mu_);
-    loops_done_.wait_for(lock, options_.stop_timeout, [&] { return running_ == 0; });
+    MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + options_.stop_timeout;
+    while (running_ != 0) {
+      if (loops_done_.WaitUntil(deadline)) break;
+    }
   }
   disk_pool_.join();
   ioc_.stop();
@@ -818,9 +827,9 @@ void Deliverer::Impl::OnLoopEnded(ShardLoop& loop, std::exception_ptr error) {
 }
 
 void Deliverer::Impl::LoopDone() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   --running_;
-  loops_done_.notify_all();
+  loops_done_.SignalAll();
 }
 
 // Not a coroutine itself: built with GCC 12, a coroutine that moved from its by-value
@@ -836,7 +845,7 @@ awaitable<void> Deliverer::Impl::OnDiskThread(std::function<void()> work) {
 }
 
 std::string Deliverer::Impl::Token() const {
-  std::lock_guard lock(auth_mu_);
+  MutexLock lock(&auth_mu_);
   return token_;
 }
 
@@ -846,7 +855,7 @@ Status Deliverer::Impl::SetToken(std::string token) {
                                 "; the node keeps the token it has");
   }
   {
-    std::lock_guard lock(auth_mu_);
+    MutexLock lock(&auth_mu_);
     token_ = std::move(token);
     auth_refusals_ = 0;
     auth_paused_until_ms_ = 0;
@@ -858,7 +867,7 @@ Status Deliverer::Impl::SetToken(std::string token) {
 
 void Deliverer::Impl::OnAuthRejected(const std::string& cause, const std::string& token_used,
                                      uint64_t acceptances_when_sent) {
-  std::lock_guard lock(auth_mu_);
+  MutexLock lock(&auth_mu_);
   if (token_used != token_) return;  // replaced since: the new one gets its own chance
   if (acceptances_when_sent != auth_acceptances_) return;  // a later attempt got through
   const int64_t now = clock_->MonotonicMs();
@@ -876,7 +885,7 @@ void Deliverer::Impl::OnAuthRejected(const std::string& cause, const std::string
 }
 
 void Deliverer::Impl::OnEndpointRefusedToken(size_t endpoint, const std::string& cause) {
-  std::lock_guard lock(auth_mu_);
+  MutexLock lock(&auth_mu_);
   if (endpoint_refuses_[endpoint]) return;
   endpoint_refuses_[endpoint] = true;
   ++endpoints_refusing_;
@@ -887,7 +896,7 @@ void Deliverer::Impl::OnEndpointRefusedToken(size_t endpoint, const std::string&
 void Deliverer::Impl::OnAuthAccepted(size_t endpoint) {
   ++auth_acceptances_;
   if (!auth_failing_.load() && endpoints_refusing_.load() == 0) return;  // the usual case
-  std::lock_guard lock(auth_mu_);
+  MutexLock lock(&auth_mu_);
   if (endpoint_refuses_[endpoint]) {
     endpoint_refuses_[endpoint] = false;
     --endpoints_refusing_;
