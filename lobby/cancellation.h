@@ -4,7 +4,8 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace verdict::lobby {
 
@@ -14,13 +15,13 @@ class Cancellation {
   // while that cancel reaches the database server, and the statement's Scope cannot end before
   // it has (so its connection outlives the cancel): never call it on an I/O thread.
   void Cancel() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     cancelled_ = true;
     if (cancel_statement_) cancel_statement_();
   }
 
   bool cancelled() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return cancelled_;
   }
 
@@ -30,13 +31,13 @@ class Cancellation {
    public:
     Scope(Cancellation* c, std::function<void()> cancel_statement) : c_(c) {
       if (!c_) return;
-      std::lock_guard lock(c_->mu_);
+      MutexLock lock(&c_->mu_);
       ok_ = !c_->cancelled_;
       if (ok_) c_->cancel_statement_ = std::move(cancel_statement);
     }
     ~Scope() {
       if (!c_) return;
-      std::lock_guard lock(c_->mu_);
+      MutexLock lock(&c_->mu_);
       c_->cancel_statement_ = nullptr;
     }
     Scope(const Scope&) = delete;
@@ -49,9 +50,9 @@ class Cancellation {
   };
 
  private:
-  mutable std::mutex mu_;
-  bool cancelled_ = false;
-  std::function<void()> cancel_statement_;
+  mutable Mutex mu_;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  std::function<void()> cancel_statement_ GUARDED_BY(mu_);
 };
 
 }  // namespace verdict::lobby

@@ -62,14 +62,14 @@ void EventHub::Stop() {
   // would be torn down against the server's freed io_context.
   std::unique_ptr<boost::asio::thread_pool> pages;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     pages = std::move(pages_);
   }
   pages.reset();  // waits for the reads in progress, then drops the queued ones
 }
 
 void EventHub::Subscribe(std::weak_ptr<EventSubscriber> subscriber) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   subscribers_.push_back(std::move(subscriber));
 }
 
@@ -84,7 +84,7 @@ void EventHub::Wake() {
 
 void EventHub::FetchPage(int64_t after, std::optional<std::string> node_id, size_t limit,
                          std::function<void(Result<FeedPage>)> done) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (!pages_) return;  // stopped: the subscriber is closing with the server
   boost::asio::post(*pages_,
                     [this, after, node_id = std::move(node_id), limit, done = std::move(done)] {
@@ -93,7 +93,7 @@ void EventHub::FetchPage(int64_t after, std::optional<std::string> node_id, size
 }
 
 void EventHub::FetchState(std::function<void(Result<FeedState>)> done) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (!pages_) return;
   boost::asio::post(*pages_, [this, done = std::move(done)] { done(store_.GetFeedState()); });
 }
@@ -133,7 +133,7 @@ void EventHub::Publish(std::shared_ptr<const FeedPage> page) {
   head_.store(page->last);
   std::vector<std::shared_ptr<EventSubscriber>> live;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     std::erase_if(subscribers_, [](const auto& w) { return w.expired(); });
     for (const auto& w : subscribers_) {
       if (auto s = w.lock()) live.push_back(std::move(s));

@@ -15,12 +15,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "lobby/settlement_store.h"
 
 namespace verdict::lobby {
@@ -90,13 +90,13 @@ class EventHub {
   SettlementStore& store_;
   const std::string conninfo_;
   const EventHubOptions options_;
-  mutable std::mutex mu_;
-  std::vector<std::weak_ptr<EventSubscriber>> subscribers_;
+  mutable Mutex mu_;
+  std::vector<std::weak_ptr<EventSubscriber>> subscribers_ GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> head_{0};
   int64_t cursor_ = -1;  // hub thread only; -1 until the feed's head is known
   int wake_fd_ = -1;     // an eventfd: Committed and Stop write it, the hub thread polls it
-  std::unique_ptr<boost::asio::thread_pool> pages_;  // under mu_; null once stopped
+  std::unique_ptr<boost::asio::thread_pool> pages_ GUARDED_BY(mu_);  // null once stopped
   std::thread thread_;
 };
 

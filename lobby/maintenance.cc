@@ -39,20 +39,23 @@ void Maintenance::Start() {
 
 void Maintenance::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void Maintenance::Run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
-    lock.unlock();
+    mu_.Unlock();
     Tick(std::chrono::steady_clock::now());
-    lock.lock();
-    wake_.wait_for(lock, options_.interval, [this] { return stopping_; });
+    mu_.Lock();
+    const auto deadline = std::chrono::steady_clock::now() + options_.interval;
+    while (!stopping_) {
+      if (wake_.WaitUntil(deadline)) break;
+    }
   }
 }
 

@@ -10,13 +10,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "lobby/retention.h"
 #include "lobby/settlement_store.h"
 
@@ -57,9 +56,9 @@ class Maintenance {
   const MaintenanceOptions options_;
   SettlementStore& store_;
   const std::string conninfo_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // under mu_
+  Mutex mu_;
+  CondVar wake_{&mu_};
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
   std::optional<std::chrono::steady_clock::time_point> next_retention_;  // thread only
   std::atomic<double> oldest_unsettled_s_{0};

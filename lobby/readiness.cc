@@ -12,27 +12,31 @@ ReadinessMonitor::~ReadinessMonitor() { Stop(); }
 void ReadinessMonitor::Start() {
   Refresh();
   thread_ = std::thread([this] {
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     while (!stop_) {
-      if (wake_.wait_for(lock, options_.interval, [this] { return stop_; })) break;
-      lock.unlock();
+      const auto deadline = std::chrono::steady_clock::now() + options_.interval;
+      while (!stop_) {
+        if (wake_.WaitUntil(deadline)) break;
+      }
+      if (stop_) break;
+      mu_.Unlock();
       Refresh();
-      lock.lock();
+      mu_.Lock();
     }
   });
 }
 
 void ReadinessMonitor::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 Status ReadinessMonitor::Current() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (probe_started_ms_ &&
       options_.clock->MonotonicMs() - *probe_started_ms_ > options_.timeout.count()) {
     return UnavailableError("the database has not answered the readiness probe within " +
@@ -42,13 +46,13 @@ Status ReadinessMonitor::Current() const {
 }
 
 void ReadinessMonitor::Refresh() {
-  std::lock_guard one(probing_);
+  MutexLock one(&probing_);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     probe_started_ms_ = options_.clock->MonotonicMs();
   }
   Status verdict = probe_();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   probe_started_ms_.reset();
   if (verdict.ok() != last_.ok() || verdict.message() != last_.message()) {
     if (verdict.ok()) {

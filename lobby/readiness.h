@@ -8,13 +8,12 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace verdict::lobby {
@@ -54,12 +53,12 @@ class ReadinessMonitor {
  private:
   const std::function<Status()> probe_;
   const ReadinessOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::mutex probing_;  // one probe at a time
-  Status last_ = UnavailableError("readiness not probed yet");
-  std::optional<int64_t> probe_started_ms_;  // while a probe runs
-  bool stop_ = false;
+  mutable Mutex mu_;
+  CondVar wake_{&mu_};
+  Mutex probing_;  // one probe at a time
+  Status last_ GUARDED_BY(mu_) = UnavailableError("readiness not probed yet");
+  std::optional<int64_t> probe_started_ms_ GUARDED_BY(mu_);  // while a probe runs
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

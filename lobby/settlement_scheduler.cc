@@ -27,13 +27,13 @@ SettlementScheduler::SettlementScheduler(BatchSettler& settler, const ServiceOpt
 }
 
 size_t SettlementScheduler::rooms_in_turn() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return turns_.size();
 }
 
 void SettlementScheduler::Settle(std::vector<Attempt> attempts) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     const uint64_t request = ++next_request_;
     for (Attempt& attempt : attempts) {
       Entry entry{std::move(attempt), request};
@@ -52,12 +52,12 @@ void SettlementScheduler::Settle(std::vector<Attempt> attempts) {
       }
     }
   }
-  more_ready_.notify_all();
+  more_ready_.SignalAll();
   Drain();
 }
 
 void SettlementScheduler::Drain() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   const bool coalescing = Coalescing();
   const int limit = coalescing ? settle_concurrency_ : db_workers_;
   if (drainers_ >= limit) return;  // the running transactions take what is ready after theirs
@@ -67,14 +67,14 @@ void SettlementScheduler::Drain() {
       // Group commit: while another transaction runs, the database is busy anyway, so a moment
       // for concurrent requests to join this one costs little. With none running there is
       // nothing to wait for: a lone request (a serial sender, a quiet lobby) goes at once.
-      WaitForCompany(lock);
+      WaitForCompany();
       if (ready_.empty()) break;  // another transaction took them meanwhile
     }
     std::vector<Entry> batch = TakeBatch();
     ++settling_;
-    lock.unlock();
+    mu_.Unlock();
     std::vector<Result<SettleOutcome>> outcomes = SettleBatch(batch);
-    lock.lock();
+    mu_.Lock();
     --settling_;
     std::vector<size_t> finished;
     std::vector<std::vector<Entry>> sharing(batch.size());
@@ -94,8 +94,8 @@ void SettlementScheduler::Drain() {
       if (!batch[i].outside_turn) sharing[i] = EndTurn(batch[i], outcomes[i]);
       finished.push_back(i);
     }
-    lock.unlock();
-    more_ready_.notify_all();
+    mu_.Unlock();
+    more_ready_.SignalAll();
     for (size_t i : finished) {
       batch[i].attempt.finish(outcomes[i]);
       // The attempt settled it; for the identical ones it is a duplicate delivery.
@@ -106,19 +106,19 @@ void SettlementScheduler::Drain() {
       }
       for (Entry& e : sharing[i]) e.attempt.finish(shared);
     }
-    lock.lock();
+    mu_.Lock();
   }
   --drainers_;
 }
 
-void SettlementScheduler::WaitForCompany(std::unique_lock<std::mutex>& lock) {
+void SettlementScheduler::WaitForCompany() {
   // Timed on the injected clock, so a test moves the deadline with a FakeClock; each wait for
   // the condition variable lasts at most what is left of it.
   const int64_t deadline_us = clock_->MonotonicUs() + coalesce_wait_.count();
   while (ready_.size() < max_batch_rooms_) {
     const int64_t left_us = deadline_us - clock_->MonotonicUs();
     if (left_us <= 0) return;
-    more_ready_.wait_for(lock, std::chrono::microseconds(left_us));
+    more_ready_.WaitFor(std::chrono::microseconds(left_us));
   }
 }
 

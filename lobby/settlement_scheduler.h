@@ -7,18 +7,17 @@
 // with a fake settler and a FakeClock. Thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "lobby/cancellation.h"
 #include "lobby/settlement_store.h"
@@ -97,16 +96,15 @@ class SettlementScheduler {
   void Drain();
   // Whether ready rooms of different requests share transactions (group commit).
   bool Coalescing() const { return coalesce_wait_.count() > 0; }
-  // Waits until the clock has moved on by coalesce_wait, or max_batch_rooms are ready. Caller
-  // holds mu_ in `lock`.
-  void WaitForCompany(std::unique_lock<std::mutex>& lock);
-  // The next transaction's attempts, taken from ready_. Caller holds mu_.
-  std::vector<Entry> TakeBatch();
+  // Waits until the clock has moved on by coalesce_wait, or max_batch_rooms are ready.
+  void WaitForCompany() REQUIRES(mu_);
+  // The next transaction's attempts, taken from ready_.
+  std::vector<Entry> TakeBatch() REQUIRES(mu_);
   // Runs one transaction for `batch`; one outcome per attempt.
   std::vector<Result<SettleOutcome>> SettleBatch(const std::vector<Entry>& batch);
   // After `ran` finished its turn with `outcome`: takes the attempts that share its outcome and
-  // makes the room's next attempt, if any, ready. Caller holds mu_.
-  std::vector<Entry> EndTurn(const Entry& ran, const Result<SettleOutcome>& outcome);
+  // makes the room's next attempt, if any, ready.
+  std::vector<Entry> EndTurn(const Entry& ran, const Result<SettleOutcome>& outcome) REQUIRES(mu_);
 
   BatchSettler& settler_;
   const std::chrono::microseconds coalesce_wait_;
@@ -116,13 +114,13 @@ class SettlementScheduler {
   const Clock* const clock_;
   const bool unsafe_ignore_room_turns_;
 
-  mutable std::mutex mu_;
-  std::condition_variable more_ready_;
-  std::map<uint64_t, Turn> turns_;  // rooms with an attempt ready or running
-  std::deque<Entry> ready_;         // attempts whose room's turn it is, not yet running
-  int drainers_ = 0;                // transactions being prepared or running
-  int settling_ = 0;                // transactions running in the database
-  uint64_t next_request_ = 0;
+  mutable Mutex mu_;
+  CondVar more_ready_{&mu_};
+  std::map<uint64_t, Turn> turns_ GUARDED_BY(mu_);  // rooms with an attempt ready or running
+  std::deque<Entry> ready_ GUARDED_BY(mu_);  // attempts whose room's turn it is, not yet running
+  int drainers_ GUARDED_BY(mu_) = 0;         // transactions being prepared or running
+  int settling_ GUARDED_BY(mu_) = 0;         // transactions running in the database
+  uint64_t next_request_ GUARDED_BY(mu_) = 0;
 
   metrics::Counter& coalesced_;
   metrics::Histogram& batch_rooms_;

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <limits>
+#include <mutex>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -270,7 +271,7 @@ std::optional<Caller> SettlementService::Authenticate(const std::string& authori
   if (!token) return std::nullopt;
   std::shared_ptr<const std::vector<NodeToken>> tokens;
   {
-    std::lock_guard lock(tokens_mu_);
+    MutexLock lock(&tokens_mu_);
     tokens = node_tokens_;
   }
   std::optional<Caller> found;
@@ -352,13 +353,13 @@ Status SettlementService::CheckTokens(const std::vector<NodeToken>& tokens,
 Status SettlementService::ReplaceNodeTokens(std::vector<NodeToken> tokens) {
   VERDICT_RETURN_IF_ERROR(CheckTokens(tokens, options_.admin_token));
   auto fresh = std::make_shared<const std::vector<NodeToken>>(std::move(tokens));
-  std::lock_guard lock(tokens_mu_);
+  MutexLock lock(&tokens_mu_);
   node_tokens_ = std::move(fresh);
   return Status::Ok();
 }
 
 bool SettlementService::HasToken(const std::string& node_id) const {
-  std::lock_guard lock(tokens_mu_);
+  MutexLock lock(&tokens_mu_);
   for (const NodeToken& t : *node_tokens_) {
     if (t.node_id == node_id) return true;
   }

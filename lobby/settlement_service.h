@@ -8,13 +8,13 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "lobby/event_hub.h"
 #include "lobby/readiness.h"
@@ -175,8 +175,8 @@ class SettlementService {
   metrics::Registry& registry_;
   const ReadinessMonitor* readiness_;
 
-  mutable std::mutex tokens_mu_;
-  std::shared_ptr<const std::vector<NodeToken>> node_tokens_;
+  mutable Mutex tokens_mu_;
+  std::shared_ptr<const std::vector<NodeToken>> node_tokens_ GUARDED_BY(tokens_mu_);
 
   metrics::LabeledCounter& settlements_;
   metrics::LabeledCounter& allocations_;

@@ -1,9 +1,7 @@
 #include "lobby/settlement_store.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <pqxx/pqxx>
 #include <random>
 #include <sstream>
@@ -12,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/failpoint.h"
+#include "common/mutex.h"
 #include "lobby/settle_batch_call.h"
 #include "proto/wire.h"
 #include "sql/migrations.h"
@@ -224,8 +223,12 @@ class ConnectionPool {
   Result<Lease> Acquire() {
     std::unique_ptr<pqxx::connection> conn;
     {
-      std::unique_lock lock(mu_);
-      if (!cv_.wait_for(lock, timeout_, [&] { return free_slots_ > 0; })) {
+      MutexLock lock(&mu_);
+      const auto deadline = std::chrono::steady_clock::now() + timeout_;
+      while (free_slots_ <= 0) {
+        if (cv_.WaitUntil(deadline)) break;
+      }
+      if (free_slots_ <= 0) {
         return UnavailableError("database pool exhausted: no connection free within " +
                                 std::to_string(timeout_.count()) + " ms");
       }
@@ -254,26 +257,26 @@ class ConnectionPool {
   void CloseIdle() {
     std::vector<std::unique_ptr<pqxx::connection>> closing;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       closing.swap(idle_);
     }
   }
 
   void Return(std::unique_ptr<pqxx::connection> conn) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       if (conn) idle_.push_back(std::move(conn));
       ++free_slots_;
     }
-    cv_.notify_one();
+    cv_.Signal();
   }
 
   const std::string conninfo_;
   const std::string session_settings_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::unique_ptr<pqxx::connection>> idle_;
-  int free_slots_;
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  std::vector<std::unique_ptr<pqxx::connection>> idle_ GUARDED_BY(mu_);
+  int free_slots_ GUARDED_BY(mu_);
   const std::chrono::milliseconds timeout_;
 };
 
