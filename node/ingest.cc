@@ -1,5 +1,7 @@
 #include "node/ingest.h"
 
+#include <mutex>
+
 #include <spdlog/spdlog.h>
 
 #include "common/bearer_token.h"
@@ -126,14 +128,14 @@ IngestService::IngestService(IngestOptions options, std::string node_id, uint32_
 }
 
 void IngestService::SetToken(std::string token) {
-  std::lock_guard lock(token_mu_);
+  MutexLock lock(&token_mu_);
   token_ = std::move(token);
 }
 
 bool IngestService::TokenMatches(const std::string& authorization) const {
   const std::optional<std::string_view> presented = BearerTokenOf(authorization);
   if (!presented) return false;
-  std::lock_guard lock(token_mu_);
+  MutexLock lock(&token_mu_);
   return !token_.empty() && ConstantTimeEquals(*presented, token_);
 }
 

@@ -12,11 +12,11 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "node/options.h"
 #include "node/result_channel.h"
@@ -81,8 +81,8 @@ class IngestService final : public server::HttpHandler {
   const uint32_t shard_count_;
   const size_t first_ingest_listener_;
   const IngestHooks hooks_;
-  mutable std::mutex token_mu_;
-  std::string token_;  // guarded by token_mu_
+  mutable Mutex token_mu_;
+  std::string token_ GUARDED_BY(token_mu_);
   // The answers to a request whose results are not durable in time, built once: encoding a
   // problem costs more than the rest of a request.
   const server::HttpReply result_not_durable_;

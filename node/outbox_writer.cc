@@ -62,31 +62,32 @@ void OutboxWriter::RunWriter() {
       Abandon(batch, "could not be written");
       continue;
     }
-    std::unique_lock lock(mu_);
-    // Bounded: a sync that keeps failing stops the writer, and so the channel (P6).
-    synced_cv_.wait(lock, [&] { return unsynced_.size() < options_.max_unsynced_batches; });
-    unsynced_.push_back(std::move(batch));
-    lock.unlock();
-    written_cv_.notify_one();
+    {
+      MutexLock lock(&mu_);
+      // Bounded: a sync that keeps failing stops the writer, and so the channel (P6).
+      while (unsynced_.size() >= options_.max_unsynced_batches) synced_cv_.Wait();
+      unsynced_.push_back(std::move(batch));
+    }
+    written_cv_.Signal();
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     writer_done_ = true;
   }
-  written_cv_.notify_one();
+  written_cv_.Signal();
 }
 
 void OutboxWriter::RunSyncer() {
   for (;;) {
     std::deque<Batch> group;
     {
-      std::unique_lock lock(mu_);
-      written_cv_.wait(lock, [&] { return !unsynced_.empty() || writer_done_; });
+      MutexLock lock(&mu_);
+      while (unsynced_.empty() && !writer_done_) written_cv_.Wait();
       if (unsynced_.empty()) return;  // the writer is done and everything is synced
       // Everything written so far: one fsync makes all of it durable.
       group.swap(unsynced_);
     }
-    synced_cv_.notify_one();
+    synced_cv_.Signal();
     if (!Sync()) {
       for (const Batch& batch : group) Abandon(batch, "could not be synced");
       continue;

@@ -15,14 +15,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "node/options.h"
 #include "node/result_channel.h"
 #include "storage/outbox.h"
@@ -93,11 +92,11 @@ class OutboxWriter {
   std::atomic<size_t> abandoned_{0};
 
   // Batches prepared and waiting for the sync thread, in order.
-  std::mutex mu_;
-  std::condition_variable written_cv_;  // a batch was added, or the writer finished
-  std::condition_variable synced_cv_;   // unsynced_ shrank
-  std::deque<Batch> unsynced_;          // guarded by mu_
-  bool writer_done_ = false;            // guarded by mu_
+  Mutex mu_;
+  CondVar written_cv_{&mu_};  // a batch was added, or the writer finished
+  CondVar synced_cv_{&mu_};   // unsynced_ shrank
+  std::deque<Batch> unsynced_ GUARDED_BY(mu_);
+  bool writer_done_ GUARDED_BY(mu_) = false;
 
   std::thread writer_thread_;
   std::thread sync_thread_;

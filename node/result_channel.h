@@ -8,13 +8,12 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "storage/outbox.h"
 #include "verdict/v1/verdict.pb.h"
@@ -67,19 +66,19 @@ class ResultChannel {
 
  private:
   const size_t capacity_;
-  mutable std::mutex mu_;
-  std::condition_variable not_full_;
-  std::condition_variable not_empty_;
-  std::condition_variable producers_gone_;
+  mutable Mutex mu_;
+  CondVar not_full_{&mu_};
+  CondVar not_empty_{&mu_};
+  CondVar producers_gone_{&mu_};
   struct Queued {
     v1::BattleResult result;
     Completion done;
   };
-  std::deque<Queued> queue_;
-  bool closed_ = false;
-  size_t waiting_ = 0;
-  size_t taken_ = 0;  // popped, not yet marked done
-  size_t refused_ = 0;
+  std::deque<Queued> queue_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
+  size_t waiting_ GUARDED_BY(mu_) = 0;
+  size_t taken_ GUARDED_BY(mu_) = 0;  // popped, not yet marked done
+  size_t refused_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace verdict::node

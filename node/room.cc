@@ -79,47 +79,50 @@ RoomFinisher::~RoomFinisher() { Stop(); }
 
 bool RoomFinisher::Run(std::function<void()> finish) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return false;
     queue_.push_back(std::move(finish));
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   return true;
 }
 
 bool RoomFinisher::WaitIdle(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock lock(mu_);
-  return changed_.wait_until(lock, deadline, [&] { return queue_.empty() && running_ == 0; });
+  MutexLock lock(&mu_);
+  while (!queue_.empty() || running_ != 0) {
+    if (changed_.WaitUntil(deadline)) break;
+  }
+  return queue_.empty() && running_ == 0;
 }
 
 void RoomFinisher::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 size_t RoomFinisher::unfinished() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return queue_.size() + running_;
 }
 
 void RoomFinisher::Loop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
-    changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) changed_.Wait();
     if (queue_.empty()) return;  // stopping, and everything queued has run
     std::function<void()> finish = std::move(queue_.front());
     queue_.pop_front();
     ++running_;
-    lock.unlock();
+    mu_.Unlock();
     finish();
     finish = nullptr;  // whatever it holds (its room) goes before the finish counts as done
-    lock.lock();
+    mu_.Lock();
     --running_;
-    changed_.notify_all();
+    changed_.SignalAll();
   }
 }
 
@@ -150,7 +153,7 @@ Room::Room(const v1::RoomAllocation& allocation, RoomContext context)
 Status Room::SetOnline(uint64_t player_id, bool online) {
   std::optional<Decision> decided;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (state_ != State::kPlaying) return FailedPreconditionError("room already finished");
     auto it = seats_.find(player_id);
     if (it == seats_.end()) return NotFoundError("no seat for this player");
@@ -163,7 +166,7 @@ Status Room::SetOnline(uint64_t player_id, bool online) {
 Status Room::Kick(uint64_t player_id) {
   std::optional<Decision> decided;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (state_ != State::kPlaying) return FailedPreconditionError("room already finished");
     auto it = seats_.find(player_id);
     if (it == seats_.end()) return NotFoundError("no seat for this player");
@@ -175,7 +178,7 @@ Status Room::Kick(uint64_t player_id) {
 
 Status Room::RecordStats(uint64_t player_id, uint32_t kills, uint32_t deaths, uint32_t assists,
                          int64_t score) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (state_ != State::kPlaying) return FailedPreconditionError("room already finished");
   auto it = seats_.find(player_id);
   if (it == seats_.end()) return NotFoundError("no seat for this player");
@@ -196,7 +199,7 @@ Status Room::RecordStats(uint64_t player_id, uint32_t kills, uint32_t deaths, ui
 Status Room::Report(uint64_t player_id, uint32_t winner_team) {
   std::optional<Decision> decided;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (state_ != State::kPlaying) return FailedPreconditionError("room already finished");
     auto it = seats_.find(player_id);
     if (it == seats_.end()) return NotFoundError("no seat for this player");
@@ -216,7 +219,7 @@ Status Room::Report(uint64_t player_id, uint32_t winner_team) {
 void Room::Tick() {
   Decision decided;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (state_ != State::kPlaying || !first_report_ms_) return;
     if (clock_->MonotonicMs() - *first_report_ms_ < kFallbackMs) return;
     decided = FallbackLocked();
@@ -228,7 +231,7 @@ void Room::Tick() {
 Status Room::Finish() {
   Decision decided;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (state_ != State::kPlaying) return Status::Ok();
     decided = MajorityLocked().value_or(FallbackLocked());
   }
@@ -302,7 +305,7 @@ v1::BattleResult Room::ResultLocked(const Decision& decision) const {
 Status Room::Conclude(const Decision& decision) {
   v1::BattleResult result;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (state_ != State::kPlaying) return Status::Ok();  // finish() is idempotent
     result = ResultLocked(decision);
     // The lobby's rules, before anything is told or stored: a result it would refuse (an abort
@@ -346,7 +349,7 @@ Status Room::HandOver(v1::BattleResult result) {
     }
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     result_ = result;
   }
   // Waits while the channel is full: a stalled outbox holds the result here (P6).
@@ -355,29 +358,29 @@ Status Room::HandOver(v1::BattleResult result) {
     Log().error("room={}: result not queued, it is lost: {}", room_id_, pushed.ToString());
   }
   // Only now may the linger start.
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   handed_over_ms_ = clock_->MonotonicMs();
   return pushed;
 }
 
 Room::State Room::state() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return state_;
 }
 
 std::optional<v1::BattleResult> Room::result() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return result_;
 }
 
 bool Room::Releasable() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return state_ == State::kFinished && handed_over_ms_ &&
          clock_->MonotonicMs() - *handed_over_ms_ >= kLingerMs;
 }
 
 int64_t Room::finished_monotonic_ms() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return finished_ms_;
 }
 
@@ -388,7 +391,7 @@ RoomTable::RoomTable(const Clock* clock) : clock_(clock ? clock : SystemClock::D
 Result<RoomHandle> RoomTable::Add(const v1::RoomAllocation& allocation, RoomContext context) {
   auto room = Room::Create(allocation, std::move(context));
   if (!room.ok()) return room.status();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = rooms_.try_emplace(allocation.room_id(), *room);
   if (!inserted) {
     return AlreadyExistsError("room " + std::to_string(allocation.room_id()) + " is held");
@@ -397,7 +400,7 @@ Result<RoomHandle> RoomTable::Add(const v1::RoomAllocation& allocation, RoomCont
 }
 
 RoomHandle RoomTable::Find(uint64_t room_id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = rooms_.find(room_id);
   if (it == rooms_.end()) return RoomHandle(room_id, {});
   return RoomHandle(room_id, it->second);
@@ -406,7 +409,7 @@ RoomHandle RoomTable::Find(uint64_t room_id) const {
 void RoomTable::TickAll() {
   std::vector<std::shared_ptr<Room>> playing;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, room] : rooms_) {
       if (room->state() == Room::State::kPlaying) playing.push_back(room);
     }
@@ -417,26 +420,26 @@ void RoomTable::TickAll() {
 }
 
 size_t RoomTable::ReleaseDue() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return std::erase_if(rooms_, [](const auto& entry) { return entry.second->Releasable(); });
 }
 
 size_t RoomTable::playing() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = 0;
   for (const auto& [id, room] : rooms_) n += room->state() == Room::State::kPlaying;
   return n;
 }
 
 size_t RoomTable::finished() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = 0;
   for (const auto& [id, room] : rooms_) n += room->state() == Room::State::kFinished;
   return n;
 }
 
 int64_t RoomTable::oldest_finished_dwell_ms() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   int64_t oldest = 0;
   const int64_t now = clock_->MonotonicMs();
   for (const auto& [id, room] : rooms_) {

@@ -9,18 +9,17 @@
 // Thread-safety: every Room, RoomTable and RoomFinisher method may be called from any thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "node/room.h"
 #include "verdict/v1/verdict.pb.h"
@@ -50,11 +49,11 @@ class RoomFinisher {
  private:
   void Loop();
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
-  std::deque<std::function<void()>> queue_;
-  size_t running_ = 0;
-  bool stopping_ = false;
+  mutable Mutex mu_;
+  CondVar changed_{&mu_};
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
+  size_t running_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
@@ -128,16 +127,16 @@ class Room : public std::enable_shared_from_this<Room> {
 
   Room(const v1::RoomAllocation& allocation, RoomContext context);
 
-  // Under mu_: the majority decision, if the eligible votes make one.
-  std::optional<Decision> MajorityLocked() const;
-  // Under mu_: the fallback decision (plurality, or no_consensus on a tie).
-  Decision FallbackLocked() const;
-  // Under mu_: the result of `decision` as it stands (no replay yet).
-  v1::BattleResult ResultLocked(const Decision& decision) const;
+  // The majority decision, if the eligible votes make one.
+  std::optional<Decision> MajorityLocked() const REQUIRES(mu_);
+  // The fallback decision (plurality, or no_consensus on a tie).
+  Decision FallbackLocked() const REQUIRES(mu_);
+  // The result of `decision` as it stands (no replay yet).
+  v1::BattleResult ResultLocked(const Decision& decision) const REQUIRES(mu_);
   // Marks the room finished (once) and hands its result on, here or through the finisher.
   // FAILED_PRECONDITION if the node no longer takes results, INVALID_ARGUMENT if the result
-  // would be refused (the room then plays on). Called without mu_ held.
-  Status Conclude(const Decision& decision);
+  // would be refused (the room then plays on).
+  Status Conclude(const Decision& decision) EXCLUDES(mu_);
   // The slow end of a finish: the notifier, the replay, and Push, which waits while the channel
   // is full. The Push's refusal if the node shut down meanwhile.
   Status HandOver(v1::BattleResult result);
@@ -145,15 +144,15 @@ class Room : public std::enable_shared_from_this<Room> {
   const uint64_t room_id_;
   const RoomContext context_;
   const Clock* clock_;
-  mutable std::mutex mu_;
-  std::map<uint64_t, Seat> seats_;  // by player id
-  State state_ = State::kPlaying;
+  mutable Mutex mu_;
+  std::map<uint64_t, Seat> seats_ GUARDED_BY(mu_);  // by player id
+  State state_ GUARDED_BY(mu_) = State::kPlaying;
   // Monotonic readings (see Clock): the fallback and the linger are waits, which a step of the
   // wall clock must not stretch or cut short.
-  std::optional<int64_t> first_report_ms_;
-  int64_t finished_ms_ = 0;
-  std::optional<int64_t> handed_over_ms_;  // when Push returned
-  std::optional<v1::BattleResult> result_;
+  std::optional<int64_t> first_report_ms_ GUARDED_BY(mu_);
+  int64_t finished_ms_ GUARDED_BY(mu_) = 0;
+  std::optional<int64_t> handed_over_ms_ GUARDED_BY(mu_);  // when Push returned
+  std::optional<v1::BattleResult> result_ GUARDED_BY(mu_);
 };
 
 class RoomTable {
@@ -178,8 +177,8 @@ class RoomTable {
 
  private:
   const Clock* clock_;
-  mutable std::mutex mu_;
-  std::map<uint64_t, std::shared_ptr<Room>> rooms_;
+  mutable Mutex mu_;
+  std::map<uint64_t, std::shared_ptr<Room>> rooms_ GUARDED_BY(mu_);
 };
 
 }  // namespace verdict::node

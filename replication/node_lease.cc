@@ -31,10 +31,10 @@ Status NodeLease::Start() {
 
 void NodeLease::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -61,16 +61,20 @@ Status NodeLease::Renew() {
 
 void NodeLease::Run() {
   const auto period = std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl) / 3;
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   bool logged = false;
   while (!stopping_) {
-    lock.unlock();
+    mu_.Unlock();
     Status s = Renew();
-    lock.lock();
+    mu_.Lock();
     alive_ = s.ok();
     if (!s.ok() && !logged) Log().warn("cannot keep this node's etcd lease: {}", s.ToString());
     logged = !s.ok();
-    cv_.wait_for(lock, s.ok() ? period : options_.retry_interval, [this] { return stopping_; });
+    const auto deadline =
+        std::chrono::steady_clock::now() + (s.ok() ? period : options_.retry_interval);
+    while (!stopping_) {
+      if (cv_.WaitUntil(deadline)) break;
+    }
   }
 }
 

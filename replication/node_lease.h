@@ -8,13 +8,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "replication/options.h"
 
@@ -45,9 +44,9 @@ class NodeLease {
   std::unique_ptr<EtcdClient> client_;
   int64_t lease_id_ = 0;  // the worker thread's
   std::atomic<bool> alive_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

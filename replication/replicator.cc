@@ -1,6 +1,7 @@
 #include "replication/replicator.h"
 
 #include <algorithm>
+#include <mutex>
 
 #include "common/log.h"
 #include "proto/wire.h"
@@ -59,7 +60,7 @@ Status Replicator::Start() {
   if (auto stats = outbox_.Stats(); stats.ok()) {
     int64_t oldest_age_ms = 0;
     for (const auto& s : stats->shards) oldest_age_ms = std::max(oldest_age_ms, s.oldest_age_ms);
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     not_held_ = stats->records;
     if (not_held_ > 0) not_held_since_ms_ = clock_->NowMs() - oldest_age_ms;
   }
@@ -72,19 +73,19 @@ Status Replicator::Start() {
 
 void Replicator::Stop(std::chrono::steady_clock::time_point deadline) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
     stop_deadline_ = deadline;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
   for (auto& t : put_threads_) t.join();
   put_threads_.clear();
   // Whoever still waits for a copy hears that it will not come from this process.
   std::vector<Waiter> waiters;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (Entry& e : queue_)
       std::move(e.waiters.begin(), e.waiters.end(), std::back_inserter(waiters));
     for (auto& [key, e] : in_flight_) {
@@ -115,7 +116,7 @@ void Replicator::Stored(const std::vector<v1::BattleResult>& batch,
   const int64_t now = clock_->NowMs();
   bool added = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!outcomes[i].status.ok()) continue;  // refused: never stored, nothing to copy
       const v1::BattleResult& r = batch[i];
@@ -136,7 +137,7 @@ void Replicator::Stored(const std::vector<v1::BattleResult>& batch,
                               {}});
     }
   }
-  if (added) cv_.notify_all();
+  if (added) cv_.SignalAll();
 }
 
 void Replicator::Released(const storage::OutboxRecord& record) {
@@ -144,7 +145,7 @@ void Replicator::Released(const storage::OutboxRecord& record) {
                                     record.result.ended_at_ms());
   std::vector<Waiter> waiters;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (auto it = queued_.find(key); it != queued_.end()) {
       waiters = std::move(it->second->waiters);
       queued_bytes_ -= it->second->value.size();
@@ -168,7 +169,7 @@ void Replicator::Released(const storage::OutboxRecord& record) {
     }
     if (!put_in_flight) deletes_.push_back(key);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   // Settled at the lobby: stronger than replicated.
   for (Waiter& w : waiters) w(Status::Ok());
 }
@@ -189,7 +190,7 @@ void Replicator::Await(const std::vector<v1::BattleResult>& results,
   std::vector<Waiter> settled;
   const int64_t now = clock_->NowMs();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 0; i < results.size(); ++i) {
       Waiter w = [pending, i](const Status& s) {
         std::unique_lock plock(pending->mu);
@@ -221,7 +222,7 @@ void Replicator::Await(const std::vector<v1::BattleResult>& results,
       }
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (Waiter& w : settled) w(Status::Ok());
 }
 
@@ -288,7 +289,7 @@ Status Replicator::Adopt() {
 Status Replicator::ScanSome() {
   uint64_t covers = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!scan_) {
       if (!rescan_needed_) return Status::Ok();
       rescan_needed_ = false;
@@ -298,7 +299,7 @@ Status Replicator::ScanSome() {
   if (!scan_) {
     auto view = storage::OpenOutbox(outbox_dir_, {.read_only = true});
     if (!view.ok()) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       rescan_needed_ = true;
       return view.status();
     }
@@ -330,7 +331,7 @@ Status Replicator::ScanSome() {
       if (s.decodable) r.result = std::move(s.result);
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (storage::OutboxRecord& r : records) {
     if (queued_bytes_ >= options_.max_buffered_bytes) break;  // this record comes next time
     scan_->after = r.sequence;
@@ -362,7 +363,7 @@ Status Replicator::ScanSome() {
   return Status::Ok();
 }
 
-Status Replicator::PutSome(std::unique_lock<std::mutex>& lock, EtcdClient& client) {
+Status Replicator::PutSome(EtcdClient& client) {
   std::vector<KeyValue> kvs;
   size_t bytes = 0;
   while (!queue_.empty() && kvs.size() < options_.max_batch) {
@@ -376,9 +377,9 @@ Status Replicator::PutSome(std::unique_lock<std::mutex>& lock, EtcdClient& clien
     in_flight_.emplace(key, std::move(e));
     queue_.pop_front();
   }
-  lock.unlock();
+  mu_.Unlock();
   auto outcomes = client.CreateIfAbsent(kvs);
-  lock.lock();
+  mu_.Lock();
   if (!outcomes.ok()) {
     // Back to the head of the queue, in their order; those released meanwhile are deleted.
     for (auto kv = kvs.rbegin(); kv != kvs.rend(); ++kv) {
@@ -423,22 +424,22 @@ Status Replicator::PutSome(std::unique_lock<std::mutex>& lock, EtcdClient& clien
     done.push_back({e.room_id, e.ended_at_ms, s});
     calls.emplace_back(std::move(e.waiters), s);
   }
-  lock.unlock();
-  cv_.notify_all();  // deletes of keys acked meanwhile may be queued
+  mu_.Unlock();
+  cv_.SignalAll();  // deletes of keys acked meanwhile may be queued
   if (on_replicated_ && !done.empty()) on_replicated_(done);
   for (auto& [waiters, s] : calls) {
     for (Waiter& w : waiters) w(s);
   }
-  lock.lock();
+  mu_.Lock();
   return Status::Ok();
 }
 
-Status Replicator::DeleteSome(std::unique_lock<std::mutex>& lock) {
+Status Replicator::DeleteSome() {
   const size_t n = std::min(deletes_.size(), options_.max_batch);
   std::vector<std::string> keys(deletes_.begin(), deletes_.begin() + n);
-  lock.unlock();
+  mu_.Unlock();
   Status s = client_->Delete(keys);
-  lock.lock();
+  mu_.Lock();
   if (s.ok()) {
     deletes_.erase(deletes_.begin(), deletes_.begin() + n);  // others only append
     deleted_total_->Add(n);
@@ -447,65 +448,73 @@ Status Replicator::DeleteSome(std::unique_lock<std::mutex>& lock) {
 }
 
 void Replicator::Run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
     if (stopping_) {
       // Deletes are worth a last try (each one spares a redelivery); puts are not (the outbox
       // keeps the records and the next start puts them).
       if (deletes_.empty() || std::chrono::steady_clock::now() >= stop_deadline_) break;
-      if (!DeleteSome(lock).ok()) break;
+      if (!DeleteSome().ok()) break;
       continue;
     }
     Status s;
     bool contacted = false;  // whether `s` says something about etcd
     if (!adopted_) {
       contacted = true;
-      lock.unlock();
+      mu_.Unlock();
       s = Adopt();
-      lock.lock();
+      mu_.Lock();
       adopted_ = s.ok();
     } else if (!deletes_.empty()) {
       contacted = true;
-      s = DeleteSome(lock);
+      s = DeleteSome();
     } else if ((scan_ || rescan_needed_) &&
                (queue_.empty() || queued_bytes_ < options_.max_buffered_bytes / 2)) {
       // Read back while etcd is away too: the queue's bound holds it, and puts start at once
       // when etcd returns.
-      lock.unlock();
+      mu_.Unlock();
       Status read = ScanSome();
-      lock.lock();
+      mu_.Lock();
       if (!read.ok()) Log().error("replication cannot read the outbox back: {}", read.ToString());
       s = read;
     }
     if (s.ok() && adopted_ && deletes_.empty() && !queue_.empty()) {
-      s = PutSome(lock, *client_);
+      s = PutSome(*client_);
       contacted = true;
     }
     if (contacted) NoteOutcome(s);
     if (!s.ok()) {
-      cv_.wait_for(lock, options_.retry_interval, [this] { return stopping_; });
+      const auto deadline = std::chrono::steady_clock::now() + options_.retry_interval;
+      while (!stopping_) {
+        if (cv_.WaitUntil(deadline)) break;
+      }
       continue;
     }
-    cv_.wait(lock, [this] {
-      return stopping_ || !adopted_ || !deletes_.empty() || !queue_.empty() || scan_ ||
-             rescan_needed_;
-    });
+    while (!stopping_ && adopted_ && deletes_.empty() && queue_.empty() && !scan_ &&
+           !rescan_needed_) {
+      cv_.Wait();
+    }
   }
 }
 
 void Replicator::RunPuts(EtcdClient& client) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || (adopted_ && !queue_.empty()); });
+    while (!stopping_ && !(adopted_ && !queue_.empty())) cv_.Wait();
     if (stopping_) return;
-    Status s = PutSome(lock, client);
+    Status s = PutSome(client);
     NoteOutcome(s);
-    if (!s.ok()) cv_.wait_for(lock, options_.retry_interval, [this] { return stopping_; });
+    if (!s.ok()) {
+      const auto deadline = std::chrono::steady_clock::now() + options_.retry_interval;
+      while (!stopping_) {
+        if (cv_.WaitUntil(deadline)) break;
+      }
+    }
   }
 }
 
 ReplicationStats Replicator::Stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   ReplicationStats s;
   s.unreplicated = queue_.size() + not_held_;
   int64_t oldest = not_held_ > 0 ? not_held_since_ms_ : INT64_MAX;

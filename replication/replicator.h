@@ -18,13 +18,11 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -33,6 +31,7 @@
 
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "replication/options.h"
 #include "storage/outbox.h"
@@ -100,16 +99,16 @@ class Replicator {
   Status Adopt();
   // Moves up to a chunk of records from the rebuild's read-only view into the queue.
   Status ScanSome();
-  // Puts a batch from the head of the queue through `client`; mu_ held (released meanwhile).
-  Status PutSome(std::unique_lock<std::mutex>& lock, EtcdClient& client);
+  // Puts a batch from the head of the queue through `client`; releases mu_ meanwhile.
+  Status PutSome(EtcdClient& client) REQUIRES(mu_);
   // The extra put threads (max_in_flight - 1): PutSome whenever there is something to put.
   void RunPuts(EtcdClient& client);
-  Status DeleteSome(std::unique_lock<std::mutex>& lock);
+  Status DeleteSome() REQUIRES(mu_);
   void NoteOutcome(const Status& s);
   // Adds an entry to the queue unless it is queued, in flight or released; false if it was not
-  // added. mu_ held.
-  bool EnqueueLocked(Entry entry);
-  bool KnownLocked(const std::string& key) const;
+  // added.
+  bool EnqueueLocked(Entry entry) REQUIRES(mu_);
+  bool KnownLocked(const std::string& key) const REQUIRES(mu_);
   void ExportMetrics(metrics::Registry& registry);
 
   storage::Outbox& outbox_;
@@ -122,25 +121,27 @@ class Replicator {
   std::unique_ptr<EtcdClient> client_;                    // the main thread's
   std::vector<std::unique_ptr<EtcdClient>> put_clients_;  // one per extra put thread
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::list<Entry> queue_;                                              // to put, oldest first
-  std::unordered_map<std::string, std::list<Entry>::iterator> queued_;  // by key
-  std::unordered_map<std::string, Entry> in_flight_;                    // being put now
-  size_t queued_bytes_ = 0;
+  mutable Mutex mu_;
+  CondVar cv_{&mu_};
+  std::list<Entry> queue_ GUARDED_BY(mu_);  // to put, oldest first
+  std::unordered_map<std::string, std::list<Entry>::iterator> queued_ GUARDED_BY(mu_);  // by key
+  std::unordered_map<std::string, Entry> in_flight_ GUARDED_BY(mu_);  // being put now
+  size_t queued_bytes_ GUARDED_BY(mu_) = 0;
   // Stored records not held in memory (beyond max_buffered_bytes, or stored before the start):
   // how many, the wall time of the oldest, and whether a rebuild must read them back.
-  uint64_t not_held_ = 0;
-  int64_t not_held_since_ms_ = 0;
-  bool rescan_needed_ = true;
+  uint64_t not_held_ GUARDED_BY(mu_) = 0;
+  int64_t not_held_since_ms_ GUARDED_BY(mu_) = 0;
+  bool rescan_needed_ GUARDED_BY(mu_) = true;
+  // The rebuild in progress: the main thread's; it sets and reads it without mu_, and resets it
+  // (and the waits read it) with mu_ held.
   std::unique_ptr<Scan> scan_;
-  std::vector<std::string> deletes_;  // keys whose records were acked
+  std::vector<std::string> deletes_ GUARDED_BY(mu_);  // keys whose records were acked
   // Keys released lately, so that a put racing with the ack does not bring a copy back.
-  std::unordered_set<std::string> released_;
-  std::deque<std::string> released_order_;
-  bool adopted_ = false;
-  bool stopping_ = false;
-  std::chrono::steady_clock::time_point stop_deadline_;
+  std::unordered_set<std::string> released_ GUARDED_BY(mu_);
+  std::deque<std::string> released_order_ GUARDED_BY(mu_);
+  bool adopted_ GUARDED_BY(mu_) = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point stop_deadline_ GUARDED_BY(mu_);
   std::atomic<bool> unavailable_{false};
   std::atomic<bool> nospace_{false};
 

@@ -1,6 +1,7 @@
 #include "replication/rescue.h"
 
 #include <filesystem>
+#include <mutex>
 
 #include "common/log.h"
 #include "replication/etcd_client.h"
@@ -169,7 +170,7 @@ Status RescueWatcher::Start() {
 
 void RescueWatcher::Stop() {
   cancel_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -238,14 +239,17 @@ Status RescueWatcher::Look() {
 
 void RescueWatcher::Run() {
   bool logged = false;
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   while (!cancel_) {
-    lock.unlock();
+    mu_.Unlock();
     Status s = Look();
-    lock.lock();
+    mu_.Lock();
     if (!s.ok() && !logged) Log().warn("rescue watch cannot read etcd: {}", s.ToString());
     logged = !s.ok();
-    cv_.wait_for(lock, options_.interval, [this] { return cancel_.load(); });
+    const auto deadline = std::chrono::steady_clock::now() + options_.interval;
+    while (!cancel_) {
+      if (cv_.WaitUntil(deadline)) break;
+    }
   }
 }
 

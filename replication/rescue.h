@@ -14,14 +14,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "delivery/deliverer.h"
 #include "replication/options.h"
@@ -92,8 +91,8 @@ class RescueWatcher {
   std::map<std::string, std::chrono::steady_clock::time_point> last_attempt_;
   std::set<std::string> warned_no_token_;
   std::atomic<bool> cancel_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;  // for cv_ alone: cancel_ is atomic
+  CondVar cv_{&mu_};
   std::thread thread_;
 };
 

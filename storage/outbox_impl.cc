@@ -13,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -29,6 +28,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "proto/wire.h"
 #include "storage/log_scan.h"
 #include "storage/outbox.h"
@@ -226,7 +226,7 @@ class OutboxImpl final : public Outbox {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
     // While the outbox cannot write (a full disk), refuse, so the caller keeps its batch.
     VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
-    std::lock_guard lock(write_mu_);
+    MutexLock lock(&write_mu_);
     BatchInProgress b(batch, next_sequence_, enqueued_at_ms);
     LookUpEarlierCopies(b);
     for (size_t i = 0; i < batch.size(); ++i) {
@@ -254,7 +254,7 @@ class OutboxImpl final : public Outbox {
   // synced unless the buffer overflows.
   Status SyncEnqueued() override {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
-    std::lock_guard lock(sync_mu_);
+    MutexLock lock(&sync_mu_);
     // Every sequence below it is in the log's buffer or a memtable.
     const uint64_t target = next_sequence_.load();
     if (published_.load() >= target) return Status::Ok();
@@ -353,7 +353,7 @@ class OutboxImpl final : public Outbox {
     // A read-only outbox does not change, so the page after this one continues this page's
     // iterator: a new one would read the first block of every level-0 table file past the
     // target again, which made listing a quarantine of large records quadratic in its files.
-    std::lock_guard lock(side_cursor_mu_);
+    MutexLock lock(&side_cursor_mu_);
     SideCursor& cursor = side_cursors_[area == SideArea::kQuarantine ? 0 : 1];
     std::unique_ptr<rocksdb::Iterator> fresh;
     rocksdb::Iterator* it = cursor.it.get();
@@ -381,7 +381,7 @@ class OutboxImpl final : public Outbox {
 
   Result<RedriveReport> Redrive(SideArea from, std::optional<uint64_t> room_id) override {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
-    std::lock_guard lock(write_mu_);
+    MutexLock lock(&write_mu_);
     // Records written and not yet synced have lower sequences than the ones given here: make
     // them durable and visible first, so a shard's records appear in sequence order.
     VERDICT_RETURN_IF_ERROR(SyncEnqueued());
@@ -444,7 +444,7 @@ class OutboxImpl final : public Outbox {
   // Says for each whether it was stored.
   Result<std::vector<bool>> ImportSide(std::span<const internal::SalvagedRecord> records) {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
-    std::lock_guard lock(write_mu_);
+    MutexLock lock(&write_mu_);
     rocksdb::WriteBatch wb;
     std::set<std::string> indexed;
     uint64_t sequence = next_sequence_;
@@ -534,7 +534,7 @@ class OutboxImpl final : public Outbox {
   // is never compacted again, while the other shards and enqueues go on.
   void MarkDamaged(uint32_t shard, const rocksdb::Status& why) {
     {
-      std::lock_guard lock(damage_mu_);
+      MutexLock lock(&damage_mu_);
       if (shards_[shard].damaged) return;
       damage_[shard] = ShardCfName(shard) + " of outbox " + dir_ + " is damaged (" +
                        why.ToString() +
@@ -554,7 +554,7 @@ class OutboxImpl final : public Outbox {
   }
 
   std::string DamageOf(uint32_t shard) const {
-    std::lock_guard lock(damage_mu_);
+    MutexLock lock(&damage_mu_);
     return damage_[shard];
   }
 
@@ -773,10 +773,10 @@ class OutboxImpl final : public Outbox {
     return Status::Ok();
   }
 
-  // Writes the log's buffer to its file and fsyncs it (sync_mu_ held). After a failed log write
-  // the buffer's records are gone from the log but still in the memtables: once RocksDB resumes,
-  // flushing the memtables to synced table files makes them durable instead.
-  Status MakeWrittenDurable() {
+  // Writes the log's buffer to its file and fsyncs it. After a failed log write the buffer's
+  // records are gone from the log but still in the memtables: once RocksDB resumes, flushing the
+  // memtables to synced table files makes them durable instead.
+  Status MakeWrittenDurable() REQUIRES(sync_mu_) {
     if (log_failed_) {  // never set without a log (FlushLog returns before)
       VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
       rocksdb::FlushOptions flush;
@@ -892,21 +892,21 @@ class OutboxImpl final : public Outbox {
   rocksdb::WriteOptions unsynced_options_;  // acks, and EnqueueBuffered until SyncEnqueued
 
   // Lock order: write_mu_, then sync_mu_.
-  std::mutex write_mu_;  // serializes sequence allocation and the writes that use it
+  Mutex write_mu_;  // serializes sequence allocation and the writes that use it
   // Every sequence below it is written (for EnqueueBuffered, to the log's buffer and the
   // memtables); the next record gets it.
   std::atomic<uint64_t> next_sequence_{1};
   std::vector<ShardState> shards_;
-  mutable std::mutex damage_mu_;
-  std::vector<std::string> damage_;  // guarded by damage_mu_: each damaged shard's reason
+  mutable Mutex damage_mu_;
+  std::vector<std::string> damage_ GUARDED_BY(damage_mu_);  // each damaged shard's reason
   // Where the last ListSidePage of each side area stopped (read-only outboxes only).
   struct SideCursor {
     std::unique_ptr<rocksdb::Iterator> it;  // at the entry after the last one returned
     uint64_t after = 0;                     // the last sequence returned
     std::optional<uint64_t> room;
   };
-  std::mutex side_cursor_mu_;
-  SideCursor side_cursors_[2];  // guarded by side_cursor_mu_: quarantine, dead letter
+  Mutex side_cursor_mu_;
+  SideCursor side_cursors_[2] GUARDED_BY(side_cursor_mu_);  // quarantine, dead letter
   std::atomic<uint64_t> quarantined_{0};
   std::atomic<uint64_t> dead_lettered_{0};
   std::atomic<bool> needs_resume_{false};
@@ -914,7 +914,7 @@ class OutboxImpl final : public Outbox {
   // Every sequence below it is durable, and only those are visible to ReadShard.
   std::atomic<uint64_t> published_{1};
   std::atomic<bool> log_failed_{false};  // a log write failed: flush the memtables before syncing
-  std::mutex sync_mu_;                   // one SyncEnqueued at a time
+  Mutex sync_mu_;                        // one SyncEnqueued at a time
 };
 
 // RocksDB's info log, sent to the process's log instead of a LOG file in the outbox. On a full
