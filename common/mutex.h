@@ -10,6 +10,9 @@
 // rather than behind a lambda predicate: the analysis does not know that a lambda runs with the
 // lock held, so it cannot check (and would reject) the guarded reads inside one.
 //
+// Not installed: the public headers (node/battle_node.h, common/metrics.h) keep std::mutex, so
+// that these unprefixed macros never reach a host's code, which may define its own.
+//
 // Thread-safety: a Mutex and a CondVar are used by many threads at once, as their std
 // counterparts are; a MutexLock belongs to the thread that made it.
 #pragma once
@@ -65,18 +68,33 @@ class CAPABILITY("mutex") Mutex {
   std::mutex mu_;
 };
 
-// Holds `mu` from construction to the end of the scope. Inside the scope the code may release
-// the lock and take it again (mu->Unlock(); ...; mu->Lock();) as long as it holds it at the end.
+// Holds `mu` from construction to the end of the scope, like std::unique_lock: Unlock and Lock
+// let go of it for a while (work done without the lock) and take it again, and the destructor
+// releases it only if it is held, so an exception thrown while it is let go leaves it alone. A
+// function that REQUIRES the lock and lets go of it for a while calls the Mutex's own Unlock and
+// Lock, and holds it again when it returns.
 class SCOPED_CAPABILITY MutexLock {
  public:
   explicit MutexLock(Mutex* mu) ACQUIRE(mu) : mu_(mu) { mu_->Lock(); }
-  ~MutexLock() RELEASE() { mu_->Unlock(); }
+  ~MutexLock() RELEASE() {
+    if (held_) mu_->Unlock();
+  }
 
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;
 
+  void Unlock() RELEASE() {
+    mu_->Unlock();
+    held_ = false;
+  }
+  void Lock() ACQUIRE() {
+    mu_->Lock();
+    held_ = true;
+  }
+
  private:
   Mutex* const mu_;
+  bool held_ = true;
 };
 
 // A condition variable bound to one Mutex, which every call of Wait, WaitUntil and WaitFor must

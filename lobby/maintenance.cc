@@ -49,9 +49,9 @@ void Maintenance::Stop() {
 void Maintenance::Run() {
   MutexLock lock(&mu_);
   while (!stopping_) {
-    mu_.Unlock();
+    lock.Unlock();
     Tick(std::chrono::steady_clock::now());
-    mu_.Lock();
+    lock.Lock();
     const auto deadline = std::chrono::steady_clock::now() + options_.interval;
     while (!stopping_) {
       if (wake_.WaitUntil(deadline)) break;

@@ -19,9 +19,9 @@ void ReadinessMonitor::Start() {
         if (wake_.WaitUntil(deadline)) break;
       }
       if (stop_) break;
-      mu_.Unlock();
+      lock.Unlock();
       Refresh();
-      mu_.Lock();
+      lock.Lock();
     }
   });
 }

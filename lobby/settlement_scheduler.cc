@@ -72,9 +72,9 @@ void SettlementScheduler::Drain() {
     }
     std::vector<Entry> batch = TakeBatch();
     ++settling_;
-    mu_.Unlock();
+    lock.Unlock();
     std::vector<Result<SettleOutcome>> outcomes = SettleBatch(batch);
-    mu_.Lock();
+    lock.Lock();
     --settling_;
     std::vector<size_t> finished;
     std::vector<std::vector<Entry>> sharing(batch.size());
@@ -94,7 +94,7 @@ void SettlementScheduler::Drain() {
       if (!batch[i].outside_turn) sharing[i] = EndTurn(batch[i], outcomes[i]);
       finished.push_back(i);
     }
-    mu_.Unlock();
+    lock.Unlock();
     more_ready_.SignalAll();
     for (size_t i : finished) {
       batch[i].attempt.finish(outcomes[i]);
@@ -106,7 +106,7 @@ void SettlementScheduler::Drain() {
       }
       for (Entry& e : sharing[i]) e.attempt.finish(shared);
     }
-    mu_.Lock();
+    lock.Lock();
   }
   --drainers_;
 }

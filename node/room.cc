@@ -117,10 +117,10 @@ void RoomFinisher::Loop() {
     std::function<void()> finish = std::move(queue_.front());
     queue_.pop_front();
     ++running_;
-    mu_.Unlock();
+    lock.Unlock();
     finish();
     finish = nullptr;  // whatever it holds (its room) goes before the finish counts as done
-    mu_.Lock();
+    lock.Lock();
     --running_;
     changed_.SignalAll();
   }

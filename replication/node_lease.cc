@@ -64,9 +64,9 @@ void NodeLease::Run() {
   MutexLock lock(&mu_);
   bool logged = false;
   while (!stopping_) {
-    mu_.Unlock();
+    lock.Unlock();
     Status s = Renew();
-    mu_.Lock();
+    lock.Lock();
     alive_ = s.ok();
     if (!s.ok() && !logged) Log().warn("cannot keep this node's etcd lease: {}", s.ToString());
     logged = !s.ok();

@@ -461,9 +461,9 @@ void Replicator::Run() {
     bool contacted = false;  // whether `s` says something about etcd
     if (!adopted_) {
       contacted = true;
-      mu_.Unlock();
+      lock.Unlock();
       s = Adopt();
-      mu_.Lock();
+      lock.Lock();
       adopted_ = s.ok();
     } else if (!deletes_.empty()) {
       contacted = true;
@@ -472,9 +472,9 @@ void Replicator::Run() {
                (queue_.empty() || queued_bytes_ < options_.max_buffered_bytes / 2)) {
       // Read back while etcd is away too: the queue's bound holds it, and puts start at once
       // when etcd returns.
-      mu_.Unlock();
+      lock.Unlock();
       Status read = ScanSome();
-      mu_.Lock();
+      lock.Lock();
       if (!read.ok()) Log().error("replication cannot read the outbox back: {}", read.ToString());
       s = read;
     }

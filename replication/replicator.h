@@ -99,7 +99,7 @@ class Replicator {
   Status Adopt();
   // Moves up to a chunk of records from the rebuild's read-only view into the queue.
   Status ScanSome();
-  // Puts a batch from the head of the queue through `client`; releases mu_ meanwhile.
+  // Puts a batch from the head of the queue through `client`; lets go of mu_ meanwhile.
   Status PutSome(EtcdClient& client) REQUIRES(mu_);
   // The extra put threads (max_in_flight - 1): PutSome whenever there is something to put.
   void RunPuts(EtcdClient& client);

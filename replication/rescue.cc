@@ -241,9 +241,9 @@ void RescueWatcher::Run() {
   bool logged = false;
   MutexLock lock(&mu_);
   while (!cancel_) {
-    mu_.Unlock();
+    lock.Unlock();
     Status s = Look();
-    mu_.Lock();
+    lock.Lock();
     if (!s.ok() && !logged) Log().warn("rescue watch cannot read etcd: {}", s.ToString());
     logged = !s.ok();
     const auto deadline = std::chrono::steady_clock::now() + options_.interval;
