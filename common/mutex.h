@@ -99,7 +99,8 @@ class SCOPED_CAPABILITY MutexLock {
 
 // A condition variable bound to one Mutex, which every call of Wait, WaitUntil and WaitFor must
 // hold; they release it while they sleep and hold it again when they return. Wakeups may be
-// spurious: wait in a loop that tests the condition.
+// spurious: wait in a loop that tests the condition. The calls themselves are not annotated (the
+// analysis cannot tell that a CondVar's mutex is its owner's mu_); the loop's reads are checked.
 class CondVar {
  public:
   explicit CondVar(Mutex* mu) : mu_(mu) {}
