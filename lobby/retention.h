@@ -61,6 +61,8 @@ struct RetentionReport {
   int partitions_created = 0;
   int event_partitions_dropped = 0;
   int history_partitions_dropped = 0;
+  // Detached tables dropped: a partition of history is three (matches, match players, replays).
+  int tables_dropped = 0;
   int64_t receipts_expired = 0;
   int steps_skipped = 0;  // steps that could not get their locks in time: the next pass does them
   std::string ToString() const;
