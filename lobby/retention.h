@@ -3,8 +3,9 @@
 // `verdict-lobby serve` runs all the time), and a retention pass (RetainOnce: `verdict-lobby
 // retain`, or `serve` with --retain-every) drops whole partitions of events and history once all
 // of a partition is older than its window, and expires old receipts into compact records of the
-// rooms they settled (sql/001_baseline.sql, sql/functions/). A dropped partition costs the same
-// however many rows it held; receipts go a batch per transaction.
+// rooms they settled (sql/001_baseline.sql, sql/functions/). A partition is detached in one short
+// transaction, which costs the same however many rows it held, and its tables dropped in others
+// that lock only them (docs/design.md §8); receipts go a batch per transaction.
 //
 // Each call opens a connection of its own, and every transaction in it is short and runs under
 // a lock timeout: a step that cannot get its locks in time (making or dropping a partition needs
