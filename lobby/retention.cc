@@ -59,19 +59,34 @@ int EnsureOn(pqxx::connection& conn, const PartitionOptions& options,
   return created;
 }
 
-// Drops the family's partitions older than `older_than`, oldest first, counting them in
-// `dropped` (which stays right when a step throws).
-void DropOlderThan(pqxx::connection& conn, const std::string& family,
-                   std::chrono::milliseconds older_than, std::chrono::milliseconds lock_timeout,
-                   int& dropped) {
+// Detaches the family's partitions older than `older_than`, oldest first, a few per transaction,
+// counting them in `dropped` (which stays right when a step throws). Their tables go afterwards,
+// in DropDetached, out of the family's locks.
+void DetachOlderThan(pqxx::connection& conn, const std::string& family,
+                     std::chrono::milliseconds older_than, std::chrono::milliseconds lock_timeout,
+                     int& dropped) {
+  // Enough that a deployment's pass needs one transaction, few enough that a first pass over a
+  // long history holds the family's locks for a moment each time.
+  constexpr int kPerTransaction = 16;
   for (;;) {
-    const auto lower =
-        Step<int64_t>(conn, lock_timeout,
-                      "SELECT verdict_drop_oldest_partition('" + family +
-                          "', now() - make_interval(secs => " + Seconds(older_than) + "))");
-    if (!lower) return;
+    const int n = Step<int>(conn, lock_timeout,
+                            "SELECT verdict_detach_old_partitions('" + family +
+                                "', now() - make_interval(secs => " + Seconds(older_than) + "), " +
+                                std::to_string(kPerTransaction) + ")")
+                      .value_or(0);
+    if (n > 0) spdlog::info("retention: detached {} {} partition{}", n, family, n == 1 ? "" : "s");
+    dropped += n;
+    if (n < kPerTransaction) return;
+  }
+}
+
+// Drops the detached tables, each in a transaction that locks it alone: this pass's, and any a
+// pass that ended between detaching and dropping left behind.
+void DropDetached(pqxx::connection& conn, std::chrono::milliseconds lock_timeout, int& dropped) {
+  while (const auto name =
+             Step<std::string>(conn, lock_timeout, "SELECT verdict_drop_detached_partition()")) {
     ++dropped;
-    spdlog::info("retention: dropped the {} partition from id {}", family, *lower);
+    spdlog::info("retention: dropped the detached table {}", *name);
   }
 }
 
@@ -99,8 +114,9 @@ void ExpireReceipts(pqxx::connection& conn, const RetentionOptions& o, int64_t& 
 std::string RetentionReport::ToString() const {
   return std::to_string(partitions_created) + " partitions created, " +
          std::to_string(event_partitions_dropped) + " event partitions and " +
-         std::to_string(history_partitions_dropped) + " history partitions dropped, " +
-         std::to_string(receipts_expired) + " receipts expired" +
+         std::to_string(history_partitions_dropped) + " history partitions dropped (" +
+         std::to_string(tables_dropped) + " tables), " + std::to_string(receipts_expired) +
+         " receipts expired" +
          (steps_skipped > 0 ? ", " + std::to_string(steps_skipped) + " steps left for next time"
                             : "");
 }
@@ -131,17 +147,20 @@ Result<RetentionReport> RetainOnce(const std::string& conninfo, const RetentionO
     step("creating partitions",
          [&] { report.partitions_created = EnsureOn(conn, o.partitions, o.lock_timeout); });
     if (o.events_older_than) {
-      step("dropping events", [&] {
-        DropOlderThan(conn, "events", *o.events_older_than, o.lock_timeout,
-                      report.event_partitions_dropped);
+      step("detaching events", [&] {
+        DetachOlderThan(conn, "events", *o.events_older_than, o.lock_timeout,
+                        report.event_partitions_dropped);
       });
     }
     if (o.history_older_than) {
-      step("dropping history", [&] {
-        DropOlderThan(conn, "history", *o.history_older_than, o.lock_timeout,
-                      report.history_partitions_dropped);
+      step("detaching history", [&] {
+        DetachOlderThan(conn, "history", *o.history_older_than, o.lock_timeout,
+                        report.history_partitions_dropped);
       });
     }
+    // Whether or not this pass detached anything: a pass that ended in between leaves tables.
+    step("dropping detached tables",
+         [&] { DropDetached(conn, o.lock_timeout, report.tables_dropped); });
     if (o.receipts_older_than) {
       step("expiring receipts", [&] { ExpireReceipts(conn, o, report.receipts_expired); });
     }

@@ -3,8 +3,9 @@
 // `verdict-lobby serve` runs all the time), and a retention pass (RetainOnce: `verdict-lobby
 // retain`, or `serve` with --retain-every) drops whole partitions of events and history once all
 // of a partition is older than its window, and expires old receipts into compact records of the
-// rooms they settled (sql/001_baseline.sql, sql/functions/). A dropped partition costs the same
-// however many rows it held; receipts go a batch per transaction.
+// rooms they settled (sql/001_baseline.sql, sql/functions/). A partition is detached in one short
+// transaction, which costs the same however many rows it held, and its tables dropped in others
+// that lock only them (docs/design.md §8); receipts go a batch per transaction.
 //
 // Each call opens a connection of its own, and every transaction in it is short and runs under
 // a lock timeout: a step that cannot get its locks in time (making or dropping a partition needs
@@ -61,6 +62,8 @@ struct RetentionReport {
   int partitions_created = 0;
   int event_partitions_dropped = 0;
   int history_partitions_dropped = 0;
+  // Detached tables dropped: a partition of history is three (matches, match players, replays).
+  int tables_dropped = 0;
   int64_t receipts_expired = 0;
   int steps_skipped = 0;  // steps that could not get their locks in time: the next pass does them
   std::string ToString() const;

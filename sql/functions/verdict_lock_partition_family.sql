@@ -1,5 +1,5 @@
 -- Locks the family's tables for a change of its partitions (verdict_create_partition,
--- verdict_drop_oldest_partition), in ACCESS EXCLUSIVE mode, at the parents, which covers their
+-- verdict_detach_old_partitions), in ACCESS EXCLUSIVE mode, at the parents, which covers their
 -- partitions. Readers and settlements lock a parent before its partitions and keep their locks
 -- to their commit, and they may go on to another table of the family; so a step that waited for
 -- a partition (an attach needs the DEFAULT partition exclusively) or for a second parent while

@@ -364,6 +364,34 @@ TEST_F(RetentionTest, EventsWithoutTheirPlaceInTheFeedAreNeverDropped) {
   EXPECT_EQ(Q("SELECT seq FROM settlement_events"), "3") << "a place was handed out twice";
 }
 
+// A partition goes in two transactions: detached under the family's locks, then its tables
+// dropped, each locking only itself. A pass that ended in between (here the first half run by
+// hand) leaves detached tables, which no query of the family reads, and the next pass drops them
+// whatever its windows.
+TEST_F(RetentionTest, TablesAPassDetachedButDidNotDropAreDroppedByTheNext) {
+  DropPartitionsAhead();
+  db_->Exec("SELECT verdict_ensure_partitions('events', 2, 3)");
+  db_->Exec(
+      "INSERT INTO settlement_events (room_id, node_id, match_id, payload, created_at, seq) "
+      "SELECT g, 'node-a', g, '{}', now() - interval '1 hour', g FROM generate_series(1, 5) g");
+  const std::string detached =
+      "SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class "
+      "WHERE relname ~ '^settlement_events_p[0-9]+$' AND NOT relispartition";
+  // Events 1, 2 and 3, 4 fill two partitions, both past, after the empty first one; 5 opens the
+  // next, which stays.
+  EXPECT_EQ(Q("SELECT verdict_detach_old_partitions('events', now(), 16)"), "3");
+  EXPECT_EQ(Q(detached), "settlement_events_p0,settlement_events_p1,settlement_events_p3");
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "1");
+  EXPECT_EQ(Q("SELECT trimmed_through FROM verdict_feed"), "4");
+  EXPECT_EQ(Q("SELECT string_agg(lower_id::text, ',' ORDER BY lower_id) FROM verdict_partitions "
+              "WHERE family = 'events'"),
+            "5");
+  const std::string out = Retain({"--events-older-than", "off"});
+  EXPECT_EQ(Q(detached), "") << out;
+  EXPECT_NE(out.find("(3 tables)"), std::string::npos) << out;
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "1") << "an attached partition went";
+}
+
 // Pending settlement: the room's players are released and play another match; the room's late
 // result still settles, rated on the ratings recorded at allocation and added to the current
 // ones (the compensation rule).
