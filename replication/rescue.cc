@@ -169,7 +169,12 @@ Status RescueWatcher::Start() {
 }
 
 void RescueWatcher::Stop() {
-  cancel_ = true;
+  {
+    // Under the lock: set between Run's look at cancel_ and its wait, the signal would be lost
+    // and Stop would wait out the interval.
+    MutexLock lock(&mu_);
+    cancel_ = true;
+  }
   cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }

@@ -91,7 +91,7 @@ class RescueWatcher {
   std::map<std::string, std::chrono::steady_clock::time_point> last_attempt_;
   std::set<std::string> warned_no_token_;
   std::atomic<bool> cancel_{false};
-  Mutex mu_;  // for cv_ alone: cancel_ is atomic
+  Mutex mu_;  // for cv_: Stop sets cancel_ under it (atomic, as RescueNode reads it too)
   CondVar cv_{&mu_};
   std::thread thread_;
 };
