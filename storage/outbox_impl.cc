@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <shared_mutex>
 #include <unordered_map>
 
 #include <rocksdb/db.h>
@@ -316,7 +317,7 @@ class OutboxImpl final : public Outbox {
     rocksdb::WriteBatch wb;
     wb.Delete(ShardCf(record.shard), SequenceKey(record.sequence));
     wb.Delete(MetaCf(), IndexKey(record.result.room_id(), record.result.ended_at_ms()));
-    VERDICT_RETURN_IF_ERROR(FromRocks(db_->Write(unsynced_options_, &wb), "ack"));
+    VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "ack", unsynced_options_));
     // Into the log file (not synced), so that a crash of the process alone does not lose it.
     VERDICT_RETURN_IF_ERROR(FlushLog(/*sync=*/false));
     Removed(record.shard, record.sequence, record.stored_bytes);
@@ -592,11 +593,33 @@ class OutboxImpl final : public Outbox {
                                    " is open read-only; stop the node that holds it to change it");
   }
 
-  // A synced write. After a failed write RocksDB may refuse all writes until resumed (for
-  // example after the disk was full), so a failure asks it to resume before the next write.
+  // A write, synced unless `options` say otherwise. After a failed write RocksDB may refuse all
+  // writes until resumed (for example after the disk was full), so a failure asks it to resume
+  // before the next write.
   Status WriteRecovering(rocksdb::WriteBatch* wb, const char* what) {
+    return WriteRecovering(wb, what, write_options_);
+  }
+  Status WriteRecovering(rocksdb::WriteBatch* wb, const char* what,
+                         const rocksdb::WriteOptions& options) {
     VERDICT_RETURN_IF_ERROR(ResumeAfterFailure());
-    Status s = FromRocks(db_->Write(write_options_, wb), what);
+    return WriteToLog(wb, what, options);
+  }
+
+  // Every write goes through here: each appends to the log. RocksDB 7.8 lets a write append to
+  // the log after the log's last write failed, when it comes before that failure is recorded,
+  // and its assertions (on in Debian's build) then abort the process (facebook/rocksdb#12448,
+  // fixed in later releases): a node whose disk filled died at random, at about one fill in
+  // forty. So writes hold log_mu_ shared and go only while no failure waits for a resume; the
+  // log's flush holds it exclusively (FlushLog) and records its failure before any write can
+  // follow it.
+  Status WriteToLog(rocksdb::WriteBatch* wb, const char* what,
+                    const rocksdb::WriteOptions& options) {
+    std::shared_lock lock(log_mu_);
+    if (needs_resume_) {
+      return UnavailableError(std::string(what) +
+                              ": the outbox's last write failed and it has not resumed yet");
+    }
+    Status s = FromRocks(db_->Write(options, wb), what);
     if (!s.ok()) needs_resume_ = true;
     return s;
   }
@@ -760,10 +783,7 @@ class OutboxImpl final : public Outbox {
   // memory and the memtables. ReadShard shows none of it before the next SyncEnqueued.
   Status WriteBuffered(BatchInProgress& b) {
     b.writes.Put(MetaCf(), kNextSequenceKey, EncodeNextSequence(b.next_sequence));
-    if (Status s = FromRocks(db_->Write(unsynced_options_, &b.writes), "enqueue"); !s.ok()) {
-      needs_resume_ = true;
-      return s;
-    }
+    VERDICT_RETURN_IF_ERROR(WriteToLog(&b.writes, "enqueue", unsynced_options_));
     for (auto [shard, bytes] : b.shard_growth) {
       shards_[shard].records += 1;
       shards_[shard].bytes += bytes;
@@ -793,10 +813,20 @@ class OutboxImpl final : public Outbox {
 
   // Writes the log's buffer to its file, and fsyncs it if `sync`. Unsynced, it does what an
   // unsynced write does when the log is not flushed by hand.
+  // The buffer goes to the file with every other write held off (WriteToLog), the fsync while
+  // they go on, as FlushWAL(true) would do it.
   Status FlushLog(bool sync) {
     if (options_.unsafe_disable_wal_for_test) return Status::Ok();
-    Status s =
-        FromRocks(db_->FlushWAL(sync), sync ? "syncing the outbox log" : "writing the outbox log");
+    {
+      std::unique_lock lock(log_mu_);
+      if (Status s = FromRocks(db_->FlushWAL(/*sync=*/false), "writing the outbox log"); !s.ok()) {
+        needs_resume_ = true;
+        log_failed_ = true;
+        return s;
+      }
+    }
+    if (!sync) return Status::Ok();
+    Status s = FromRocks(db_->SyncWAL(), "syncing the outbox log");
     if (!s.ok()) {
       needs_resume_ = true;
       log_failed_ = true;
@@ -910,6 +940,9 @@ class OutboxImpl final : public Outbox {
   std::atomic<uint64_t> quarantined_{0};
   std::atomic<uint64_t> dead_lettered_{0};
   std::atomic<bool> needs_resume_{false};
+  // Shared by each write, exclusive while the log's buffer goes to its file (WriteToLog says why).
+  // Innermost: taken after write_mu_ or sync_mu_, never before them.
+  std::shared_mutex log_mu_;
 
   // Every sequence below it is durable, and only those are visible to ReadShard.
   std::atomic<uint64_t> published_{1};
