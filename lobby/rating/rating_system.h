@@ -1,0 +1,87 @@
+// RatingSystem: the one seam between a settlement and the mathematics of a rating system. The
+// settlement hands it a room's teams as placed, each player with the rating the room is rated from,
+// and gets back every player's new rating; nothing else of the lobby is known here (no database, no
+// wire types). A system is one file beside this one (elo.cc, openskill.cc, glicko2.cc) with its
+// tests; adding one means adding it to MakeRatingSystem. Pure functions of their inputs: any
+// thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace verdict::rating {
+
+// A player's rating in one mode, in the system's own numbers.
+struct Rating {
+  double value = 0;       // Elo's rating, OpenSkill's mu, Glicko-2's r (on the Glicko scale)
+  double deviation = 0;   // OpenSkill's sigma, Glicko-2's RD; 0 for Elo
+  double volatility = 0;  // Glicko-2's sigma; 0 for the others
+  bool operator==(const Rating&) const = default;
+};
+
+// One player of a room to be rated.
+struct RatedPlayer {
+  Rating rating;        // the rating the room is rated from (the player's rating at allocation)
+  double weight = 1.0;  // the share of the match the player played, in [0, 1]; 1: all of it
+};
+
+// One team of a room, as placed: rank 1 is best, equal ranks tie.
+struct PlacedTeam {
+  std::vector<RatedPlayer> players;
+  uint32_t rank = 1;
+};
+
+// What a mode's declaration says of its rating system: the system's name, its variant (OpenSkill's
+// "plackett_luce" or "bradley_terry_full"; empty: the system's default) and its numeric parameters
+// by name. A parameter left out takes the system's default.
+struct SystemSpec {
+  std::string system;  // "elo", "openskill" or "glicko2"
+  std::string model;
+  std::map<std::string, double> parameters;
+  bool operator==(const SystemSpec&) const = default;
+};
+
+class RatingSystem {
+ public:
+  virtual ~RatingSystem() = default;
+
+  // The spec this system was made from, with every parameter it uses, defaults included: what a
+  // mode stores and shows.
+  virtual const SystemSpec& spec() const = 0;
+
+  // The rating of a player new to the mode.
+  virtual Rating Initial() const = 0;
+
+  // The conservative rating a leaderboard orders by: Elo's rating, OpenSkill's mu - 3 sigma,
+  // Glicko-2's r - 2 RD.
+  virtual double Displayed(const Rating& rating) const = 0;
+
+  // OK if the system can rate a room whose teams have these sizes (in team order, each at least 1,
+  // at least two teams); INVALID_ARGUMENT saying why not (Glicko-2 rates two teams of one).
+  virtual Status Accepts(const std::vector<size_t>& team_sizes) const = 0;
+
+  // Every player's new rating, in the input's order (one vector per team, one rating per player).
+  // Requires Accepts() of the team sizes to be OK, every rank between 1 and the number of teams,
+  // and every weight in [0, 1].
+  virtual std::vector<std::vector<Rating>> Rate(const std::vector<PlacedTeam>& teams) const = 0;
+};
+
+// The system `spec` names, with its parameters; INVALID_ARGUMENT naming the field for an unknown
+// system, model or parameter, or a value out of range (a negative K, a zero sigma, ...).
+Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec);
+
+// The compensation rule (docs/design.md §8): a room rated from ratings `before` (the players'
+// ratings at allocation) that moved a player to `after` moves the player's `current` rating by the
+// same change: the value by the difference after - before, the deviation and the volatility by
+// the ratio after / before (the same shrink of uncertainty). With current == before the result is
+// `after` exactly.
+Rating ApplyChange(const Rating& current, const Rating& before, const Rating& after);
+
+}  // namespace verdict::rating
