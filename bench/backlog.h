@@ -35,11 +35,10 @@ uint64_t ReceiptsBetween(const std::string& conninfo, uint64_t base, uint64_t co
 class InProcessLobby {
  public:
   InProcessLobby(const std::string& conninfo, int pool, double coalesce_ms)
-      : hub_(Store(conninfo, pool), conninfo) {
+      : hub_(Store(conninfo, pool), lobby::pg::ConnectionOptions{.conninfo = conninfo}) {
     lobby::ServiceOptions service_options;
     service_options.coalesce_wait =
         std::chrono::microseconds(static_cast<int64_t>(coalesce_ms * 1000));
-    service_options.db_workers = pool;
     service_options.node_tokens.push_back({kBacklogNode, kBacklogToken});
     service_ =
         std::make_unique<lobby::SettlementService>(*store_, &hub_, service_options, registry_);
@@ -61,7 +60,7 @@ class InProcessLobby {
  private:
   lobby::SettlementStore& Store(const std::string& conninfo, int pool) {
     lobby::StoreOptions options;
-    options.conninfo = conninfo;
+    options.connection.conninfo = conninfo;
     options.pool_size = pool;
     store_ = std::move(lobby::OpenSettlementStore(options)).value();
     return *store_;

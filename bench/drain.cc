@@ -5,8 +5,9 @@
 //             the outbox is empty gives the drain rate C, for each shard count;
 //   serial    the design verdict replaces: one file per result, one deliverer sending one
 //             request at a time over a keep-alive connection, deleting each file after a 2xx;
-//   ceiling   pgbench running the lobby's own settlement statement (verdict_settle_batch) against
-//             the same database, at a fixed concurrency: what PostgreSQL itself can commit, one
+//   ceiling   pgbench running the lobby's own settlement transaction (verdict_settle_prepare
+//             and verdict_settle_write) against the same database, at a fixed concurrency:
+//             what PostgreSQL itself can commit, one
 //             room per call (the single-room ceiling) and the largest batch per call (the batch
 //             ceiling);
 //   reference pgbench running the single-room settlement the lobby ran before batched
@@ -43,7 +44,8 @@
 #include "delivery/http_client.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
-#include "lobby/settle_batch_call.h"
+#include "lobby/schema.h"
+#include "lobby/settle_calls.h"
 #include "lobby/settlement_service.h"
 #include "lobby/settlement_store.h"
 #include "proto/wire.h"
@@ -230,7 +232,7 @@ Row RunSerial(const std::string& conninfo, const std::string& dir, uint64_t base
 // ran before batched settlement (bench/reference_settle.sql), the old design's ceiling.
 enum class Statement { kBatch, kReference };
 
-// pgbench running a settlement itself: verdict_settle_batch of `batch` rooms per call (or the
+// pgbench running a settlement itself: the lobby's transaction of `batch` rooms per call (or the
 // reference function, one room per call), one call per transaction, the rooms of call k from a
 // sequence (base + k * batch + 1 …), each seating the players ResultFor gives it. Reports rooms
 // settled per second.
@@ -252,30 +254,41 @@ Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t bas
   std::filesystem::create_directories(dir);
   const std::string script = dir + "/settle.sql";
   const std::string b = std::to_string(batch);
+  // The rooms of call k and their players, as a FROM list ending in the row of arrays p.
+  const auto rooms_of = [&](const std::string& k) {
+    return "SELECT count(*) FROM (SELECT " + k +
+           " AS k) c,\n"
+           "LATERAL (SELECT array_agg(c.k * " +
+           b +
+           " + i ORDER BY i) AS slots FROM "
+           "generate_series(1, " +
+           b +
+           ") i) r,\n"
+           "LATERAL (SELECT array_agg(" +
+           std::to_string(base) +
+           " + slot ORDER BY slot, g) AS rooms, array_agg(slot * 10 + g ORDER BY slot, g) AS ids,\n"
+           "  array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY slot, g) AS teams,\n"
+           "  array_agg(g ORDER BY slot, g) AS kills, array_agg(0 ORDER BY slot, g) AS zeros,\n"
+           "  array_agg(100 * g::bigint ORDER BY slot, g) AS scores,\n"
+           "  array_agg(false ORDER BY slot, g) AS disconnected\n"
+           "  FROM unnest(r.slots) slot, generate_series(1, 10) g) p,\n"
+           "LATERAL ";
+  };
   std::ofstream file(script);
-  file << "SELECT count(*) FROM (SELECT nextval('verdict_bench_calls') AS k) c,\n"
-          "LATERAL (SELECT array_agg(c.k * "
-       << b << " + i ORDER BY i) AS slots FROM generate_series(1, " << b
-       << ") i) r,\n"
-          "LATERAL (SELECT array_agg("
-       << base
-       << " + slot ORDER BY slot, g) AS rooms, array_agg(slot * 10 + g ORDER BY slot, g) AS ids,\n"
-          "  array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY slot, g) AS teams,\n"
-          "  array_agg(g ORDER BY slot, g) AS kills, array_agg(0 ORDER BY slot, g) AS zeros,\n"
-          "  array_agg(100 * g::bigint ORDER BY slot, g) AS scores,\n"
-          "  array_agg(false ORDER BY slot, g) AS disconnected\n"
-          "  FROM unnest(r.slots) slot, generate_series(1, 10) g) p,\n"
-          "LATERAL ";
   if (statement == Statement::kReference) {
     // The frozen reference's own positional call (bench/reference_settle.sql), not the lobby's.
-    file << "verdict_bench_settle_one(" << base << " + c.k + 1, '" << kNode
+    file << rooms_of("nextval('verdict_bench_calls')") << "verdict_bench_settle_one(" << base
+         << " + c.k + 1, '" << kNode
          << "', 'SETTLED', 1::smallint, false, 1700000000000, 'replays/bench', '',\n"
             "  decode(repeat('ab', 32), 'hex'), p.ids, p.teams, p.kills, p.zeros, p.zeros, "
             "p.scores,\n  p.disconnected, 32) s WHERE s.status = 'settled';\n";
   } else {
-    file << BenchSettleCall(
-                "ARRAY(SELECT " + std::to_string(base) + " + slot FROM unnest(r.slots) slot)", b)
-         << " s WHERE s.status = 'settled';\n";
+    // The lobby's own transaction: its two statements, for the same rooms.
+    const BenchSettle calls = BenchSettleCalls(
+        "ARRAY(SELECT " + std::to_string(base) + " + slot FROM unnest(r.slots) slot)", b);
+    file << "SELECT nextval('verdict_bench_calls') AS k \\gset\nBEGIN;\n"
+         << rooms_of(":k") << calls.prepare << " s WHERE s.status = 'settle';\n"
+         << rooms_of(":k") << calls.write << " w;\nEND;\n";
   }
   file.close();  // pgbench reads it next
   const std::string command = "pgbench -n -c " + std::to_string(clients) + " -j 2 -t " +
@@ -479,7 +492,7 @@ void PrintRow(FILE* table, const Row& r) {
                       : r.mode == "verdict_producing"   ? "  ... while producing"
                       : r.mode == "serial"              ? "serial, file per result"
                       : r.mode == "pgbench_reference"   ? "pgbench single-room design"
-                                                        : "pgbench verdict_settle_batch";
+                                                        : "pgbench settlement transaction";
   std::string empty;
   if (r.empty_after_s > 0) {
     char buf[64];
@@ -581,32 +594,58 @@ double DrainLobby::Drain(const std::string& dir, uint32_t shards, size_t batch, 
   return RunVerdict(conninfo_, dir, shards, batch, base, n, impl_->endpoint.url).per_s;
 }
 
-std::string BenchSettleCall(const std::string& rooms, const std::string& count) {
+BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count) {
   const std::string fill = "ARRAY[" + count + "]";
-  lobby::SettleBatchArgs args;
-  args[lobby::SettleBatchArg("p_room_ids")] = rooms;
-  args[lobby::SettleBatchArg("p_node_ids")] =
-      "array_fill('" + std::string(kNode) + "'::text, " + fill + ")";
-  args[lobby::SettleBatchArg("p_outcomes")] = "array_fill('SETTLED'::text, " + fill + ")";
-  args[lobby::SettleBatchArg("p_winner_teams")] = "array_fill(1::smallint, " + fill + ")";
-  args[lobby::SettleBatchArg("p_suspects")] = "array_fill(false, " + fill + ")";
-  args[lobby::SettleBatchArg("p_ended_at_ms")] = "array_fill(1700000000000::bigint, " + fill + ")";
-  args[lobby::SettleBatchArg("p_replay_paths")] = "array_fill('replays/bench'::text, " + fill + ")";
-  args[lobby::SettleBatchArg("p_abort_reasons")] = "array_fill(''::text, " + fill + ")";
-  args[lobby::SettleBatchArg("p_fingerprints")] =
-      "array_fill(decode(repeat('ab', 32), 'hex'), " + fill + ")";
-  args[lobby::SettleBatchArg("p_player_rooms")] = "p.rooms";
-  args[lobby::SettleBatchArg("p_player_ids")] = "p.ids";
-  args[lobby::SettleBatchArg("p_teams")] = "p.teams";
-  args[lobby::SettleBatchArg("p_kills")] = "p.kills";
-  args[lobby::SettleBatchArg("p_deaths")] = "p.zeros";
-  args[lobby::SettleBatchArg("p_assists")] = "p.zeros";
-  args[lobby::SettleBatchArg("p_scores")] = "p.scores";
-  args[lobby::SettleBatchArg("p_disconnected")] = "p.disconnected";
-  args[lobby::SettleBatchArg("p_k_factor")] = "32";
-  args[lobby::SettleBatchArg("p_attempt_id")] = "0";
-  args[lobby::SettleBatchArg("p_wait")] = "true";
-  return lobby::SettleBatchCall(args);
+  const auto fill_of = [&fill](const std::string& value) {
+    return "array_fill(" + value + ", " + fill + ")";
+  };
+  const std::string players = "ARRAY[cardinality(p.ids)]";
+  // Per player of the rooms, from the teams: team 1 wins 16, team 2 loses 16 (equal teams).
+  const auto by_team = [](const std::string& one, const std::string& two) {
+    return "ARRAY(SELECT CASE WHEN t.team = 1 THEN " + one + " ELSE " + two +
+           " END FROM unnest(p.teams) WITH ORDINALITY AS t(team, i) ORDER BY t.i)";
+  };
+  BenchSettle calls;
+  decltype(lobby::kSettlePrepare)::Args prepare;
+  prepare[lobby::kSettlePrepare["p_room_ids"]] = rooms;
+  prepare[lobby::kSettlePrepare["p_node_ids"]] = fill_of("'" + std::string(kNode) + "'::text");
+  prepare[lobby::kSettlePrepare["p_outcomes"]] = fill_of("'SETTLED'::text");
+  prepare[lobby::kSettlePrepare["p_fingerprints"]] = fill_of("decode(repeat('ab', 32), 'hex')");
+  prepare[lobby::kSettlePrepare["p_player_rooms"]] = "p.rooms";
+  prepare[lobby::kSettlePrepare["p_player_ids"]] = "p.ids";
+  prepare[lobby::kSettlePrepare["p_teams"]] = "p.teams";
+  prepare[lobby::kSettlePrepare["p_wait"]] = "true";
+  calls.prepare = lobby::kSettlePrepare.Call(prepare);
+  decltype(lobby::kSettleWrite)::Args write;
+  write[lobby::kSettleWrite["p_room_ids"]] = rooms;
+  write[lobby::kSettleWrite["p_node_ids"]] = fill_of("'" + std::string(kNode) + "'::text");
+  write[lobby::kSettleWrite["p_outcomes"]] = fill_of("'SETTLED'::text");
+  write[lobby::kSettleWrite["p_winner_teams"]] = fill_of("1::smallint");
+  write[lobby::kSettleWrite["p_suspects"]] = fill_of("false");
+  write[lobby::kSettleWrite["p_ended_at_ms"]] = fill_of("1700000000000::bigint");
+  write[lobby::kSettleWrite["p_replay_paths"]] = fill_of("'replays/bench'::text");
+  write[lobby::kSettleWrite["p_abort_reasons"]] = fill_of("''::text");
+  write[lobby::kSettleWrite["p_fingerprints"]] = fill_of("decode(repeat('ab', 32), 'hex')");
+  write[lobby::kSettleWrite["p_player_rooms"]] = "p.rooms";
+  write[lobby::kSettleWrite["p_player_ids"]] = "p.ids";
+  write[lobby::kSettleWrite["p_teams"]] = "p.teams";
+  write[lobby::kSettleWrite["p_kills"]] = "p.kills";
+  write[lobby::kSettleWrite["p_deaths"]] = "p.zeros";
+  write[lobby::kSettleWrite["p_assists"]] = "p.zeros";
+  write[lobby::kSettleWrite["p_scores"]] = "p.scores";
+  write[lobby::kSettleWrite["p_disconnected"]] = "p.disconnected";
+  write[lobby::kSettleWrite["p_results"]] = by_team("'win'", "'loss'");
+  write[lobby::kSettleWrite["p_elo_before"]] = "array_fill(1500, " + players + ")";
+  write[lobby::kSettleWrite["p_elo_after"]] = by_team("1516", "1484");
+  write[lobby::kSettleWrite["p_rated_players"]] = "p.ids";
+  write[lobby::kSettleWrite["p_final_elo"]] = by_team("1516", "1484");
+  write[lobby::kSettleWrite["p_games"]] = "array_fill(1, " + players + ")";
+  write[lobby::kSettleWrite["p_wins"]] = by_team("1", "0");
+  write[lobby::kSettleWrite["p_losses"]] = by_team("0", "1");
+  write[lobby::kSettleWrite["p_draws"]] = "array_fill(0, " + players + ")";
+  write[lobby::kSettleWrite["p_attempt_id"]] = "0";
+  calls.write = lobby::kSettleWrite.Call(write);
+  return calls;
 }
 
 int RunDrain(const DrainOptions& o) {
@@ -618,7 +657,7 @@ int RunDrain(const DrainOptions& o) {
                  conninfo.empty() ? "PG* environment" : conninfo.c_str(), e.what());
     return 1;
   }
-  auto migrated = lobby::Migrate(conninfo);
+  auto migrated = lobby::Migrate({.conninfo = conninfo});
   if (!migrated.ok()) {
     std::fprintf(stderr, "%s\n", migrated.status().ToString().c_str());
     return 1;

@@ -27,11 +27,17 @@ struct DrainOptions {
 
 int RunDrain(const DrainOptions& options);
 
-// The call of the lobby's own settlement (verdict_settle_batch) that pgbench and the retention
-// bench make of the bench's rooms: `rooms`, an SQL array of the rooms' ids, `count` of them, all
-// of node "bench-node", SETTLED with team 1 winning; their players from `p`, a row of arrays
-// rooms, ids, teams, kills, zeros, scores and disconnected (one element per player).
-std::string BenchSettleCall(const std::string& rooms, const std::string& count);
+// The calls of the lobby's own settlement statements (lobby/settle_calls.h) that pgbench and the
+// retention bench make of the bench's rooms, in one transaction, prepare then write: `rooms`, an
+// SQL array of the rooms' ids, `count` of them, all of node "bench-node", SETTLED with team 1
+// winning; their players from `p`, a row of arrays rooms, ids, teams, kills, zeros, scores and
+// disconnected (one element per player), five a team. The write rates them as the lobby does two
+// equal teams of players new to the ladder (1500, moving 16).
+struct BenchSettle {
+  std::string prepare;  // a call returning verdict_settle_prepare's rows
+  std::string write;    // a call returning verdict_settle_write's rows
+};
+BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count);
 
 // One drain on its own, for the modes that measure a drain under other conditions (retention):
 // a lobby in this process on `conninfo` with `pool` DB workers, its default group commit and the

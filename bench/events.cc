@@ -27,6 +27,7 @@
 #include <string>
 
 #include "bench/sample.h"
+#include "lobby/schema.h"
 #include "lobby/settlement_store.h"
 
 extern char** environ;
@@ -170,7 +171,7 @@ int RunEvents(const EventsOptions& o) {
     return 1;
   }
   const std::string conninfo = database->conninfo();
-  if (auto migrated = lobby::Migrate(conninfo); !migrated.ok()) {
+  if (auto migrated = lobby::Migrate({.conninfo = conninfo}); !migrated.ok()) {
     std::fprintf(stderr, "%s\n", migrated.status().ToString().c_str());
     return 1;
   }

@@ -3,7 +3,7 @@
 -- pre-release migrations 002 and 004, minus its test-only switch), created by `verdict-bench
 -- drain` under its own name so that pgbench can measure the old design's one-room-per-transaction
 -- ceiling in the same run as the batched drains. Never part of the lobby's schema; its positional
--- parameters are its own, not verdict_settle_batch's (lobby/settle_batch_call.h).
+-- parameters are its own, not the lobby's settlement's (lobby/settle_calls.h).
 CREATE OR REPLACE FUNCTION verdict_bench_settle_one(
   p_room_id bigint, p_node_id text, p_outcome text, p_winner_team smallint,
   p_suspect boolean, p_ended_at_ms bigint, p_replay_path text, p_abort_reason text,

@@ -31,6 +31,7 @@
 
 #include "bench/backlog.h"
 #include "delivery/deliverer.h"
+#include "lobby/schema.h"
 #include "lobby/settlement_store.h"
 #include "node/outbox_writer.h"
 #include "node/result_channel.h"
@@ -397,7 +398,7 @@ int RunReplicate(const ReplicateOptions& o) {
     std::filesystem::remove_all(root, ignored);
     return report.Emit(o.output);
   }
-  if (auto migrated = lobby::Migrate(conninfo); !migrated.ok()) {
+  if (auto migrated = lobby::Migrate({.conninfo = conninfo}); !migrated.ok()) {
     std::fprintf(stderr, "%s\n", migrated.status().ToString().c_str());
     return 1;
   }

@@ -36,6 +36,7 @@
 #include "bench/drain.h"
 #include "bench/sample.h"
 #include "lobby/retention.h"
+#include "lobby/schema.h"
 #include "lobby/settlement_store.h"
 
 namespace verdict::bench {
@@ -60,19 +61,22 @@ constexpr const char* kAllocate =
     "SELECT count(*) FROM generate_series($1::bigint, $2::bigint) r, LATERAL verdict_allocate(r, "
     "'bench-node', ARRAY(SELECT (r % 1000) * 10 + g FROM generate_series(1, 10) g), "
     "'{1,1,1,1,1,2,2,2,2,2}')";
-// Settles rooms $1 … $2 ($3 of them) with the lobby's own statement, team 1 winning.
-std::string SettleStatement() {
-  return "SELECT count(*) FROM (SELECT array_agg(r ORDER BY r) AS rooms "
-         "FROM generate_series($1::bigint, $2::bigint) r) rr, "
-         "LATERAL (SELECT array_agg(r ORDER BY r, g) AS rooms, "
-         "array_agg((r % 1000) * 10 + g ORDER BY r, g) AS ids, "
-         "array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY r, g) AS teams, "
-         "array_agg(g ORDER BY r, g) AS kills, array_agg(0 ORDER BY r, g) AS zeros, "
-         "array_agg(100 * g::bigint ORDER BY r, g) AS scores, "
-         "array_agg(false ORDER BY r, g) AS disconnected "
-         "FROM generate_series($1::bigint, $2::bigint) r, generate_series(1, 10) g) p, "
-         "LATERAL " +
-         BenchSettleCall("rr.rooms", "$3::int") + " s WHERE s.status = 'settled'";
+// Settles rooms $1 … $2 ($3 of them) with the lobby's own statements, team 1 winning: the
+// prepare, then the write (BenchSettleCalls), in one transaction.
+std::pair<std::string, std::string> SettleStatements() {
+  const std::string from =
+      "SELECT count(*) FROM (SELECT array_agg(r ORDER BY r) AS rooms "
+      "FROM generate_series($1::bigint, $2::bigint) r) rr, "
+      "LATERAL (SELECT array_agg(r ORDER BY r, g) AS rooms, "
+      "array_agg((r % 1000) * 10 + g ORDER BY r, g) AS ids, "
+      "array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY r, g) AS teams, "
+      "array_agg(g ORDER BY r, g) AS kills, array_agg(0 ORDER BY r, g) AS zeros, "
+      "array_agg(100 * g::bigint ORDER BY r, g) AS scores, "
+      "array_agg(false ORDER BY r, g) AS disconnected "
+      "FROM generate_series($1::bigint, $2::bigint) r, generate_series(1, 10) g) p, "
+      "LATERAL ";
+  const BenchSettle calls = BenchSettleCalls("rr.rooms", "$3::int");
+  return {from + calls.prepare + " s WHERE s.status = 'settle'", from + calls.write + " w"};
 }
 
 // Runs `pass` every `every` on a thread of its own until destroyed.
@@ -115,7 +119,8 @@ struct Passes {
   SteadyClock::time_point last_start{};
   void Run(const std::string& conninfo, const lobby::RetentionOptions& o) {
     const auto started = SteadyClock::now();
-    auto report = lobby::RetainOnce(conninfo, o);
+    auto report = lobby::RetainOnce(
+        {.conninfo = conninfo, .statement_timeout = std::chrono::milliseconds(0)}, o);
     if (last_start != SteadyClock::time_point{}) {
       span_s = std::max(span_s.load(), Seconds(SteadyClock::now() - last_start));
     }
@@ -174,7 +179,9 @@ Result<Growth> RunGrowth(const RetentionBenchOptions& o) {
   lobby::PartitionOptions partitions;
   partitions.events_per_partition = o.partition;
   partitions.matches_per_partition = o.partition;
-  if (auto migrated = lobby::Migrate(conninfo, partitions); !migrated.ok()) {
+  if (auto migrated = lobby::Migrate(
+          {.conninfo = conninfo, .statement_timeout = std::chrono::milliseconds(0)}, partitions);
+      !migrated.ok()) {
     return migrated.status();
   }
   const lobby::RetentionOptions windows =
@@ -207,7 +214,13 @@ Result<Growth> RunGrowth(const RetentionBenchOptions& o) {
     for (uint64_t first = 1; first <= o.rooms; first += per_batch) {
       const uint64_t last = std::min(o.rooms, first + per_batch - 1);
       pqxx::nontransaction(conn).exec_params(kAllocate, first, last);
-      pqxx::nontransaction(conn).exec_params(SettleStatement(), first, last, last - first + 1);
+      {
+        static const auto [prepare, write] = SettleStatements();
+        pqxx::work tx(conn);
+        tx.exec_params(prepare, first, last, last - first + 1);
+        tx.exec_params(write, first, last, last - first + 1);
+        tx.commit();
+      }
       // What the lobby's event hub does after each commit: give the new events their places in
       // the feed. Retention drops only events that have one (the others were delivered to nobody).
       pqxx::nontransaction(conn).exec("SELECT verdict_sequence_events(1000000)");
@@ -270,7 +283,9 @@ Result<Drains> RunDrains(const RetentionBenchOptions& o, const std::string& root
   lobby::PartitionOptions partitions;
   partitions.events_per_partition = o.partition;
   partitions.matches_per_partition = o.partition;
-  if (auto migrated = lobby::Migrate(conninfo, partitions); !migrated.ok()) {
+  if (auto migrated = lobby::Migrate(
+          {.conninfo = conninfo, .statement_timeout = std::chrono::milliseconds(0)}, partitions);
+      !migrated.ok()) {
     return migrated.status();
   }
   DrainLobby lobby(conninfo, 8);
@@ -292,7 +307,9 @@ Result<Drains> RunDrains(const RetentionBenchOptions& o, const std::string& root
   const lobby::RetentionOptions maintained = Windows(o.partition, 2, 2, 2);
   const auto without = [&](const std::string& name) {
     Periodic maintenance(std::chrono::milliseconds(500), [&] {
-      (void)lobby::EnsurePartitions(conninfo, maintained.partitions, maintained.lock_timeout);
+      (void)lobby::EnsurePartitions(
+          {.conninfo = conninfo, .statement_timeout = std::chrono::milliseconds(0)},
+          maintained.partitions, maintained.lock_timeout);
     });
     return drain(name);
   };
@@ -361,7 +378,10 @@ Result<DropTime> TimeDrop(const std::string& conninfo, uint64_t rows) {
 Result<Drops> RunDrops(const RetentionBenchOptions& o) {
   ScratchDatabase database(o.db, "retention_drop");
   const std::string conninfo = database.conninfo();
-  if (auto migrated = lobby::Migrate(conninfo); !migrated.ok()) return migrated.status();
+  if (auto migrated =
+          lobby::Migrate({.conninfo = conninfo, .statement_timeout = std::chrono::milliseconds(0)});
+      !migrated.ok())
+    return migrated.status();
   pqxx::connection conn(conninfo);
   const uint64_t small_end = 1 + o.drop_small, large_end = small_end + o.drop_large;
   {

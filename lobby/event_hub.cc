@@ -29,9 +29,10 @@ class WakeOnNotify final : public pqxx::notification_receiver {
 
 }  // namespace
 
-EventHub::EventHub(SettlementStore& store, std::string conninfo, EventHubOptions options)
+EventHub::EventHub(SettlementStore& store, pg::ConnectionOptions connection,
+                   EventHubOptions options)
     : store_(store),
-      conninfo_(std::move(conninfo)),
+      connection_(std::move(connection)),
       options_(options),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       pages_(std::make_unique<boost::asio::thread_pool>(
@@ -152,7 +153,9 @@ void EventHub::Run() {
         if (CheckFailpoint("hub.before_listen") == FailAction::kError) {
           throw std::runtime_error("failpoint hub.before_listen");
         }
-        conn = std::make_unique<pqxx::connection>(conninfo_);
+        auto opened = pg::Connect(connection_);
+        if (!opened.ok()) throw std::runtime_error(opened.status().message());
+        conn = std::move(*opened);
         receiver = std::make_unique<WakeOnNotify>(*conn);
       } catch (const std::exception& e) {
         receiver.reset();

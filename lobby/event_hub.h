@@ -48,9 +48,9 @@ class EventSubscriber {
 class EventHub {
  public:
   // `store` must outlive the hub; give the hub a store of its own (1 + page_threads
-  // connections), so subscribers never take the settlements' connections. `conninfo` is used
-  // for the LISTEN connection.
-  EventHub(SettlementStore& store, std::string conninfo, EventHubOptions options = {});
+  // connections), so subscribers never take the settlements' connections. `connection` opens the
+  // LISTEN connection.
+  EventHub(SettlementStore& store, pg::ConnectionOptions connection, EventHubOptions options = {});
   ~EventHub();
   EventHub(const EventHub&) = delete;
   EventHub& operator=(const EventHub&) = delete;
@@ -88,7 +88,7 @@ class EventHub {
   void Wake();
 
   SettlementStore& store_;
-  const std::string conninfo_;
+  const pg::ConnectionOptions connection_;
   const EventHubOptions options_;
   mutable Mutex mu_;
   std::vector<std::weak_ptr<EventSubscriber>> subscribers_ GUARDED_BY(mu_);

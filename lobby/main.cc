@@ -26,6 +26,7 @@
 #include "lobby/readiness.h"
 #include "lobby/retention.h"
 #include "lobby/room_actions.h"
+#include "lobby/schema.h"
 #include "lobby/settlement_service.h"
 #include "lobby/settlement_store.h"
 #include "proto/wire.h"
@@ -46,10 +47,10 @@ struct Flags {
   int threads = ServerOptions{}.http.io_threads;
   int k_factor = StoreOptions{}.k_factor;
   int read_timeout_ms = static_cast<int>(ServerOptions{}.http.read_timeout.count());
-  int lock_timeout_ms = static_cast<int>(StoreOptions{}.lock_timeout.count());
+  int lock_timeout_ms = static_cast<int>(pg::ConnectionOptions{}.lock_timeout.count());
   double coalesce_wait_ms = ServiceOptions{}.coalesce_wait.count() / 1000.0;
   int settle_concurrency = ServiceOptions{}.settle_concurrency;
-  int statement_timeout_ms = static_cast<int>(StoreOptions{}.statement_timeout.count());
+  int statement_timeout_ms = static_cast<int>(pg::ConnectionOptions{}.statement_timeout.count());
   int readiness_interval_ms = static_cast<int>(ReadinessOptions{}.interval.count());
   size_t max_connections = ServerOptions{}.http.max_connections;
   size_t max_subscribers = ServerOptions{}.max_subscribers;
@@ -74,6 +75,19 @@ struct Flags {
   std::string maintenance_interval = cli::FormatDuration(MaintenanceOptions{}.interval);
   bool unsafe_expire_receipts_without_records = false;  // verdict-lobby-testing only
 };
+
+// The database of every command, with the lobby's connection defaults and session settings
+// (lobby/pg/connection.h). `serve` runs every statement under its lock and statement timeouts;
+// an operator's command (migrate, retain, new-epoch, reconcile) may run long statements, and keeps
+// the connect timeout and keepalives, so none can hang on an unreachable database host.
+pg::ConnectionOptions ConnectionFrom(const Flags& flags, bool operator_command) {
+  pg::ConnectionOptions connection;
+  connection.conninfo = flags.db;
+  connection.lock_timeout = std::chrono::milliseconds(flags.lock_timeout_ms);
+  connection.statement_timeout =
+      std::chrono::milliseconds(operator_command ? 0 : flags.statement_timeout_ms);
+  return connection;
+}
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "verdict-lobby: %s\n", message.c_str());
@@ -136,14 +150,14 @@ Result<RetentionOptions> RetentionFrom(const Flags& flags) {
 int RunRetain(const Flags& flags) {
   auto options = RetentionFrom(flags);
   if (!options.ok()) return Fail(options.status().message());
-  auto report = RetainOnce(flags.db, *options);
+  auto report = RetainOnce(ConnectionFrom(flags, true), *options);
   if (!report.ok()) return Fail(report.status().ToString());
   std::printf("retention pass: %s\n", report->ToString().c_str());
   return 0;
 }
 
 int RunNewEpoch(const Flags& flags) {
-  auto epoch = NewEpoch(flags.db);
+  auto epoch = NewEpoch(ConnectionFrom(flags, true));
   if (!epoch.ok()) return Fail(epoch.status().ToString());
   std::printf(
       "the event feed's epoch is now %s: subscribers with an older one are refused "
@@ -156,7 +170,7 @@ int RunMigrate(const Flags& flags) {
   PartitionOptions partitions;
   partitions.events_per_partition = flags.events_per_partition;
   partitions.matches_per_partition = flags.matches_per_partition;
-  auto applied = Migrate(flags.db, partitions);
+  auto applied = Migrate(ConnectionFrom(flags, true), partitions);
   if (!applied.ok()) return Fail(applied.status().ToString());
   std::printf("schema at version %d (%d migration%s and %d function file%s applied)\n",
               ExpectedSchemaVersion(), applied->migrations, applied->migrations == 1 ? "" : "s",
@@ -273,9 +287,8 @@ int RunReconcile(const Flags& flags) {
   auto replicated = ReadListings(flags.replicated_listings, "--replicated");
   if (!replicated.ok()) return Fail(replicated.status().message());
   StoreOptions store_options;
-  store_options.conninfo = flags.db;
+  store_options.connection = ConnectionFrom(flags, true);
   store_options.pool_size = 1;
-  store_options.statement_timeout = std::chrono::milliseconds(0);  // an operator's query
   auto store = OpenSettlementStore(store_options);
   if (!store.ok()) return Fail(store.status().ToString());
   auto rooms = (*store)->RoomsWithoutReceipt(flags.older_than_s);
@@ -422,7 +435,6 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   service_options.coalesce_wait =
       std::chrono::microseconds(static_cast<int64_t>(flags.coalesce_wait_ms * 1000));
   service_options.settle_concurrency = flags.settle_concurrency;
-  service_options.db_workers = flags.db_pool;
   if (service_options.node_tokens.empty()) {
     spdlog::warn("no node tokens configured: every settlement will be refused with 401");
   }
@@ -449,11 +461,9 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   }
 
   StoreOptions store_options;
-  store_options.conninfo = flags.db;
+  store_options.connection = ConnectionFrom(flags, false);
   store_options.pool_size = flags.db_pool;
   store_options.k_factor = flags.k_factor;
-  store_options.lock_timeout = std::chrono::milliseconds(flags.lock_timeout_ms);
-  store_options.statement_timeout = std::chrono::milliseconds(flags.statement_timeout_ms);
   store_options.unsafe_release_before_commit_for_test = flags.unsafe_release_before_commit;
   auto store = OpenSettlementStore(store_options);
   if (!store.ok()) return Fail(store.status().ToString());
@@ -477,12 +487,12 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   // first probe runs before the lobby listens (and logs whether it is ready).
   ReadinessOptions readiness_options;
   readiness_options.interval = std::chrono::milliseconds(flags.readiness_interval_ms);
-  const auto probe = OpenReadinessProbe(store_options, readiness_options.timeout);
+  const auto probe = OpenReadinessProbe(store_options.connection, readiness_options.timeout);
   ReadinessMonitor readiness([&probe] { return probe->Probe(); }, readiness_options);
   readiness.Start();
 
   metrics::Registry registry;
-  EventHub hub(**feed_store, ConnectionString(store_options), hub_options);
+  EventHub hub(**feed_store, store_options.connection, hub_options);
   SettlementService service(**store, &hub, service_options, registry, &readiness);
   server_options.http.io_threads = flags.threads;
   server_options.http.read_timeout = std::chrono::milliseconds(flags.read_timeout_ms);
@@ -491,9 +501,11 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   server_options.subscriber_buffer_bytes = flags.subscriber_buffer_bytes;
   server_options.http.tls_cert_file = flags.tls_cert;
   server_options.http.tls_key_file = flags.tls_key;
-  server_options.db_threads = flags.db_pool;
+  server_options.db_threads = (*store)->workers();
   HttpServer server(server_options, service, hub, registry);
-  Maintenance maintenance(maintenance_options, **store, ConnectionString(store_options), registry);
+  // Retention's statements may run longer than a request's (moving rows out of a DEFAULT
+  // partition); each step runs under the retention's own lock timeout.
+  Maintenance maintenance(maintenance_options, **store, ConnectionFrom(flags, true), registry);
   maintenance.Start();
   hub.Start();
   auto port = server.Start();

@@ -10,11 +10,11 @@ constexpr int kReleasesPerTick = 1000;
 
 }  // namespace
 
-Maintenance::Maintenance(MaintenanceOptions options, SettlementStore& store, std::string conninfo,
-                         metrics::Registry& registry)
+Maintenance::Maintenance(MaintenanceOptions options, SettlementStore& store,
+                         pg::ConnectionOptions connection, metrics::Registry& registry)
     : options_(std::move(options)),
       store_(store),
-      conninfo_(std::move(conninfo)),
+      connection_(std::move(connection)),
       failures_(registry.AddLabeledCounter("verdict_lobby_maintenance_failures_total",
                                            "Maintenance tasks that failed, by task.", "task")),
       dropped_(registry.AddLabeledCounter("verdict_lobby_retention_partitions_dropped_total",
@@ -61,7 +61,7 @@ void Maintenance::Run() {
 
 void Maintenance::Tick(std::chrono::steady_clock::time_point now) {
   const RetentionOptions& retention = options_.retention;
-  if (auto created = EnsurePartitions(conninfo_, retention.partitions, retention.lock_timeout);
+  if (auto created = EnsurePartitions(connection_, retention.partitions, retention.lock_timeout);
       !created.ok()) {
     failures_.Add("partitions");
     spdlog::warn("maintenance: partitions ahead: {}", created.status().ToString());
@@ -88,7 +88,7 @@ void Maintenance::Tick(std::chrono::steady_clock::time_point now) {
   }
   if (options_.retain_every && (!next_retention_ || now >= *next_retention_)) {
     next_retention_ = now + *options_.retain_every;
-    auto report = RetainOnce(conninfo_, retention);
+    auto report = RetainOnce(connection_, retention);
     if (!report.ok()) {
       failures_.Add("retention");
       spdlog::warn("maintenance: retention pass: {}", report.status().ToString());

@@ -16,6 +16,7 @@
 
 #include "common/metrics.h"
 #include "common/mutex.h"
+#include "lobby/pg/connection.h"
 #include "lobby/retention.h"
 #include "lobby/settlement_store.h"
 
@@ -37,8 +38,8 @@ struct MaintenanceOptions {
 
 class Maintenance {
  public:
-  // `store` and `registry` must outlive it. `conninfo` is for the retention's own connections.
-  Maintenance(MaintenanceOptions options, SettlementStore& store, std::string conninfo,
+  // `store` and `registry` must outlive it. `connection` is for the retention's own connections.
+  Maintenance(MaintenanceOptions options, SettlementStore& store, pg::ConnectionOptions connection,
               metrics::Registry& registry);
   ~Maintenance();
   Maintenance(const Maintenance&) = delete;
@@ -55,7 +56,7 @@ class Maintenance {
 
   const MaintenanceOptions options_;
   SettlementStore& store_;
-  const std::string conninfo_;
+  const pg::ConnectionOptions connection_;
   Mutex mu_;
   CondVar wake_{&mu_};
   bool stopping_ GUARDED_BY(mu_) = false;

@@ -4,26 +4,26 @@
 
 #include <spdlog/spdlog.h>
 
+#include "lobby/pg/errors.h"
+
 namespace verdict::lobby {
 namespace {
 
 // SQLSTATE 55P03: the lock timeout, a step for the next pass.
 bool LockNotGranted(const pqxx::sql_error& e) { return e.sqlstate() == "55P03"; }
 
-// Runs `body` on a new connection, translating libpqxx failures: a lost connection or a lock not
-// granted is UNAVAILABLE, anything else INTERNAL.
+// Runs `body` on a new connection (pg::Connect: the lobby's connection defaults and session
+// settings), translating libpqxx failures by pg/errors.h's table.
 template <typename T, typename F>
-Result<T> WithConnection(const std::string& conninfo, const char* what, F body) {
+Result<T> WithConnection(const pg::ConnectionOptions& connection, const char* what, F body) {
+  auto conn = pg::Connect(connection);
+  if (!conn.ok()) return Status(conn.status().code(), what + (": " + conn.status().message()));
   try {
-    pqxx::connection conn(conninfo);
-    return body(conn);
-  } catch (const pqxx::broken_connection& e) {
-    return UnavailableError(std::string(what) + ": cannot reach the database: " + e.what());
-  } catch (const pqxx::sql_error& e) {
-    if (LockNotGranted(e)) return UnavailableError(std::string(what) + ": " + e.what());
-    return InternalError(std::string(what) + ": database error " + e.sqlstate() + ": " + e.what());
+    return body(**conn);
   } catch (const std::exception& e) {
-    return InternalError(std::string(what) + ": " + e.what());
+    const pg::Failure failure = pg::Classify(e, conn->get(), /*committing=*/false);
+    pg::Log(failure, what);
+    return pg::StatusOf(failure, what);
   }
 }
 
@@ -121,18 +121,20 @@ std::string RetentionReport::ToString() const {
                             : "");
 }
 
-Result<int> EnsurePartitions(const std::string& conninfo, const PartitionOptions& options,
+Result<int> EnsurePartitions(const pg::ConnectionOptions& connection,
+                             const PartitionOptions& options,
                              std::chrono::milliseconds lock_timeout) {
-  return WithConnection<int>(conninfo, "partitions", [&](pqxx::connection& conn) {
+  return WithConnection<int>(connection, "partitions", [&](pqxx::connection& conn) {
     return EnsureOn(conn, options, lock_timeout);
   });
 }
 
-Result<RetentionReport> RetainOnce(const std::string& conninfo, const RetentionOptions& o) {
+Result<RetentionReport> RetainOnce(const pg::ConnectionOptions& connection,
+                                   const RetentionOptions& o) {
   if (o.unsafe_expire_receipts_without_records_for_test) {
     spdlog::error("UNSAFE test switch is on: receipts expire without their compact records");
   }
-  return WithConnection<RetentionReport>(conninfo, "retention", [&](pqxx::connection& conn) {
+  return WithConnection<RetentionReport>(connection, "retention", [&](pqxx::connection& conn) {
     RetentionReport report;
     // A step whose locks are not granted in time is left for the next pass.
     const auto step = [&](const char* what, auto&& run) {
@@ -168,8 +170,8 @@ Result<RetentionReport> RetainOnce(const std::string& conninfo, const RetentionO
   });
 }
 
-Result<std::string> NewEpoch(const std::string& conninfo) {
-  return WithConnection<std::string>(conninfo, "new epoch", [&](pqxx::connection& conn) {
+Result<std::string> NewEpoch(const pg::ConnectionOptions& connection) {
+  return WithConnection<std::string>(connection, "new epoch", [&](pqxx::connection& conn) {
     pqxx::work tx(conn);
     const std::string epoch =
         tx.exec1("UPDATE verdict_feed SET epoch = verdict_new_epoch() RETURNING epoch")[0]

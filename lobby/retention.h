@@ -7,7 +7,8 @@
 // transaction, which costs the same however many rows it held, and its tables dropped in others
 // that lock only them (docs/design.md §8); receipts go a batch per transaction.
 //
-// Each call opens a connection of its own, and every transaction in it is short and runs under
+// Each call opens a connection of its own (pg::Connect, with the lobby's connection defaults and
+// session settings), and every transaction in it is short and runs under
 // a lock timeout: a step that cannot get its locks in time (making or dropping a partition needs
 // the family's tables to itself for a moment) gives up until the next pass instead of holding up
 // settlements. It takes them parents first and waits for the first table of the family only
@@ -22,6 +23,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "lobby/pg/connection.h"
 
 namespace verdict::lobby {
 
@@ -70,17 +72,20 @@ struct RetentionReport {
 };
 
 // Creates the partitions the next rows need, and moves rows that landed in a DEFAULT partition
-// into partitions of their own. Returns the number of partitions created. UNAVAILABLE when the
-// database cannot be reached or the locks were not granted in time; INTERNAL otherwise.
-Result<int> EnsurePartitions(const std::string& conninfo, const PartitionOptions& options,
+// into partitions of their own. Returns the number of partitions created. Failures as
+// pg/errors.h translates them: UNAVAILABLE when the database cannot be reached or the locks were
+// not granted in time.
+Result<int> EnsurePartitions(const pg::ConnectionOptions& connection,
+                             const PartitionOptions& options,
                              std::chrono::milliseconds lock_timeout);
 
 // One retention pass: EnsurePartitions, then each kind of data older than its window. A step
 // whose locks are not granted in time is skipped (counted in steps_skipped); any other failure
 // ends the pass with its error (what was done before stays done).
-Result<RetentionReport> RetainOnce(const std::string& conninfo, const RetentionOptions& options);
+Result<RetentionReport> RetainOnce(const pg::ConnectionOptions& connection,
+                                   const RetentionOptions& options);
 
 // Gives the event feed a new random epoch (the restore procedure); returns it.
-Result<std::string> NewEpoch(const std::string& conninfo);
+Result<std::string> NewEpoch(const pg::ConnectionOptions& connection);
 
 }  // namespace verdict::lobby

@@ -12,7 +12,7 @@ SettlementScheduler::SettlementScheduler(BatchSettler& settler, const ServiceOpt
       coalesce_wait_(options.coalesce_wait),
       settle_concurrency_(options.settle_concurrency),
       max_batch_rooms_(options.max_batch_rooms),
-      db_workers_(options.db_workers),
+      db_workers_(settler.workers()),
       clock_(options.clock ? options.clock : SystemClock::Default()),
       unsafe_ignore_room_turns_(options.unsafe_ignore_room_turns_for_test),
       coalesced_(registry.AddCounter(

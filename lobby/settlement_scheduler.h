@@ -33,6 +33,8 @@ class BatchSettler {
   virtual ~BatchSettler() = default;
   virtual std::vector<Result<SettleOutcome>> SettleBattles(
       const std::vector<SettleRequest>& requests, bool wait, Cancellation* cancel) = 0;
+  // How many of those calls can run at once: the store's DB workers (SettlementStore::workers).
+  virtual int workers() const = 0;
 };
 
 class SettlementScheduler {
@@ -53,7 +55,8 @@ class SettlementScheduler {
   };
 
   // Takes the group commit's settings from `options`: coalesce_wait, settle_concurrency,
-  // max_batch_rooms, db_workers, clock and unsafe_ignore_room_turns_for_test. `settler` and
+  // max_batch_rooms, clock and unsafe_ignore_room_turns_for_test; the transactions at once without
+  // coalescing from `settler.workers()`. `settler` and
   // `options.clock` must outlive the scheduler. `registry` gets its metrics; the rooms-in-turn
   // gauge reads the scheduler, so render the registry only while the scheduler lives.
   SettlementScheduler(BatchSettler& settler, const ServiceOptions& options,

@@ -210,6 +210,8 @@ class StoreCommitter final : public BatchSettler {
  public:
   StoreCommitter(SettlementStore& store, EventHub* hub) : store_(store), hub_(hub) {}
 
+  int workers() const override { return store_.workers(); }
+
   std::vector<Result<SettleOutcome>> SettleBattles(const std::vector<SettleRequest>& requests,
                                                    bool wait, Cancellation* cancel) override {
     std::vector<Result<SettleOutcome>> outcomes = store_.SettleBattles(requests, wait, cancel);

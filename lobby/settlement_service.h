@@ -54,13 +54,10 @@ struct ServiceOptions {
   // `max_batch_rooms` ready rooms, and one that finds fewer waits up to `coalesce_wait` for
   // more while another transaction is running (with none running it starts at once). A zero wait
   // turns coalescing off: each request's rooms then settle in their own transaction, up to one per
-  // DB worker. Default: 2 ms, 4, 256.
+  // DB worker (the store's workers()). Default: 2 ms, 4, 256.
   std::chrono::microseconds coalesce_wait{2000};
   int settle_concurrency = 4;
   size_t max_batch_rooms = 256;
-  // DB workers (the HTTP server's pool): without coalescing, the transactions at once.
-  // Default: the store's pool size (8), one connection per worker.
-  int db_workers = StoreOptions{}.pool_size;
   // Times the group commit's wait (its monotonic reading); tests give a FakeClock. Not owned.
   // Default: the system clock.
   const Clock* clock = SystemClock::Default();

@@ -1,10 +1,10 @@
-// SettlementStore: the lobby's PostgreSQL adapter. It owns a pool of connections (one per DB
-// worker), runs allocation and settlement as the one-statement functions of sql/, reads the
-// event feed, and translates libpqxx errors into Status: UNAVAILABLE for anything a retry may
-// fix, INTERNAL for an error the same call would meet again. Every statement runs under a lock
-// timeout and a statement timeout on a connection with TCP keepalives, so no call can hold its
-// worker indefinitely. Every call blocks: call it from DB worker threads, never from I/O threads.
-// Thread-safe.
+// SettlementStore: the lobby's PostgreSQL adapter. It runs allocation and settlement as the
+// functions of sql/functions/ on a pool of connections (lobby/pg/pool.h, one per DB worker),
+// reads the event feed, and answers Status: what each failure means is pg/errors.h's table,
+// UNAVAILABLE for anything a retry may fix, INTERNAL for an error the same call would meet again.
+// Every statement runs under a lock timeout and a statement timeout on a connection with TCP
+// keepalives (lobby/pg/connection.h), so no call can hold its worker indefinitely. Every call
+// blocks: call it from DB worker threads, never from I/O threads. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -17,18 +17,16 @@
 
 #include "common/status.h"
 #include "lobby/cancellation.h"
-#include "lobby/retention.h"
+#include "lobby/pg/connection.h"
 #include "verdict/v1/verdict.pb.h"
 
 namespace verdict::lobby {
 
 struct StoreOptions {
-  // libpq connection string; empty means libpq's PG* environment variables. With a primary
-  // and standbys, name them all and ask for the writable one
-  // (`host=a,b port=5432,5432 target_session_attrs=read-write`): every new connection then
-  // finds whichever is the primary now. Default: "".
-  std::string conninfo;
-  // Connections in the pool (one per DB worker).
+  // The database, and the connection defaults and session settings of every connection
+  // (lobby/pg/connection.h).
+  pg::ConnectionOptions connection;
+  // Connections in the pool, one per DB worker: the number of DB workers (workers()).
   // Default: 8.
   int pool_size = 8;
   // How long a call waits for a free connection before answering UNAVAILABLE.
@@ -37,19 +35,6 @@ struct StoreOptions {
   // Elo K factor.
   // Default: 32.
   int k_factor = 32;
-  // How long a statement may wait for a lock (a room held by another session, say) before it
-  // fails with UNAVAILABLE. 0 disables it. Default: 2 s.
-  std::chrono::milliseconds lock_timeout{2000};
-  // How long any statement may run before it is cancelled with UNAVAILABLE. 0 disables it.
-  // Default: 5 s.
-  std::chrono::milliseconds statement_timeout{5000};
-  // TCP keepalives on every connection, so a database host that vanished without closing the
-  // connection is noticed: first probe after this idle time, then `keepalive_interval` apart,
-  // given up after `keepalive_count` unanswered. Ignored for Unix-domain sockets.
-  // Default: 10 s, 5 s, 3.
-  int keepalive_idle_s = 10;
-  int keepalive_interval_s = 5;
-  int keepalive_count = 3;
 
   // Test-only negative control, set by verdict-lobby-testing only: release the players'
   // in_battle in a transaction of its own before settling (P5 off).
@@ -76,7 +61,7 @@ enum class SettleStatus {
   kBusy,                 // (not waiting for locks) another transaction holds the room: not tried
   kOriginalExpired,      // settled long ago: only the compact record of its settlement is left
 };
-// The status a row of verdict_settle_batch answers ('settled', 'duplicate', 'room_unknown',
+// The status of a room a settlement answers ('settled', 'duplicate', 'room_unknown',
 // 'outcome_conflict', 'idempotency_mismatch', 'roster_mismatch', 'busy', 'original_expired');
 // INTERNAL naming it for any other, which this binary does not know (never a guess: a node
 // dead-letters on a final refusal).
@@ -158,6 +143,9 @@ class SettlementStore {
  public:
   virtual ~SettlementStore() = default;
 
+  // The connections of its pool: how many DB workers can use it at once.
+  virtual int workers() const = 0;
+
   // Allocates a validated room (see RoomAllocation rules in the service).
   virtual Result<AllocateOutcome> AllocateRoom(const v1::RoomAllocation& allocation) = 0;
 
@@ -190,7 +178,9 @@ class SettlementStore {
   // Releases the room's players and marks it pending (sql/functions/verdict_release_room.sql).
   virtual Result<ReleaseOutcome> ReleaseRoom(uint64_t room_id) = 0;
   // Releases up to `limit` rooms allocated more than `older_than_s` seconds ago that are not
-  // released yet, oldest first; returns how many.
+  // released yet, oldest first, each in a statement of its own; a room another transaction holds
+  // (its row, or one of its players') is passed over until the next call. Returns how many it
+  // released.
   virtual Result<int> ReleaseRoomsOlderThan(int64_t older_than_s, int limit) = 0;
   // Seconds since the oldest room without a receipt was allocated (0 when there is none).
   virtual Result<double> OldestUnsettledAllocationAge() = 0;
@@ -228,7 +218,8 @@ Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions&
 class ReadinessProbe {
  public:
   virtual ~ReadinessProbe() = default;
-  // OK if the database takes writes (not a standby), has the schema this binary needs, and
+  // OK if the database takes writes (not a standby), serves the schema this binary needs (its
+  // version and every function file's checksum, pg::CheckSchema), and
   // commits a transaction that needs a fresh page of storage in the database's default
   // tablespace: a full data disk fails it, as it fails settlements. Otherwise UNAVAILABLE (or
   // FAILED_PRECONDITION for the schema) saying why, in words fit for any client (see
@@ -236,31 +227,9 @@ class ReadinessProbe {
   virtual Status Probe() = 0;
 };
 
-// A probe on `options`' database whose statements each run under `timeout` (as lock and
+// A probe on `connection`'s database whose statements each run under `timeout` (as lock and
 // statement timeout), so that none outlasts it by much.
-std::unique_ptr<ReadinessProbe> OpenReadinessProbe(const StoreOptions& options,
+std::unique_ptr<ReadinessProbe> OpenReadinessProbe(const pg::ConnectionOptions& connection,
                                                    std::chrono::milliseconds timeout);
-
-// `options.conninfo` with this lobby's connection defaults (connect timeout, TCP keepalives)
-// added where it sets none of its own; key=value strings and postgresql:// URIs both work.
-std::string ConnectionString(const StoreOptions& options);
-
-// What one Migrate applied.
-struct MigrateReport {
-  int migrations = 0;  // numbered migrations (sql/NNN_*.sql)
-  int functions = 0;   // function files (sql/functions/*.sql) new or changed since last applied
-};
-
-// Brings `conninfo`'s database to the schema this binary embeds, in one transaction under an
-// advisory lock (so concurrent runs are safe: the second finds nothing left to do): the numbered
-// migrations it lacks, in version order, then every function file whose sha256 differs from the
-// one recorded when it was last applied (verdict_schema_functions), in name order. Then makes the
-// partitions the next rows need (EnsurePartitions, with `partitions`). FAILED_PRECONDITION if the
-// database has a newer schema, or migrations this binary does not have under their numbers (a
-// pre-release schema).
-Result<MigrateReport> Migrate(const std::string& conninfo, const PartitionOptions& partitions = {});
-
-// The schema version this binary expects (the highest embedded migration).
-int ExpectedSchemaVersion();
 
 }  // namespace verdict::lobby

@@ -1,8 +1,9 @@
--- The third part of verdict_settle_batch: p_verdicts, with each 'settle' room whose players are
--- not all locked by this call turned 'busy' (without p_wait; with it, the verdicts as they are,
--- and the write waits for the players). The players are those given for the room, which the check
--- found to be its seats. SKIP LOCKED waits for nothing, so it adds no deadlock; the write's own
--- FOR UPDATE of these players then finds them held by its own transaction.
+-- The third part of verdict_settle_prepare: locks the players of every 'settle' room, in player-id
+-- order (the global lock order of verdict_settle_prepare), and returns p_verdicts. With p_wait it
+-- waits for them (under the caller's lock_timeout). Without, it takes what it can at once (SKIP
+-- LOCKED waits for nothing, so it adds no deadlock) and turns each 'settle' room whose players are
+-- not all locked by this call 'busy'. The players are those given for the room, which the check
+-- found to be its seats; their ratings are read under these locks, and written under them.
 CREATE OR REPLACE FUNCTION verdict_settle_lock_players(
   p_verdicts text[], p_room_ids bigint[], p_player_rooms bigint[], p_player_ids bigint[],
   p_wait boolean)
@@ -12,12 +13,16 @@ DECLARE
   v_locked bigint[];  -- their players this call locked
   v_busy bigint[];
 BEGIN
-  IF p_wait THEN
-    RETURN p_verdicts;
-  END IF;
   SELECT array_agg(p_room_ids[i]) INTO v_settle
   FROM generate_subscripts(p_room_ids, 1) i WHERE p_verdicts[i] = 'settle';
   IF v_settle IS NULL THEN
+    RETURN p_verdicts;
+  END IF;
+  IF p_wait THEN
+    PERFORM 1 FROM players p WHERE p.player_id IN (
+      SELECT x.pid FROM unnest(p_player_rooms, p_player_ids) AS x(room, pid)
+      WHERE x.room = ANY (v_settle))
+    ORDER BY p.player_id FOR UPDATE;
     RETURN p_verdicts;
   END IF;
   SELECT coalesce(array_agg(l.player_id), '{}') INTO v_locked FROM (
@@ -25,14 +30,14 @@ BEGIN
       SELECT x.pid FROM unnest(p_player_rooms, p_player_ids) AS x(room, pid)
       WHERE x.room = ANY (v_settle))
     ORDER BY p.player_id FOR UPDATE SKIP LOCKED) l;
-  -- Each room's players are distinct and its own, so all are locked when the counts agree.
-  IF cardinality(v_locked) =
-     (SELECT count(*) FROM unnest(p_player_rooms) AS r(room) WHERE r.room = ANY (v_settle)) THEN
-    RETURN p_verdicts;
-  END IF;
+  -- A player may be in two rooms of the call (a released room and the player's next one), so
+  -- every room's players are all locked exactly when no player of any is missing.
   SELECT array_agg(DISTINCT x.room) INTO v_busy
   FROM unnest(p_player_rooms, p_player_ids) AS x(room, pid)
-  WHERE x.room = ANY (v_settle) AND x.pid NOT IN (SELECT unnest(v_locked));
+  WHERE x.room = ANY (v_settle) AND x.pid <> ALL (v_locked);
+  IF v_busy IS NULL THEN
+    RETURN p_verdicts;
+  END IF;
   RETURN (SELECT array_agg(CASE WHEN x.verdict = 'settle' AND x.room_id = ANY (v_busy)
                                 THEN 'busy' ELSE x.verdict END ORDER BY x.i)
           FROM unnest(p_room_ids, p_verdicts) WITH ORDINALITY AS x(room_id, verdict, i));

@@ -544,7 +544,7 @@ class FaultSuite : public ::testing::Test {
              (elapsed < 30s && tally_.terminated_mid_settlement == mid_settlement_before);
     };
     for (int round = 0; going_on(); ++round) {
-      const std::string settling = "state = 'active' AND query LIKE '%verdict_settle_batch%'";
+      const std::string settling = "state = 'active' AND query LIKE '%verdict_settle_%'";
       const pqxx::result ended = pqxx::nontransaction(admin).exec(
           "SELECT pg_terminate_backend(pid), " + settling +
           " FROM pg_stat_activity WHERE datname = current_database() AND application_name = '" +

@@ -135,6 +135,26 @@ InvariantReport CheckOnce(pqxx::connection& conn, const v1::OutboxListing& listi
             (coalesce(m.games, 0), coalesce(m.wins, 0), coalesce(m.losses, 0),
              coalesce(m.draws, 0), 1500 + coalesce(m.delta, 0)::integer))",
                       "P2: counters differ from the settled matches", &report);
+  // The chain: each player's matches, in match order (a player is in one transaction at a time,
+  // under its row lock, so a later match has the larger id), start where the one before ended,
+  // the first at 1500, and the last ends at the player's rating. Two matches of one player in one
+  // transaction (a released room and the next one) must both be in it.
+  EachRowIsAViolation(tx, R"(
+      SELECT 'player ' || c.player_id,
+             format('match %s starts at %s, the match before it ended at %s', c.match_id,
+                    c.elo_before, c.before)
+      FROM (SELECT player_id, match_id, elo_before,
+                   lag(elo_after, 1, 1500) OVER (PARTITION BY player_id ORDER BY match_id) AS before
+            FROM match_players) c
+      WHERE c.elo_before <> c.before
+      UNION ALL
+      SELECT 'player ' || p.player_id,
+             format('the last match ends at %s, the player has %s', l.elo_after, p.elo)
+      FROM players p
+      JOIN LATERAL (SELECT elo_after FROM match_players m WHERE m.player_id = p.player_id
+                    ORDER BY m.match_id DESC LIMIT 1) l ON true
+      WHERE l.elo_after <> p.elo)",
+                      "P2: a player's Elo chain is broken", &report);
   EachRowIsAViolation(tx, R"(
       SELECT 'match ' || match_id, 'Elo changes sum to ' || sum(elo_after - elo_before)
       FROM match_players GROUP BY match_id HAVING sum(elo_after - elo_before) <> 0)",

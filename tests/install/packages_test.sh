@@ -30,7 +30,7 @@ expect_file "$lobby" ./usr/lib/systemd/system/verdict-lobby-retain.service
 expect_file "$lobby" ./usr/lib/systemd/system/verdict-lobby-retain.timer
 expect_file "$lobby" ./etc/verdict/lobby.conf
 expect_file "$lobby" ./usr/share/verdict/sql/001_baseline.sql
-expect_file "$lobby" ./usr/share/verdict/sql/functions/verdict_settle_batch.sql
+expect_file "$lobby" ./usr/share/verdict/sql/functions/verdict_settle_prepare.sql
 expect_file "$lobby" ./usr/share/verdict/prometheus/verdict.rules.yml
 expect_file "$lobby" ./usr/share/verdict/grafana/verdict-dashboard.json
 expect_field "$lobby" Depends '(^|, )adduser(,|$)'

@@ -12,7 +12,8 @@
 
 #include <pqxx/pqxx>
 
-#include "lobby/settle_batch_call.h"
+#include "lobby/pg/array_literal.h"
+#include "lobby/settle_calls.h"
 #include "tests/lobby/lobby_fixture.h"
 
 namespace verdict::testing {
@@ -382,57 +383,102 @@ class PlanCollector final : public pqxx::errorhandler {
 // The write (sql/functions/verdict_settle_write.sql) takes the match players it inserted from
 // the insert itself, so the players' update and the events read no match_players back. (When an
 // earlier write read them back, how it did hung on match_players.match_id's statistics, and stale
-// ones made each call scan the whole table.) A call of 64 rooms made straight to
-// verdict_settle_batch, its nested plans collected with auto_explain: match_players appears only as
-// the insert's target.
+// ones made each call scan the whole table.) The two statements of a settlement of 64 rooms, made
+// straight to verdict_settle_prepare and verdict_settle_write in one transaction, with the ratings
+// the lobby would compute (two teams of players new to the ladder: 1500, moving 16), their nested
+// plans collected with auto_explain: match_players appears only as the insert's target.
 TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
   constexpr int kRooms = 64;
   for (uint64_t room = 1; room <= kRooms; ++room) MustAllocate(lobby->port(), room);
 
+  using lobby::pg::ArrayLiteral;
+  ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints;
+  ArrayLiteral player_rooms, ids, teams, stats, scores, disconnected, results, before, after, games,
+      wins, losses, draws;
+  for (uint64_t room = 1; room <= kRooms; ++room) {
+    const v1::BattleResult r = MakeResult(room);
+    rooms.Add(room);
+    nodes.AddText("node-a");
+    outcomes.AddText("SETTLED");
+    winners.Add(1);
+    suspects.Add(false);
+    ended.Add(r.ended_at_ms());
+    replays.AddText("replays/x");
+    reasons.AddText("");
+    prints.AddHexBytes(std::string(64, 'a'));
+    for (const v1::PlayerResult& p : r.players()) {
+      const bool won = p.team() == 1;
+      player_rooms.Add(room);
+      ids.Add(p.player_id());
+      teams.Add(p.team());
+      stats.Add(1);
+      scores.Add(100);
+      disconnected.Add(false);
+      results.AddText(won ? "win" : "loss");
+      before.Add(1500);
+      after.Add(won ? 1516 : 1484);
+      games.Add(1);
+      wins.Add(won ? 1 : 0);
+      losses.Add(won ? 0 : 1);
+      draws.Add(0);
+    }
+  }
+  decltype(lobby::kSettlePrepare)::Args prepare;
+  const auto quoted = [](const ArrayLiteral& a) { return "'" + a.str() + "'"; };
+  prepare[lobby::kSettlePrepare["p_room_ids"]] = quoted(rooms);
+  prepare[lobby::kSettlePrepare["p_node_ids"]] = quoted(nodes);
+  prepare[lobby::kSettlePrepare["p_outcomes"]] = quoted(outcomes);
+  prepare[lobby::kSettlePrepare["p_fingerprints"]] = quoted(prints);
+  prepare[lobby::kSettlePrepare["p_player_rooms"]] = quoted(player_rooms);
+  prepare[lobby::kSettlePrepare["p_player_ids"]] = quoted(ids);
+  prepare[lobby::kSettlePrepare["p_teams"]] = quoted(teams);
+  prepare[lobby::kSettlePrepare["p_wait"]] = "true";
+  decltype(lobby::kSettleWrite)::Args write;
+  write[lobby::kSettleWrite["p_room_ids"]] = quoted(rooms);
+  write[lobby::kSettleWrite["p_node_ids"]] = quoted(nodes);
+  write[lobby::kSettleWrite["p_outcomes"]] = quoted(outcomes);
+  write[lobby::kSettleWrite["p_winner_teams"]] = quoted(winners);
+  write[lobby::kSettleWrite["p_suspects"]] = quoted(suspects);
+  write[lobby::kSettleWrite["p_ended_at_ms"]] = quoted(ended);
+  write[lobby::kSettleWrite["p_replay_paths"]] = quoted(replays);
+  write[lobby::kSettleWrite["p_abort_reasons"]] = quoted(reasons);
+  write[lobby::kSettleWrite["p_fingerprints"]] = quoted(prints);
+  write[lobby::kSettleWrite["p_player_rooms"]] = quoted(player_rooms);
+  write[lobby::kSettleWrite["p_player_ids"]] = quoted(ids);
+  write[lobby::kSettleWrite["p_teams"]] = quoted(teams);
+  write[lobby::kSettleWrite["p_kills"]] = quoted(stats);
+  write[lobby::kSettleWrite["p_deaths"]] = quoted(stats);
+  write[lobby::kSettleWrite["p_assists"]] = quoted(stats);
+  write[lobby::kSettleWrite["p_scores"]] = quoted(scores);
+  write[lobby::kSettleWrite["p_disconnected"]] = quoted(disconnected);
+  write[lobby::kSettleWrite["p_results"]] = quoted(results);
+  write[lobby::kSettleWrite["p_elo_before"]] = quoted(before);
+  write[lobby::kSettleWrite["p_elo_after"]] = quoted(after);
+  write[lobby::kSettleWrite["p_rated_players"]] = quoted(ids);
+  write[lobby::kSettleWrite["p_final_elo"]] = quoted(after);
+  write[lobby::kSettleWrite["p_games"]] = quoted(games);
+  write[lobby::kSettleWrite["p_wins"]] = quoted(wins);
+  write[lobby::kSettleWrite["p_losses"]] = quoted(losses);
+  write[lobby::kSettleWrite["p_draws"]] = quoted(draws);
+  write[lobby::kSettleWrite["p_attempt_id"]] = "7";
+
   auto conn = db_->Connect();
   PlanCollector collector(*conn);
-  pqxx::nontransaction tx(*conn);
+  pqxx::work tx(*conn);
   tx.exec(
       "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0;"
       " SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice;"
       " SET client_min_messages = notice");
-  lobby::SettleBatchArgs args;
-  args[lobby::SettleBatchArg("p_room_ids")] = "r.rooms";
-  args[lobby::SettleBatchArg("p_node_ids")] = "array_fill('node-a'::text, ARRAY[r.n])";
-  args[lobby::SettleBatchArg("p_outcomes")] = "array_fill('SETTLED'::text, ARRAY[r.n])";
-  args[lobby::SettleBatchArg("p_winner_teams")] = "array_fill(1::smallint, ARRAY[r.n])";
-  args[lobby::SettleBatchArg("p_suspects")] = "array_fill(false, ARRAY[r.n])";
-  args[lobby::SettleBatchArg("p_ended_at_ms")] = "array_fill(1700000000000::bigint, ARRAY[r.n])";
-  args[lobby::SettleBatchArg("p_replay_paths")] = "array_fill('replays/x'::text, ARRAY[r.n])";
-  args[lobby::SettleBatchArg("p_abort_reasons")] = "array_fill(''::text, ARRAY[r.n])";
-  args[lobby::SettleBatchArg("p_fingerprints")] =
-      "array_fill(decode(repeat('ab', 32), 'hex'), ARRAY[r.n])";
-  args[lobby::SettleBatchArg("p_player_rooms")] = "p.rooms";
-  args[lobby::SettleBatchArg("p_player_ids")] = "p.ids";
-  args[lobby::SettleBatchArg("p_teams")] = "p.teams";
-  args[lobby::SettleBatchArg("p_kills")] = "p.ones";
-  args[lobby::SettleBatchArg("p_deaths")] = "p.ones";
-  args[lobby::SettleBatchArg("p_assists")] = "p.ones";
-  args[lobby::SettleBatchArg("p_scores")] = "p.scores";
-  args[lobby::SettleBatchArg("p_disconnected")] = "p.disconnected";
-  args[lobby::SettleBatchArg("p_k_factor")] = "32";
-  args[lobby::SettleBatchArg("p_attempt_id")] = "7";
-  args[lobby::SettleBatchArg("p_wait")] = "true";
-  const pqxx::result settled = tx.exec(R"sql(
-    SELECT count(*) FROM
-      (SELECT array_agg(room_id ORDER BY room_id) AS rooms, count(*)::int AS n FROM battle_rooms) r,
-      LATERAL (SELECT array_agg(room_id ORDER BY room_id, player_id) AS rooms,
-                      array_agg(player_id ORDER BY room_id, player_id) AS ids,
-                      array_agg(team ORDER BY room_id, player_id) AS teams,
-                      array_agg(1 ORDER BY room_id, player_id) AS ones,
-                      array_agg(100::bigint ORDER BY room_id, player_id) AS scores,
-                      array_agg(false ORDER BY room_id, player_id) AS disconnected
-               FROM battle_room_seats) p,
-      LATERAL )sql" + lobby::SettleBatchCall(args) +
-                                       " s WHERE s.status = 'settled'");
-  ASSERT_EQ(settled[0][0].as<int>(), kRooms);
+  ASSERT_EQ(tx.exec("SELECT * FROM " + lobby::kSettlePrepare.Call(prepare) +
+                    " WHERE status = 'settle' AND player_id IS NULL")
+                .size(),
+            static_cast<size_t>(kRooms));
+  collector.plans.clear();  // the write's plans from here
+  ASSERT_EQ(tx.exec("SELECT * FROM " + lobby::kSettleWrite.Call(write)).size(),
+            static_cast<size_t>(kRooms));
+  tx.commit();
 
   // The collector saw the write's plans, and in them match_players only as the insert's target.
   const auto count = [&](const std::string& what) {
@@ -447,7 +493,7 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   EXPECT_EQ(count("Insert on match_players"), 1u) << collector.plans;
   EXPECT_EQ(count(" on match_players"), 1u) << "a plan reads match_players:\n" << collector.plans;
 
-  // What was written is what 007 wrote: each player rated once, released, and each event
+  // What was written is what was given: each player rated once, released, and each event
   // listing its match's players in id order with their match rows' values.
   EXPECT_EQ(Q("SELECT count(*) FROM match_players"), std::to_string(kRooms * 10));
   EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");

@@ -60,6 +60,12 @@ class LobbyFixture : public ::testing::Test {
                     wire::EncodeBody(a, wire::BodyFormat::kJson).value());
   }
 
+  // POST /v1/rooms of `a`, as the admin.
+  HttpResponse AllocateRoster(uint16_t port, const v1::RoomAllocation& a) {
+    return HttpCall(port, "POST", "/v1/rooms", JsonHeaders("admin-token"),
+                    wire::EncodeBody(a, wire::BodyFormat::kJson).value());
+  }
+
   void MustAllocate(uint16_t port, uint64_t room_id, const std::string& node = "node-a") {
     const HttpResponse r = Allocate(port, room_id, node);
     ASSERT_EQ(r.status, 201) << r.body << r.error;

@@ -35,7 +35,7 @@ using LobbyResilienceTest = LobbyFixture;
 std::string SettlementsWaitingForALock(const std::function<std::string(std::string)>& q) {
   return q(
       "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
-      "wait_event_type = 'Lock' AND query LIKE '%FROM verdict_settle_batch(%'");
+      "wait_event_type = 'Lock' AND query LIKE '%FROM verdict_settle_prepare(%'");
 }
 
 // Waits up to 10 s for `condition`.
@@ -239,7 +239,7 @@ TEST_F(LobbyResilienceTest, BackendTerminatedMidSettlementIs503ThenSettlesOnce) 
   ASSERT_TRUE(WaitFor([&] { return SettlementsWaitingForALock(q) == "1"; }));
   EXPECT_EQ(
       Q("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-        "WHERE datname = current_database() AND query LIKE '%FROM verdict_settle_batch(%' AND "
+        "WHERE datname = current_database() AND query LIKE '%FROM verdict_settle_prepare(%' AND "
         "wait_event_type = 'Lock') t"),
       "1");
   attempt.join();
@@ -522,10 +522,10 @@ TEST(LobbyCommitUnknownTest, ConnectionLostAfterCommitIsAnsweredAsThisRequestsSe
     return q("SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query LIKE '%" +
              statement + "%'");
   };
-  const std::string settling =
-      WaitFor([&] { return !waiting_for_standby("verdict_settle_batch").empty(); })
-          ? waiting_for_standby("verdict_settle_batch")
-          : std::string();
+  // The settlement's transaction waits in its COMMIT (the last statement it sent).
+  const std::string settling = WaitFor([&] { return !waiting_for_standby("COMMIT").empty(); })
+                                   ? waiting_for_standby("COMMIT")
+                                   : std::string();
   // Cut the waiting backend's connection: PostgreSQL finishes the local commit and sends the
   // client nothing more. The lobby reads the receipt back and waits for the standby again, on
   // another backend; only then let commits through.

@@ -618,7 +618,7 @@ TEST_F(LobbyTest, UnmigratedDatabaseMakesSettlementsWaitNotFail) {
   const std::string name =
       Q("SELECT name FROM verdict_schema_migrations WHERE version = " + version);
   db_->Exec("DELETE FROM verdict_schema_migrations WHERE version = " + version +
-            "; ALTER FUNCTION verdict_settle_batch RENAME TO test_settle_batch_moved");
+            "; ALTER FUNCTION verdict_settle_prepare RENAME TO test_settle_prepare_moved");
   const DbSnapshot before = Snapshot();
   const HttpResponse waiting = Settle(lobby->port(), MakeResult(34));
   ExpectProblem(waiting, 503, "UNAVAILABLE", true);
@@ -631,7 +631,7 @@ TEST_F(LobbyTest, UnmigratedDatabaseMakesSettlementsWaitNotFail) {
             name + "')");
   ExpectProblem(Settle(lobby->port(), MakeResult(34)), 500, "INTERNAL", false);
 
-  db_->Exec("ALTER FUNCTION test_settle_batch_moved RENAME TO verdict_settle_batch");
+  db_->Exec("ALTER FUNCTION test_settle_prepare_moved RENAME TO verdict_settle_prepare");
   ASSERT_EQ(Settle(lobby->port(), MakeResult(34)).status, 200);
 }
 
@@ -864,13 +864,13 @@ TEST_F(LobbyTest, ConcurrentMigrationsBothSucceedAndNewerSchemaIsRefused) {
   EXPECT_NE(refused.exit_code, 0);
 }
 
-// The migrated schema carries no test-only switch: one verdict_settle_batch, without the
+// The migrated schema carries no test-only switch: one verdict_settle_prepare, without the
 // parameter that skipped its guard, and no function of the lobby's sleeps.
 TEST_F(LobbyTest, MigratedSettlementHasNoTestSwitch) {
   const std::string switched =
       "SELECT count(*) FROM pg_proc WHERE proname LIKE 'verdict%' "
       "AND ('p_unsafe_skip_guard' = ANY (proargnames) OR prosrc LIKE '%pg_sleep%')";
-  EXPECT_EQ(Q("SELECT count(*) FROM pg_proc WHERE proname = 'verdict_settle_batch'"), "1");
+  EXPECT_EQ(Q("SELECT count(*) FROM pg_proc WHERE proname = 'verdict_settle_prepare'"), "1");
   EXPECT_EQ(Q(switched), "0");
   // Negative control: the test-only settlement is what the query finds.
   db_->Exec(kUnguardedSettleSql);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "lobby/retention.h"
+#include "lobby/schema.h"
 #include "lobby/settlement_store.h"
 #include "tests/support/test_database.h"
 #include "tests/support/wait.h"
@@ -39,7 +40,9 @@ class PartitionLockTest : public ::testing::Test {
   void SetUp() override {
     VERDICT_NEED_DATABASE();
     db_ = std::make_unique<TestDatabase>();
-    const auto migrated = lobby::Migrate(db_->conninfo(), SmallPartitions());
+    const auto migrated = lobby::Migrate(
+        {.conninfo = db_->conninfo(), .statement_timeout = std::chrono::milliseconds(0)},
+        SmallPartitions());
     ASSERT_TRUE(migrated.ok()) << migrated.status().ToString();
   }
 
@@ -65,7 +68,9 @@ class PartitionLockTest : public ::testing::Test {
   // Runs EnsurePartitions in another session; returns once it is waiting for a lock or done.
   std::future<Result<int>> EnsureInTheBackground() {
     auto step = std::async(std::launch::async, [conninfo = db_->conninfo()] {
-      return lobby::EnsurePartitions(conninfo, SmallPartitions(), kLongLockTimeout);
+      return lobby::EnsurePartitions(
+          {.conninfo = conninfo, .statement_timeout = std::chrono::milliseconds(0)},
+          SmallPartitions(), kLongLockTimeout);
     });
     EXPECT_TRUE(WaitUntil(
         [&] { return step.wait_for(0s) == std::future_status::ready || LockWaiters() > 0; }, 30s))
@@ -135,7 +140,9 @@ TEST_F(PartitionLockTest, AReaderOfTwoHistoryTablesIsNotDeadlockedByANewPartitio
   EXPECT_TRUE(first.ok() || first.status().code() == StatusCode::kUnavailable)
       << first.status().ToString();
 
-  const Result<int> next = lobby::EnsurePartitions(db_->conninfo(), SmallPartitions(), 10s);
+  const Result<int> next = lobby::EnsurePartitions(
+      {.conninfo = db_->conninfo(), .statement_timeout = std::chrono::milliseconds(0)},
+      SmallPartitions(), 10s);
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM matches"), "1");
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM match_players"), "1");
@@ -156,7 +163,8 @@ TEST_F(PartitionLockTest, AReaderOfTwoHistoryTablesIsNotDeadlockedByADrop) {
   pqxx::work reader(*reader_conn);
   reader.exec("SELECT count(*) FROM match_players");
   auto pass = std::async(std::launch::async, [&, conninfo = db_->conninfo()] {
-    return lobby::RetainOnce(conninfo, options);
+    return lobby::RetainOnce(
+        {.conninfo = conninfo, .statement_timeout = std::chrono::milliseconds(0)}, options);
   });
   ASSERT_TRUE(WaitUntil(
       [&] { return pass.wait_for(0s) == std::future_status::ready || LockWaiters() > 0; }, 30s))
@@ -172,7 +180,8 @@ TEST_F(PartitionLockTest, AReaderOfTwoHistoryTablesIsNotDeadlockedByADrop) {
   EXPECT_EQ(first->history_partitions_dropped + first->steps_skipped, 1) << first->ToString();
 
   if (first->history_partitions_dropped == 0) {
-    const auto next = lobby::RetainOnce(db_->conninfo(), options);
+    const auto next = lobby::RetainOnce(
+        {.conninfo = db_->conninfo(), .statement_timeout = std::chrono::milliseconds(0)}, options);
     ASSERT_TRUE(next.ok()) << next.status().ToString();
     EXPECT_EQ(next->history_partitions_dropped, 1) << next->ToString();
   }

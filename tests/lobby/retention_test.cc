@@ -109,27 +109,6 @@ std::string Member(const HttpResponse& r, const std::string& name) {
                                        : std::to_string(it->second.number_value());
 }
 
-// The roster of `room` as MakeResult has it, in a result for an arbitrary roster.
-v1::BattleResult ResultOf(const v1::RoomAllocation& a, uint32_t winner_team) {
-  v1::BattleResult r;
-  r.set_room_id(a.room_id());
-  r.set_outcome(v1::SETTLED);
-  r.set_winner_team(winner_team);
-  r.set_ended_at_ms(1'700'000'000'000);
-  r.set_node_id(a.node_id());
-  for (const auto& seat : a.seats()) {
-    v1::PlayerResult* p = r.add_players();
-    p->set_player_id(seat.player_id());
-    p->set_team(seat.team());
-  }
-  return r;
-}
-
-HttpResponse AllocateRoster(uint16_t port, const v1::RoomAllocation& a) {
-  return HttpCall(port, "POST", "/v1/rooms", LobbyFixture::JsonHeaders("admin-token"),
-                  wire::EncodeBody(a, wire::BodyFormat::kJson).value());
-}
-
 // A redelivery after the room's history (match, players, replay, event) is dropped is still
 // answered from the receipt: a duplicate with the original match id, alone and in a batch.
 TEST_F(RetentionTest, RedeliveryAfterTheHistoryIsDroppedIsADuplicateOfTheOriginalMatch) {

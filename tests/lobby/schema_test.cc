@@ -1,8 +1,8 @@
 // The schema as `verdict-lobby migrate` (lobby::Migrate) leaves it, against a real PostgreSQL: a
 // fresh database gets every numbered migration and every function file; a function file whose
 // text changed is applied again, alone; an unchanged schema applies nothing; a pre-release schema
-// is refused. And the C++ parameter list of verdict_settle_batch (lobby/settle_batch_call.h) is
-// the one PostgreSQL records for the function. (Two migrations at once: lobby_test.cc,
+// is refused. And the C++ parameter lists of the settlement's two functions (lobby/settle_calls.h)
+// are the ones PostgreSQL records for them. (Two migrations at once: lobby_test.cc,
 // ConcurrentMigrationsBothSucceedAndNewerSchemaIsRefused.)
 #include <gtest/gtest.h>
 
@@ -10,7 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "lobby/settle_batch_call.h"
+#include "lobby/schema.h"
+#include "lobby/settle_calls.h"
 #include "lobby/settlement_store.h"
 #include "sql/migrations.h"
 #include "tests/support/test_database.h"
@@ -26,7 +27,7 @@ class SchemaTest : public ::testing::Test {
   }
 
   lobby::MigrateReport MustMigrate() {
-    auto report = lobby::Migrate(db_->conninfo());
+    auto report = lobby::Migrate({.conninfo = db_->conninfo()});
     EXPECT_TRUE(report.ok()) << report.status().ToString();
     return report.ok() ? *report : lobby::MigrateReport{-1, -1};
   }
@@ -112,7 +113,7 @@ TEST_F(SchemaTest, PreReleaseSchemaIsRefused) {
       "applied_at timestamptz NOT NULL DEFAULT now());"
       "INSERT INTO verdict_schema_migrations (version, name) VALUES (1, '001_schema.sql'), "
       "(23, '023_pending_settlement.sql')");
-  auto refused = lobby::Migrate(db_->conninfo());
+  auto refused = lobby::Migrate({.conninfo = db_->conninfo()});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.status().message().find("pre-release"), std::string::npos)
@@ -120,12 +121,14 @@ TEST_F(SchemaTest, PreReleaseSchemaIsRefused) {
   EXPECT_EQ(Q("SELECT count(*) FROM pg_tables WHERE tablename = 'players'"), "0");
 }
 
-// The parameters every C++ caller builds its call from are the function's own, names and types
+// The parameters every C++ caller builds its calls from are the functions' own, names and types
 // in order: two arrays of one type swapped on either side fail here.
-TEST_F(SchemaTest, SettleBatchParametersAreTheFunctionsOwn) {
+TEST_F(SchemaTest, SettlementParametersAreTheFunctionsOwn) {
   MustMigrate();
-  EXPECT_EQ(Q("SELECT pg_get_function_identity_arguments('verdict_settle_batch'::regproc)"),
-            lobby::SettleBatchIdentityArguments());
+  EXPECT_EQ(Q("SELECT pg_get_function_identity_arguments('verdict_settle_prepare'::regproc)"),
+            lobby::kSettlePrepare.IdentityArguments());
+  EXPECT_EQ(Q("SELECT pg_get_function_identity_arguments('verdict_settle_write'::regproc)"),
+            lobby::kSettleWrite.IdentityArguments());
 }
 
 }  // namespace

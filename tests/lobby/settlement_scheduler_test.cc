@@ -65,6 +65,10 @@ class FakeStore final : public BatchSettler {
  public:
   using Answer = std::function<Outcomes(const Call&, Cancellation*)>;
 
+  // The DB workers it stands for; set before the scheduler is made.
+  int workers() const override { return workers_; }
+  void SetWorkers(int n) { workers_ = n; }
+
   Outcomes SettleBattles(const std::vector<SettleRequest>& requests, bool wait,
                          Cancellation* cancel) override {
     std::unique_lock lock(mu_);
@@ -144,6 +148,7 @@ class FakeStore final : public BatchSettler {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   bool hold_ = true;
+  int workers_ = 8;
   std::set<size_t> released_;
   Answer answer_;
   std::function<void()> on_call_;
@@ -310,7 +315,7 @@ class SettlementSchedulerTest : public ::testing::Test {
   // once: B must wait for A, not run beside it.
   TurnsSeen OverlapTwoAttemptsAtOneRoom() {
     options_.coalesce_wait = 0us;  // no group commit: a transaction per request
-    options_.db_workers = 2;
+    store_.SetWorkers(2);
     Start();
     Submit(At(1, 1, "A"));
     EXPECT_TRUE(store_.WaitForCalls(1));
@@ -402,7 +407,7 @@ TEST_F(SettlementSchedulerTest, ConcurrentRequestsForDifferentRoomsShareOneTrans
 
 TEST_F(SettlementSchedulerTest, WithoutCoalescingEachRequestHasItsOwnTransaction) {
   options_.coalesce_wait = 0us;
-  options_.db_workers = 1;
+  store_.SetWorkers(1);
   Start();
   OccupyTheOnlyTransaction();
   Submit(At(1, 1, "one"));

@@ -46,4 +46,21 @@ inline v1::RoomAllocation MakeAllocation(uint64_t room_id, const std::string& no
   return a;
 }
 
+// A SETTLED result of allocation `a`'s roster, every player on the team of its seat, `winner_team`
+// winning (0: a draw).
+inline v1::BattleResult ResultOf(const v1::RoomAllocation& a, uint32_t winner_team) {
+  v1::BattleResult r;
+  r.set_room_id(a.room_id());
+  r.set_outcome(v1::SETTLED);
+  r.set_winner_team(winner_team);
+  r.set_ended_at_ms(1'700'000'000'000);
+  r.set_node_id(a.node_id());
+  for (const auto& seat : a.seats()) {
+    v1::PlayerResult* p = r.add_players();
+    p->set_player_id(seat.player_id());
+    p->set_team(seat.team());
+  }
+  return r;
+}
+
 }  // namespace verdict::testing

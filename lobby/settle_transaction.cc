@@ -1,0 +1,469 @@
+#include "lobby/settle_transaction.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <random>
+
+#include <pqxx/pqxx>
+
+#include <spdlog/spdlog.h>
+
+#include "common/failpoint.h"
+#include "lobby/pg/array_literal.h"
+#include "lobby/pg/errors.h"
+#include "lobby/pg/schema.h"
+#include "lobby/settle_calls.h"
+#include "lobby/settlement_ratings.h"
+
+namespace verdict::lobby {
+namespace {
+
+using pg::ArrayLiteral;
+
+constexpr char kPrepareStatement[] = "settle_prepare";
+constexpr char kWriteStatement[] = "settle_write";
+
+// A random, non-zero id for one settlement attempt, written into every receipt it writes: if the
+// connection is lost during COMMIT, the receipts read back say which rooms this attempt committed.
+int64_t NewAttemptId() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  return static_cast<int64_t>(random() >> 1) | 1;
+}
+
+Status CancelledError() {
+  return UnavailableError("the request was cancelled: its client went away");
+}
+
+// Asks the server to cancel what `conn` runs (a request whose client hung up). Runs on the
+// lobby's cancel thread, not the one using `conn`; libpq connects to the server for it, which
+// fails while the server is unreachable: that is logged, and the statement runs to its end.
+void CancelQuery(pqxx::connection& conn) {
+  try {
+    conn.cancel_query();
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot cancel the statement of a request whose client hung up: {}", e.what());
+  }
+}
+
+const char* OutcomeName(v1::Outcome o) { return o == v1::ABORTED ? "ABORTED" : "SETTLED"; }
+v1::Outcome OutcomeFromName(const std::string& s) {
+  return s == "ABORTED" ? v1::ABORTED : v1::SETTLED;
+}
+
+// An Elo rating as the schema stores it: an integer (the rating step keeps Elo's integral).
+int64_t EloValue(const rating::Rating& r) { return std::llround(r.value); }
+
+// What verdict_settle_prepare said of one room: its status and, for a status read from a
+// receipt, that receipt; after the write, for a room this call settled, its new match.
+struct RoomRow {
+  std::string status;
+  uint64_t match_id = 0;
+  std::string outcome;
+  int64_t settled_at_ms = 0;
+};
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> SettleStatements() {
+  return {
+      {kPrepareStatement,
+       "SELECT room_id, status, match_id, outcome, settled_at_ms, player_id, elo, rated_elo FROM " +
+           kSettlePrepare.PreparedCall()},
+      {kWriteStatement,
+       "SELECT room_id, match_id, settled_at_ms FROM " + kSettleWrite.PreparedCall()},
+  };
+}
+
+v1::SettlementReceipt ReceiptFromRow(const pqxx::row& row) {
+  v1::SettlementReceipt r;
+  r.set_room_id(row[0].as<uint64_t>());
+  r.set_match_id(row[1].as<uint64_t>());
+  r.set_outcome(OutcomeFromName(row[2].as<std::string>()));
+  r.set_settled_at_ms(row[3].as<int64_t>());
+  return r;
+}
+
+std::string Hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
+Status UnlessSchemaReady(pg::Pool& pool, const Status& failed) {
+  if (failed.code() != StatusCode::kInternal) return failed;
+  Status verdict;
+  const auto check = [&] {
+    return pool.Run<bool>("readiness", [&](pg::Pool::Lease& lease) {
+      // Not a read-only transaction: the check asks whether the session only reads.
+      pqxx::nontransaction tx(lease.conn());
+      verdict = pg::CheckSchema(tx);
+      return true;
+    });
+  };
+  // A connection found lost (opened before a failover, say) is replaced, and asked again.
+  auto ran = check();
+  if (!ran.ok() && ran.status().code() == StatusCode::kUnavailable) ran = check();
+  const Status ready = ran.ok() ? verdict : ran.status();
+  if (ready.ok()) return failed;
+  return UnavailableError(failed.message() + " (the database is not ready: " + ready.message() +
+                          ")");
+}
+
+struct SettleTransaction::Marshalled {
+  decltype(kSettlePrepare)::Args prepare;
+  int64_t attempt_id = 0;
+  std::string rooms;  // the rooms' ids, for the negative control
+};
+
+struct SettleTransaction::Executed {
+  enum class State { kCommitted, kFailed, kCommitUnknown };
+  State state = State::kFailed;
+  Status failure;              // kFailed: why, for every request alike
+  std::vector<RoomRow> rooms;  // kCommitted: one per request, in request order
+  int64_t attempt_id = 0;
+};
+
+SettleTransaction::SettleTransaction(pg::Pool& pool, const StoreOptions& options)
+    : pool_(pool),
+      options_(options),
+      elo_(std::move(rating::MakeRatingSystem(
+                         {"elo", "", {{"k", static_cast<double>(options.k_factor)}}}))
+               .value()) {}
+
+std::vector<Result<SettleOutcome>> SettleTransaction::Settle(
+    const std::vector<SettleRequest>& requests, bool wait, Cancellation* cancel) {
+  const Marshalled call = Marshal(requests, wait);
+  return Resolve(requests, Execute(requests, call, cancel), cancel);
+}
+
+SettleTransaction::Marshalled SettleTransaction::Marshal(const std::vector<SettleRequest>& requests,
+                                                         bool wait) const {
+  ArrayLiteral rooms, nodes, outcomes, prints, player_rooms, ids, teams;
+  for (const SettleRequest& q : requests) {
+    const v1::BattleResult& r = *q.result;
+    rooms.Add(r.room_id());
+    nodes.AddText(q.node_id);
+    outcomes.AddText(OutcomeName(r.outcome()));
+    prints.AddHexBytes(Hex(q.fingerprint));
+    for (const v1::PlayerResult& p : r.players()) {
+      player_rooms.Add(r.room_id());
+      ids.Add(p.player_id());
+      teams.Add(p.team());
+    }
+  }
+  Marshalled call;
+  call.prepare[kSettlePrepare["p_room_ids"]] = rooms.str();
+  call.prepare[kSettlePrepare["p_node_ids"]] = nodes.str();
+  call.prepare[kSettlePrepare["p_outcomes"]] = outcomes.str();
+  call.prepare[kSettlePrepare["p_fingerprints"]] = prints.str();
+  call.prepare[kSettlePrepare["p_player_rooms"]] = player_rooms.str();
+  call.prepare[kSettlePrepare["p_player_ids"]] = ids.str();
+  call.prepare[kSettlePrepare["p_teams"]] = teams.str();
+  call.prepare[kSettlePrepare["p_wait"]] = wait ? "true" : "false";
+  call.attempt_id = NewAttemptId();
+  call.rooms = rooms.str();
+  return call;
+}
+
+namespace {
+
+// verdict_settle_write's arguments for the rooms `rated` rates, from what the rating step made.
+decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& requests,
+                                       const std::vector<size_t>& settle, const RatedCall& rated,
+                                       int64_t attempt_id) {
+  ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints;
+  for (size_t i : settle) {
+    const v1::BattleResult& r = *requests[i].result;
+    rooms.Add(r.room_id());
+    nodes.AddText(requests[i].node_id);
+    outcomes.AddText(OutcomeName(r.outcome()));
+    winners.Add(r.winner_team());
+    suspects.Add(r.suspect());
+    ended.Add(r.ended_at_ms());
+    replays.AddText(r.replay_path());
+    reasons.AddText(r.abort_reason());
+    prints.AddHexBytes(Hex(requests[i].fingerprint));
+  }
+  ArrayLiteral player_rooms, ids, teams, kills, deaths, assists, scores, disconnected, results,
+      before, after;
+  for (const RatedSeat& s : rated.seats) {
+    player_rooms.Add(s.room_id);
+    ids.Add(s.player->player_id());
+    teams.Add(s.player->team());
+    kills.Add(s.player->kills());
+    deaths.Add(s.player->deaths());
+    assists.Add(s.player->assists());
+    scores.Add(s.player->score());
+    disconnected.Add(s.player->disconnected());
+    results.AddText(s.result);
+    before.Add(EloValue(s.before));
+    after.Add(EloValue(s.after));
+  }
+  ArrayLiteral players, final_elo, games, wins, losses, draws;
+  for (const PlayerTotals& t : rated.players) {
+    players.Add(t.player_id);
+    final_elo.Add(EloValue(t.rating));
+    games.Add(t.games);
+    wins.Add(t.wins);
+    losses.Add(t.losses);
+    draws.Add(t.draws);
+  }
+  decltype(kSettleWrite)::Args args;
+  args[kSettleWrite["p_room_ids"]] = rooms.str();
+  args[kSettleWrite["p_node_ids"]] = nodes.str();
+  args[kSettleWrite["p_outcomes"]] = outcomes.str();
+  args[kSettleWrite["p_winner_teams"]] = winners.str();
+  args[kSettleWrite["p_suspects"]] = suspects.str();
+  args[kSettleWrite["p_ended_at_ms"]] = ended.str();
+  args[kSettleWrite["p_replay_paths"]] = replays.str();
+  args[kSettleWrite["p_abort_reasons"]] = reasons.str();
+  args[kSettleWrite["p_fingerprints"]] = prints.str();
+  args[kSettleWrite["p_player_rooms"]] = player_rooms.str();
+  args[kSettleWrite["p_player_ids"]] = ids.str();
+  args[kSettleWrite["p_teams"]] = teams.str();
+  args[kSettleWrite["p_kills"]] = kills.str();
+  args[kSettleWrite["p_deaths"]] = deaths.str();
+  args[kSettleWrite["p_assists"]] = assists.str();
+  args[kSettleWrite["p_scores"]] = scores.str();
+  args[kSettleWrite["p_disconnected"]] = disconnected.str();
+  args[kSettleWrite["p_results"]] = results.str();
+  args[kSettleWrite["p_elo_before"]] = before.str();
+  args[kSettleWrite["p_elo_after"]] = after.str();
+  args[kSettleWrite["p_rated_players"]] = players.str();
+  args[kSettleWrite["p_final_elo"]] = final_elo.str();
+  args[kSettleWrite["p_games"]] = games.str();
+  args[kSettleWrite["p_wins"]] = wins.str();
+  args[kSettleWrite["p_losses"]] = losses.str();
+  args[kSettleWrite["p_draws"]] = draws.str();
+  args[kSettleWrite["p_attempt_id"]] = std::to_string(attempt_id);
+  return args;
+}
+
+}  // namespace
+
+SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleRequest>& requests,
+                                                       const Marshalled& call,
+                                                       Cancellation* cancel) {
+  Executed out;
+  out.attempt_id = call.attempt_id;
+  auto leased = pool_.Acquire();
+  if (!leased.ok()) {
+    out.failure = leased.status();
+    return out;
+  }
+  std::optional<pg::Pool::Lease> lease(std::move(*leased));
+  pqxx::connection& conn = lease->conn();
+  std::optional<pg::Failure> failure;
+  bool committing = false;
+  bool any_settled = false;
+  {
+    // Armed only around the transaction: a lost connection is closed after it (below), so a
+    // cancel never reaches a connection that is gone.
+    Cancellation::Scope cancellable(cancel, [&conn] { CancelQuery(conn); });
+    if (!cancellable.ok()) {
+      out.failure = CancelledError();
+      return out;
+    }
+    try {
+      if (options_.unsafe_release_before_commit_for_test) {
+        pqxx::nontransaction early(conn);
+        early.exec_params(
+            "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = ANY ($1::bigint[])",
+            call.rooms);
+      }
+      pqxx::work tx(conn);
+      const pqxx::result read =
+          tx.exec_prepared(kPrepareStatement, pqxx::prepare::make_dynamic_params(call.prepare));
+      // The rooms' rows first, in request order; then the players of the rooms to settle.
+      std::vector<size_t> settle;
+      std::vector<SeatRatings> seats;
+      for (const auto& row : read) {
+        if (row[5].is_null()) {
+          RoomRow room{row[1].as<std::string>(), row[2].is_null() ? 0 : row[2].as<uint64_t>(),
+                       row[3].is_null() ? "" : row[3].as<std::string>(),
+                       row[4].is_null() ? 0 : row[4].as<int64_t>()};
+          if (room.status == "settle") settle.push_back(out.rooms.size());
+          out.rooms.push_back(std::move(room));
+        } else {
+          seats.push_back({row[0].as<uint64_t>(),
+                           row[5].as<uint64_t>(),
+                           {row[6].as<double>(), 0, 0},
+                           {row[7].as<double>(), 0, 0}});
+        }
+      }
+      if (out.rooms.size() != requests.size()) {
+        throw pqxx::internal_error("the settlement returned " + std::to_string(out.rooms.size()) +
+                                   " rooms for " + std::to_string(requests.size()));
+      }
+      if (!settle.empty()) {
+        std::vector<RoomToRate> rate;
+        for (size_t i : settle) rate.push_back({requests[i].result, elo_.get()});
+        const RatedCall rated = RateRooms(rate, seats);
+        const pqxx::result written =
+            tx.exec_prepared(kWriteStatement, pqxx::prepare::make_dynamic_params(WriteArgs(
+                                                  requests, settle, rated, call.attempt_id)));
+        for (const auto& row : written) {
+          for (size_t i : settle) {
+            if (requests[i].result->room_id() != row[0].as<uint64_t>()) continue;
+            out.rooms[i].match_id = row[1].as<uint64_t>();
+            out.rooms[i].settled_at_ms = row[2].as<int64_t>();
+            out.rooms[i].outcome = OutcomeName(requests[i].result->outcome());
+          }
+        }
+        any_settled = true;
+      }
+      if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
+        // Injected fault: the backend dies before COMMIT and takes the transaction with it: a
+        // lost connection, a 503.
+        tx.exec("SELECT pg_terminate_backend(pg_backend_pid())");
+      }
+      committing = true;
+      tx.commit();
+    } catch (const std::exception& e) {
+      failure = pg::Classify(e, &conn, committing);
+    }
+  }
+  if (failure) {
+    pg::Log(*failure, "settle");
+    lease->Drop(*failure);
+    lease.reset();  // back to the pool before the schema is asked about on another
+    if (failure->kind == pg::FailureKind::kCommitUnknown) {
+      spdlog::warn("settlement of {} room(s) lost its connection during COMMIT, outcome unknown",
+                   requests.size());
+      out.state = Executed::State::kCommitUnknown;
+    } else {
+      out.failure = UnlessSchemaReady(pool_, pg::StatusOf(*failure, "settle"));
+    }
+    return out;
+  }
+  out.state = Executed::State::kCommitted;
+  if (any_settled && CheckFailpoint("settle.commit_unknown") == FailAction::kError) {
+    // As if the connection dropped right after COMMIT was sent: the reply is lost.
+    lease->Drop(pg::Failure{pg::FailureKind::kCommitUnknown, "", true, "failpoint", ""});
+    out.state = Executed::State::kCommitUnknown;
+  }
+  return out;
+}
+
+std::vector<Result<SettleOutcome>> SettleTransaction::Resolve(
+    const std::vector<SettleRequest>& requests, Executed executed, Cancellation* cancel) {
+  using State = Executed::State;
+  if (executed.state == State::kCommitUnknown) {
+    return ResolveUnknownCommit(requests, executed.attempt_id);
+  }
+  if (executed.state == State::kFailed) {
+    return {requests.size(), Result<SettleOutcome>(executed.failure)};
+  }
+  std::vector<Result<SettleOutcome>> outcomes;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const RoomRow& row = executed.rooms[i];
+    auto status = SettleStatusFromSql(row.status == "settle" ? "settled" : row.status);
+    if (!status.ok()) {
+      spdlog::error("room={}: {}; answering INTERNAL", requests[i].result->room_id(),
+                    status.status().message());
+      outcomes.push_back(status.status());
+      continue;
+    }
+    SettleOutcome out;
+    out.status = *status;
+    out.receipt.set_room_id(requests[i].result->room_id());
+    out.receipt.set_match_id(row.match_id);
+    if (!row.outcome.empty()) out.receipt.set_outcome(OutcomeFromName(row.outcome));
+    out.receipt.set_settled_at_ms(row.settled_at_ms);
+    out.receipt.set_duplicate(out.status == SettleStatus::kDuplicate);
+    outcomes.push_back(std::move(out));
+  }
+  // Rows this call settled were confirmed by its own commit, unless a cancel reached it: a
+  // cancelled wait for the synchronous standby still commits locally, with only a warning. The
+  // other rows were read from receipts that earlier transactions wrote.
+  const bool cancelled = cancel != nullptr && cancel->cancelled();
+  AwaitReplication(outcomes, [cancelled](const SettleOutcome& o) {
+    return (cancelled && o.status == SettleStatus::kSettled) ||
+           o.status == SettleStatus::kDuplicate || o.status == SettleStatus::kOutcomeConflict ||
+           o.status == SettleStatus::kIdempotencyMismatch ||
+           o.status == SettleStatus::kOriginalExpired;
+  });
+  return outcomes;
+}
+
+// Outcomes read from a receipt (those `from_receipt` picks) are answered only once that receipt is
+// on the synchronous standby, if there is one. The transaction that wrote it may have committed on
+// the primary alone: its own wait for the standby was cut short when its client went away, its
+// session was terminated or its lobby died. A failover would then lose the receipt the answer
+// vouches for. The commit of a transaction that writes WAL (the "await_replication" statement's
+// logical message) waits until the standby confirms all WAL up to it, earlier commits included;
+// without a synchronous standby it returns at once. If it fails, those outcomes become
+// UNAVAILABLE: the retry asks again.
+template <typename Pick>
+void SettleTransaction::AwaitReplication(std::vector<Result<SettleOutcome>>& outcomes,
+                                         Pick from_receipt) {
+  const auto read_from_receipt = [&](const Result<SettleOutcome>& o) {
+    return o.ok() && from_receipt(*o);
+  };
+  if (std::none_of(outcomes.begin(), outcomes.end(), read_from_receipt)) return;
+  auto confirmed = pool_.Run<bool>("await replication", [&](pg::Pool::Lease& lease) {
+    pqxx::nontransaction tx(lease.conn());
+    tx.exec_prepared("await_replication");
+    return true;
+  });
+  if (confirmed.ok()) return;
+  for (auto& o : outcomes) {
+    if (read_from_receipt(o)) {
+      o = UnavailableError("the receipt's replication is not confirmed: " +
+                           confirmed.status().message());
+    }
+  }
+}
+
+// The COMMIT's fate is unknown: ask the database on a fresh connection, which after a failover
+// reaches the new primary. The receipts are the truth, room by room. A receipt this call wrote
+// (its attempt id) means settled by this very request, not a duplicate; one written earlier is
+// what it would have been answered anyway (duplicate, or a conflict); no receipt means the
+// transaction is gone and the room must be retried (UNAVAILABLE), never a 2xx.
+std::vector<Result<SettleOutcome>> SettleTransaction::ResolveUnknownCommit(
+    const std::vector<SettleRequest>& requests, int64_t attempt_id) {
+  ArrayLiteral rooms;
+  for (const SettleRequest& q : requests) rooms.Add(q.result->room_id());
+  auto found = pool_.Run<pqxx::result>("resolve commit", [&](pg::Pool::Lease& lease) {
+    pqxx::nontransaction tx(lease.conn());
+    return tx.exec_prepared("receipts_of_rooms", rooms.str());
+  });
+  if (!found.ok()) return {requests.size(), Result<SettleOutcome>(found.status())};
+  std::vector<Result<SettleOutcome>> outcomes;
+  for (const SettleRequest& q : requests) {
+    const v1::BattleResult& r = *q.result;
+    std::optional<pqxx::row> receipt;  // a copy: the loop's row is the iterator itself
+    for (const auto& row : *found) {
+      if (row[0].as<uint64_t>() == r.room_id() && row[6].as<std::string>() == q.node_id) {
+        receipt = row;
+      }
+    }
+    if (!receipt) {
+      spdlog::warn("room={}: unknown commit did not land; asking for a retry", r.room_id());
+      outcomes.push_back(UnavailableError("settlement commit outcome unknown and no receipt"));
+      continue;
+    }
+    SettleOutcome out;
+    out.receipt = ReceiptFromRow(*receipt);
+    const bool ours = (*receipt)[5].as<int64_t>() == attempt_id;
+    out.status = ours                                   ? SettleStatus::kSettled
+                 : out.receipt.outcome() != r.outcome() ? SettleStatus::kOutcomeConflict
+                 : (*receipt)[4].as<std::string>() != Hex(q.fingerprint)
+                     ? SettleStatus::kIdempotencyMismatch
+                     : SettleStatus::kDuplicate;
+    out.receipt.set_duplicate(out.status == SettleStatus::kDuplicate);
+    spdlog::info("room={}: unknown commit resolved from the receipt (match {}, {})", r.room_id(),
+                 out.receipt.match_id(), ours ? "this attempt's" : "an earlier attempt's");
+    outcomes.push_back(std::move(out));
+  }
+  // Even this attempt's receipt: its commit's wait for the standby is what was cut short.
+  AwaitReplication(outcomes, [](const SettleOutcome&) { return true; });
+  return outcomes;
+}
+
+}  // namespace verdict::lobby

@@ -1,0 +1,67 @@
+// SettleTransaction: one settlement call as one database transaction (docs/design.md §5), the
+// heart of SettlementStore::SettleBattles, in three steps:
+//   marshal  the requests become the typed parameters of verdict_settle_prepare;
+//   execute  on one connection: BEGIN; verdict_settle_prepare (locks, verdicts, ratings read under
+//            the players' locks); the rating step (lobby/settlement_ratings.h);
+//            verdict_settle_write with what it computed; COMMIT;
+//   resolve  the rows become one outcome per request; a commit whose fate is unknown is resolved
+//            room by room from the receipts, and an outcome read from an earlier receipt waits for
+//            the synchronous standby, if there is one.
+// Internal to the store; thread-safe (each call leases its own connection).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pqxx/row>
+
+#include "common/status.h"
+#include "lobby/cancellation.h"
+#include "lobby/pg/pool.h"
+#include "lobby/rating/rating_system.h"
+#include "lobby/settlement_store.h"
+
+namespace verdict::lobby {
+
+// The statements SettleTransaction runs, for the pool to prepare on every connection.
+std::vector<std::pair<std::string, std::string>> SettleStatements();
+
+class SettleTransaction {
+ public:
+  // `pool` must outlive it.
+  SettleTransaction(pg::Pool& pool, const StoreOptions& options);
+
+  // SettlementStore::SettleBattles.
+  std::vector<Result<SettleOutcome>> Settle(const std::vector<SettleRequest>& requests, bool wait,
+                                            Cancellation* cancel);
+
+ private:
+  struct Marshalled;
+  struct Executed;
+  Marshalled Marshal(const std::vector<SettleRequest>& requests, bool wait) const;
+  Executed Execute(const std::vector<SettleRequest>& requests, const Marshalled& call,
+                   Cancellation* cancel);
+  std::vector<Result<SettleOutcome>> Resolve(const std::vector<SettleRequest>& requests,
+                                             Executed executed, Cancellation* cancel);
+  std::vector<Result<SettleOutcome>> ResolveUnknownCommit(
+      const std::vector<SettleRequest>& requests, int64_t attempt_id);
+  template <typename Pick>
+  void AwaitReplication(std::vector<Result<SettleOutcome>>& outcomes, Pick from_receipt);
+
+  pg::Pool& pool_;
+  const StoreOptions options_;
+  const std::unique_ptr<rating::RatingSystem> elo_;
+};
+
+// The receipt of a row (room_id, match_id, outcome, settled_at_ms, …).
+v1::SettlementReceipt ReceiptFromRow(const pqxx::row& row);
+// Lowercase hex digits of `bytes`.
+std::string Hex(const std::string& bytes);
+// `failed` as it is, unless it is INTERNAL while the database is not the one this lobby expects
+// (not migrated yet, say: pg::CheckSchema on a pooled connection): then the error is the
+// deployment's, not the request's, and it waits (UNAVAILABLE) instead of being refused for good.
+Status UnlessSchemaReady(pg::Pool& pool, const Status& failed);
+
+}  // namespace verdict::lobby

@@ -1,0 +1,80 @@
+-- The first statement of a settlement (docs/design.md §5): locks the rooms and their players,
+-- judges every room, and reads the ratings the rooms are rated from. The lobby computes the new
+-- ratings from them (lobby/rating/) and writes them with verdict_settle_write, in the same
+-- transaction, under these locks. Its parameter list is declared once more, in C++, for the
+-- callers (lobby/pg/settle_calls.h); a test checks the two agree.
+--
+-- Inputs are parallel arrays, one element per room (distinct room ids: the lobby refuses a
+-- repeated room before calling): p_room_ids, p_node_ids, p_outcomes ('SETTLED' | 'ABORTED'),
+-- p_fingerprints (sha256 of the result, 32 bytes); and the players of every room flattened, each
+-- with its room: p_player_rooms, p_player_ids, p_teams; then p_wait.
+--
+-- Returns, first, one row per room in input order (player_id NULL): its status ('settle' |
+-- 'duplicate' | 'room_unknown' | 'outcome_conflict' | 'idempotency_mismatch' | 'roster_mismatch'
+-- | 'busy' | 'original_expired') and, for a status read from a receipt (duplicate and the two
+-- conflicts), that receipt's match_id, outcome and settled_at_ms; then one row per player of every
+-- 'settle' room, in room and player order: the player's rating now (elo) and the one the room is
+-- rated from (rated_elo: the rating recorded when the room was allocated, the compensation rule of
+-- docs/design.md §8; the current one for a seat without a record). A room is visible only to its
+-- own node.
+--
+-- p_wait: wait for each room's locks (under the caller's lock_timeout), as a batch of one does.
+-- Without it a room whose advisory lock, row, or any of whose players' rows another session holds
+-- is left alone and answered 'busy', so that one stuck room cannot hold up, or time out, the rooms
+-- batched with it; the lobby then settles that room on its own.
+--
+-- Locks, in one global order so that overlapping batches from several lobby instances cannot
+-- deadlock: the rooms' advisory locks in room-id order, then the rooms' rows, then the players'
+-- rows in player-id order (the order verdict_allocate uses too). One player may be in two rooms of
+-- a call (a released room and the player's next one): both are rated, in room order, each from
+-- the rating the one before left (the lobby does that with the rows returned here).
+--
+-- The composition of three parts: verdict_settle_guard (locks and receipts),
+-- verdict_settle_check (room and roster) and verdict_settle_lock_players.
+CREATE OR REPLACE FUNCTION verdict_settle_prepare(
+  p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_fingerprints bytea[],
+  p_player_rooms bigint[], p_player_ids bigint[], p_teams smallint[], p_wait boolean)
+RETURNS TABLE (room_id bigint, status text, match_id bigint, outcome text, settled_at_ms bigint,
+               player_id bigint, elo integer, rated_elo integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_verdicts text[];
+  v_match_ids bigint[];
+  v_outcomes text[];
+  v_settled_ms bigint[];
+  v_settle bigint[];
+BEGIN
+  SELECT array_agg(g.verdict ORDER BY g.ord), array_agg(g.match_id ORDER BY g.ord),
+         array_agg(g.outcome ORDER BY g.ord), array_agg(g.settled_at_ms ORDER BY g.ord)
+  INTO v_verdicts, v_match_ids, v_outcomes, v_settled_ms
+  FROM verdict_settle_guard(p_room_ids, p_node_ids, p_outcomes, p_fingerprints, p_wait) g;
+  v_verdicts := verdict_settle_check(v_verdicts, p_room_ids, p_node_ids, p_player_rooms,
+                                     p_player_ids, p_teams);
+  v_verdicts := verdict_settle_lock_players(v_verdicts, p_room_ids, p_player_rooms,
+                                            p_player_ids, p_wait);
+  SELECT array_agg(p_room_ids[i]) INTO v_settle
+  FROM generate_subscripts(p_room_ids, 1) i WHERE v_verdicts[i] = 'settle';
+
+  RETURN QUERY
+  SELECT x.room_id, x.verdict, x.match_id, x.outcome, x.settled_ms, NULL::bigint, NULL::integer,
+         NULL::integer
+  FROM unnest(p_room_ids, v_verdicts, v_match_ids, v_outcomes, v_settled_ms)
+         WITH ORDINALITY AS x(room_id, verdict, match_id, outcome, settled_ms, i)
+  ORDER BY x.i;
+  IF v_settle IS NULL THEN
+    RETURN;
+  END IF;
+  -- Read after the players' locks, so each is the rating every earlier settlement left. The
+  -- allocation's rating is read by the seat's key: battle_room_seats is a queue whose statistics
+  -- may say it is empty (verdict_settle_check).
+  RETURN QUERY
+  SELECT x.room, 'settle', NULL::bigint, NULL::text, NULL::bigint, x.pid, p.elo,
+         coalesce((SELECT s.elo_at_allocation FROM battle_room_seats s
+                   WHERE s.room_id = x.room AND s.player_id = x.pid), p.elo)
+  FROM unnest(p_player_rooms, p_player_ids) AS x(room, pid)
+  JOIN players p ON p.player_id = x.pid
+  WHERE x.room = ANY (v_settle)
+  ORDER BY x.room, x.pid;
+END
+$$;
