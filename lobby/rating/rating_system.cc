@@ -1,0 +1,69 @@
+#include "lobby/rating/rating_system.h"
+
+#include <cmath>
+#include <string>
+
+#include "lobby/rating/checks.h"
+#include "lobby/rating/elo.h"
+#include "lobby/rating/glicko2.h"
+#include "lobby/rating/openskill.h"
+
+namespace verdict::rating {
+
+Status RatingSystem::CheckRating(const Rating& rating) const {
+  return internal::CheckFiniteRating(rating);
+}
+
+Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& teams) {
+  std::vector<size_t> sizes;
+  sizes.reserve(teams.size());
+  for (const auto& team : teams) sizes.push_back(team.players.size());
+  VERDICT_RETURN_IF_ERROR(system.Accepts(sizes));
+  for (size_t t = 0; t < teams.size(); ++t) {
+    const std::string team = "team " + std::to_string(t + 1);
+    if (teams[t].rank < 1 || teams[t].rank > teams.size()) {
+      return InvalidArgumentError(team + ": rank " + std::to_string(teams[t].rank) +
+                                  " is not between 1 and " + std::to_string(teams.size()));
+    }
+    for (size_t p = 0; p < teams[t].players.size(); ++p) {
+      const auto& player = teams[t].players[p];
+      const std::string where = team + ", player " + std::to_string(p);
+      if (!(player.weight >= 0 && player.weight <= 1)) {
+        return InvalidArgumentError(where + ": weight must be between 0 and 1");
+      }
+      if (Status status = system.CheckRating(player.rating); !status.ok()) {
+        return InvalidArgumentError(where + ": rating " + status.message());
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec) {
+  if (spec.system == kEloSystem) return MakeElo(spec);
+  if (spec.system == kOpenSkillSystem) return MakeOpenSkill(spec);
+  if (spec.system == kGlicko2System) return MakeGlicko2(spec);
+  return InvalidArgumentError(
+      "system: unknown rating system \"" + spec.system + "\" (known: " + std::string(kEloSystem) +
+      ", " + std::string(kOpenSkillSystem) + ", " + std::string(kGlicko2System) + ")");
+}
+
+namespace {
+
+// The uncertainty rule of ApplyChange: scaled by after / before, or after's where before has none.
+double ScaleUncertainty(double current, double before, double after) {
+  return before > 0 ? current * (after / before) : after;
+}
+
+}  // namespace
+
+Rating ApplyChange(const Rating& current, const Rating& before, const Rating& after) {
+  if (current == before) return after;
+  return Rating{
+      .value = current.value + (after.value - before.value),
+      .deviation = ScaleUncertainty(current.deviation, before.deviation, after.deviation),
+      .volatility = ScaleUncertainty(current.volatility, before.volatility, after.volatility),
+  };
+}
+
+}  // namespace verdict::rating
