@@ -19,20 +19,22 @@ Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& team
   sizes.reserve(teams.size());
   for (const auto& team : teams) sizes.push_back(team.players.size());
   VERDICT_RETURN_IF_ERROR(system.Accepts(sizes));
+  // The messages are built only for a room that fails: this runs before every Rate.
+  const auto team = [](size_t t) { return "team " + std::to_string(t + 1); };
   for (size_t t = 0; t < teams.size(); ++t) {
-    const std::string team = "team " + std::to_string(t + 1);
     if (teams[t].rank < 1 || teams[t].rank > teams.size()) {
-      return InvalidArgumentError(team + ": rank " + std::to_string(teams[t].rank) +
+      return InvalidArgumentError(team(t) + ": rank " + std::to_string(teams[t].rank) +
                                   " is not between 1 and " + std::to_string(teams.size()));
     }
     for (size_t p = 0; p < teams[t].players.size(); ++p) {
       const auto& player = teams[t].players[p];
-      const std::string where = team + ", player " + std::to_string(p);
       if (!(player.weight >= 0 && player.weight <= 1)) {
-        return InvalidArgumentError(where + ": weight must be between 0 and 1");
+        return InvalidArgumentError(team(t) + ", player " + std::to_string(p) +
+                                    ": weight must be between 0 and 1");
       }
       if (Status status = system.CheckRating(player.rating); !status.ok()) {
-        return InvalidArgumentError(where + ": rating " + status.message());
+        return InvalidArgumentError(team(t) + ", player " + std::to_string(p) + ": rating " +
+                                    status.message());
       }
     }
   }
