@@ -1,62 +1,71 @@
 #include "lobby/rating/rating_system.h"
 
 #include <cmath>
+#include <string>
+
+#include "lobby/rating/checks.h"
+#include "lobby/rating/elo.h"
+#include "lobby/rating/glicko2.h"
+#include "lobby/rating/openskill.h"
 
 namespace verdict::rating {
+
+Status RatingSystem::CheckRating(const Rating& rating) const {
+  return internal::CheckFiniteRating(rating);
+}
+
+Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& teams) {
+  std::vector<size_t> sizes;
+  sizes.reserve(teams.size());
+  for (const auto& team : teams) sizes.push_back(team.players.size());
+  VERDICT_RETURN_IF_ERROR(system.Accepts(sizes));
+  // The messages are built only for a room that fails: this runs before every Rate.
+  const auto team = [](size_t t) { return "team " + std::to_string(t + 1); };
+  for (size_t t = 0; t < teams.size(); ++t) {
+    if (teams[t].rank < 1 || teams[t].rank > teams.size()) {
+      return InvalidArgumentError(team(t) + ": rank " + std::to_string(teams[t].rank) +
+                                  " is not between 1 and " + std::to_string(teams.size()));
+    }
+    for (size_t p = 0; p < teams[t].players.size(); ++p) {
+      const auto& player = teams[t].players[p];
+      if (!(player.weight >= 0 && player.weight <= 1)) {
+        return InvalidArgumentError(team(t) + ", player " + std::to_string(p) +
+                                    ": weight must be between 0 and 1");
+      }
+      if (Status status = system.CheckRating(player.rating); !status.ok()) {
+        return InvalidArgumentError(team(t) + ", player " + std::to_string(p) + ": rating " +
+                                    status.message());
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec) {
+  if (spec.system == kEloSystem) return MakeElo(spec);
+  if (spec.system == kOpenSkillSystem) return MakeOpenSkill(spec);
+  if (spec.system == kGlicko2System) return MakeGlicko2(spec);
+  return InvalidArgumentError(
+      "system: unknown rating system \"" + spec.system + "\" (known: " + std::string(kEloSystem) +
+      ", " + std::string(kOpenSkillSystem) + ", " + std::string(kGlicko2System) + ")");
+}
+
 namespace {
 
-// Elo over two teams: each player of a team moves by round(K * (S - E)) from the team's average.
-class TwoTeamElo final : public RatingSystem {
- public:
-  explicit TwoTeamElo(SystemSpec spec) : spec_(std::move(spec)) {}
-  const SystemSpec& spec() const override { return spec_; }
-  Rating Initial() const override { return {spec_.parameters.at("initial_rating"), 0, 0}; }
-  double Displayed(const Rating& r) const override { return r.value; }
-  Status Accepts(const std::vector<size_t>& sizes) const override {
-    if (sizes.size() != 2) return InvalidArgumentError("elo rates two teams");
-    return Status::Ok();
-  }
-  std::vector<std::vector<Rating>> Rate(const std::vector<PlacedTeam>& teams) const override {
-    const double k = spec_.parameters.at("k");
-    double average[2] = {0, 0};
-    for (int t = 0; t < 2; ++t) {
-      for (const RatedPlayer& p : teams[t].players) average[t] += p.rating.value;
-      average[t] /= static_cast<double>(teams[t].players.size());
-    }
-    std::vector<std::vector<Rating>> out(2);
-    for (int t = 0; t < 2; ++t) {
-      const double s = teams[t].rank == teams[1 - t].rank  ? 0.5
-                       : teams[t].rank < teams[1 - t].rank ? 1.0
-                                                           : 0.0;
-      const double e = 1.0 / (1.0 + std::pow(10.0, (average[1 - t] - average[t]) / 400.0));
-      const double delta = std::round(k * (s - e));
-      for (const RatedPlayer& p : teams[t].players)
-        out[t].push_back({p.rating.value + delta, 0, 0});
-    }
-    return out;
-  }
-
- private:
-  const SystemSpec spec_;
-};
+// The uncertainty rule of ApplyChange: scaled by after / before, or after's where before has none.
+double ScaleUncertainty(double current, double before, double after) {
+  return before > 0 ? current * (after / before) : after;
+}
 
 }  // namespace
 
-Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec) {
-  if (spec.system != "elo") return InvalidArgumentError("unknown rating system " + spec.system);
-  SystemSpec full = spec;
-  full.parameters.try_emplace("k", 32);
-  full.parameters.try_emplace("initial_rating", 1500);
-  return std::unique_ptr<RatingSystem>(std::make_unique<TwoTeamElo>(std::move(full)));
-}
-
 Rating ApplyChange(const Rating& current, const Rating& before, const Rating& after) {
   if (current == before) return after;
-  Rating moved = current;
-  moved.value += after.value - before.value;
-  if (before.deviation > 0) moved.deviation *= after.deviation / before.deviation;
-  if (before.volatility > 0) moved.volatility *= after.volatility / before.volatility;
-  return moved;
+  return Rating{
+      .value = current.value + (after.value - before.value),
+      .deviation = ScaleUncertainty(current.deviation, before.deviation, after.deviation),
+      .volatility = ScaleUncertainty(current.volatility, before.volatility, after.volatility),
+  };
 }
 
 }  // namespace verdict::rating

@@ -67,21 +67,34 @@ class RatingSystem {
   // at least two teams); INVALID_ARGUMENT saying why not (Glicko-2 rates two teams of one).
   virtual Status Accepts(const std::vector<size_t>& team_sizes) const = 0;
 
+  // OK if the system can rate from `rating`: what an imported rating must be, and what every
+  // rating Rate returns is. Finite numbers, deviation and volatility not negative; Elo's value a
+  // whole number, OpenSkill's and Glicko-2's deviation positive, Glicko-2's volatility positive.
+  // INVALID_ARGUMENT naming the field ("deviation") otherwise.
+  virtual Status CheckRating(const Rating& rating) const;
+
   // Every player's new rating, in the input's order (one vector per team, one rating per player).
-  // Requires Accepts() of the team sizes to be OK, every rank between 1 and the number of teams,
-  // and every weight in [0, 1].
+  // Requires CheckRoom(*this, teams) to be OK (Accepts() of the team sizes, every rank between 1
+  // and the number of teams, every weight in [0, 1], every rating passing CheckRating). A room
+  // that does not meet them is a caller's bug: it is answered with every rating unchanged, never
+  // with a crash. From a room that meets them, every rating returned passes CheckRating.
   virtual std::vector<std::vector<Rating>> Rate(const std::vector<PlacedTeam>& teams) const = 0;
 };
+
+// OK if `teams` meets what `system.Rate` requires; INVALID_ARGUMENT naming the team (1-based, in
+// input order) and player (0-based) otherwise. The settlement checks a room with it before Rate.
+Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& teams);
 
 // The system `spec` names, with its parameters; INVALID_ARGUMENT naming the field for an unknown
 // system, model or parameter, or a value out of range (a negative K, a zero sigma, ...).
 Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec);
 
-// The compensation rule (docs/design.md §8): a room rated from ratings `before` (the players'
-// ratings at allocation) that moved a player to `after` moves the player's `current` rating by the
-// same change: the value by the difference after - before, the deviation and the volatility by
-// the ratio after / before (the same shrink of uncertainty). With current == before the result is
-// `after` exactly.
+// The compensation rule (README, "Pending settlement"): a room rated from ratings `before` (the
+// players' ratings at allocation) that moved a player to `after` moves the player's `current`
+// rating by the same change: the value by the difference after - before, the deviation and the
+// volatility by the ratio after / before (the same shrink of uncertainty), or set to after's where
+// before's is 0 (Elo's, or a rating without one). With current == before the result is `after`
+// exactly.
 Rating ApplyChange(const Rating& current, const Rating& before, const Rating& after);
 
 }  // namespace verdict::rating

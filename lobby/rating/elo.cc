@@ -1,0 +1,105 @@
+#include "lobby/rating/elo.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "lobby/rating/checks.h"
+
+namespace verdict::rating {
+
+double RoundEloChange(double unrounded) {
+  // PostgreSQL's float8 -> numeric cast prints the double with DBL_DIG (15) significant digits and
+  // reads the decimal back exactly; a decimal of at most 15 digits read back as a double is a half
+  // exactly when the decimal is, so std::round (half away from zero) then rounds as numeric does.
+  char decimal[32];
+  std::snprintf(decimal, sizeof decimal, "%.15g", unrounded);
+  return std::round(std::strtod(decimal, nullptr));
+}
+
+namespace {
+
+class Elo final : public RatingSystem {
+ public:
+  Elo(EloParameters parameters, SystemSpec spec)
+      : parameters_(parameters), spec_(std::move(spec)) {}
+
+  const SystemSpec& spec() const override { return spec_; }
+
+  Rating Initial() const override { return Rating{.value = parameters_.initial_rating}; }
+
+  double Displayed(const Rating& rating) const override { return rating.value; }
+
+  Status Accepts(const std::vector<size_t>& team_sizes) const override {
+    return internal::CheckAnyTeams(kEloSystem, team_sizes);
+  }
+
+  Status CheckRating(const Rating& rating) const override {
+    VERDICT_RETURN_IF_ERROR(internal::CheckFiniteRating(rating));
+    if (rating.value != std::trunc(rating.value)) {
+      return InvalidArgumentError("value: an elo rating is a whole number");
+    }
+    return Status::Ok();
+  }
+
+  std::vector<std::vector<Rating>> Rate(const std::vector<PlacedTeam>& teams) const override {
+    if (!CheckRoom(*this, teams).ok()) return internal::Unchanged(teams);
+    const size_t team_count = teams.size();
+    size_t player_count = 0;
+    std::vector<double> team_rating(team_count);
+    for (size_t i = 0; i < team_count; ++i) {
+      double sum = 0;
+      for (const auto& player : teams[i].players) sum += player.rating.value;
+      team_rating[i] = sum / static_cast<double>(teams[i].players.size());
+      player_count += teams[i].players.size();
+    }
+
+    std::vector<std::vector<Rating>> rated(team_count);
+    for (size_t i = 0; i < team_count; ++i) {
+      // Each direction of a pair computed from its own side, as verdict_elo_delta does for each
+      // of two teams.
+      double surprise = 0;  // sum over j != i of (S_ij - E_ij)
+      for (size_t j = 0; j < team_count; ++j) {
+        if (j == i) continue;
+        const double score = teams[i].rank < teams[j].rank    ? 1.0
+                             : teams[i].rank == teams[j].rank ? 0.5
+                                                              : 0.0;
+        surprise += score - 1.0 / (1.0 + std::pow(10.0, (team_rating[j] - team_rating[i]) / 400.0));
+      }
+      const double team_change = parameters_.k / static_cast<double>(team_count - 1) * surprise;
+      // n_mean / n_i, computed as N / (T n_i): exactly 1 when every team has n_i players.
+      const double size_factor = static_cast<double>(player_count) /
+                                 static_cast<double>(team_count * teams[i].players.size());
+      const double change = RoundEloChange(team_change * size_factor);
+      for (const auto& player : teams[i].players) {
+        Rating after = player.rating;
+        after.value += change;
+        rated[i].push_back(internal::CheckedOr(*this, after, player.rating));
+      }
+    }
+    return rated;
+  }
+
+ private:
+  const EloParameters parameters_;
+  const SystemSpec spec_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RatingSystem>> MakeElo(const SystemSpec& spec) {
+  VERDICT_RETURN_IF_ERROR(internal::CheckNoModel(spec));
+  using internal::ParameterRange;
+  EloParameters parameters;
+  internal::ParameterReader reader(spec);
+  reader.Read("k", parameters.k, ParameterRange::kPositive);
+  reader.Read("initial_rating", parameters.initial_rating, ParameterRange::kWhole);
+  auto filled = reader.Finish();
+  if (!filled.ok()) return filled.status();
+  return std::unique_ptr<RatingSystem>(std::make_unique<Elo>(parameters, std::move(*filled)));
+}
+
+}  // namespace verdict::rating

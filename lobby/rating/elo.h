@@ -1,0 +1,60 @@
+// Elo for rooms of any shape: system "elo". For two teams it computes exactly what the lobby's
+// settlement computed before rating systems were pluggable (sql/functions/verdict_elo_delta.sql
+// and verdict_settle_write.sql); for more it compares every pair of teams. Made by
+// MakeRatingSystem. Immutable once made: any thread.
+//
+// The rating of a team is the average of its players' ratings. Team i of T is compared with every
+// other team j by their placements: S_ij = 1 for a better rank, 1/2 for the same, 0 for a worse,
+// against the expectation E_ij = 1 / (1 + 10^((R_j - R_i) / 400)). The team's change is
+//
+//   Delta_i = K / (T - 1) * sum over j != i of (S_ij - E_ij),
+//
+// so each pair moves by K (S - E) scaled by 1 / (T - 1), and the teams' changes sum to zero. Each
+// player of team i moves by Delta_i * n_mean / n_i (n_i the team's size, n_mean the room's mean
+// team size): the room's player changes sum to zero before rounding whatever the team sizes, and
+// with equal sizes the factor is 1. Two teams: Delta = K (S - E), today's formula.
+//
+// Rounding: each player's change is rounded to a whole number, half away from zero, the way the
+// settlement's SQL rounds: PostgreSQL casts K (S - E) from double precision to numeric at 15
+// significant digits, then rounds. So ratings stay whole numbers, and a change that is a half in
+// exact arithmetic rounds away from zero even when the double lies just below it (K = 33, 400
+// points apart, a draw: 13.5, computed as 13.499999999999998, moves by 14 as today).
+//
+// The rounding residue (the sum of a room's player changes, zero before rounding) is a whole
+// number of points:
+//   - zero for two teams of equal size: the two changes are opposite to the digits kept, and
+//     rounding half away from zero is symmetric;
+//   - for T teams of n players each, n times the sum of the T rounded team changes: at most
+//     n * floor(T / 2) points;
+//   - in general, every player's rounding moves at most half a point: at most N / 2 points for N
+//     players.
+//
+// Weights (partial play) are ignored: every player of a team moves by the team's change.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "common/status.h"
+#include "lobby/rating/rating_system.h"
+
+namespace verdict::rating {
+
+inline constexpr std::string_view kEloSystem = "elo";
+
+struct EloParameters {
+  // The change of a pair's result, K in K (S - E). Default: 32. Must be > 0.
+  double k = 32;
+  // The rating of a player new to the mode. Default: 1500. Must be a whole number.
+  double initial_rating = 1500;
+};
+
+// A change of `unrounded` points rounded to a whole number as the settlement's SQL rounds it:
+// double precision cast to numeric (15 significant digits), then half away from zero.
+double RoundEloChange(double unrounded);
+
+// The "elo" system `spec` names (no model; parameters "k" and "initial_rating");
+// INVALID_ARGUMENT naming the field otherwise.
+Result<std::unique_ptr<RatingSystem>> MakeElo(const SystemSpec& spec);
+
+}  // namespace verdict::rating

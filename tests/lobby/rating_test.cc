@@ -1,0 +1,940 @@
+// The rating systems behind lobby/rating/rating_system.h, checked against published reference
+// values, each quoted with its source: the openskill implementations' test vectors, Glickman's
+// worked example of Glicko-2, and the numbers the lobby's SQL Elo computes. Pure computation, no
+// database: the whole binary runs in milliseconds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lobby/rating/elo.h"
+#include "lobby/rating/glicko2.h"
+#include "lobby/rating/openskill.h"
+#include "lobby/rating/rating_system.h"
+
+namespace verdict::rating {
+namespace {
+
+constexpr double kVectorTolerance = 1e-9;
+
+SystemSpec Spec(std::string system, std::map<std::string, double> parameters = {},
+                std::string model = {}) {
+  SystemSpec spec;
+  spec.system = std::move(system);
+  spec.model = std::move(model);
+  spec.parameters = std::move(parameters);
+  return spec;
+}
+
+std::unique_ptr<RatingSystem> Make(const SystemSpec& spec) {
+  auto system = MakeRatingSystem(spec);
+  EXPECT_TRUE(system.ok()) << system.status().ToString();
+  return system.ok() ? std::move(*system) : nullptr;
+}
+
+// A team of players with these ratings (all weights 1), placed `rank`.
+PlacedTeam Team(const std::vector<Rating>& ratings, uint32_t rank) {
+  PlacedTeam team;
+  team.rank = rank;
+  for (const auto& rating : ratings) team.players.push_back(RatedPlayer{.rating = rating});
+  return team;
+}
+
+PlacedTeam WeightedTeam(const std::vector<Rating>& ratings, const std::vector<double>& weights,
+                        uint32_t rank) {
+  PlacedTeam team = Team(ratings, rank);
+  for (size_t j = 0; j < weights.size(); ++j) team.players[j].weight = weights[j];
+  return team;
+}
+
+// `count` players of rating `rating`.
+std::vector<Rating> Players(size_t count, Rating rating) {
+  return std::vector<Rating>(count, rating);
+}
+
+Rating MuSigma(double mu, double sigma) { return Rating{.value = mu, .deviation = sigma}; }
+
+// Teams of these sizes, all of `rating`, placed in input order 1, 2, 3, ... (the implementations'
+// default when no ranks are given).
+std::vector<PlacedTeam> InOrder(const std::vector<size_t>& sizes, Rating rating) {
+  std::vector<PlacedTeam> teams;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    teams.push_back(Team(Players(sizes[i], rating), static_cast<uint32_t>(i + 1)));
+  }
+  return teams;
+}
+
+struct MuSigmaPair {
+  double mu;
+  double sigma;
+};
+
+// Rates `teams` and expects every player's (mu, sigma) to be `expected` to 1e-9.
+void ExpectOpenSkill(const RatingSystem& system, const std::vector<PlacedTeam>& teams,
+                     const std::vector<std::vector<MuSigmaPair>>& expected) {
+  const auto rated = system.Rate(teams);
+  ASSERT_EQ(rated.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(rated[i].size(), expected[i].size()) << "team " << i;
+    for (size_t j = 0; j < expected[i].size(); ++j) {
+      EXPECT_NEAR(rated[i][j].value, expected[i][j].mu, kVectorTolerance)
+          << "team " << i << " player " << j;
+      EXPECT_NEAR(rated[i][j].deviation, expected[i][j].sigma, kVectorTolerance)
+          << "team " << i << " player " << j;
+    }
+  }
+}
+
+const SystemSpec kPlackettLuce = Spec("openskill");
+const SystemSpec kBradleyTerryFull = Spec("openskill", {}, "bradley_terry_full");
+const Rating kDefaultOpenSkill = MuSigma(25, 25.0 / 3.0);
+
+// openskill.js's rate() and openskill.py's models add their default tau = 25/300 to every sigma
+// before rating; their model-level tests do not. Our default is tau = 0.
+SystemSpec WithTau(SystemSpec spec, double tau) {
+  spec.parameters["tau"] = tau;
+  return spec;
+}
+constexpr double kImplementationsTau = 25.0 / 300.0;
+
+// ---------------------------------------------------------------------------------------------
+// OpenSkill, Plackett-Luce. The 2- to 5-player free-for-alls and the teams of 3, 1 and 2 are the
+// vectors both implementations publish, identical in:
+//   - philihp/openskill.js v5.0.1 (17bc0ff), src/models/__tests__/plackett-luce.test.ts,
+//     tests '2p FFA' (line 15), '3p FFA' (23), '4p FFA' (32), '5p FFA' (42),
+//     '3 teams different sized players' (53), unchanged since v1.4.0;
+//   - OpenDebates/openskill.py v4.0.0 (894b85f), tests/models/test_plackett_luce.py,
+//     test_plackett_luce, "# 2P FFA" (line 13) ... "# 3 Different Sized Teams" (line 55).
+// openskill.py 6.2.0 (vivekjoshy/openskill.py) computes the same numbers with tau = 0.
+
+TEST(OpenSkillPlackettLuceTest, TwoPlayerFreeForAllFromDefaults) {
+  ExpectOpenSkill(
+      *Make(kPlackettLuce), InOrder({1, 1}, kDefaultOpenSkill),
+      {{{27.63523138347365, 8.065506316323548}}, {{22.36476861652635, 8.065506316323548}}});
+}
+
+TEST(OpenSkillPlackettLuceTest, ThreePlayerFreeForAllFromDefaults) {
+  ExpectOpenSkill(*Make(kPlackettLuce), InOrder({1, 1, 1}, kDefaultOpenSkill),
+                  {{{27.868876552746237, 8.204837030780652}},
+                   {{25.717219138186557, 8.057829747583874}},
+                   {{21.413904309067206, 8.057829747583874}}});
+}
+
+TEST(OpenSkillPlackettLuceTest, FourPlayerFreeForAllFromDefaults) {
+  ExpectOpenSkill(*Make(kPlackettLuce), InOrder({1, 1, 1, 1}, kDefaultOpenSkill),
+                  {{{27.795084971874736, 8.263160757613477}},
+                   {{26.552824984374855, 8.179213704945203}},
+                   {{24.68943500312503, 8.083731307186588}},
+                   {{20.96265504062538, 8.083731307186588}}});
+}
+
+TEST(OpenSkillPlackettLuceTest, FivePlayerFreeForAllFromDefaults) {
+  ExpectOpenSkill(*Make(kPlackettLuce), InOrder({1, 1, 1, 1, 1}, kDefaultOpenSkill),
+                  {{{27.666666666666668, 8.290556877154474}},
+                   {{26.833333333333332, 8.240145629781066}},
+                   {{25.72222222222222, 8.179996679645559}},
+                   {{24.055555555555557, 8.111796013701358}},
+                   {{20.72222222222222, 8.111796013701358}}});
+}
+
+TEST(OpenSkillPlackettLuceTest, ThreeTeamsOfSizesThreeOneTwo) {
+  const MuSigmaPair first{25.939870821784513, 8.247641552260456};
+  const MuSigmaPair third{21.84646897330287, 8.213058173195341};
+  ExpectOpenSkill(
+      *Make(kPlackettLuce), InOrder({3, 1, 2}, kDefaultOpenSkill),
+      {{first, first, first}, {{27.21366020491262, 8.274321317985242}}, {third, third}});
+}
+
+// Placements out of input order, from ratings other than the defaults: openskill.js v5.0.1,
+// src/__tests__/rate.test.ts, 'accepts a rate ordering' (line 159), through rate() and so with its
+// tau = 25/300.
+TEST(OpenSkillPlackettLuceTest, PlacementsOutOfInputOrder) {
+  const double sigma = 25.0 / 3.0;
+  ExpectOpenSkill(*Make(WithTau(kPlackettLuce, kImplementationsTau)),
+                  {Team({MuSigma(15, sigma)}, 1), Team({MuSigma(20, sigma)}, 3),
+                   Team({MuSigma(25, sigma)}, 4), Team({MuSigma(30, sigma)}, 2)},
+                  {{{18.131120980297805, 8.283536573151807}},
+                   {{20.405169039419135, 8.107860440531121}},
+                   {{20.65583040714804, 8.082574596348321}},
+                   {{30.80787957313502, 8.155100416275928}}});
+}
+
+// Four players of different ratings: openskill.js v5.0.1, src/__tests__/rate.test.ts, 'rate
+// accepts and runs a placket-luce model by default' (line 17), tau = 25/300 as rate() applies it.
+TEST(OpenSkillPlackettLuceTest, FourPlayersOfDifferentRatings) {
+  ExpectOpenSkill(*Make(WithTau(kPlackettLuce, kImplementationsTau)),
+                  {Team({MuSigma(29.182, 4.782)}, 1), Team({MuSigma(27.174, 4.922)}, 2),
+                   Team({MuSigma(16.672, 6.217)}, 3), Team({kDefaultOpenSkill}, 4)},
+                  {{{30.210227447000438, 4.765617924939384}},
+                   {{27.644725221915632, 4.883479590134575}},
+                   {{17.4036218889969, 6.101259408259549}},
+                   {{19.21460876538932, 7.854669920480409}}});
+}
+
+// openskill.py 6.2.0's fixture: vivekjoshy/openskill.py v6.2.0 (a758216),
+// tests/models/weng_lin/test_plackett_luce.py, test_rate, against tests/models/data/
+// plackettluce.json. The model there is PlackettLuce(mu, sigma) with the fixture's mu and sigma
+// and the class's defaults beta = 25/6, kappa = 0.0001, tau = 25/300.
+SystemSpec PythonFixturePlackettLuce() {
+  return Spec("openskill", {{"mu", 20.35125162611535},
+                            {"sigma", 8.33148112355601},
+                            {"beta", 25.0 / 6.0},
+                            {"tau", kImplementationsTau}});
+}
+const Rating kPythonFixturePlackettLuceRating = MuSigma(20.35125162611535, 8.33148112355601);
+
+// test_rate, "results_ranks" (lines 325-333): four teams of 1, 2, 1, 2 placed 2, 1, 4, 3.
+TEST(OpenSkillPlackettLuceTest, PythonFixtureRanks) {
+  const Rating r = kPythonFixturePlackettLuceRating;
+  const MuSigmaPair second{22.373451456616035, 8.258479912445537};
+  const MuSigmaPair fourth{18.364835831043397, 8.112716571808326};
+  ExpectOpenSkill(*Make(PythonFixturePlackettLuce()),
+                  {Team({r}, 2), Team({r, r}, 1), Team({r}, 4), Team({r, r}, 3)},
+                  {{{22.35555943890167, 8.265434830225024}},
+                   {second, second},
+                   {{18.311159777900297, 8.219170401234347}},
+                   {fourth, fourth}});
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenSkill, Bradley-Terry with full pairing. The same games, the vectors of:
+//   - philihp/openskill.js v5.0.1, src/models/__tests__/bradley-terry-full.test.ts, '2p FFA'
+//     (line 16), '3p FFA' (24), '4p FFA' (33), '5p FFA' (43), '3 teams different sized players'
+//     (54);
+//   - OpenDebates/openskill.py v4.0.0, tests/models/test_bradley_terry_full.py,
+//     test_bradley_terry_full, "# 2P FFA" (line 14) ... "# 3 Different Sized Teams" (line 56).
+// The two disagree in the last digits of one number (the team of two of the 3-1-2 game:
+// 20.518164784802714 in openskill.js, ...718 in openskill.py), 4e-15 apart: both are within 1e-9.
+
+TEST(OpenSkillBradleyTerryFullTest, TwoPlayerFreeForAllFromDefaults) {
+  ExpectOpenSkill(
+      *Make(kBradleyTerryFull), InOrder({1, 1}, kDefaultOpenSkill),
+      {{{27.63523138347365, 8.065506316323548}}, {{22.36476861652635, 8.065506316323548}}});
+}
+
+TEST(OpenSkillBradleyTerryFullTest, ThreePlayerFreeForAllFromDefaults) {
+  ExpectOpenSkill(*Make(kBradleyTerryFull), InOrder({1, 1, 1}, kDefaultOpenSkill),
+                  {{{30.2704627669473, 7.788474807872566}},
+                   {{25.0, 7.788474807872566}},
+                   {{19.7295372330527, 7.788474807872566}}});
+}
+
+TEST(OpenSkillBradleyTerryFullTest, FourPlayerFreeForAllFromDefaults) {
+  ExpectOpenSkill(*Make(kBradleyTerryFull), InOrder({1, 1, 1, 1}, kDefaultOpenSkill),
+                  {{{32.90569415042095, 7.5012190693964005}},
+                   {{27.63523138347365, 7.5012190693964005}},
+                   {{22.36476861652635, 7.5012190693964005}},
+                   {{17.09430584957905, 7.5012190693964005}}});
+}
+
+TEST(OpenSkillBradleyTerryFullTest, FivePlayerFreeForAllFromDefaults) {
+  ExpectOpenSkill(*Make(kBradleyTerryFull), InOrder({1, 1, 1, 1, 1}, kDefaultOpenSkill),
+                  {{{35.5409255338946, 7.202515895247076}},
+                   {{30.2704627669473, 7.202515895247076}},
+                   {{25.0, 7.202515895247076}},
+                   {{19.729537233052703, 7.202515895247076}},
+                   {{14.4590744661054, 7.202515895247076}}});
+}
+
+TEST(OpenSkillBradleyTerryFullTest, ThreeTeamsOfSizesThreeOneTwo) {
+  const MuSigmaPair first{25.992743915179297, 8.19709997489984};
+  const MuSigmaPair third{20.518164784802714, 8.127515465304823};
+  ExpectOpenSkill(
+      *Make(kBradleyTerryFull), InOrder({3, 1, 2}, kDefaultOpenSkill),
+      {{first, first, first}, {{28.48909130001799, 8.220848339985736}}, {third, third}});
+}
+
+// openskill.py 6.2.0's fixture: vivekjoshy/openskill.py v6.2.0, tests/models/weng_lin/
+// test_bradley_terry_full.py, test_rate, against tests/models/data/bradleyterryfull.json;
+// BradleyTerryFull(mu, sigma) with beta = 25/6, kappa = 0.0001, tau = 25/300.
+SystemSpec PythonFixtureBradleyTerryFull() {
+  return Spec("openskill",
+              {{"mu", 16.03354781649136},
+               {"sigma", 12.429396412128556},
+               {"beta", 25.0 / 6.0},
+               {"tau", kImplementationsTau}},
+              "bradley_terry_full");
+}
+const Rating kPythonFixtureBradleyTerryRating = MuSigma(16.03354781649136, 12.429396412128556);
+
+// test_rate, "results_ranks" (lines 328-336).
+TEST(OpenSkillBradleyTerryFullTest, PythonFixtureRanks) {
+  const Rating r = kPythonFixtureBradleyTerryRating;
+  const MuSigmaPair second{23.594511753367236, 11.47082891120956};
+  const MuSigmaPair fourth{10.625547676645233, 11.47082891120956};
+  ExpectOpenSkill(*Make(PythonFixtureBradleyTerryFull()),
+                  {Team({r}, 2), Team({r, r}, 1), Team({r}, 4), Team({r, r}, 3)},
+                  {{{22.58458782319289, 11.44990951618401}},
+                   {second, second},
+                   {{7.329544012760081, 11.44990951618401}},
+                   {fourth, fourth}});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ties, as each model says: Plackett-Luce shares a place among the teams that tie (A_q),
+// Bradley-Terry scores a tie 1/2.
+
+// openskill.js v5.0.1, src/__tests__/rate.test.ts, 'allows ties' (line 194): ranks 1, 2, 2, via
+// rate() with tau = 25/300. openskill.py 6.2.0 gives the same; 6.1.0-6.1.3 gave the tied teams
+// other means (see TiedTeamsFollowPython620NotPython61).
+TEST(OpenSkillTiesTest, PlackettLuceTieForSecond) {
+  ExpectOpenSkill(*Make(WithTau(kPlackettLuce, kImplementationsTau)),
+                  {Team({MuSigma(10, 8)}, 1), Team({MuSigma(5, 10)}, 2), Team({MuSigma(0, 12)}, 2)},
+                  {{{11.942996666741225, 7.926888197620324}},
+                   {{2.9381178546315034, 9.653804487570165}},
+                   {{-1.4024317012198733, 11.323641575516767}}});
+}
+
+// openskill.js v5.0.1, src/__tests__/rate.test.ts, 'four-way-tie with newbies' (line 223).
+TEST(OpenSkillTiesTest, PlackettLuceFourWayTieMovesNoMean) {
+  ExpectOpenSkill(*Make(WithTau(kPlackettLuce, kImplementationsTau)),
+                  {Team({kDefaultOpenSkill}, 1), Team({kDefaultOpenSkill}, 1),
+                   Team({kDefaultOpenSkill}, 1), Team({kDefaultOpenSkill}, 1)},
+                  {{{25, 8.263571791259416}},
+                   {{25, 8.263571791259416}},
+                   {{25, 8.263571791259416}},
+                   {{25, 8.263571791259416}}});
+}
+
+// openskill.js v5.0.1, src/__tests__/rate.test.ts, 'accepts a score instead of rank' (line 285):
+// three equal scores, a three-way tie.
+TEST(OpenSkillTiesTest, PlackettLuceThreeWayTie) {
+  ExpectOpenSkill(
+      *Make(WithTau(kPlackettLuce, kImplementationsTau)),
+      {Team({kDefaultOpenSkill}, 1), Team({kDefaultOpenSkill}, 1), Team({kDefaultOpenSkill}, 1)},
+      {{{25, 8.205243377397993}}, {{25, 8.205243377397993}}, {{25, 8.205243377397993}}});
+}
+
+// vivekjoshy/openskill.py v6.2.0, tests/models/weng_lin/test_plackett_luce.py, test_rate,
+// "# Test Ties" (lines 359-365): teams of 1, 2, 3 placed 1, 2, 1; fixture plackettluce.json
+// "ties". openskill.py 6.1.0 to 6.1.3 counted a tied team's share as if it were the team's own
+// (`if team_q.rank == team_i.rank`), and gave the tied teams 23.241111866333558 and
+// 21.479966996534408; 6.2.0 (#176) returned to the paper's form, which openskill.js always had.
+TEST(OpenSkillTiesTest, TiedTeamsFollowPython620NotPython61) {
+  const Rating r = kPythonFixturePlackettLuceRating;
+  const MuSigmaPair second{19.53956360838512, 8.268148437657915};
+  const MuSigmaPair tied{19.87652320008089, 8.237522411103104};
+  ExpectOpenSkill(*Make(PythonFixturePlackettLuce()),
+                  {Team({r}, 1), Team({r, r}, 2), Team({r, r, r}, 1)},
+                  {{{21.63766806988004, 8.310709773172306}}, {second, second}, {tied, tied, tied}});
+}
+
+// vivekjoshy/openskill.py v6.2.0, tests/models/weng_lin/test_bradley_terry_full.py, test_rate,
+// "# Test Ties" (lines 362-368); fixture bradleyterryfull.json "ties".
+TEST(OpenSkillTiesTest, BradleyTerryFullTiedTeams) {
+  const Rating r = kPythonFixtureBradleyTerryRating;
+  const MuSigmaPair second{9.40905558180175, 11.91450441624131};
+  const MuSigmaPair tied{16.32270947771211, 11.999970481449761};
+  ExpectOpenSkill(
+      *Make(PythonFixtureBradleyTerryFull()), {Team({r}, 1), Team({r, r}, 2), Team({r, r, r}, 1)},
+      {{{22.368878389960223, 12.064304058091345}}, {second, second}, {tied, tied, tied}});
+}
+
+// ---------------------------------------------------------------------------------------------
+// tau: every sigma becomes sqrt(sigma^2 + tau^2) before the room is rated.
+
+// OpenDebates/openskill.py v4.0.0, tests/test_rate.py, test_rate, "# Accepts a tau term" (line 6);
+// the same vector in openskill.js v5.0.1, src/__tests__/rate.test.ts, 'accepts a tau term'
+// (line 318).
+TEST(OpenSkillTauTest, TauWidensSigmaBeforeTheUpdate) {
+  ExpectOpenSkill(
+      *Make(WithTau(kPlackettLuce, 0.3)), {Team({MuSigma(25, 3)}, 1), Team({MuSigma(25, 3)}, 2)},
+      {{{25.624880438870754, 2.9879993738476953}}, {{24.375119561129246, 2.9879993738476953}}});
+}
+
+// openskill.js v5.0.1, src/__tests__/rate.test.ts, 'rate accepts and runs a placket-luce model
+// with tau' (line 28): tau = 0.01 over four players of different ratings.
+TEST(OpenSkillTauTest, SmallTauOverDifferentRatings) {
+  ExpectOpenSkill(*Make(WithTau(kPlackettLuce, 0.01)),
+                  {Team({MuSigma(29.182, 4.782)}, 1), Team({MuSigma(27.174, 4.922)}, 2),
+                   Team({MuSigma(16.672, 6.217)}, 3), Team({kDefaultOpenSkill}, 4)},
+                  {{{30.20997558824299, 4.764909330988368}},
+                   {{27.64461002009721, 4.882799245921361}},
+                   {{17.403587237635527, 6.100731158882956}},
+                   {{19.21478808745494, 7.854267281042293}}});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weights (partial play), as openskill.py 6.2.0 applies them (rescaled to [1, 2] within each
+// team). Published vectors exist only from openskill.py 6.0 on (openskill.js v5.0.1 ignored
+// weights; its unreleased main branch replicates openskill.py's in
+// src/__tests__/parity-plackett-luce.test.ts).
+
+// vivekjoshy/openskill.py v6.2.0, tests/models/weng_lin/test_plackett_luce.py, test_rate,
+// "# Test Weights" (lines 367-378), fixture plackettluce.json "weights": weights
+// [[2, 0, 0], [1, 2], [0, 0, 1], [0, 1]], given here as [[1, 0, 0], [0.5, 1], [0, 0, 1], [0, 1]]
+// (shares in [0, 1]), which rescale to the same [1, 2] within each team.
+TEST(OpenSkillWeightsTest, PlackettLucePythonFixtureWeights) {
+  const Rating r = kPythonFixturePlackettLuceRating;
+  ExpectOpenSkill(
+      *Make(PythonFixturePlackettLuce()),
+      {WeightedTeam({r, r, r}, {1, 0, 0}, 2), WeightedTeam({r, r}, {0.5, 1}, 1),
+       WeightedTeam({r, r, r}, {0, 0, 1}, 4), WeightedTeam({r, r}, {0, 1}, 3)},
+      {{{21.649872897994697, 8.146110527078056},
+        {21.000562262055023, 8.239527864992827},
+        {21.000562262055023, 8.239527864992827}},
+       {{22.456685723244924, 8.309959046469814}, {24.562119820374498, 8.28796214707792}},
+       {{16.789694067795875, 8.195623892204544},
+        {16.789694067795875, 8.195623892204544},
+        {18.570472846955614, 8.264041781691587}},
+       {{21.158064451365576, 8.249053790497177}, {21.964877276615802, 8.165369233562995}}});
+}
+
+// vivekjoshy/openskill.py v6.2.0, tests/models/weng_lin/test_bradley_terry_full.py, test_rate,
+// "# Test Weights" (lines 370-381), fixture bradleyterryfull.json "weights"; weights as above.
+TEST(OpenSkillWeightsTest, BradleyTerryFullPythonFixtureWeights) {
+  const Rating r = kPythonFixtureBradleyTerryRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureBradleyTerryFull()),
+      {WeightedTeam({r, r, r}, {1, 0, 0}, 2), WeightedTeam({r, r}, {0.5, 1}, 1),
+       WeightedTeam({r, r, r}, {0, 0, 1}, 4), WeightedTeam({r, r}, {0, 1}, 3)},
+      {{{18.025653268906762, 11.187853119305666},
+        {17.02960054269906, 11.825077104049601},
+        {17.02960054269906, 11.825077104049601}},
+       {{25.989955945165427, 11.821600475923185}, {35.9463640738395, 11.180502493645616}},
+       {{6.609803175859515, 11.825077104049601},
+        {6.609803175859515, 11.825077104049601},
+        {11.321675496175438, 12.131143559677232}},
+       {{14.504831602241435, 11.821600475923185}, {15.269189709366398, 12.129449233716796}}});
+}
+
+// Shares below 1: philihp/openskill.js main (0bf4361, after v5.0.1), src/__tests__/rate.test.ts,
+// 'applies weights for partial play' (line 297), weights [[0.9, 1], [1, 0.6]] through rate()
+// (tau = 25/300); openskill.js's own output with openskill.py's rescaling, not a Python vector.
+TEST(OpenSkillWeightsTest, SharesBelowOne) {
+  ExpectOpenSkill(
+      *Make(WithTau(kPlackettLuce, kImplementationsTau)),
+      {WeightedTeam({MuSigma(29.182, 4.782), MuSigma(27.174, 4.922)}, {0.9, 1}, 1),
+       WeightedTeam({MuSigma(16.672, 6.217), kDefaultOpenSkill}, {1, 0.6}, 2)},
+      {{{29.607340941337068, 4.755311788972862}, {28.075205565064074, 4.86272644246492}},
+       {{16.31258521457155, 6.171900418676952}, {23.70858117648013, 8.111707446126035}}});
+}
+
+// Equal weights within a team are no weights at all (openskill.js main, rate.test.ts, 'normalizes
+// uniform within-team weights to a no-op', line 328); and a team of one has no other player to
+// share with, so its weight changes nothing (our documented departure from openskill.py, which
+// would rescale a lone weight to 2).
+TEST(OpenSkillWeightsTest, EqualWeightsAndSoloWeightsChangeNothing) {
+  const auto system = Make(kPlackettLuce);
+  const Rating r = kDefaultOpenSkill;
+  EXPECT_EQ(system->Rate({WeightedTeam({r, r}, {0.83, 0.83}, 1), Team({r, r}, 2)}),
+            system->Rate({Team({r, r}, 1), Team({r, r}, 2)}));
+  EXPECT_EQ(system->Rate({WeightedTeam({r}, {0.4}, 1), Team({r}, 2), Team({r}, 3)}),
+            system->Rate({Team({r}, 1), Team({r}, 2), Team({r}, 3)}));
+}
+
+// Ratings far from any ladder neither overflow nor turn into NaN: Plackett-Luce's exp(mu / c)
+// would overflow at mu = 1e5 without its log-sum-exp.
+TEST(OpenSkillTest, RatingsFarFromTheScaleStayFinite) {
+  for (const auto& spec : {kPlackettLuce, kBradleyTerryFull}) {
+    const auto system = Make(spec);
+    const auto rated = system->Rate(
+        {Team({MuSigma(1e5, 8)}, 2), Team({MuSigma(-1e5, 8)}, 1), Team({MuSigma(25, 1e-3)}, 3)});
+    for (const auto& team : rated) {
+      for (const auto& rating : team) {
+        EXPECT_TRUE(system->CheckRating(rating).ok()) << spec.model << ": " << rating.value;
+      }
+    }
+    // The favourite that lost falls, the outsider that won rises.
+    EXPECT_LT(rated[0][0].value, 1e5) << spec.model;
+    EXPECT_GT(rated[1][0].value, -1e5) << spec.model;
+  }
+}
+
+TEST(OpenSkillTest, DisplayedIsMuMinusThreeSigma) {
+  const auto system = Make(kPlackettLuce);
+  EXPECT_DOUBLE_EQ(system->Displayed(MuSigma(25, 25.0 / 3.0)), 0);
+  EXPECT_DOUBLE_EQ(system->Displayed(MuSigma(30, 2)), 24);
+  EXPECT_EQ(system->Initial(), MuSigma(25, 25.0 / 3.0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Glicko-2: Mark E. Glickman, "Example of the Glicko-2 system" (glicko.net/glicko/glicko2.pdf),
+// the worked example: "Suppose a player rated 1500 competes against players rated 1400, 1550 and
+// 1700, winning the first game and losing the next two. Assume the 1500-rated player's rating
+// deviation is 200, and his opponents' are 30, 100 and 300, respectively. Assume the 1500 player
+// has volatility sigma = 0.06, and the system constant tau is 0.5."
+
+const std::vector<Glicko2Game> kGlickmanGames{
+    {Rating{.value = 1400, .deviation = 30, .volatility = 0.06}, 1},
+    {Rating{.value = 1550, .deviation = 100, .volatility = 0.06}, 0},
+    {Rating{.value = 1700, .deviation = 300, .volatility = 0.06}, 0},
+};
+const Rating kGlickmanPlayer{.value = 1500, .deviation = 200, .volatility = 0.06};
+constexpr double kGlicko2Scale = 173.7178;
+
+// The paper prints, step 5: "sigma' = 0.05999"; step 7: "mu' = ... = -0.2069" and
+// "phi' = ... = 0.8722"; step 8: "r' = 173.7178 x -0.2069 + 1500 = 1464.06" and
+// "RD' = 173.7178 x 0.8722 = 151.52". It carries every intermediate at four decimals, so its
+// step 7 (the Glicko-2 scale) is matched to half a unit of its last digit, and its step 5 and 8,
+// which it computes from those rounded figures (173.7178 x -0.2069 + 1500 = 1464.0574), to one
+// unit: full precision gives r' = 1464.0507 and sigma' = 0.0599960 (see the next test).
+TEST(Glicko2Test, GlickmansWorkedExample) {
+  const Rating after = Glicko2RatingPeriod(kGlickmanPlayer, kGlickmanGames, 0.5);
+  EXPECT_NEAR((after.value - 1500) / kGlicko2Scale, -0.2069, 0.00005);
+  EXPECT_NEAR(after.deviation / kGlicko2Scale, 0.8722, 0.00005);
+  EXPECT_NEAR(after.value, 1464.06, 0.01);
+  EXPECT_NEAR(after.deviation, 151.52, 0.01);
+  EXPECT_NEAR(after.volatility, 0.05999, 0.00001);
+}
+
+// The same example at full precision, as an independent implementation publishes it:
+// jlouis/erl-glicko2, src/glicko2.erl, glicko_test(): "within(0.059995984286488495, SigmaP)",
+// "within(1464.0506705393013, R1)", "within(151.51652412385727, RD1)". It finds sigma' with
+// Ridders' method rather than Illinois, to the same epsilon on ln(sigma^2): the two roots agree
+// to well within 1e-6.
+TEST(Glicko2Test, GlickmansExampleAtFullPrecision) {
+  const Rating after = Glicko2RatingPeriod(kGlickmanPlayer, kGlickmanGames, 0.5);
+  EXPECT_NEAR(after.value, 1464.0506705393013, 1e-6);
+  EXPECT_NEAR(after.deviation, 151.51652412385727, 1e-6);
+  EXPECT_NEAR(after.volatility, 0.059995984286488495, 1e-6);
+}
+
+// The paper, step 6 and its note on a player who does not compete: "the player's rating and
+// volatility parameters remain the same, but the new RD' = 173.7178 sqrt(phi^2 + sigma^2)".
+// For 1500/200/0.06: 173.7178 * sqrt(1.15130^2 + 0.06^2) = 173.7178 * 1.152862 = 200.2714 (by
+// hand; 1.152862 is the paper's own phi* of step 6).
+TEST(Glicko2Test, PeriodWithoutGamesOnlyWidensTheDeviation) {
+  const Rating after = Glicko2RatingPeriod(kGlickmanPlayer, {}, 0.5);
+  EXPECT_EQ(after.value, 1500);
+  EXPECT_EQ(after.volatility, 0.06);
+  EXPECT_NEAR(after.deviation, 200.2714, 0.00005);
+}
+
+// The system rates a room of two single players as one period each, against the other's rating
+// from before the match, the rank deciding the score.
+TEST(Glicko2Test, RoomIsOneRatingPeriodPerPlayer) {
+  const auto system = Make(Spec("glicko2"));
+  const Rating a{.value = 1500, .deviation = 200, .volatility = 0.06};
+  const Rating b{.value = 1400, .deviation = 30, .volatility = 0.06};
+  const auto won = system->Rate({Team({a}, 1), Team({b}, 2)});
+  EXPECT_EQ(won[0][0], Glicko2RatingPeriod(a, {{b, 1}}, 0.5));
+  EXPECT_EQ(won[1][0], Glicko2RatingPeriod(b, {{a, 0}}, 0.5));
+  const auto lost = system->Rate({Team({a}, 2), Team({b}, 1)});
+  EXPECT_EQ(lost[0][0], Glicko2RatingPeriod(a, {{b, 0}}, 0.5));
+  const auto drew = system->Rate({Team({a}, 1), Team({b}, 1)});
+  EXPECT_EQ(drew[0][0], Glicko2RatingPeriod(a, {{b, 0.5}}, 0.5));
+  EXPECT_EQ(drew[1][0], Glicko2RatingPeriod(b, {{a, 0.5}}, 0.5));
+  // The winner rises, the loser falls, both deviations shrink.
+  EXPECT_GT(won[0][0].value, a.value);
+  EXPECT_LT(won[1][0].value, b.value);
+  EXPECT_LT(won[0][0].deviation, a.deviation);
+}
+
+TEST(Glicko2Test, AcceptsOnlyTwoTeamsOfOne) {
+  const auto system = Make(Spec("glicko2"));
+  EXPECT_TRUE(system->Accepts({1, 1}).ok());
+  for (const std::vector<size_t>& sizes :
+       std::vector<std::vector<size_t>>{{1}, {1, 1, 1}, {2, 1}, {1, 2}, {2, 2}, {}, {1, 0}}) {
+    const Status status = system->Accepts(sizes);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << sizes.size();
+    EXPECT_NE(status.message().find("two teams of one player"), std::string::npos)
+        << status.message();
+  }
+}
+
+// Ratings thousands of points apart: the textbook 1 - E is 0 there, and v = 1 / 0.
+TEST(Glicko2Test, RatingsFarApartStayFinite) {
+  const auto system = Make(Spec("glicko2"));
+  const Rating strong{.value = 1e5, .deviation = 50, .volatility = 0.06};
+  const Rating weak{.value = 0, .deviation = 50, .volatility = 0.06};
+  for (const uint32_t strong_rank : {1u, 2u}) {
+    const auto rated = system->Rate({Team({strong}, strong_rank), Team({weak}, 3 - strong_rank)});
+    EXPECT_TRUE(system->CheckRating(rated[0][0]).ok()) << rated[0][0].value;
+    EXPECT_TRUE(system->CheckRating(rated[1][0]).ok()) << rated[1][0].value;
+  }
+  // The upset still moves both: E rounds to 1, but 1 - E is taken from its own tail.
+  const auto upset = system->Rate({Team({strong}, 2), Team({weak}, 1)});
+  EXPECT_LT(upset[0][0].value, strong.value);
+  EXPECT_GT(upset[1][0].value, weak.value);
+}
+
+TEST(Glicko2Test, DisplayedIsRatingMinusTwoDeviations) {
+  const auto system = Make(Spec("glicko2"));
+  EXPECT_DOUBLE_EQ(system->Displayed(Rating{.value = 1850, .deviation = 50, .volatility = 0.06}),
+                   1750);
+  EXPECT_EQ(system->Initial(), (Rating{.value = 1500, .deviation = 350, .volatility = 0.06}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elo.
+
+// A rating change as today's SQL computes it, written here independently of elo.cc: the double
+// printed at 15 significant digits (PostgreSQL's float8 -> numeric), then rounded half away from
+// zero.
+double TodaysRoundedChange(double change) {
+  std::ostringstream decimal;
+  decimal << std::setprecision(15) << change;
+  const double exact = std::stod(decimal.str());
+  return exact < 0 ? -std::floor(-exact + 0.5) : std::floor(exact + 0.5);
+}
+
+// Today's two-team Elo (design.md §5 step 5): E = 1 / (1 + 10^((Rb - Ra) / 400)),
+// round(K (S - E)) for each player of the team.
+double TodaysTwoTeamChange(double team, double opponent, double score, double k) {
+  return TodaysRoundedChange(k * (score - 1.0 / (1.0 + std::pow(10.0, (opponent - team) / 400.0))));
+}
+
+std::vector<Rating> EloPlayers(const std::vector<double>& values) {
+  std::vector<Rating> ratings;
+  for (double value : values) ratings.push_back(Rating{.value = value});
+  return ratings;
+}
+
+double Average(const std::vector<double>& values) {
+  double sum = 0;
+  for (double value : values) sum += value;
+  return sum / static_cast<double>(values.size());
+}
+
+// The value sql/functions/verdict_elo_delta.sql returns, evaluated on PostgreSQL 15.18 as
+// `SELECT verdict_elo_delta(team, opponent, score, k)`, for the teams' average ratings.
+struct SqlEloCase {
+  std::vector<double> team;
+  std::vector<double> opponent;
+  double score;  // of `team`: 1 won, 0.5 drew, 0 lost
+  double k;
+  double sql_change;  // what verdict_elo_delta returned for `team`
+};
+
+TEST(EloTest, TwoTeamsMoveExactlyAsTodaysSql) {
+  const std::vector<SqlEloCase> cases{
+      {{1500}, {1500}, 1, 32, 16},
+      {{1600, 1600}, {1400, 1400}, 1, 32, 8},
+      {{1400}, {1600}, 0, 32, -8},
+      // 33 (1/2 - 1/11) = 13.5 exactly, 13.499999999999998 in double: numeric rounds it to 14.
+      {{1500}, {1900}, 0.5, 33, 14},
+      {{1900}, {1500}, 0.5, 33, -14},
+      {{1613, 1614, 1613, 1614}, {1498, 1498, 1498, 1499}, 0, 32, -21},  // 1613.5 vs 1498.25
+      {{1200}, {2100}, 1, 32, 32},
+      {{1500, 1500, 1500}, {1520, 1520, 1520}, 0.5, 32, 1},
+      {{1700, 1750, 1750}, {1650, 1650, 1650}, 1, 24, 9},
+  };
+  for (const auto& c : cases) {
+    const auto system = Make(Spec("elo", {{"k", c.k}}));
+    const uint32_t team_rank = c.score == 1 ? 1 : c.score == 0 ? 2 : 1;
+    const uint32_t opponent_rank = c.score == 1 ? 2 : 1;
+    const auto rated = system->Rate(
+        {Team(EloPlayers(c.team), team_rank), Team(EloPlayers(c.opponent), opponent_rank)});
+    for (size_t j = 0; j < c.team.size(); ++j) {
+      EXPECT_EQ(rated[0][j].value - c.team[j], c.sql_change)
+          << c.team[0] << " vs " << c.opponent[0] << " k=" << c.k;
+    }
+    for (size_t j = 0; j < c.opponent.size(); ++j) {
+      EXPECT_EQ(rated[1][j].value - c.opponent[j], -c.sql_change)
+          << c.team[0] << " vs " << c.opponent[0] << " k=" << c.k;
+    }
+  }
+}
+
+// By hand: equal teams, the winner's expectation is 1/2, so K = 32 moves 16 points; 200 points
+// apart, E = 1 / (1 + 10^-0.5) = 0.759747, and a win moves 32 * 0.240253 = 7.688, rounded 8.
+TEST(EloTest, HandComputedTwoTeamCases) {
+  const auto system = Make(Spec("elo"));
+  auto rated = system->Rate({Team(EloPlayers({1500, 1500}), 1), Team(EloPlayers({1500, 1500}), 2)});
+  EXPECT_EQ(rated[0][0].value, 1516);
+  EXPECT_EQ(rated[1][1].value, 1484);
+  rated = system->Rate({Team(EloPlayers({1700, 1500}), 1), Team(EloPlayers({1400, 1400}), 2)});
+  EXPECT_EQ(rated[0][0].value, 1708);
+  EXPECT_EQ(rated[0][1].value, 1508);
+  EXPECT_EQ(rated[1][0].value, 1392);
+  // Two against one: n_mean = 1.5, so the pair moves 7.688 * 1.5 / 2 = 5.77, rounded 6, and the
+  // one -7.688 * 1.5 / 1 = -11.53, rounded -12: the room still sums to zero.
+  rated = system->Rate({Team(EloPlayers({1700, 1500}), 1), Team(EloPlayers({1400}), 2)});
+  EXPECT_EQ(rated[0][0].value, 1706);
+  EXPECT_EQ(rated[0][1].value, 1506);
+  EXPECT_EQ(rated[1][0].value, 1388);
+  rated = system->Rate({Team(EloPlayers({1500}), 1), Team(EloPlayers({1500}), 1)});
+  EXPECT_EQ(rated[0][0].value, 1500);
+  EXPECT_EQ(rated[1][0].value, 1500);
+}
+
+// Many two-team rooms of equal sizes against the formula written above: the same change for
+// every player, opposite for the two teams (a zero residue).
+TEST(EloTest, TwoEqualTeamsAgreeWithTodaysFormulaAndSumToZero) {
+  std::mt19937 random(39);
+  std::uniform_int_distribution<int> rating(900, 2600);
+  std::uniform_int_distribution<int> size(1, 8);
+  std::uniform_int_distribution<int> outcome(0, 2);
+  for (int room = 0; room < 2000; ++room) {
+    const int n = size(random);
+    std::vector<double> a, b;
+    for (int j = 0; j < n; ++j) {
+      a.push_back(rating(random));
+      b.push_back(rating(random));
+    }
+    const int result = outcome(random);  // 0: team 1 won, 1: team 2 won, 2: a draw
+    const double score = result == 0 ? 1 : result == 1 ? 0 : 0.5;
+    const double k = room % 2 == 0 ? 32 : 1 + room % 50;
+    const auto system = Make(Spec("elo", {{"k", k}}));
+    const auto rated = system->Rate(
+        {Team(EloPlayers(a), result == 1 ? 2 : 1), Team(EloPlayers(b), result == 0 ? 2 : 1)});
+    const double expected_a = TodaysTwoTeamChange(Average(a), Average(b), score, k);
+    const double expected_b = TodaysTwoTeamChange(Average(b), Average(a), 1 - score, k);
+    ASSERT_EQ(expected_a, -expected_b);
+    for (int j = 0; j < n; ++j) {
+      ASSERT_EQ(rated[0][j].value - a[j], expected_a) << "room " << room;
+      ASSERT_EQ(rated[1][j].value - b[j], expected_b) << "room " << room;
+    }
+  }
+}
+
+// Three teams of 1500, placed 1, 2, 3, K = 32: each pair moves K/2 (S - 1/2), so the first gains
+// 16 (1/2 + 1/2), the second 16 (-1/2 + 1/2) = 0, the third loses 16 (by hand).
+TEST(EloTest, ThreeTeamsArePairedAndScaledByOneOverTMinusOne) {
+  const auto system = Make(Spec("elo"));
+  const auto rated =
+      system->Rate({Team(EloPlayers({1500, 1500}), 1), Team(EloPlayers({1500, 1500}), 2),
+                    Team(EloPlayers({1500, 1500}), 3)});
+  EXPECT_EQ(rated[0][0].value, 1516);
+  EXPECT_EQ(rated[1][0].value, 1500);
+  EXPECT_EQ(rated[2][1].value, 1484);
+}
+
+// Pairwise against a direct evaluation of Delta_i = K / (T - 1) sum_j (S_ij - E_ij), for four
+// teams of different ratings and a tie.
+TEST(EloTest, ManyTeamsMatchThePairwiseFormula) {
+  const std::vector<std::vector<double>> ratings{
+      {1620, 1580}, {1500, 1450}, {1400, 1390}, {1700, 1710}};
+  const std::vector<uint32_t> ranks{2, 1, 4, 2};
+  const double k = 32;
+  std::vector<PlacedTeam> teams;
+  for (size_t i = 0; i < ratings.size(); ++i)
+    teams.push_back(Team(EloPlayers(ratings[i]), ranks[i]));
+  const auto rated = Make(Spec("elo"))->Rate(teams);
+  for (size_t i = 0; i < ratings.size(); ++i) {
+    double sum = 0;
+    for (size_t j = 0; j < ratings.size(); ++j) {
+      if (j == i) continue;
+      const double s = ranks[i] < ranks[j] ? 1 : ranks[i] == ranks[j] ? 0.5 : 0;
+      sum += s - 1 / (1 + std::pow(10.0, (Average(ratings[j]) - Average(ratings[i])) / 400));
+    }
+    const double expected = TodaysRoundedChange(k / 3 * sum);
+    for (size_t j = 0; j < ratings[i].size(); ++j) {
+      EXPECT_EQ(rated[i][j].value - ratings[i][j], expected) << "team " << i;
+    }
+  }
+}
+
+// Placements that tie count half a win each way: 1500 x 3 placed 1, 1, 3 gives the tied teams
+// K/2 (0 + 1/2) = 8 and the last K/2 (-1/2 - 1/2) = -16 (by hand).
+TEST(EloTest, TiedPlacementsAreHalfAWin) {
+  const auto rated = Make(Spec("elo"))
+                         ->Rate({Team(EloPlayers({1500}), 1), Team(EloPlayers({1500}), 1),
+                                 Team(EloPlayers({1500}), 3)});
+  EXPECT_EQ(rated[0][0].value, 1508);
+  EXPECT_EQ(rated[1][0].value, 1508);
+  EXPECT_EQ(rated[2][0].value, 1484);
+}
+
+// 1 v 4 of equal average, the solo player winning: the teams move +16 and -16, n_mean = 2.5, so
+// the solo player gains 16 * 2.5 / 1 = 40 and each of the four loses 16 * 2.5 / 4 = 10 (by hand):
+// the room sums to zero.
+TEST(EloTest, UnequalTeamsSumToZeroAcrossPlayers) {
+  const auto rated =
+      Make(Spec("elo"))
+          ->Rate({Team(EloPlayers({1500}), 1), Team(EloPlayers({1400, 1600, 1450, 1550}), 2)});
+  EXPECT_EQ(rated[0][0].value, 1540);
+  EXPECT_EQ(rated[1][0].value, 1390);
+  EXPECT_EQ(rated[1][3].value, 1540);
+}
+
+// Unequal sizes sum to zero before rounding; after it, by at most half a point per player. Large
+// K makes the unrounded changes large, so the bound is all rounding can leave.
+TEST(EloTest, RoundingResidueIsWithinHalfAPointPerPlayer) {
+  std::mt19937 random(3);
+  std::uniform_int_distribution<int> rating(1000, 2200);
+  std::uniform_int_distribution<int> team_count(2, 12);
+  std::uniform_int_distribution<int> size(1, 6);
+  for (int room = 0; room < 500; ++room) {
+    const int t = team_count(random);
+    std::vector<PlacedTeam> teams;
+    std::vector<std::vector<double>> before;
+    size_t players = 0;
+    for (int i = 0; i < t; ++i) {
+      std::vector<double> values(size(random));
+      for (auto& value : values) value = rating(random);
+      std::uniform_int_distribution<int> rank(1, t);
+      teams.push_back(Team(EloPlayers(values), static_cast<uint32_t>(rank(random))));
+      before.push_back(values);
+      players += values.size();
+    }
+    const auto rated = Make(Spec("elo", {{"k", 1000}}))->Rate(teams);
+    double residue = 0;
+    for (size_t i = 0; i < teams.size(); ++i) {
+      for (size_t j = 0; j < before[i].size(); ++j) residue += rated[i][j].value - before[i][j];
+    }
+    EXPECT_LE(std::abs(residue), static_cast<double>(players) / 2) << "room " << room;
+  }
+}
+
+TEST(EloTest, WeightsAreIgnored) {
+  const auto system = Make(Spec("elo"));
+  const auto players = EloPlayers({1500, 1600});
+  EXPECT_EQ(system->Rate({WeightedTeam(players, {0.2, 1}, 1), Team(EloPlayers({1550}), 2)}),
+            system->Rate({Team(players, 1), Team(EloPlayers({1550}), 2)}));
+}
+
+TEST(EloTest, DisplayedIsTheRating) {
+  const auto system = Make(Spec("elo", {{"initial_rating", 1200}}));
+  EXPECT_EQ(system->Displayed(Rating{.value = 1834}), 1834);
+  EXPECT_EQ(system->Initial(), Rating{.value = 1200});
+}
+
+// ---------------------------------------------------------------------------------------------
+// MakeRatingSystem.
+
+TEST(MakeRatingSystemTest, SpecListsEveryParameterWithDefaults) {
+  EXPECT_EQ(Make(Spec("elo"))->spec(), (Spec("elo", {{"k", 32}, {"initial_rating", 1500}})));
+  EXPECT_EQ(
+      Make(Spec("openskill"))->spec(),
+      (Spec(
+          "openskill",
+          {{"mu", 25}, {"sigma", 25.0 / 3.0}, {"beta", 25.0 / 6.0}, {"kappa", 0.0001}, {"tau", 0}},
+          "plackett_luce")));
+  EXPECT_EQ(Make(Spec("glicko2"))->spec(), (Spec("glicko2", {{"tau", 0.5},
+                                                             {"initial_rating", 1500},
+                                                             {"initial_deviation", 350},
+                                                             {"initial_volatility", 0.06}})));
+  // beta defaults to half the sigma given; given parameters are kept.
+  const auto spec =
+      Make(Spec("openskill", {{"sigma", 10}, {"tau", 0.1}}, "bradley_terry_full"))->spec();
+  EXPECT_EQ(spec.model, "bradley_terry_full");
+  EXPECT_EQ(spec.parameters.at("beta"), 5);
+  EXPECT_EQ(spec.parameters.at("tau"), 0.1);
+  EXPECT_EQ(spec.parameters.at("mu"), 25);
+  // A spec made from a system's own spec() makes the same system.
+  EXPECT_EQ(Make(spec)->spec(), spec);
+}
+
+TEST(MakeRatingSystemTest, RefusesEachBadFieldByName) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    SystemSpec spec;
+    std::string field;  // the message starts with it
+  };
+  const std::vector<Case> cases{
+      {Spec("trueskill"), "system:"},
+      {Spec(""), "system:"},
+      {Spec("elo", {}, "plackett_luce"), "model:"},
+      {Spec("glicko2", {}, "x"), "model:"},
+      {Spec("openskill", {}, "thurstone_mosteller_full"), "model:"},
+      {Spec("elo", {{"K", 32}}), "parameters.K:"},
+      {Spec("openskill", {{"z", 3}}), "parameters.z:"},
+      {Spec("glicko2", {{"k", 32}}), "parameters.k:"},
+      {Spec("elo", {{"k", 0}}), "parameters.k:"},
+      {Spec("elo", {{"k", -32}}), "parameters.k:"},
+      {Spec("elo", {{"k", nan}}), "parameters.k:"},
+      {Spec("elo", {{"k", inf}}), "parameters.k:"},
+      {Spec("elo", {{"initial_rating", 1500.5}}), "parameters.initial_rating:"},
+      {Spec("openskill", {{"mu", inf}}), "parameters.mu:"},
+      {Spec("openskill", {{"sigma", 0}}), "parameters.sigma:"},
+      {Spec("openskill", {{"sigma", -1}}), "parameters.sigma:"},
+      {Spec("openskill", {{"beta", 0}}), "parameters.beta:"},
+      {Spec("openskill", {{"kappa", 0}}), "parameters.kappa:"},
+      {Spec("openskill", {{"kappa", 1}}), "parameters.kappa:"},
+      {Spec("openskill", {{"tau", -0.1}}), "parameters.tau:"},
+      {Spec("openskill", {{"tau", nan}}), "parameters.tau:"},
+      {Spec("glicko2", {{"tau", 0}}), "parameters.tau:"},
+      {Spec("glicko2", {{"initial_rating", nan}}), "parameters.initial_rating:"},
+      {Spec("glicko2", {{"initial_deviation", 0}}), "parameters.initial_deviation:"},
+      {Spec("glicko2", {{"initial_volatility", -0.06}}), "parameters.initial_volatility:"},
+  };
+  for (const auto& c : cases) {
+    const auto system = MakeRatingSystem(c.spec);
+    ASSERT_FALSE(system.ok()) << c.field;
+    EXPECT_EQ(system.status().code(), StatusCode::kInvalidArgument) << c.field;
+    EXPECT_EQ(system.status().message().rfind(c.field, 0), 0u)
+        << "want " << c.field << ", got " << system.status().message();
+  }
+  // An unknown parameter is answered with the ones the system has.
+  EXPECT_NE(MakeRatingSystem(Spec("elo", {{"K", 32}})).status().message().find("k, initial_rating"),
+            std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The seam's shared rules.
+
+TEST(ApplyChangeTest, CurrentEqualToBeforeGivesAfterExactly) {
+  // 25 * (3.3 / 25) is not 3.3 in doubles, nor 25 + (3.3 - 25): the rule must not compute them.
+  const Rating before{.value = 25, .deviation = 25, .volatility = 25};
+  const Rating after{.value = 3.3, .deviation = 3.3, .volatility = 3.3};
+  ASSERT_NE(25 * (3.3 / 25), 3.3);
+  ASSERT_NE(25 + (3.3 - 25), 3.3);
+  EXPECT_EQ(ApplyChange(before, before, after), after);
+}
+
+TEST(ApplyChangeTest, MovesValueByDifferenceAndUncertaintyByRatio) {
+  const Rating before{.value = 25, .deviation = 8, .volatility = 0.06};
+  const Rating after{.value = 27, .deviation = 6, .volatility = 0.03};
+  const Rating current{.value = 30, .deviation = 4, .volatility = 0.08};
+  const Rating moved = ApplyChange(current, before, after);
+  EXPECT_DOUBLE_EQ(moved.value, 32);
+  EXPECT_DOUBLE_EQ(moved.deviation, 3);
+  EXPECT_DOUBLE_EQ(moved.volatility, 0.04);
+}
+
+TEST(ApplyChangeTest, NoUncertaintyBeforeTakesAfters) {
+  const Rating before{.value = 1500};
+  const Rating after{.value = 1516};
+  EXPECT_EQ(ApplyChange(Rating{.value = 1530}, before, after), Rating{.value = 1546});
+  const Rating with_deviation{.value = 25, .deviation = 7};
+  EXPECT_EQ(ApplyChange(Rating{.value = 20, .deviation = 3}, Rating{.value = 24}, with_deviation),
+            (Rating{.value = 21, .deviation = 7}));
+}
+
+TEST(CheckRoomTest, RefusesWhatRateCannotRate) {
+  const auto system = Make(Spec("openskill"));
+  const Rating r = kDefaultOpenSkill;
+  EXPECT_TRUE(CheckRoom(*system, {Team({r}, 1), Team({r, r}, 2)}).ok());
+  const auto message = [&](const std::vector<PlacedTeam>& teams) {
+    const Status status = CheckRoom(*system, teams);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    return status.message();
+  };
+  EXPECT_NE(message({Team({r}, 1)}).find("at least two teams"), std::string::npos);
+  EXPECT_NE(message({Team({r}, 1), Team({}, 2)}).find("team 2 has no players"), std::string::npos);
+  EXPECT_NE(message({Team({r}, 1), Team({r}, 3)}).find("team 2: rank 3"), std::string::npos);
+  EXPECT_NE(message({Team({r}, 0), Team({r}, 1)}).find("team 1: rank 0"), std::string::npos);
+  EXPECT_NE(
+      message({Team({r}, 1), WeightedTeam({r, r}, {1, 1.5}, 2)}).find("team 2, player 1: weight"),
+      std::string::npos);
+  EXPECT_NE(message({Team({r}, 1), WeightedTeam({r}, {std::nan("")}, 2)}).find("weight"),
+            std::string::npos);
+  EXPECT_NE(
+      message({Team({r}, 1), Team({MuSigma(25, 0)}, 2)}).find("team 2, player 0: rating deviation"),
+      std::string::npos);
+  EXPECT_NE(message({Team({MuSigma(std::nan(""), 8)}, 1), Team({r}, 2)}).find("rating value"),
+            std::string::npos);
+  EXPECT_FALSE(CheckRoom(*Make(Spec("elo")),
+                         {Team({Rating{.value = 1500.5}}, 1), Team({Rating{.value = 1500}}, 2)})
+                   .ok());
+  EXPECT_FALSE(CheckRoom(*Make(Spec("glicko2")),
+                         {Team({Rating{.value = 1500, .deviation = 350}}, 1),
+                          Team({Rating{.value = 1500, .deviation = 350, .volatility = 0.06}}, 2)})
+                   .ok());
+}
+
+// A room Rate cannot rate is a caller's bug, answered with the ratings as they were.
+TEST(CheckRoomTest, RateAnswersAnUncheckedRoomUnchanged) {
+  const Rating g{.value = 1500, .deviation = 350, .volatility = 0.06};
+  const std::vector<PlacedTeam> three{Team({g}, 1), Team({g}, 2), Team({g}, 3)};
+  EXPECT_EQ(Make(Spec("glicko2"))->Rate(three), (std::vector<std::vector<Rating>>{{g}, {g}, {g}}));
+  const std::vector<PlacedTeam> bad_rank{Team({Rating{.value = 1500}}, 1),
+                                         Team({Rating{.value = 1500}}, 7)};
+  EXPECT_EQ(Make(Spec("elo"))->Rate(bad_rank),
+            (std::vector<std::vector<Rating>>{{Rating{.value = 1500}}, {Rating{.value = 1500}}}));
+}
+
+}  // namespace
+}  // namespace verdict::rating
