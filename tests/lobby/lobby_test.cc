@@ -992,6 +992,30 @@ TEST_F(LobbyTest, IdsAreExactAndOutOfRangeIdsAre400WithoutAnErrorLine) {
   EXPECT_EQ(lines.find("[error]"), std::string::npos) << lines;
 }
 
+// A room action with an id that is not a room id is 400, as on every other endpoint, before the
+// body is read; only an action that is not one is 404 (no such endpoint).
+TEST_F(LobbyTest, RoomActionsWithAnInvalidIdAre400AndAnUnknownActionIs404) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 5);
+  const DbSnapshot before = Snapshot();
+  for (const std::string action : {"release", "abort"}) {
+    for (const std::string id :
+         {"0", "-1", "9223372036854775808", "18446744073709551616", "abc", "5x", ""}) {
+      const std::string path = "/v1/rooms/" + id + ":" + action;
+      const auto r = HttpCall(lobby->port(), "POST", path, JsonHeaders("admin-token"),
+                              R"({"reason":"host_lost"})");
+      EXPECT_EQ(r.status, 400) << path << ": " << r.body;
+      EXPECT_NE(r.body.find("\"code\":\"INVALID_ARGUMENT\""), std::string::npos) << r.body;
+    }
+  }
+  for (const char* path : {"/v1/rooms/5:frobnicate", "/v1/rooms/5", "/v1/rooms/0:frobnicate"}) {
+    const auto r = HttpCall(lobby->port(), "POST", path, JsonHeaders("admin-token"), "{}");
+    EXPECT_EQ(r.status, 404) << path << ": " << r.body;
+  }
+  EXPECT_EQ(Snapshot(), before);
+}
+
 // RFC 9110: the authentication scheme is case-insensitive.
 TEST_F(LobbyTest, BearerSchemeIsReadInAnyCase) {
   auto lobby = StartLobby();
