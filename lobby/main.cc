@@ -139,7 +139,8 @@ int RunRetain(const Flags& flags) {
   auto report = RetainOnce(flags.db, *options);
   if (!report.ok()) return Fail(report.status().ToString());
   std::printf("retention pass: %s\n", report->ToString().c_str());
-  return 0;
+  for (const std::string& failed : report->steps_failed) Fail(failed);
+  return report->steps_failed.empty() ? 0 : 1;
 }
 
 int RunNewEpoch(const Flags& flags) {

@@ -118,7 +118,8 @@ std::string RetentionReport::ToString() const {
          std::to_string(tables_dropped) + " tables), " + std::to_string(receipts_expired) +
          " receipts expired" +
          (steps_skipped > 0 ? ", " + std::to_string(steps_skipped) + " steps left for next time"
-                            : "");
+                            : "") +
+         (steps_failed.empty() ? "" : ", " + std::to_string(steps_failed.size()) + " steps failed");
 }
 
 Result<int> EnsurePartitions(const std::string& conninfo, const PartitionOptions& options,
@@ -134,15 +135,27 @@ Result<RetentionReport> RetainOnce(const std::string& conninfo, const RetentionO
   }
   return WithConnection<RetentionReport>(conninfo, "retention", [&](pqxx::connection& conn) {
     RetentionReport report;
-    // A step whose locks are not granted in time is left for the next pass.
+    // A step whose locks are not granted in time is left for the next pass; one that fails
+    // otherwise is reported, and the next step runs all the same. A lost connection ends the pass.
     const auto step = [&](const char* what, auto&& run) {
+      std::string failure;
       try {
         run();
+        return;
+      } catch (const pqxx::broken_connection&) {
+        throw;
       } catch (const pqxx::sql_error& e) {
-        if (!LockNotGranted(e)) throw;
-        ++report.steps_skipped;
-        spdlog::warn("retention: {} skipped, its locks were not granted: {}", what, e.what());
+        if (LockNotGranted(e)) {
+          ++report.steps_skipped;
+          spdlog::warn("retention: {} skipped, its locks were not granted: {}", what, e.what());
+          return;
+        }
+        failure = "database error " + e.sqlstate() + ": " + e.what();
+      } catch (const std::exception& e) {
+        failure = e.what();
       }
+      spdlog::warn("retention: {} failed: {}", what, failure);
+      report.steps_failed.push_back(std::string(what) + ": " + failure);
     };
     step("creating partitions",
          [&] { report.partitions_created = EnsureOn(conn, o.partitions, o.lock_timeout); });

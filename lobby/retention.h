@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -66,6 +67,8 @@ struct RetentionReport {
   int tables_dropped = 0;
   int64_t receipts_expired = 0;
   int steps_skipped = 0;  // steps that could not get their locks in time: the next pass does them
+  // Steps that failed otherwise, each as "what: why". The others ran all the same.
+  std::vector<std::string> steps_failed;
   std::string ToString() const;
 };
 
@@ -75,9 +78,11 @@ struct RetentionReport {
 Result<int> EnsurePartitions(const std::string& conninfo, const PartitionOptions& options,
                              std::chrono::milliseconds lock_timeout);
 
-// One retention pass: EnsurePartitions, then each kind of data older than its window. A step
-// whose locks are not granted in time is skipped (counted in steps_skipped); any other failure
-// ends the pass with its error (what was done before stays done).
+// One retention pass: EnsurePartitions, then each kind of data older than its window. Each step
+// stands alone, so that one window's failure never stops another's: a step whose locks are not
+// granted in time is skipped (counted in steps_skipped), one that fails otherwise is listed in
+// steps_failed, and the pass goes on with the next. UNAVAILABLE when the database cannot be
+// reached (what was done before stays done).
 Result<RetentionReport> RetainOnce(const std::string& conninfo, const RetentionOptions& options);
 
 // Gives the event feed a new random epoch (the restore procedure); returns it.

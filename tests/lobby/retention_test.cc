@@ -11,6 +11,7 @@
 
 #include <fstream>
 
+#include "lobby/retention.h"
 #include "tests/lobby/lobby_fixture.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
@@ -316,6 +317,75 @@ TEST_F(RetentionTest, EventCursorsTheFeedCannotContinueAreRefusedBeforeTheUpgrad
   EXPECT_EQ(r.status, 409) << r.body;
   EXPECT_EQ(Member(r, "code"), "EPOCH_CHANGED");
   EXPECT_EQ(Member(r, "feed.epoch"), Q("SELECT epoch FROM verdict_feed"));
+}
+
+// Windows longer than the calendar can hold (now() minus ten million days is before 4713 BC) are
+// refused as the flags are read, naming the longest accepted; they used to parse and then fail
+// every pass with "timestamp out of range". The longest accepted works, in a pass and in serve.
+TEST_F(RetentionTest, WindowsBeyondTheCalendarAreRefusedAsTheyAreReadNamingTheLongest) {
+  for (const std::string flag :
+       {"--events-older-than", "--history-older-than", "--receipts-older-than"}) {
+    const ExitAndOutput run =
+        RunToExit({LobbyBinary(), "--db", db_->conninfo(), "retain", flag, "10000000d"});
+    EXPECT_EQ(run.code, 1) << flag << ": " << run.output;
+    EXPECT_NE(run.output.find(flag + ": '10000000d' is longer than 36500d, the longest accepted"),
+              std::string::npos)
+        << run.output;
+  }
+  TempDir dir;
+  for (const std::string flag : {"--release-after", "--retain-every", "--maintenance-interval"}) {
+    const std::string log = dir.Sub(flag.substr(2) + ".log");
+    auto serve = ChildProcess::Start({LobbyBinary(), "--db", db_->conninfo(), "serve", "--listen",
+                                      "127.0.0.1:0", flag, "10000000d"},
+                                     {}, log);
+    ASSERT_NE(serve, nullptr);
+    ASSERT_TRUE(serve->WaitFor(20s)) << flag << " 10000000d: serve took it and runs";
+    EXPECT_EQ(serve->exit_code(), 1);
+    std::ifstream in(log);
+    const std::string said((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_NE(said.find(flag + ": '10000000d' is longer than 36500d, the longest accepted"),
+              std::string::npos)
+        << said;
+  }
+
+  const std::vector<std::string> longest = {"--events-older-than",   "36500d",
+                                            "--history-older-than",  "36500d",
+                                            "--receipts-older-than", "36500d"};
+  const std::string out = Retain(longest);
+  EXPECT_EQ(out.find("failed"), std::string::npos) << out;
+  std::vector<std::string> serve_args = longest;
+  serve_args.insert(serve_args.end(), {"--release-after", "36500d", "--retain-every", "36500d",
+                                       "--maintenance-interval", "36500d"});
+  auto lobby = StartLobby(serve_args);
+  ASSERT_NE(lobby, nullptr);
+  // The first tick releases, then runs a retention pass, whose counters appear once it is done.
+  std::string metrics;
+  ASSERT_TRUE(WaitUntil([&] {
+    metrics = HttpCall(lobby->port(), "GET", "/metrics").body;
+    return metrics.find("verdict_lobby_retention_partitions_dropped_total{") != std::string::npos;
+  }));
+  EXPECT_EQ(metrics.find("verdict_lobby_maintenance_failures_total{"), std::string::npos)
+      << metrics;
+}
+
+// One window that fails (here one beyond the calendar, which the flags no longer let through)
+// does not stop the others in the same pass: the receipts still expire, and the pass says which
+// step failed and why.
+TEST_F(RetentionTest, AWindowThatFailsDoesNotStopTheOthersInThePass) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  AllocateAndSettle(lobby->port(), 61);
+  lobby::RetentionOptions options;
+  options.events_older_than = std::chrono::hours(24 * 10'000'000);
+  options.receipts_older_than = 0s;
+  const auto report = lobby::RetainOnce(db_->conninfo(), options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->receipts_expired, 1) << report->ToString();
+  EXPECT_EQ(Q("SELECT count(*) FROM settled_rooms WHERE room_id = 61"), "1");
+  ASSERT_EQ(report->steps_failed.size(), 1u) << report->ToString();
+  EXPECT_TRUE(report->steps_failed[0].starts_with("detaching events: database error 22008"))
+      << report->steps_failed[0];
+  EXPECT_NE(report->ToString().find("1 steps failed"), std::string::npos) << report->ToString();
 }
 
 // The partitions a settlement needs are missing (maintenance has not run): the DEFAULT partition
