@@ -325,14 +325,17 @@ void HttpServer::Impl::Subscribe(const server::RequestHead& head, const HttpRequ
       return exchange->Reply(
           ProblemReply(ErrorCode::kUnavailable, "the event feed is unavailable", path));
     }
-    if (auto refused = SettlementService::RefuseEventsCursor(*state, after, epoch, path)) {
+    // Without ?after= the feed starts at the beginning of what it holds: every event after its
+    // trim mark is there. An explicit cursor below the mark is refused (CURSOR_TRIMMED).
+    const int64_t from = after.value_or(state->trimmed_through);
+    if (auto refused = SettlementService::RefuseEventsCursor(*state, from, epoch, path)) {
       return exchange->Reply(std::move(*refused));
     }
     exchange->AcceptWebSocket(
         kMaxClientMessageBytes,
-        [this, after, scope, slot, epoch = state->epoch](std::shared_ptr<server::WebSocket> ws) {
+        [this, from, scope, slot, epoch = state->epoch](std::shared_ptr<server::WebSocket> ws) {
           slot->taken = true;
-          return std::make_shared<EventsSession>(std::move(ws), *this, after, scope, epoch);
+          return std::make_shared<EventsSession>(std::move(ws), *this, from, scope, epoch);
         });
   });
 }

@@ -404,15 +404,15 @@ Result<std::string> SettlementService::ParseEventsEpoch(const std::string& targe
   return std::string(*value);
 }
 
-Result<int64_t> SettlementService::ParseEventsAfter(const std::string& target) {
+Result<std::optional<int64_t>> SettlementService::ParseEventsAfter(const std::string& target) {
   const auto value = QueryValue(target, "after");
-  if (!value) return int64_t{0};
+  if (!value) return std::optional<int64_t>();
   int64_t after = 0;
   auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), after);
   if (ec != std::errc() || end != value->data() + value->size() || after < 0) {
     return InvalidArgumentError("after must be a non-negative event id");
   }
-  return after;
+  return std::optional<int64_t>(after);
 }
 
 std::optional<HttpReply> SettlementService::RefuseEventsCursor(const FeedState& feed, int64_t after,

@@ -319,6 +319,34 @@ TEST_F(RetentionTest, EventCursorsTheFeedCannotContinueAreRefusedBeforeTheUpgrad
   EXPECT_EQ(Member(r, "feed.epoch"), Q("SELECT epoch FROM verdict_feed"));
 }
 
+// Without ?after= the feed starts at the beginning of what it holds, also once retention dropped
+// events (README, "The event feed"); an explicit cursor below the trim mark, ?after=0 included,
+// is still refused.
+TEST_F(RetentionTest, WithoutAfterTheFeedStartsAtTheOldestEventRetained) {
+  auto lobby = StartTinyLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room = 141; room <= 144; ++room) AllocateAndSettle(lobby->port(), room);
+  ASSERT_TRUE(AllNumbered());
+  // Events 1..4 fill two partitions of two, both past: dropped. 5 and 6 come after.
+  const std::string out = Retain({"--events-older-than", "0s"});
+  ASSERT_EQ(Q("SELECT trimmed_through FROM verdict_feed"), "4") << out;
+  for (uint64_t room : {145, 146}) AllocateAndSettle(lobby->port(), room);
+  ASSERT_TRUE(AllNumbered());
+
+  EXPECT_EQ(Subscribe(lobby->port(), "?after=0").status, 410);
+  EXPECT_EQ(Subscribe(lobby->port(), "").status, 101);
+  for (const std::string token : {"admin-token", "token-a"}) {
+    WsClient reader;
+    ASSERT_TRUE(reader.Connect(lobby->port(), "/v1/events", token)) << reader.error();
+    for (int id = 5; id <= 6; ++id) {
+      const auto message = reader.Read(10s);
+      ASSERT_TRUE(message.has_value()) << token << ": event " << id << " never came";
+      EXPECT_TRUE(message->starts_with("{\"event_id\":\"" + std::to_string(id) + "\","))
+          << *message;
+    }
+  }
+}
+
 // Windows longer than the calendar can hold (now() minus ten million days is before 4713 BC) are
 // refused as the flags are read, naming the longest accepted; they used to parse and then fail
 // every pass with "timestamp out of range". The longest accepted works, in a pass and in serve.
