@@ -483,7 +483,7 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   readiness.Start();
 
   metrics::Registry registry;
-  EventHub hub(**feed_store, ConnectionString(store_options), hub_options);
+  EventHub hub(**feed_store, ConnectionString(store_options), hub_options, registry);
   SettlementService service(**store, &hub, service_options, registry, &readiness);
   server_options.http.io_threads = flags.threads;
   server_options.http.read_timeout = std::chrono::milliseconds(flags.read_timeout_ms);

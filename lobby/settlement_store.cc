@@ -75,7 +75,6 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "SELECT seq, node_id, payload FROM settlement_events WHERE node_id = $3 AND seq > $1 "
      "ORDER BY seq LIMIT $2) e ON true ORDER BY e.seq"},
     {"sequence_events", "SELECT verdict_sequence_events($1)"},
-    {"latest_seq", "SELECT verdict_feed_head()"},
     {"feed_state",
      "SELECT epoch, verdict_feed_head(), trimmed_through, coalesce((SELECT min(seq) "
      "FROM settlement_events WHERE seq > f.trimmed_through), 0) FROM verdict_feed f"},
@@ -650,13 +649,6 @@ class PgSettlementStore final : public SettlementStore {
     });
   }
 
-  Result<int64_t> LatestEventSeq() override {
-    return RunDb<int64_t>(pool_, "events", [&](ConnectionPool::Lease& l) {
-      pqxx::nontransaction tx(l.conn());
-      return tx.exec_prepared1("latest_seq")[0].as<int64_t>();
-    });
-  }
-
   Result<FeedState> GetFeedState() override {
     return RunDb<FeedState>(pool_, "events", [&](ConnectionPool::Lease& l) {
       pqxx::nontransaction tx(l.conn());
@@ -779,7 +771,8 @@ class PgSettlementStore final : public SettlementStore {
     page.after = after;
     int64_t head = after;
     for (const auto& row : rows) {
-      head = std::max(head, row[3].as<int64_t>());
+      page.head = row[3].as<int64_t>();
+      head = std::max(head, page.head);
       page.trimmed_through = row[4].as<int64_t>();
       page.epoch = row[5].as<std::string>();
       if (row[0].is_null()) continue;

@@ -6,9 +6,6 @@
 // so that a handful of settlements fills them.
 #include <gtest/gtest.h>
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-
 #include <fstream>
 
 #include "lobby/retention.h"
@@ -72,43 +69,7 @@ class RetentionTest : public LobbyFixture {
     return WaitUntil(
         [&] { return Q("SELECT count(*) FROM settlement_events WHERE seq IS NULL") == "0"; });
   }
-
-  // GET /v1/events with the headers of a WebSocket upgrade, as a plain HTTP exchange: a refusal
-  // is its problem, an accepted one 101.
-  HttpResponse Subscribe(uint16_t port, const std::string& query) {
-    return HttpCall(port, "GET", "/v1/events" + query,
-                    {{"Authorization", "Bearer admin-token"},
-                     {"Connection", "Upgrade"},
-                     {"Upgrade", "websocket"},
-                     {"Sec-WebSocket-Version", "13"},
-                     {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}},
-                    "", 5s);
-  }
 };
-
-// A problem body's members.
-google::protobuf::Struct Problem(const HttpResponse& r) {
-  google::protobuf::Struct parsed;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.body, &parsed).ok()) << r.body;
-  return parsed;
-}
-
-// A member of a problem body, or of its "feed" object ("feed.epoch").
-std::string Member(const HttpResponse& r, const std::string& name) {
-  google::protobuf::Struct problem = Problem(r);
-  std::string key = name;
-  if (name.starts_with("feed.")) {
-    const auto feed = problem.fields().find("feed");
-    if (feed == problem.fields().end()) return "";
-    google::protobuf::Struct inner = feed->second.struct_value();
-    problem.Swap(&inner);
-    key = name.substr(5);
-  }
-  const auto it = problem.fields().find(key);
-  if (it == problem.fields().end()) return "";
-  return it->second.has_string_value() ? it->second.string_value()
-                                       : std::to_string(it->second.number_value());
-}
 
 // The roster of `room` as MakeResult has it, in a result for an arbitrary roster.
 v1::BattleResult ResultOf(const v1::RoomAllocation& a, uint32_t winner_team) {
