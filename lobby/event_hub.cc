@@ -59,7 +59,7 @@ void EventHub::Start() {
   // Subscribers hear live what is published after the feed's head at start; older events they
   // page themselves with ?after=.
   reads_.Add("hub");
-  if (auto state = store_.GetFeedState(); state.ok()) {
+  if (auto state = store_.GetFeedState(std::nullopt); state.ok()) {
     cursor_ = state->head;
     epoch_ = state->epoch;
     head_.store(state->head);
@@ -108,12 +108,13 @@ void EventHub::FetchPage(int64_t after, std::optional<std::string> node_id, size
                     });
 }
 
-void EventHub::FetchState(std::function<void(Result<FeedState>)> done) {
+void EventHub::FetchState(std::optional<std::string> node_id,
+                          std::function<void(Result<FeedState>)> done) {
   MutexLock lock(&mu_);
   if (!pages_) return;
-  boost::asio::post(*pages_, [this, done = std::move(done)] {
+  boost::asio::post(*pages_, [this, node_id = std::move(node_id), done = std::move(done)] {
     reads_.Add("judge");
-    done(store_.GetFeedState());
+    done(store_.GetFeedState(node_id));
   });
 }
 
@@ -131,7 +132,7 @@ void EventHub::SequenceAndPublish() {
   if (CheckFailpoint("hub.before_read") == FailAction::kError) return;
   if (cursor_ < 0) {  // the database was away at start: begin at the head it has now
     reads_.Add("hub");
-    auto state = store_.GetFeedState();
+    auto state = store_.GetFeedState(std::nullopt);
     if (!state.ok()) return;
     cursor_ = state->head;
     epoch_ = state->epoch;

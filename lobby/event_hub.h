@@ -94,10 +94,10 @@ class EventHub {
   // thread, and calls `done` there; after Stop, drops `done` uncalled.
   void FetchPage(int64_t after, std::optional<std::string> node_id, size_t limit,
                  std::function<void(Result<FeedPage>)> done);
-  // Reads where the feed stands (SettlementStore::GetFeedState) on a page thread, for a
-  // subscription to be judged before it is accepted, and calls `done` there; after Stop, drops
-  // `done` uncalled.
-  void FetchState(std::function<void(Result<FeedState>)> done);
+  // Reads where the feed stands for `node_id`'s token, or the admin's (SettlementStore::
+  // GetFeedState) on a page thread, for a subscription to be judged before it is accepted, and
+  // calls `done` there; after Stop, drops `done` uncalled.
+  void FetchState(std::optional<std::string> node_id, std::function<void(Result<FeedState>)> done);
 
   static constexpr const char* kChannel = "verdict_settlement_events";
 

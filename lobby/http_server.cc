@@ -338,9 +338,11 @@ void HttpServer::Impl::Subscribe(const server::RequestHead& head, const HttpRequ
   };
   auto slot = std::shared_ptr<Slot>(new Slot{subscribers_});
   // The cursor is judged against the feed as the database has it now, before the upgrade: a
-  // refused one gets its problem as a plain HTTP answer.
-  hub_.FetchState([this, exchange, path, after = *after, epoch = *epoch, scope = std::move(scope),
-                   slot](Result<FeedState> state) {
+  // refused one gets its problem as a plain HTTP answer. A node's token is judged by the places
+  // of its own events, so that neither the answer nor the problem tells how far other nodes'
+  // events took the feed (sql/functions/verdict_feed_state.sql).
+  hub_.FetchState(scope, [this, exchange, path, after = *after, epoch = *epoch, scope,
+                          slot](Result<FeedState> state) {
     if (!state.ok()) {
       spdlog::warn("events: cannot read the feed's state: {}", state.status().ToString());
       return exchange->Reply(

@@ -280,6 +280,40 @@ TEST_F(RetentionTest, EventCursorsTheFeedCannotContinueAreRefusedBeforeTheUpgrad
   EXPECT_EQ(Member(r, "feed.epoch"), Q("SELECT epoch FROM verdict_feed"));
 }
 
+// A node's token is judged, and told where the feed stands, by the places of its own events
+// only: its head is its newest event, and a cursor beyond it is CURSOR_AHEAD even where other
+// nodes' events go on, so that neither the answer nor the problem tells a node how many events the
+// others had (docs/design.md §8). The admin token sees the whole feed.
+TEST_F(RetentionTest, ANodesCursorIsJudgedByItsOwnEventsAndShowsNoOtherNodesCount) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  AllocateAndSettle(lobby->port(), 151);   // node a: place 1
+  for (uint64_t room : {152, 153, 154}) {  // node b: places 2..4
+    MustAllocate(lobby->port(), room, "node-b");
+    ASSERT_EQ(
+        Settle(lobby->port(), MakeResult(room, 1'700'000'000'000, "node-b"), "token-b").status,
+        200);
+  }
+  ASSERT_TRUE(AllNumbered());
+
+  EXPECT_EQ(Subscribe(lobby->port(), "?after=1", "token-a").status, 101);
+  for (const std::string after : {"2", "4", "1000"}) {
+    const HttpResponse r = Subscribe(lobby->port(), "?after=" + after, "token-a");
+    EXPECT_EQ(r.status, 409) << after << ": " << r.body;
+    EXPECT_EQ(Member(r, "code"), "CURSOR_AHEAD");
+    EXPECT_EQ(Member(r, "feed.head_event_id"), "1") << r.body;
+    EXPECT_EQ(Member(r, "feed.oldest_event_id"), "1") << r.body;
+    EXPECT_NE(Member(r, "detail").find("its head 1,"), std::string::npos) << r.body;
+  }
+  HttpResponse r = Subscribe(lobby->port(), "?after=5", "token-b");
+  EXPECT_EQ(Member(r, "feed.head_event_id"), "4") << r.body;
+  EXPECT_EQ(Member(r, "feed.oldest_event_id"), "2") << r.body;
+  r = Subscribe(lobby->port(), "?after=5");
+  EXPECT_EQ(Member(r, "code"), "CURSOR_AHEAD");
+  EXPECT_EQ(Member(r, "feed.head_event_id"), "4") << r.body;
+  EXPECT_EQ(Member(r, "feed.oldest_event_id"), "1") << r.body;
+}
+
 // Without ?after= the feed starts at the beginning of what it holds, also once retention dropped
 // events (README, "The event feed"); an explicit cursor below the trim mark, ?after=0 included,
 // is still refused.
