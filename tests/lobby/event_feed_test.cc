@@ -326,10 +326,7 @@ double FeedReads(uint16_t port, const std::string& reader) {
 TEST_F(EventFeedTest, ConnectedSubscribersAreClosedWhenTheFeedGoesBackInTime) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
-  for (uint64_t room = 1; room <= 5; ++room) {
-    MustAllocate(lobby->port(), room);
-    ASSERT_EQ(Settle(lobby->port(), MakeResult(room)).status, 200);
-  }
+  for (uint64_t room = 1; room <= 5; ++room) AllocateAndSettle(lobby->port(), room);
   WsClient admin, node;
   ASSERT_TRUE(admin.Connect(lobby->port(), "/v1/events?after=0", "admin-token"));
   ASSERT_TRUE(node.Connect(lobby->port(), "/v1/events?after=0", "token-a"));
@@ -348,8 +345,7 @@ TEST_F(EventFeedTest, ConnectedSubscribersAreClosedWhenTheFeedGoesBackInTime) {
   EXPECT_EQ(Member(ahead, "code"), "CURSOR_AHEAD");
   WsClient resumed;
   ASSERT_TRUE(resumed.Connect(lobby->port(), "/v1/events?after=3", "token-a")) << resumed.error();
-  MustAllocate(lobby->port(), 6);
-  ASSERT_EQ(Settle(lobby->port(), MakeResult(6)).status, 200);
+  AllocateAndSettle(lobby->port(), 6);
   const std::vector<FeedMessage> got = ReadMessages(resumed, 1);
   ASSERT_EQ(got.size(), 1u) << "the event at the place handed out again never came";
   EXPECT_EQ(got[0].event_id, 4);
@@ -364,10 +360,7 @@ TEST_F(EventFeedTest, ConnectedSubscribersAreClosedWhenTheFeedGoesBackInTime) {
 TEST_F(EventFeedTest, ConnectedSubscribersAreClosedWhenTheFeedGetsANewEpoch) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
-  for (uint64_t room = 1; room <= 4; ++room) {
-    MustAllocate(lobby->port(), room);
-    ASSERT_EQ(Settle(lobby->port(), MakeResult(room)).status, 200);
-  }
+  for (uint64_t room = 1; room <= 4; ++room) AllocateAndSettle(lobby->port(), room);
   const std::string old_epoch = Q("SELECT epoch FROM verdict_feed");
   WsClient live;
   ASSERT_TRUE(live.Connect(lobby->port(), "/v1/events?after=0&epoch=" + old_epoch, "token-a"));
@@ -391,8 +384,7 @@ TEST_F(EventFeedTest, ConnectedSubscribersAreClosedWhenTheFeedGetsANewEpoch) {
   const double hub_before = FeedReads(lobby->port(), "hub");
   ASSERT_TRUE(WaitUntil([&] { return FeedReads(lobby->port(), "hub") >= hub_before + 8; }, 30s));
   EXPECT_LE(FeedReads(lobby->port(), "catch_up") - catch_up_before, 2);
-  MustAllocate(lobby->port(), 5);
-  ASSERT_EQ(Settle(lobby->port(), MakeResult(5)).status, 200);
+  AllocateAndSettle(lobby->port(), 5);
   const std::vector<FeedMessage> got = ReadMessages(renewed_reader, 1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].event_id, 3);

@@ -75,6 +75,14 @@ class LobbyFixture : public ::testing::Test {
                     wire::EncodeBody(result, wire::BodyFormat::kJson).value());
   }
 
+  // Allocates and settles `room` (MakeResult's roster, node a); returns its match id.
+  uint64_t AllocateAndSettle(uint16_t port, uint64_t room) {
+    MustAllocate(port, room);
+    const HttpResponse r = Settle(port, MakeResult(room));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Receipt(r).match_id();
+  }
+
   static v1::SettlementReceipt Receipt(const HttpResponse& r) {
     v1::SettlementReceipt receipt;
     std::string error;

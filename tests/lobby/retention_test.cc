@@ -56,14 +56,6 @@ class RetentionTest : public LobbyFixture {
     return run.out;
   }
 
-  // Allocates and settles `room` (MakeResult's roster); returns its match id.
-  uint64_t AllocateAndSettle(uint16_t port, uint64_t room) {
-    MustAllocate(port, room);
-    const HttpResponse r = Settle(port, MakeResult(room));
-    EXPECT_EQ(r.status, 200) << r.body;
-    return Receipt(r).match_id();
-  }
-
   // Waits until the lobby has given every event its place in the feed.
   bool AllNumbered() {
     return WaitUntil(
