@@ -35,7 +35,8 @@ uint64_t ReceiptsBetween(const std::string& conninfo, uint64_t base, uint64_t co
 class InProcessLobby {
  public:
   InProcessLobby(const std::string& conninfo, int pool, double coalesce_ms)
-      : hub_(Store(conninfo, pool), lobby::pg::ConnectionOptions{.conninfo = conninfo}) {
+      : hub_(Store(conninfo, pool), lobby::pg::ConnectionOptions{.conninfo = conninfo}, {},
+             registry_) {
     lobby::ServiceOptions service_options;
     service_options.coalesce_wait =
         std::chrono::microseconds(static_cast<int64_t>(coalesce_ms * 1000));

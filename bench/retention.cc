@@ -131,6 +131,10 @@ struct Passes {
       std::fprintf(stderr, "    retention pass failed: %s\n", report.status().ToString().c_str());
       return;
     }
+    for (const std::string& step : report->steps_failed) {
+      ++failed;
+      std::fprintf(stderr, "    retention step failed: %s\n", step.c_str());
+    }
     event_partitions += report->event_partitions_dropped;
     history_partitions += report->history_partitions_dropped;
     receipts += report->receipts_expired;

@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <utility>
 
@@ -32,7 +31,10 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
   } else {
     return invalid();
   }
-  if (count > std::numeric_limits<int64_t>::max() / ms_per_unit) return invalid();
+  if (count > kLongestDuration.count() / ms_per_unit) {
+    return InvalidArgumentError("'" + std::string(text) + "' is longer than " +
+                                FormatDuration(kLongestDuration) + ", the longest accepted");
+  }
   return std::chrono::milliseconds(count * ms_per_unit);
 }
 

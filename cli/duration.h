@@ -12,8 +12,14 @@
 
 namespace verdict::cli {
 
-// "<digits><unit>" with unit ms, s, m, h or d. INVALID_ARGUMENT naming `text` otherwise, or if it
-// does not fit in milliseconds.
+// The longest duration accepted: a century (36500d). Every duration is a window or an interval
+// that the lobby adds to or takes from the current time, in PostgreSQL (whose timestamps end in
+// 4713 BC) or on a steady clock (292 years of nanoseconds); a longer one would parse and then
+// fail every time it is used. "off" is how a window is kept for ever.
+inline constexpr std::chrono::milliseconds kLongestDuration = std::chrono::hours(24 * 36500);
+
+// "<digits><unit>" with unit ms, s, m, h or d, at most kLongestDuration. INVALID_ARGUMENT naming
+// `text` otherwise, and the longest accepted if it is longer.
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
 
 // ParseDuration, or nullopt for "off".

@@ -27,13 +27,25 @@ class WakeOnNotify final : public pqxx::notification_receiver {
   void operator()(const std::string&, int) override {}
 };
 
+// A WebSocket close frame's reason holds at most 123 bytes (RFC 6455, 5.5).
+static_assert(kFeedWentBack.size() <= 123 && kFeedNewEpoch.size() <= 123);
+
 }  // namespace
 
 EventHub::EventHub(SettlementStore& store, pg::ConnectionOptions connection,
-                   EventHubOptions options)
+                   EventHubOptions options, metrics::Registry& registry)
     : store_(store),
       connection_(std::move(connection)),
       options_(options),
+      reads_(registry.AddLabeledCounter(
+          "verdict_lobby_event_feed_reads_total",
+          "Reads of the event feed from the database, by reader: hub (this lobby's reader of "
+          "the feed), catch_up (subscribers paging the feed) and judge (subscriptions judged).",
+          "reader")),
+      rewinds_(registry.AddCounter(
+          "verdict_lobby_event_feed_rewinds_total",
+          "Times the event feed was found gone back in time (a head below the one read, or a "
+          "new epoch), and every subscriber closed to be judged again.")),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       pages_(std::make_unique<boost::asio::thread_pool>(
           static_cast<size_t>(std::max(1, options_.page_threads)))) {}
@@ -46,9 +58,11 @@ EventHub::~EventHub() {
 void EventHub::Start() {
   // Subscribers hear live what is published after the feed's head at start; older events they
   // page themselves with ?after=.
-  if (auto latest = store_.LatestEventSeq(); latest.ok()) {
-    cursor_ = *latest;
-    head_.store(*latest);
+  reads_.Add("hub");
+  if (auto state = store_.GetFeedState(std::nullopt); state.ok()) {
+    cursor_ = state->head;
+    epoch_ = state->epoch;
+    head_.store(state->head);
   }
   thread_ = std::thread([this] { Run(); });
 }
@@ -89,14 +103,19 @@ void EventHub::FetchPage(int64_t after, std::optional<std::string> node_id, size
   if (!pages_) return;  // stopped: the subscriber is closing with the server
   boost::asio::post(*pages_,
                     [this, after, node_id = std::move(node_id), limit, done = std::move(done)] {
+                      reads_.Add("catch_up");
                       done(store_.EventsAfter(after, node_id, limit));
                     });
 }
 
-void EventHub::FetchState(std::function<void(Result<FeedState>)> done) {
+void EventHub::FetchState(std::optional<std::string> node_id,
+                          std::function<void(Result<FeedState>)> done) {
   MutexLock lock(&mu_);
   if (!pages_) return;
-  boost::asio::post(*pages_, [this, done = std::move(done)] { done(store_.GetFeedState()); });
+  boost::asio::post(*pages_, [this, node_id = std::move(node_id), done = std::move(done)] {
+    reads_.Add("judge");
+    done(store_.GetFeedState(node_id));
+  });
 }
 
 void EventHub::SequenceAndPublish() {
@@ -108,18 +127,25 @@ void EventHub::SequenceAndPublish() {
     }
     if (*numbered < static_cast<int>(options_.page_events)) break;
   }
+  // Armed in tests only: the hub numbers events but reads none, as if its reads failed, so that
+  // its head stays where it was while the feed goes back in time under it.
+  if (CheckFailpoint("hub.before_read") == FailAction::kError) return;
   if (cursor_ < 0) {  // the database was away at start: begin at the head it has now
-    auto latest = store_.LatestEventSeq();
-    if (!latest.ok()) return;
-    cursor_ = *latest;
+    reads_.Add("hub");
+    auto state = store_.GetFeedState(std::nullopt);
+    if (!state.ok()) return;
+    cursor_ = state->head;
+    epoch_ = state->epoch;
     head_.store(cursor_);
   }
   for (;;) {
+    reads_.Add("hub");
     auto page = store_.EventsAfter(cursor_, std::nullopt, options_.page_events);
     if (!page.ok()) {
       spdlog::warn("event feed: cannot read: {}", page.status().ToString());
       return;
     }
+    if (page->head < cursor_ || page->epoch != epoch_) return Rewind(*page);
     if (page->last <= cursor_) return;
     cursor_ = page->last;
     const bool full = page->events.size() == options_.page_events;
@@ -132,15 +158,35 @@ void EventHub::Publish(std::shared_ptr<const FeedPage> page) {
   // The head moves before any subscriber hears of the page: a subscriber that finds the head
   // above its cursor after catching up knows a page is on its way or already missed.
   head_.store(page->last);
+  for (const auto& s : LiveSubscribers()) s->Deliver(page);
+}
+
+void EventHub::Rewind(const FeedPage& page) {
+  const bool new_epoch = page.epoch != epoch_;
+  const std::vector<std::shared_ptr<EventSubscriber>> live = LiveSubscribers();
+  spdlog::warn(
+      "event feed: the feed went back in time ({}; its head is {}, this lobby had read to {}): "
+      "closing {} subscriber{} to be judged again",
+      new_epoch ? "epoch " + epoch_ + " is now " + page.epoch : "the same epoch " + epoch_,
+      page.head, cursor_, live.size(), live.size() == 1 ? "" : "s");
+  rewinds_.Add();
+  // The places above the new head will be handed out again, and published from here on. A
+  // subscriber judged before the rewind but subscribed after it is judged by its own next page
+  // (its epoch, and its cursor against the page's head).
+  cursor_ = page.head;
+  epoch_ = page.epoch;
+  head_.store(page.head);
+  for (const auto& s : live) s->FeedRewound(new_epoch ? kFeedNewEpoch : kFeedWentBack);
+}
+
+std::vector<std::shared_ptr<EventSubscriber>> EventHub::LiveSubscribers() {
   std::vector<std::shared_ptr<EventSubscriber>> live;
-  {
-    MutexLock lock(&mu_);
-    std::erase_if(subscribers_, [](const auto& w) { return w.expired(); });
-    for (const auto& w : subscribers_) {
-      if (auto s = w.lock()) live.push_back(std::move(s));
-    }
+  MutexLock lock(&mu_);
+  std::erase_if(subscribers_, [](const auto& w) { return w.expired(); });
+  for (const auto& w : subscribers_) {
+    if (auto s = w.lock()) live.push_back(std::move(s));
   }
-  for (const auto& s : live) s->Deliver(page);
+  return live;
 }
 
 void EventHub::Run() {

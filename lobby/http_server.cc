@@ -17,8 +17,12 @@ namespace {
 
 namespace net = boost::asio;
 
-// WebSocket close codes (RFC 6455) the event feed uses.
+// WebSocket close codes (RFC 6455) the event feed uses: 1013 (try again later) when the
+// subscriber may resume where it was, and one of the application's own (4000-4999) when the feed
+// went back in time under it, so that its cursor must be judged again before it trusts the feed
+// (4409, after the 409 it may then get: CURSOR_AHEAD or EPOCH_CHANGED).
 constexpr uint16_t kCloseTryAgainLater = 1013;
+constexpr uint16_t kCloseFeedRewound = 4409;
 // Subscribers send nothing the lobby needs; anything large is an error that closes them.
 constexpr size_t kMaxClientMessageBytes = 1024;
 
@@ -114,8 +118,9 @@ namespace {
 // half its byte budget, so a history of any length costs one page of memory. Once a page comes
 // back short it is live: it takes the hub's pages, and if it ever finds a page that starts past
 // its cursor (it missed one while paging), it pages again. A live subscriber whose queue grows
-// past the budget is closed with 1013 and resumes with ?after=. All state lives on its
-// connection's strand.
+// past the budget is closed with 1013 and resumes with ?after=. One that finds the feed gone
+// back in time (the hub tells it, or a page's head is below what was read before) is closed
+// with 4409, to be judged again. All state lives on its connection's strand.
 class EventsSession final : public EventSubscriber,
                             public server::WebSocketSession,
                             public std::enable_shared_from_this<EventsSession> {
@@ -143,6 +148,12 @@ class EventsSession final : public EventSubscriber,
     ws_->Post([self = shared_from_this(), page = std::move(page)] { self->OnLivePage(*page); });
   }
 
+  void FeedRewound(std::string_view why) override {
+    ws_->Post([self = shared_from_this(), why = std::string(why)] {
+      self->CloseWith(kCloseFeedRewound, why);
+    });
+  }
+
  private:
   // A message queued for the socket: one event as the client sees it.
   struct Message {
@@ -155,15 +166,20 @@ class EventsSession final : public EventSubscriber,
     if (closing_ || live_ || fetching_) return;
     if (queued_bytes_ > server_.options_.subscriber_buffer_bytes / 2) return;
     fetching_ = true;
+    // The hub read the feed to its head before this session saw it, so the page, read later,
+    // has a head at least as high unless the feed went back in time. Without this check a
+    // session would read the database in a loop (the head it waits for to go live is behind it)
+    // until the hub noticed.
+    const int64_t hub_head = server_.hub_.head();
     server_.hub_.FetchPage(cursor_, node_id_, server_.options_.catch_up_page_events,
-                           [self = shared_from_this()](Result<FeedPage> page) {
-                             self->ws_->Post([self, page = std::move(page)]() mutable {
-                               self->OnCatchUpPage(std::move(page));
+                           [self = shared_from_this(), hub_head](Result<FeedPage> page) {
+                             self->ws_->Post([self, hub_head, page = std::move(page)]() mutable {
+                               self->OnCatchUpPage(std::move(page), hub_head);
                              });
                            });
   }
 
-  void OnCatchUpPage(Result<FeedPage> page) {
+  void OnCatchUpPage(Result<FeedPage> page, int64_t hub_head) {
     fetching_ = false;
     if (closing_) return;
     if (!page.ok()) {
@@ -171,7 +187,7 @@ class EventsSession final : public EventSubscriber,
       return CloseWith(kCloseTryAgainLater,
                        "the event feed is unavailable; reconnect with ?after=");
     }
-    if (!Continues(*page)) return;
+    if (!Continues(*page, hub_head)) return;
     for (const SettlementEvent& e : page->events) Queue(e);
     cursor_ = std::max(cursor_, page->last);
     if (page->events.size() < server_.options_.catch_up_page_events) {
@@ -188,7 +204,7 @@ class EventsSession final : public EventSubscriber,
       live_ = false;
       return FetchIfRoom();
     }
-    if (!Continues(page)) return;
+    if (!Continues(page, cursor_)) return;
     for (const SettlementEvent& e : page.events) {
       if (e.seq > cursor_ && (!node_id_ || e.node_id == *node_id_)) Queue(e);
     }
@@ -200,13 +216,18 @@ class EventsSession final : public EventSubscriber,
     }
   }
 
-  // Whether `page` continues this subscriber's feed: from its epoch, and with nothing after its
-  // cursor trimmed away. If not, the subscriber is closed rather than given a feed with a hole:
-  // reconnecting with ?after= its cursor gets the refusal that says where the feed stands now.
-  bool Continues(const FeedPage& page) {
+  // Whether `page` continues this subscriber's feed: from its epoch, with a head no lower than
+  // `read_to` (how far the feed was known to reach before the page was read) or its cursor, and
+  // with nothing after its cursor trimmed away. If not, the subscriber is closed rather than
+  // given a feed with a hole or with events it may have had under the same numbers: reconnecting
+  // with ?after= its cursor gets the refusal that says where the feed stands now.
+  bool Continues(const FeedPage& page, int64_t read_to) {
     if (!page.epoch.empty() && page.epoch != epoch_) {
-      CloseWith(kCloseTryAgainLater,
-                "the feed's epoch changed (a restore); reconnect with ?epoch= to learn more");
+      CloseWith(kCloseFeedRewound, std::string(kFeedNewEpoch));
+      return false;
+    }
+    if (page.head < std::max(read_to, cursor_)) {
+      CloseWith(kCloseFeedRewound, std::string(kFeedWentBack));
       return false;
     }
     if (page.trimmed_through > cursor_) {
@@ -317,22 +338,27 @@ void HttpServer::Impl::Subscribe(const server::RequestHead& head, const HttpRequ
   };
   auto slot = std::shared_ptr<Slot>(new Slot{subscribers_});
   // The cursor is judged against the feed as the database has it now, before the upgrade: a
-  // refused one gets its problem as a plain HTTP answer.
-  hub_.FetchState([this, exchange, path, after = *after, epoch = *epoch, scope = std::move(scope),
-                   slot](Result<FeedState> state) {
+  // refused one gets its problem as a plain HTTP answer. A node's token is judged by the places
+  // of its own events, so that neither the answer nor the problem tells how far other nodes'
+  // events took the feed (sql/functions/verdict_feed_state.sql).
+  hub_.FetchState(scope, [this, exchange, path, after = *after, epoch = *epoch, scope,
+                          slot](Result<FeedState> state) {
     if (!state.ok()) {
       spdlog::warn("events: cannot read the feed's state: {}", state.status().ToString());
       return exchange->Reply(
           ProblemReply(ErrorCode::kUnavailable, "the event feed is unavailable", path));
     }
-    if (auto refused = SettlementService::RefuseEventsCursor(*state, after, epoch, path)) {
+    // Without ?after= the feed starts at the beginning of what it holds: every event after its
+    // trim mark is there. An explicit cursor below the mark is refused (CURSOR_TRIMMED).
+    const int64_t from = after.value_or(state->trimmed_through);
+    if (auto refused = SettlementService::RefuseEventsCursor(*state, from, epoch, path)) {
       return exchange->Reply(std::move(*refused));
     }
     exchange->AcceptWebSocket(
         kMaxClientMessageBytes,
-        [this, after, scope, slot, epoch = state->epoch](std::shared_ptr<server::WebSocket> ws) {
+        [this, from, scope, slot, epoch = state->epoch](std::shared_ptr<server::WebSocket> ws) {
           slot->taken = true;
-          return std::make_shared<EventsSession>(std::move(ws), *this, after, scope, epoch);
+          return std::make_shared<EventsSession>(std::move(ws), *this, from, scope, epoch);
         });
   });
 }

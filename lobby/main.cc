@@ -153,7 +153,8 @@ int RunRetain(const Flags& flags) {
   auto report = RetainOnce(ConnectionFrom(flags, true), *options);
   if (!report.ok()) return Fail(report.status().ToString());
   std::printf("retention pass: %s\n", report->ToString().c_str());
-  return 0;
+  for (const std::string& failed : report->steps_failed) Fail(failed);
+  return report->steps_failed.empty() ? 0 : 1;
 }
 
 int RunNewEpoch(const Flags& flags) {
@@ -492,7 +493,7 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   readiness.Start();
 
   metrics::Registry registry;
-  EventHub hub(**feed_store, store_options.connection, hub_options);
+  EventHub hub(**feed_store, store_options.connection, hub_options, registry);
   SettlementService service(**store, &hub, service_options, registry, &readiness);
   server_options.http.io_threads = flags.threads;
   server_options.http.read_timeout = std::chrono::milliseconds(flags.read_timeout_ms);

@@ -94,6 +94,7 @@ void Maintenance::Tick(std::chrono::steady_clock::time_point now) {
       spdlog::warn("maintenance: retention pass: {}", report.status().ToString());
       return;
     }
+    if (!report->steps_failed.empty()) failures_.Add("retention", report->steps_failed.size());
     dropped_.Add("events", report->event_partitions_dropped);
     dropped_.Add("history", report->history_partitions_dropped);
     receipts_expired_.Add(report->receipts_expired);

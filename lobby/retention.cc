@@ -9,9 +9,6 @@
 namespace verdict::lobby {
 namespace {
 
-// SQLSTATE 55P03: the lock timeout, a step for the next pass.
-bool LockNotGranted(const pqxx::sql_error& e) { return e.sqlstate() == "55P03"; }
-
 // Runs `body` on a new connection (pg::Connect: the lobby's connection defaults and session
 // settings), translating libpqxx failures by pg/errors.h's table.
 template <typename T, typename F>
@@ -118,7 +115,8 @@ std::string RetentionReport::ToString() const {
          std::to_string(tables_dropped) + " tables), " + std::to_string(receipts_expired) +
          " receipts expired" +
          (steps_skipped > 0 ? ", " + std::to_string(steps_skipped) + " steps left for next time"
-                            : "");
+                            : "") +
+         (steps_failed.empty() ? "" : ", " + std::to_string(steps_failed.size()) + " steps failed");
 }
 
 Result<int> EnsurePartitions(const pg::ConnectionOptions& connection,
@@ -136,14 +134,22 @@ Result<RetentionReport> RetainOnce(const pg::ConnectionOptions& connection,
   }
   return WithConnection<RetentionReport>(connection, "retention", [&](pqxx::connection& conn) {
     RetentionReport report;
-    // A step whose locks are not granted in time is left for the next pass.
+    // A step whose locks are not granted in time is left for the next pass; one that fails
+    // otherwise is reported, and the next step runs all the same. A lost connection ends the pass.
     const auto step = [&](const char* what, auto&& run) {
       try {
         run();
-      } catch (const pqxx::sql_error& e) {
-        if (!LockNotGranted(e)) throw;
-        ++report.steps_skipped;
-        spdlog::warn("retention: {} skipped, its locks were not granted: {}", what, e.what());
+      } catch (const std::exception& e) {
+        const pg::Failure failure = pg::Classify(e, &conn, /*committing=*/false);
+        if (failure.connection_lost) throw;
+        if (failure.sqlstate == "55P03") {  // the lock timeout: a step for the next pass
+          ++report.steps_skipped;
+          spdlog::warn("retention: {} skipped, its locks were not granted: {}", what,
+                       failure.detail);
+          return;
+        }
+        spdlog::warn("retention: {} failed: {}: {}", what, failure.summary, failure.detail);
+        report.steps_failed.push_back(std::string(what) + ": " + failure.summary);
       }
     };
     step("creating partitions",

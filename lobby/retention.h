@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "lobby/pg/connection.h"
@@ -68,6 +69,8 @@ struct RetentionReport {
   int tables_dropped = 0;
   int64_t receipts_expired = 0;
   int steps_skipped = 0;  // steps that could not get their locks in time: the next pass does them
+  // Steps that failed otherwise, each as "what: why". The others ran all the same.
+  std::vector<std::string> steps_failed;
   std::string ToString() const;
 };
 
@@ -79,9 +82,11 @@ Result<int> EnsurePartitions(const pg::ConnectionOptions& connection,
                              const PartitionOptions& options,
                              std::chrono::milliseconds lock_timeout);
 
-// One retention pass: EnsurePartitions, then each kind of data older than its window. A step
-// whose locks are not granted in time is skipped (counted in steps_skipped); any other failure
-// ends the pass with its error (what was done before stays done).
+// One retention pass: EnsurePartitions, then each kind of data older than its window. Each step
+// stands alone, so that one window's failure never stops another's: a step whose locks are not
+// granted in time is skipped (counted in steps_skipped), one that fails otherwise is listed in
+// steps_failed, and the pass goes on with the next. UNAVAILABLE when the database cannot be
+// reached (what was done before stays done).
 Result<RetentionReport> RetainOnce(const pg::ConnectionOptions& connection,
                                    const RetentionOptions& options);
 

@@ -105,23 +105,35 @@ std::optional<uint64_t> IdOf(Endpoint endpoint, std::string_view path) {
       path.substr(endpoint == Endpoint::kReceipt ? kReceiptPrefix.size() : kPlayerPrefix.size()));
 }
 
-// The room id and the action ("release" or "abort") of a kRoomAction path
-// ("/v1/rooms/{room_id}:{action}"); nullopt when either is not one.
-std::optional<std::pair<uint64_t, std::string_view>> RoomActionOf(std::string_view path) {
-  const std::string_view rest = path.substr(kRoomPrefix.size());
-  const size_t colon = rest.find(':');
-  if (colon == std::string_view::npos) return std::nullopt;
-  const std::string_view action = rest.substr(colon + 1);
-  if (action != "release" && action != "abort") return std::nullopt;
-  const std::optional<uint64_t> room = ParseId(rest.substr(0, colon));
-  if (!room) return std::nullopt;
-  return std::make_pair(*room, action);
-}
-
 HttpReply BadId(std::string_view path) {
   return ProblemReply(ErrorCode::kInvalidArgument,
                       "the id in the path must be a positive integer below 2^63",
                       std::string(path));
+}
+
+// What a kRoomAction path ("/v1/rooms/{room_id}:{action}") names: a room and an action
+// ("release" or "abort"), or its refusal. An action that is not one is no endpoint (404); one of
+// them with an id that is not a room id is a bad argument (400), as on every other endpoint.
+struct RoomActionPath {
+  uint64_t room_id = 0;
+  std::string_view action;
+  std::optional<HttpReply> refused;
+};
+
+RoomActionPath RoomActionOf(std::string_view path) {
+  const std::string_view rest = path.substr(kRoomPrefix.size());
+  const size_t colon = rest.find(':');
+  const std::string_view action =
+      colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+  if (action != "release" && action != "abort") {
+    return {0, action,
+            ProblemReply(ErrorCode::kNotFound,
+                         "no such endpoint: POST /v1/rooms/{room_id}:release or :abort",
+                         std::string(path))};
+  }
+  const std::optional<uint64_t> room = ParseId(rest.substr(0, colon));
+  if (!room) return {0, action, BadId(path)};
+  return {*room, action, std::nullopt};
 }
 
 HttpReply Unauthenticated(std::string_view path) {
@@ -313,10 +325,7 @@ server::HeaderVerdict SettlementService::Judge(const server::RequestHead& head) 
       if (!IdOf(*endpoint, path)) return {BadId(path)};
       break;
     case Endpoint::kRoomAction:
-      if (!RoomActionOf(path)) {
-        return {ProblemReply(ErrorCode::kNotFound,
-                             "no such endpoint: POST /v1/rooms/{room_id}:release or :abort", path)};
-      }
+      if (auto refused = RoomActionOf(path).refused) return {std::move(*refused)};
       break;
     case Endpoint::kEvents:
     case Endpoint::kRooms:
@@ -397,15 +406,15 @@ Result<std::string> SettlementService::ParseEventsEpoch(const std::string& targe
   return std::string(*value);
 }
 
-Result<int64_t> SettlementService::ParseEventsAfter(const std::string& target) {
+Result<std::optional<int64_t>> SettlementService::ParseEventsAfter(const std::string& target) {
   const auto value = QueryValue(target, "after");
-  if (!value) return int64_t{0};
+  if (!value) return std::optional<int64_t>();
   int64_t after = 0;
   auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), after);
   if (ec != std::errc() || end != value->data() + value->size() || after < 0) {
     return InvalidArgumentError("after must be a non-negative event id");
   }
-  return after;
+  return std::optional<int64_t>(after);
 }
 
 std::optional<HttpReply> SettlementService::RefuseEventsCursor(const FeedState& feed, int64_t after,
@@ -470,13 +479,9 @@ void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cance
                                                   : GetPlayer(request, *id));
     }
     case Endpoint::kRoomAction: {
-      const auto action = RoomActionOf(path);
-      if (!action) {
-        return done(ProblemReply(ErrorCode::kNotFound,
-                                 "no such endpoint: POST /v1/rooms/{room_id}:release or :abort",
-                                 path));
-      }
-      return PostRoomAction(request, *caller, action->first, std::string(action->second),
+      RoomActionPath action = RoomActionOf(path);
+      if (action.refused) return done(std::move(*action.refused));
+      return PostRoomAction(request, *caller, action.room_id, std::string(action.action),
                             std::move(done));
     }
     case Endpoint::kHealth:

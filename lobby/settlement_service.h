@@ -128,8 +128,9 @@ class SettlementService {
   // tokens in use stay, and the error says why. Requests in flight finish with the tokens they
   // were authenticated with; connections stay open.
   Status ReplaceNodeTokens(std::vector<NodeToken> tokens);
-  // `after` from "/v1/events?after=N" (0 when absent); INVALID_ARGUMENT if malformed.
-  static Result<int64_t> ParseEventsAfter(const std::string& target);
+  // `after` from "/v1/events?after=N" (nullopt when absent: the feed starts at the beginning of
+  // what it holds, its trim mark); INVALID_ARGUMENT if malformed.
+  static Result<std::optional<int64_t>> ParseEventsAfter(const std::string& target);
   // `epoch` from "/v1/events?epoch=E" (empty when absent); INVALID_ARGUMENT if malformed.
   static Result<std::string> ParseEventsEpoch(const std::string& target);
   // The refusal of a subscription to the feed from cursor `after` in `epoch` (empty: not given),

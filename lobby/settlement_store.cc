@@ -75,10 +75,8 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "SELECT seq, node_id, payload FROM settlement_events WHERE node_id = $3 AND seq > $1 "
      "ORDER BY seq LIMIT $2) e ON true ORDER BY e.seq"},
     {"sequence_events", "SELECT verdict_sequence_events($1)"},
-    {"latest_seq", "SELECT verdict_feed_head()"},
-    {"feed_state",
-     "SELECT epoch, verdict_feed_head(), trimmed_through, coalesce((SELECT min(seq) "
-     "FROM settlement_events WHERE seq > f.trimmed_through), 0) FROM verdict_feed f"},
+    {"feed_state_all", "SELECT * FROM verdict_feed_state(NULL)"},
+    {"feed_state_node", "SELECT * FROM verdict_feed_state($1)"},
     {"pending_rooms",
      "SELECT room_id, node_id, (extract(epoch FROM allocated_at) * 1000)::bigint, "
      "extract(epoch FROM now() - allocated_at)::bigint, "
@@ -256,17 +254,11 @@ class PgSettlementStore final : public SettlementStore {
     });
   }
 
-  Result<int64_t> LatestEventSeq() override {
-    return pool_->Run<int64_t>("events", [&](pg::Pool::Lease& l) {
-      pqxx::nontransaction tx(l.conn());
-      return tx.exec_prepared1("latest_seq")[0].as<int64_t>();
-    });
-  }
-
-  Result<FeedState> GetFeedState() override {
+  Result<FeedState> GetFeedState(const std::optional<std::string>& node_id) override {
     return pool_->Run<FeedState>("events", [&](pg::Pool::Lease& l) {
       pqxx::nontransaction tx(l.conn());
-      const pqxx::row row = tx.exec_prepared1("feed_state");
+      const pqxx::row row = node_id ? tx.exec_prepared1("feed_state_node", *node_id)
+                                    : tx.exec_prepared1("feed_state_all");
       return FeedState{row[0].as<std::string>(), row[1].as<int64_t>(), row[2].as<int64_t>(),
                        row[3].as<int64_t>()};
     });
@@ -306,7 +298,8 @@ class PgSettlementStore final : public SettlementStore {
     page.after = after;
     int64_t head = after;
     for (const auto& row : rows) {
-      head = std::max(head, row[3].as<int64_t>());
+      page.head = row[3].as<int64_t>();
+      head = std::max(head, page.head);
       page.trimmed_through = row[4].as<int64_t>();
       page.epoch = row[5].as<std::string>();
       if (row[0].is_null()) continue;

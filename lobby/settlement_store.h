@@ -89,21 +89,24 @@ struct SettlementEvent {
 
 // A page of the feed: the events after `after`, in order. `last` is how far the page
 // covers the feed: every event with after < seq <= last that matched the query is in `events`,
-// unless `trimmed_through` is above `after` (retention dropped some of them). `epoch` is the
-// feed's as the page was read (verdict_feed, sql/001_baseline.sql).
+// unless `trimmed_through` is above `after` (retention dropped some of them). `epoch` and `head`
+// are the feed's as the page was read (verdict_feed, sql/001_baseline.sql): a head below `after`
+// means the feed went back in time (a restore, a failover that lost commits).
 struct FeedPage {
   int64_t after = 0;
   int64_t last = 0;
   std::vector<SettlementEvent> events;
   int64_t trimmed_through = 0;
   std::string epoch;
+  int64_t head = 0;
 };
 
-// Where the feed stands (verdict_feed, sql/001_baseline.sql): a cursor is valid in `epoch` from
-// trimmed_through to head.
+// Where the feed stands (verdict_feed, sql/001_baseline.sql) for a reader: a cursor is valid in
+// `epoch` from trimmed_through to head. For a node's token, head and oldest are of that node's
+// own events (sql/functions/verdict_feed_state.sql).
 struct FeedState {
   std::string epoch;
-  int64_t head = 0;             // the newest place in the feed
+  int64_t head = 0;             // the newest place in the feed (a node's: its newest event's)
   int64_t trimmed_through = 0;  // places up to this may be gone
   int64_t oldest = 0;           // the oldest place retained above trimmed_through; 0: none
 };
@@ -195,10 +198,9 @@ class SettlementStore {
   // A page with fewer than `limit` events covers the feed up to its newest numbered event.
   virtual Result<FeedPage> EventsAfter(int64_t after, const std::optional<std::string>& node_id,
                                        size_t limit) = 0;
-  // The newest place in the feed (0 if the feed is empty).
-  virtual Result<int64_t> LatestEventSeq() = 0;
-  // The feed's epoch, head and retained range, as of one moment.
-  virtual Result<FeedState> GetFeedState() = 0;
+  // The feed's epoch, head and retained range, as of one moment; with a node_id, as that node's
+  // token sees it (sql/functions/verdict_feed_state.sql).
+  virtual Result<FeedState> GetFeedState(const std::optional<std::string>& node_id) = 0;
 
   // Rooms allocated more than `older_than_s` seconds ago that have no receipt.
   virtual Result<std::vector<PendingRoom>> RoomsWithoutReceipt(int64_t older_than_s) = 0;

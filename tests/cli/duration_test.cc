@@ -19,11 +19,31 @@ TEST(DurationTest, ReadsEachUnit) {
 
 TEST(DurationTest, RefusesWhatIsNotOne) {
   for (const char* bad :
-       {"", "7", "d", "-1s", "1.5h", "7 d", "7days", "1w", "99999999999999999d", "off"}) {
+       {"", "7", "d", "-1s", "1.5h", "7 d", "7days", "1w", "99999999999999999999d", "off"}) {
     const auto parsed = ParseDuration(bad);
     EXPECT_FALSE(parsed.ok()) << bad;
     if (!parsed.ok()) {
       EXPECT_NE(parsed.status().message().find("is not a duration"), std::string::npos);
+    }
+  }
+}
+
+// Longer than a century is refused as it is read, naming the longest accepted: such a window
+// would parse and then fail every retention pass ("timestamp out of range") or overflow a clock.
+TEST(DurationTest, RefusesWhatIsLongerThanTheLongestAcceptedAndNamesIt) {
+  EXPECT_EQ(*ParseDuration("36500d"), kLongestDuration);
+  EXPECT_EQ(*ParseDuration("876000h"), kLongestDuration);
+  EXPECT_EQ(**ParseDurationOrOff("36500d"), kLongestDuration);
+  for (const char* long_one : {"36501d", "876001h", "10000000d", "3153600000001ms",
+                               "99999999999999999d", "9223372036854775807ms"}) {
+    const auto parsed = ParseDuration(long_one);
+    const auto or_off = ParseDurationOrOff(long_one);
+    ASSERT_FALSE(parsed.ok()) << long_one;
+    ASSERT_FALSE(or_off.ok()) << long_one;
+    for (const Status& refused : {parsed.status(), or_off.status()}) {
+      EXPECT_NE(refused.message().find("longer than 36500d, the longest accepted"),
+                std::string::npos)
+          << refused.message();
     }
   }
 }

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tests/lobby/lobby_fixture.h"
+#include "tests/support/wait.h"
 
 namespace verdict::testing {
 namespace {
@@ -218,16 +219,18 @@ TEST_F(EventFeedTest, NodeTokenSeesOnlyItsOwnNodesEvents) {
                   .status,
               200);
   }
-  auto rooms_seen_by = [&](const std::string& token) {
+  // The first `n` events a token sees: the other node's events come between its own, so one that
+  // leaked would show among them (reading only as many as expected waits for nothing).
+  auto rooms_seen_by = [&](const std::string& token, size_t n) {
     WsClient ws;
     EXPECT_TRUE(ws.Connect(lobby->port(), "/v1/events?after=0", token));
     std::string rooms;
-    for (const FeedMessage& m : ReadMessages(ws, 5)) rooms += m.room_id + ",";
+    for (const FeedMessage& m : ReadMessages(ws, n)) rooms += m.room_id + ",";
     return rooms;
   };
-  EXPECT_EQ(rooms_seen_by("token-a"), "1,2,3,");
-  EXPECT_EQ(rooms_seen_by("token-b"), "4,5,");
-  EXPECT_EQ(rooms_seen_by("admin-token"), "1,4,2,5,3,");
+  EXPECT_EQ(rooms_seen_by("token-a", 3), "1,2,3,");
+  EXPECT_EQ(rooms_seen_by("token-b", 2), "4,5,");
+  EXPECT_EQ(rooms_seen_by("admin-token", 5), "1,4,2,5,3,");
 }
 
 // Two settlements commit out of insert order: room 71 takes its event id first, then waits;
@@ -297,6 +300,117 @@ TEST_F(EventFeedTest, CommitsOutOfIdOrderAreNeitherSkippedNorLostWithoutNotifica
   auto again = resumed.Read(10s);
   ASSERT_TRUE(again) << "a client resuming after room 72 never got room 71";
   EXPECT_EQ(Parse(*again).room_id, "71");
+}
+
+// A series of the lobby's event feed reads (verdict_lobby_event_feed_reads_total) by `reader`.
+double FeedReads(uint16_t port, const std::string& reader) {
+  return MetricValue(HttpCall(port, "GET", "/metrics").body,
+                     "verdict_lobby_event_feed_reads_total{reader=\"" + reader + "\"}");
+}
+
+// Reads until `ws` is closed (or nothing comes for 20 s); true if it was closed with 4409 and a
+// reason containing `why`.
+::testing::AssertionResult ClosedAsRewound(WsClient& ws, const std::string& why) {
+  while (ws.Read(20s)) {
+  }
+  if (ws.close_code() == 4409 && ws.close_reason().find(why) != std::string::npos) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "closed with " << ws.close_code() << " \""
+                                       << ws.close_reason() << "\" (0: not closed within 20 s)";
+}
+
+// The database goes back in time under a running lobby (a backup restored, a failover to a
+// standby that lacked the newest commits): here its newest events vanish. The lobby notices and
+// closes every live subscriber with 4409 and a reason, instead of letting it skip the events
+// that take the places it had passed. Judged again, a cursor past the head is refused, and one
+// within the feed gets the next event at the place that was handed out again.
+TEST_F(EventFeedTest, ConnectedSubscribersAreClosedWhenTheFeedGoesBackInTime) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room = 1; room <= 5; ++room) AllocateAndSettle(lobby->port(), room);
+  WsClient admin, node;
+  ASSERT_TRUE(admin.Connect(lobby->port(), "/v1/events?after=0", "admin-token"));
+  ASSERT_TRUE(node.Connect(lobby->port(), "/v1/events?after=0", "token-a"));
+  ASSERT_EQ(ReadMessages(admin, 5).size(), 5u);
+  ASSERT_EQ(ReadMessages(node, 5).size(), 5u);
+
+  db_->Exec("DELETE FROM settlement_events WHERE seq > 3");
+  EXPECT_TRUE(ClosedAsRewound(admin, "the feed went back in time"));
+  EXPECT_TRUE(ClosedAsRewound(node, "the feed went back in time"));
+  EXPECT_EQ(MetricValue(HttpCall(lobby->port(), "GET", "/metrics").body,
+                        "verdict_lobby_event_feed_rewinds_total"),
+            1);
+
+  const HttpResponse ahead = Subscribe(lobby->port(), "?after=5");
+  EXPECT_EQ(ahead.status, 409) << ahead.body;
+  EXPECT_EQ(Member(ahead, "code"), "CURSOR_AHEAD");
+  WsClient resumed;
+  ASSERT_TRUE(resumed.Connect(lobby->port(), "/v1/events?after=3", "token-a")) << resumed.error();
+  AllocateAndSettle(lobby->port(), 6);
+  const std::vector<FeedMessage> got = ReadMessages(resumed, 1);
+  ASSERT_EQ(got.size(), 1u) << "the event at the place handed out again never came";
+  EXPECT_EQ(got[0].event_id, 4);
+  EXPECT_EQ(got[0].room_id, "6");
+}
+
+// The restore procedure under a running lobby: the database goes back (its newest events are
+// gone) and `new-epoch` gives the feed a new epoch. Every live subscriber is closed with 4409 and
+// the reason; the old epoch is then refused, and a subscriber of the new epoch is served at the
+// feed's normal pace: it reads the database for its catch-up and then waits for the hub, rather
+// than reading in a loop until the feed passes the old head.
+TEST_F(EventFeedTest, ConnectedSubscribersAreClosedWhenTheFeedGetsANewEpoch) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room = 1; room <= 4; ++room) AllocateAndSettle(lobby->port(), room);
+  const std::string old_epoch = Q("SELECT epoch FROM verdict_feed");
+  WsClient live;
+  ASSERT_TRUE(live.Connect(lobby->port(), "/v1/events?after=0&epoch=" + old_epoch, "token-a"));
+  ASSERT_EQ(ReadMessages(live, 4).size(), 4u);
+
+  // The restore and its new epoch at once, as the hub sees them (what `verdict-lobby new-epoch`
+  // runs, in the restore's transaction: the hub could otherwise see the restore alone first, and
+  // close the subscribers for that).
+  db_->Exec(
+      "DELETE FROM settlement_events WHERE seq > 2; "
+      "UPDATE verdict_feed SET epoch = verdict_new_epoch()");
+  const std::string epoch = Q("SELECT epoch FROM verdict_feed");
+  EXPECT_TRUE(ClosedAsRewound(live, "the feed has a new epoch"));
+
+  const HttpResponse old = Subscribe(lobby->port(), "?after=2&epoch=" + old_epoch, "token-a");
+  EXPECT_EQ(old.status, 409) << old.body;
+  EXPECT_EQ(Member(old, "code"), "EPOCH_CHANGED");
+  const double catch_up_before = FeedReads(lobby->port(), "catch_up");
+  WsClient renewed_reader;
+  ASSERT_TRUE(renewed_reader.Connect(lobby->port(), "/v1/events?after=2&epoch=" + epoch, "token-a"))
+      << renewed_reader.error();
+  // While the hub reads the feed eight more times (two seconds at its 250 ms pace), the new
+  // subscriber has read it once or twice, not the thousands of times a loop would.
+  const double hub_before = FeedReads(lobby->port(), "hub");
+  ASSERT_TRUE(WaitUntil([&] { return FeedReads(lobby->port(), "hub") >= hub_before + 8; }, 30s));
+  EXPECT_LE(FeedReads(lobby->port(), "catch_up") - catch_up_before, 2);
+  AllocateAndSettle(lobby->port(), 5);
+  const std::vector<FeedMessage> got = ReadMessages(renewed_reader, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].event_id, 3);
+  EXPECT_EQ(got[0].room_id, "5");
+}
+
+// Before the hub's next read notices that the feed went back in time, a subscriber may find it
+// first: its catch-up page has a head below the one the hub had read. It is closed with 4409 at
+// once, instead of reading the database in a loop for the hub's head to come (which it would not
+// while the feed stayed below it). The hub is held here by a failpoint that fails its reads, so
+// its head stays where it was.
+TEST_F(EventFeedTest, ASubscriberFindingTheFeedBelowTheHubsHeadIsClosedNotLeftReadingInALoop) {
+  SeedEvents(*this, 5, "node-a", 100);
+  db_->Exec("SELECT verdict_sequence_events(100)");
+  auto lobby = StartLobby({}, {{"VERDICT_FAILPOINTS", "hub.before_read=error"}});
+  ASSERT_NE(lobby, nullptr);
+  db_->Exec("DELETE FROM settlement_events WHERE seq > 3");
+  WsClient reader;
+  ASSERT_TRUE(reader.Connect(lobby->port(), "/v1/events?after=0", "admin-token")) << reader.error();
+  EXPECT_TRUE(ClosedAsRewound(reader, "the feed went back in time"));
+  EXPECT_LE(FeedReads(lobby->port(), "catch_up"), 2);
 }
 
 TEST_F(EventFeedTest, SubscribersOverTheCapAreRefused) {

@@ -1,10 +1,14 @@
 // LobbyFixture: a fresh migrated database and helpers to start verdict-lobby processes on it,
-// allocate rooms, post settlements and look at the tables. Used by the lobby's integration
-// tests, which run against a real PostgreSQL.
+// allocate rooms, post settlements, subscribe to the feed, read problem bodies and look at the
+// tables. Used by the lobby's integration tests, which run against a real PostgreSQL.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -77,12 +81,33 @@ class LobbyFixture : public ::testing::Test {
                     wire::EncodeBody(result, wire::BodyFormat::kJson).value());
   }
 
+  // Allocates and settles `room` (MakeResult's roster, node a); returns its match id.
+  uint64_t AllocateAndSettle(uint16_t port, uint64_t room) {
+    MustAllocate(port, room);
+    const HttpResponse r = Settle(port, MakeResult(room));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Receipt(r).match_id();
+  }
+
   static v1::SettlementReceipt Receipt(const HttpResponse& r) {
     v1::SettlementReceipt receipt;
     std::string error;
     EXPECT_TRUE(wire::DecodeBody(r.body, wire::BodyFormat::kJson, &receipt, &error))
         << error << " in " << r.body;
     return receipt;
+  }
+
+  // GET /v1/events with the headers of a WebSocket upgrade, as a plain HTTP exchange: a refusal
+  // is its problem, an accepted one 101.
+  HttpResponse Subscribe(uint16_t port, const std::string& query,
+                         const std::string& token = "admin-token") {
+    return HttpCall(port, "GET", "/v1/events" + query,
+                    {{"Authorization", "Bearer " + token},
+                     {"Connection", "Upgrade"},
+                     {"Upgrade", "websocket"},
+                     {"Sec-WebSocket-Version", "13"},
+                     {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}},
+                    "", std::chrono::seconds(5));
   }
 
   std::string Q(const std::string& sql) const { return db_->Scalar(sql); }
@@ -102,6 +127,30 @@ class LobbyFixture : public ::testing::Test {
 
   std::unique_ptr<TestDatabase> db_;
 };
+
+// A problem body's members.
+inline google::protobuf::Struct Problem(const HttpResponse& r) {
+  google::protobuf::Struct parsed;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.body, &parsed).ok()) << r.body;
+  return parsed;
+}
+
+// A member of a problem body, or of its "feed" object ("feed.epoch").
+inline std::string Member(const HttpResponse& r, const std::string& name) {
+  google::protobuf::Struct problem = Problem(r);
+  std::string key = name;
+  if (name.starts_with("feed.")) {
+    const auto feed = problem.fields().find("feed");
+    if (feed == problem.fields().end()) return "";
+    google::protobuf::Struct inner = feed->second.struct_value();
+    problem.Swap(&inner);
+    key = name.substr(5);
+  }
+  const auto it = problem.fields().find(key);
+  if (it == problem.fields().end()) return "";
+  return it->second.has_string_value() ? it->second.string_value()
+                                       : std::to_string(it->second.number_value());
+}
 
 // POST /v1/settlements:batch of `results` as the node with `token`, in JSON.
 inline HttpResponse PostBatch(uint16_t port, const std::vector<v1::BattleResult>& results,

@@ -764,6 +764,66 @@ TEST_F(LobbyTest, AllocationRulesAndReads) {
   EXPECT_EQ(HttpCall(lobby->port(), "GET", "/readyz").status, 200);
 }
 
+// Readiness asks for this lobby's schema whole: the numbered version and every function file as
+// this binary has it. A database whose function file differs (a lobby of another build migrated
+// it, or nobody re-applied a changed file) would serve other settlement functions: not ready,
+// until `migrate` applies this binary's.
+TEST_F(LobbyTest, ReadinessNeedsThisLobbysFunctionFiles) {
+  auto lobby = StartLobby({"--readiness-interval-ms", "100"});
+  ASSERT_NE(lobby, nullptr);
+  ASSERT_EQ(HttpCall(lobby->port(), "GET", "/readyz").status, 200);
+  db_->Exec(
+      "UPDATE verdict_schema_functions SET sha256 = repeat('0', 64) "
+      "WHERE name = 'functions/verdict_settle_write.sql'");
+  ASSERT_TRUE(WaitUntil([&] { return HttpCall(lobby->port(), "GET", "/readyz").status == 503; }))
+      << "ready with another verdict_settle_write";
+  const HttpResponse not_ready = HttpCall(lobby->port(), "GET", "/readyz");
+  EXPECT_NE(not_ready.body.find("functions/verdict_settle_write.sql"), std::string::npos)
+      << not_ready.body;
+  ASSERT_EQ(RunCommand({LobbyBinary(), "--db", db_->conninfo(), "migrate"}).exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return HttpCall(lobby->port(), "GET", "/readyz").status == 200; }));
+}
+
+// Every command opens its connections with the lobby's defaults (lobby/pg/connection.h): against
+// a database host that takes the connection and never answers, migrate, retain, new-epoch and
+// reconcile each fail within the 5 s connect timeout, where libpq alone would wait for ever.
+// Each runs under `timeout 60`, which a hang would meet (exit 124).
+TEST_F(LobbyTest, OperatorCommandsGiveUpOnADatabaseThatNeverAnswers) {
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(silent, 16), 0);  // the kernel accepts; nobody ever reads or answers
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string db =
+      "host=127.0.0.1 port=" + std::to_string(ntohs(addr.sin_port)) + " dbname=verdict";
+  const std::vector<std::vector<std::string>> commands = {
+      {"migrate"}, {"retain"}, {"new-epoch"}, {"reconcile", "--older-than", "1"}};
+  std::vector<CommandResult> results(commands.size());
+  std::vector<std::thread> runs;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    runs.emplace_back([&, i] {
+      // Its standard error with its output, under `timeout 60`.
+      std::vector<std::string> argv = {"/bin/sh",     "-c",   "exec timeout 60 \"$0\" \"$@\" 2>&1",
+                                       LobbyBinary(), "--db", db};
+      argv.insert(argv.end(), commands[i].begin(), commands[i].end());
+      results[i] = RunCommand(argv);
+    });
+  }
+  for (auto& t : runs) t.join();
+  ::close(silent);
+  for (size_t i = 0; i < commands.size(); ++i) {
+    EXPECT_NE(results[i].exit_code, 124) << commands[i][0] << " hung on the silent database";
+    EXPECT_NE(results[i].exit_code, -1) << commands[i][0] << ": " << results[i].out;
+    EXPECT_NE(results[i].exit_code, 0) << commands[i][0] << ": " << results[i].out;
+    EXPECT_NE(results[i].out.find("connect"), std::string::npos)
+        << commands[i][0] << ": " << results[i].out;
+  }
+}
+
 TEST_F(LobbyTest, ReconcileListsAllocatedRoomsWithoutReceipt) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
@@ -990,6 +1050,30 @@ TEST_F(LobbyTest, IdsAreExactAndOutOfRangeIdsAre400WithoutAnErrorLine) {
   std::ifstream logged(log);
   const std::string lines((std::istreambuf_iterator<char>(logged)), {});
   EXPECT_EQ(lines.find("[error]"), std::string::npos) << lines;
+}
+
+// A room action with an id that is not a room id is 400, as on every other endpoint, before the
+// body is read; only an action that is not one is 404 (no such endpoint).
+TEST_F(LobbyTest, RoomActionsWithAnInvalidIdAre400AndAnUnknownActionIs404) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 5);
+  const DbSnapshot before = Snapshot();
+  for (const std::string action : {"release", "abort"}) {
+    for (const std::string id :
+         {"0", "-1", "9223372036854775808", "18446744073709551616", "abc", "5x", ""}) {
+      const std::string path = "/v1/rooms/" + id + ":" + action;
+      const auto r = HttpCall(lobby->port(), "POST", path, JsonHeaders("admin-token"),
+                              R"({"reason":"host_lost"})");
+      EXPECT_EQ(r.status, 400) << path << ": " << r.body;
+      EXPECT_NE(r.body.find("\"code\":\"INVALID_ARGUMENT\""), std::string::npos) << r.body;
+    }
+  }
+  for (const char* path : {"/v1/rooms/5:frobnicate", "/v1/rooms/5", "/v1/rooms/0:frobnicate"}) {
+    const auto r = HttpCall(lobby->port(), "POST", path, JsonHeaders("admin-token"), "{}");
+    EXPECT_EQ(r.status, 404) << path << ": " << r.body;
+  }
+  EXPECT_EQ(Snapshot(), before);
 }
 
 // RFC 9110: the authentication scheme is case-insensitive.

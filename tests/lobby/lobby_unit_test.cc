@@ -279,13 +279,15 @@ TEST(WireTest, JsonEncodingThatFailsIsAnErrorNotAnEmptyBody) {
 }
 
 TEST(ParseEventsAfterTest, ReadsTheQuery) {
-  EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events"), 0);
+  EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events"), std::nullopt)
+      << "without after, the feed starts at the beginning of what it holds, not at 0";
+  EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?after=0"), 0);
   EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?after=42"), 42);
   EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?x=1&after=7"), 7);
   EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=-1").ok());
   EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=1x").ok());
   EXPECT_FALSE(SettlementService::ParseEventsAfter("/v1/events?after=").ok());
-  EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?afterwards=3"), 0);
+  EXPECT_EQ(*SettlementService::ParseEventsAfter("/v1/events?afterwards=3"), std::nullopt);
 }
 
 TEST(ParseEventsEpochTest, ReadsTheQuery) {

@@ -6,11 +6,10 @@
 // so that a handful of settlements fills them.
 #include <gtest/gtest.h>
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-
 #include <fstream>
+#include <thread>
 
+#include "lobby/retention.h"
 #include "tests/lobby/lobby_fixture.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
@@ -58,56 +57,12 @@ class RetentionTest : public LobbyFixture {
     return run.out;
   }
 
-  // Allocates and settles `room` (MakeResult's roster); returns its match id.
-  uint64_t AllocateAndSettle(uint16_t port, uint64_t room) {
-    MustAllocate(port, room);
-    const HttpResponse r = Settle(port, MakeResult(room));
-    EXPECT_EQ(r.status, 200) << r.body;
-    return Receipt(r).match_id();
-  }
-
   // Waits until the lobby has given every event its place in the feed.
   bool AllNumbered() {
     return WaitUntil(
         [&] { return Q("SELECT count(*) FROM settlement_events WHERE seq IS NULL") == "0"; });
   }
-
-  // GET /v1/events with the headers of a WebSocket upgrade, as a plain HTTP exchange: a refusal
-  // is its problem, an accepted one 101.
-  HttpResponse Subscribe(uint16_t port, const std::string& query) {
-    return HttpCall(port, "GET", "/v1/events" + query,
-                    {{"Authorization", "Bearer admin-token"},
-                     {"Connection", "Upgrade"},
-                     {"Upgrade", "websocket"},
-                     {"Sec-WebSocket-Version", "13"},
-                     {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}},
-                    "", 5s);
-  }
 };
-
-// A problem body's members.
-google::protobuf::Struct Problem(const HttpResponse& r) {
-  google::protobuf::Struct parsed;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.body, &parsed).ok()) << r.body;
-  return parsed;
-}
-
-// A member of a problem body, or of its "feed" object ("feed.epoch").
-std::string Member(const HttpResponse& r, const std::string& name) {
-  google::protobuf::Struct problem = Problem(r);
-  std::string key = name;
-  if (name.starts_with("feed.")) {
-    const auto feed = problem.fields().find("feed");
-    if (feed == problem.fields().end()) return "";
-    google::protobuf::Struct inner = feed->second.struct_value();
-    problem.Swap(&inner);
-    key = name.substr(5);
-  }
-  const auto it = problem.fields().find(key);
-  if (it == problem.fields().end()) return "";
-  return it->second.has_string_value() ? it->second.string_value()
-                                       : std::to_string(it->second.number_value());
-}
 
 // A redelivery after the room's history (match, players, replay, event) is dropped is still
 // answered from the receipt: a duplicate with the original match id, alone and in a batch.
@@ -297,6 +252,138 @@ TEST_F(RetentionTest, EventCursorsTheFeedCannotContinueAreRefusedBeforeTheUpgrad
   EXPECT_EQ(Member(r, "feed.epoch"), Q("SELECT epoch FROM verdict_feed"));
 }
 
+// A node's token is judged, and told where the feed stands, by the places of its own events
+// only: its head is its newest event, and a cursor beyond it is CURSOR_AHEAD even where other
+// nodes' events go on, so that neither the answer nor the problem tells a node how many events the
+// others had (docs/design.md §8). The admin token sees the whole feed.
+TEST_F(RetentionTest, ANodesCursorIsJudgedByItsOwnEventsAndShowsNoOtherNodesCount) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  AllocateAndSettle(lobby->port(), 151);   // node a: place 1
+  for (uint64_t room : {152, 153, 154}) {  // node b: places 2..4
+    MustAllocate(lobby->port(), room, "node-b");
+    ASSERT_EQ(
+        Settle(lobby->port(), MakeResult(room, 1'700'000'000'000, "node-b"), "token-b").status,
+        200);
+  }
+  ASSERT_TRUE(AllNumbered());
+
+  EXPECT_EQ(Subscribe(lobby->port(), "?after=1", "token-a").status, 101);
+  for (const std::string after : {"2", "4", "1000"}) {
+    const HttpResponse r = Subscribe(lobby->port(), "?after=" + after, "token-a");
+    EXPECT_EQ(r.status, 409) << after << ": " << r.body;
+    EXPECT_EQ(Member(r, "code"), "CURSOR_AHEAD");
+    EXPECT_EQ(Member(r, "feed.head_event_id"), "1") << r.body;
+    EXPECT_EQ(Member(r, "feed.oldest_event_id"), "1") << r.body;
+    EXPECT_NE(Member(r, "detail").find("its head 1,"), std::string::npos) << r.body;
+  }
+  HttpResponse r = Subscribe(lobby->port(), "?after=5", "token-b");
+  EXPECT_EQ(Member(r, "feed.head_event_id"), "4") << r.body;
+  EXPECT_EQ(Member(r, "feed.oldest_event_id"), "2") << r.body;
+  r = Subscribe(lobby->port(), "?after=5");
+  EXPECT_EQ(Member(r, "code"), "CURSOR_AHEAD");
+  EXPECT_EQ(Member(r, "feed.head_event_id"), "4") << r.body;
+  EXPECT_EQ(Member(r, "feed.oldest_event_id"), "1") << r.body;
+}
+
+// Without ?after= the feed starts at the beginning of what it holds, also once retention dropped
+// events (README, "The event feed"); an explicit cursor below the trim mark, ?after=0 included,
+// is still refused.
+TEST_F(RetentionTest, WithoutAfterTheFeedStartsAtTheOldestEventRetained) {
+  auto lobby = StartTinyLobby();
+  ASSERT_NE(lobby, nullptr);
+  for (uint64_t room = 141; room <= 144; ++room) AllocateAndSettle(lobby->port(), room);
+  ASSERT_TRUE(AllNumbered());
+  // Events 1..4 fill two partitions of two, both past: dropped. 5 and 6 come after.
+  const std::string out = Retain({"--events-older-than", "0s"});
+  ASSERT_EQ(Q("SELECT trimmed_through FROM verdict_feed"), "4") << out;
+  for (uint64_t room : {145, 146}) AllocateAndSettle(lobby->port(), room);
+  ASSERT_TRUE(AllNumbered());
+
+  EXPECT_EQ(Subscribe(lobby->port(), "?after=0").status, 410);
+  EXPECT_EQ(Subscribe(lobby->port(), "").status, 101);
+  for (const std::string token : {"admin-token", "token-a"}) {
+    WsClient reader;
+    ASSERT_TRUE(reader.Connect(lobby->port(), "/v1/events", token)) << reader.error();
+    for (int id = 5; id <= 6; ++id) {
+      const auto message = reader.Read(10s);
+      ASSERT_TRUE(message.has_value()) << token << ": event " << id << " never came";
+      EXPECT_TRUE(message->starts_with("{\"event_id\":\"" + std::to_string(id) + "\","))
+          << *message;
+    }
+  }
+}
+
+// Windows longer than the calendar can hold (now() minus ten million days is before 4713 BC) are
+// refused as the flags are read, naming the longest accepted; they used to parse and then fail
+// every pass with "timestamp out of range". The longest accepted works, in a pass and in serve.
+TEST_F(RetentionTest, WindowsBeyondTheCalendarAreRefusedAsTheyAreReadNamingTheLongest) {
+  for (const std::string flag :
+       {"--events-older-than", "--history-older-than", "--receipts-older-than"}) {
+    const ExitAndOutput run =
+        RunToExit({LobbyBinary(), "--db", db_->conninfo(), "retain", flag, "10000000d"});
+    EXPECT_EQ(run.code, 1) << flag << ": " << run.output;
+    EXPECT_NE(run.output.find(flag + ": '10000000d' is longer than 36500d, the longest accepted"),
+              std::string::npos)
+        << run.output;
+  }
+  TempDir dir;
+  for (const std::string flag : {"--release-after", "--retain-every", "--maintenance-interval"}) {
+    const std::string log = dir.Sub(flag.substr(2) + ".log");
+    auto serve = ChildProcess::Start({LobbyBinary(), "--db", db_->conninfo(), "serve", "--listen",
+                                      "127.0.0.1:0", flag, "10000000d"},
+                                     {}, log);
+    ASSERT_NE(serve, nullptr);
+    ASSERT_TRUE(serve->WaitFor(20s)) << flag << " 10000000d: serve took it and runs";
+    EXPECT_EQ(serve->exit_code(), 1);
+    std::ifstream in(log);
+    const std::string said((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_NE(said.find(flag + ": '10000000d' is longer than 36500d, the longest accepted"),
+              std::string::npos)
+        << said;
+  }
+
+  const std::vector<std::string> longest = {"--events-older-than",   "36500d",
+                                            "--history-older-than",  "36500d",
+                                            "--receipts-older-than", "36500d"};
+  const std::string out = Retain(longest);
+  EXPECT_EQ(out.find("failed"), std::string::npos) << out;
+  std::vector<std::string> serve_args = longest;
+  serve_args.insert(serve_args.end(), {"--release-after", "36500d", "--retain-every", "36500d",
+                                       "--maintenance-interval", "36500d"});
+  auto lobby = StartLobby(serve_args);
+  ASSERT_NE(lobby, nullptr);
+  // The first tick releases, then runs a retention pass, whose counters appear once it is done.
+  std::string metrics;
+  ASSERT_TRUE(WaitUntil([&] {
+    metrics = HttpCall(lobby->port(), "GET", "/metrics").body;
+    return metrics.find("verdict_lobby_retention_partitions_dropped_total{") != std::string::npos;
+  }));
+  EXPECT_EQ(metrics.find("verdict_lobby_maintenance_failures_total{"), std::string::npos)
+      << metrics;
+}
+
+// One window that fails (here one beyond the calendar, which the flags no longer let through)
+// does not stop the others in the same pass: the receipts still expire, and the pass says which
+// step failed and why.
+TEST_F(RetentionTest, AWindowThatFailsDoesNotStopTheOthersInThePass) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  AllocateAndSettle(lobby->port(), 61);
+  lobby::RetentionOptions options;
+  options.events_older_than = std::chrono::hours(24 * 10'000'000);
+  options.receipts_older_than = 0s;
+  const auto report = lobby::RetainOnce({.conninfo = db_->conninfo()}, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->receipts_expired, 1) << report->ToString();
+  EXPECT_EQ(Q("SELECT count(*) FROM settled_rooms WHERE room_id = 61"), "1");
+  ASSERT_EQ(report->steps_failed.size(), 1u) << report->ToString();
+  EXPECT_TRUE(
+      report->steps_failed[0].starts_with("detaching events: database error SQLSTATE 22008"))
+      << report->steps_failed[0];
+  EXPECT_NE(report->ToString().find("1 steps failed"), std::string::npos) << report->ToString();
+}
+
 // The partitions a settlement needs are missing (maintenance has not run): the DEFAULT partition
 // takes the rows, nothing fails, and the next maintenance moves them into partitions of their own.
 TEST_F(RetentionTest, AMissingPartitionNeverFailsASettlement) {
@@ -480,6 +567,90 @@ TEST_F(RetentionTest, AbortedRoomRefusesItsLateResultIntoTheNodesDeadLetter) {
   EXPECT_NE(ls.out.find(R"("room_id":"81","where":"dead-letter")"), std::string::npos) << ls.out;
   EXPECT_NE(ls.out.find(R"("reason":"OUTCOME_CONFLICT")"), std::string::npos) << ls.out;
   EXPECT_EQ(Snapshot(), before);
+}
+
+// A late SETTLED result of a room an operator aborted is a conflict, and stays one once the
+// receipt expired: 409 OUTCOME_CONFLICT (a dead letter an operator sees), never 410
+// ORIGINAL_EXPIRED, which a node takes for delivered. A redelivery of the abort itself is 410.
+TEST_F(RetentionTest, ALateResultOfAnAbortedRoomIsAConflictBeforeAndAfterItsReceiptExpires) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 85);
+  ASSERT_EQ(HttpCall(lobby->port(), "POST", "/v1/rooms/85:abort", JsonHeaders("admin-token"),
+                     R"({"reason":"host_lost"})")
+                .status,
+            200);
+  EXPECT_EQ(Member(Settle(lobby->port(), MakeResult(85)), "code"), "OUTCOME_CONFLICT");
+  Retain({"--receipts-older-than", "0s"});
+  ASSERT_EQ(Q("SELECT count(*) FROM settled_rooms WHERE room_id = 85 AND aborted"), "1");
+
+  const HttpResponse late = Settle(lobby->port(), MakeResult(85));
+  EXPECT_EQ(late.status, 409) << late.body;
+  EXPECT_EQ(Member(late, "code"), "OUTCOME_CONFLICT");
+  v1::BattleResult abort = MakeResult(85);
+  abort.set_outcome(v1::ABORTED);
+  abort.set_winner_team(0);
+  EXPECT_EQ(Member(Settle(lobby->port(), abort), "code"), "ORIGINAL_EXPIRED");
+}
+
+// A redelivery whose receipt expires while its settlement runs is answered with the receipt the
+// settlement read: its original match (or 410 had it found the record), never a 2xx with match 0.
+// (The guard read the receipt in one statement and the answer read it again in a later one.) A
+// test-only check that sleeps holds the settlement between its read of the receipt and its end
+// while retention expires the receipt.
+TEST_F(RetentionTest, ARedeliveryRacingItsReceiptsExpiryIsAnsweredWithTheOriginalMatch) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  const uint64_t match = AllocateAndSettle(lobby->port(), 86);
+  db_->Exec(R"(
+      CREATE OR REPLACE FUNCTION verdict_settle_check(
+        p_verdicts text[], p_room_ids bigint[], p_node_ids text[], p_player_rooms bigint[],
+        p_player_ids bigint[], p_teams smallint[])
+      RETURNS text[] LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM pg_sleep(2);
+        RETURN p_verdicts;
+      END $$)");
+  HttpResponse redelivered;
+  std::thread redelivery([&] { redelivered = Settle(lobby->port(), MakeResult(86)); });
+  const bool sleeping = WaitUntil([&] {
+    return Q("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+             "wait_event = 'PgSleep'") == "1";
+  });
+  if (sleeping) Retain({"--receipts-older-than", "0s"});
+  redelivery.join();
+  ASSERT_TRUE(sleeping) << "the redelivery never reached the check";
+  ASSERT_EQ(Q("SELECT count(*) FROM settled_rooms WHERE room_id = 86"), "1");
+  ASSERT_EQ(redelivered.status, 200) << redelivered.body;
+  EXPECT_TRUE(Receipt(redelivered).duplicate());
+  EXPECT_EQ(Receipt(redelivered).match_id(), match) << redelivered.body;
+}
+
+// `serve --release-after` releases room by room: a player of one due room locked elsewhere holds
+// up that room alone (it is passed over until the lock goes), never the others. (One statement
+// released them all, and one locked player made it fail on its lock timeout at every tick.)
+TEST_F(RetentionTest, ReleaseAfterPassesOverARoomWhosePlayerIsLockedAndReleasesTheOthers) {
+  auto lobby = StartLobby({"--maintenance-interval", "100ms", "--lock-timeout-ms", "500"});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 87);  // players 871..880
+  MustAllocate(lobby->port(), 88);
+  auto blocker = db_->Connect();
+  pqxx::work hold(*blocker);
+  hold.exec("SELECT 1 FROM players WHERE player_id = 873 FOR UPDATE");
+  lobby.reset();
+  lobby = StartLobby(
+      {"--maintenance-interval", "100ms", "--lock-timeout-ms", "500", "--release-after", "1s"});
+  ASSERT_NE(lobby, nullptr);
+  ASSERT_TRUE(WaitUntil([&] {
+    return Q("SELECT count(*) FROM battle_rooms WHERE room_id = 88 AND released_at IS NOT NULL") ==
+           "1";
+  })) << "the room behind the locked one was never released";
+  EXPECT_EQ(Q("SELECT released_at IS NULL FROM battle_rooms WHERE room_id = 87"), "t");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room = 87"), "10");
+  hold.abort();
+  EXPECT_TRUE(WaitUntil([&] {
+    return Q("SELECT count(*) FROM players WHERE in_battle_room <> 0") == "0";
+  })) << "the room whose player was locked was not released once the lock went";
 }
 
 // reconcile, completed: lost rooms are aborted after being listed (--abort-lost); a receipt
