@@ -17,6 +17,8 @@ import re
 import subprocess
 import sys
 
+from check_links import FENCE, INLINE_CODE, pages
+
 # Flags of programs other than verdict's that the docs name in prose, outside a command line of
 # theirs; each with the program it belongs to.
 OTHER_PROGRAMS_FLAGS = {
@@ -39,8 +41,6 @@ OTHER_PROGRAMS = {
 }
 # A pattern such as `--unsafe-*` names no one flag.
 LONG_FLAG = re.compile(r"(?<![\w-])--([a-z0-9][a-z0-9-]*)(?![\w*-])")
-FENCE = re.compile(r"^\s*(```|~~~)")
-INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 
 
 class Command:
@@ -159,13 +159,6 @@ class Checker:
             else:
                 if not any(w in OTHER_PROGRAMS or w.endswith("/ha.sh") for w in words):
                     self.other_text(where, segment)
-
-
-def pages(root):
-    found = [os.path.join(root, "README.md")]
-    for directory, _, files in os.walk(os.path.join(root, "docs")):
-        found += [os.path.join(directory, f) for f in sorted(files) if f.endswith(".md")]
-    return found
 
 
 def main():
