@@ -3,7 +3,7 @@
 --
 -- Elo. A room's change is computed from the ratings its players had when it was allocated
 -- (battle_room_seats.elo_at_allocation) and added to their ratings now: a released player
--- (pending settlement, docs/operating.md) may have played other matches meanwhile; those changes stand, and
+-- (pending settlement, README) may have played other matches meanwhile; those changes stand, and
 -- this room's change comes on top of them. Every match stays zero-sum, since both teams' changes
 -- are computed from the same ratings. A seat without a recorded rating is rated on the current
 -- one.
