@@ -1,5 +1,5 @@
-// `verdict-bench retention`: the lobby's data over time (README, "Retention"), in three parts,
-// each on a database of its own:
+// `verdict-bench retention`: the lobby's data over time (docs/operating.md, "Retention"), in three
+// parts, each on a database of its own:
 //   growth   rooms settled at a steady rate (the settlement statement itself, a batch every
 //            100 ms, each batch's events then numbered into the feed as the lobby's hub does)
 //            while retention passes run every second with short windows and small partitions;

@@ -1,6 +1,6 @@
-// Retention: the lobby's data over time (README, "Retention"). Partitions of the event feed and
-// of the match history are made ahead of the rows that will fill them (EnsurePartitions, which
-// `verdict-lobby serve` runs all the time), and a retention pass (RetainOnce: `verdict-lobby
+// Retention: the lobby's data over time (docs/operating.md, "Retention"). Partitions of the event
+// feed and of the match history are made ahead of the rows that will fill them (EnsurePartitions,
+// which `verdict-lobby serve` runs all the time), and a retention pass (RetainOnce: `verdict-lobby
 // retain`, or `serve` with --retain-every) drops whole partitions of events and history once all
 // of a partition is older than its window, and expires old receipts into compact records of the
 // rooms they settled (sql/001_baseline.sql, sql/functions/). A partition is detached in one short

@@ -1,8 +1,8 @@
-// What an operator does with a room whose battle host is gone (README, "Pending settlement"):
-// release its players to a pending settlement, which still accepts the room's result, or settle
-// it as ABORTED without its node. The endpoints (POST /v1/rooms/{room_id}:release and :abort)
-// are SettlementService members, in room_actions.cc; AbortResult is the one ABORTED result that
-// both the endpoint and `verdict-lobby reconcile --abort-lost` settle, through the settlement
+// What an operator does with a room whose battle host is gone (docs/operating.md, "Pending
+// settlement"): release its players to a pending settlement, which still accepts the room's result,
+// or settle it as ABORTED without its node. The endpoints (POST /v1/rooms/{room_id}:release and
+// :abort) are SettlementService members, in room_actions.cc; AbortResult is the one ABORTED result
+// that both the endpoint and `verdict-lobby reconcile --abort-lost` settle, through the settlement
 // path every result takes. Stateless; thread-safe.
 #pragma once
 

@@ -135,8 +135,8 @@ class SettlementService {
   static Result<std::string> ParseEventsEpoch(const std::string& target);
   // The refusal of a subscription to the feed from cursor `after` in `epoch` (empty: not given),
   // or nullopt if the feed can continue from there: EPOCH_CHANGED for another epoch,
-  // CURSOR_AHEAD beyond the head, CURSOR_TRIMMED below the events retained (README, "The event
-  // feed"). Each problem says where the feed stands.
+  // CURSOR_AHEAD beyond the head, CURSOR_TRIMMED below the events retained (docs/events.md).
+  // Each problem says where the feed stands.
   static std::optional<HttpReply> RefuseEventsCursor(const FeedState& feed, int64_t after,
                                                      const std::string& epoch,
                                                      const std::string& instance);

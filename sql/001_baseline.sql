@@ -1,7 +1,7 @@
 -- 001: the lobby's tables, as the pre-release migrations 001-023 left them (squashed: no database
 -- outside this repository ran those). Numbered files hold only tables, indexes and data changes;
 -- every function lives in sql/functions/, one file each, re-applied by `verdict-lobby migrate`
--- whenever its text changes (README, "Running it against an existing PostgreSQL").
+-- whenever its text changes (docs/lobby.md, "Running it against an existing PostgreSQL").
 --
 -- The constraints are the last line of defence: even if the settlement code were wrong, the
 -- database itself refuses a second receipt for a room, and with it the match, players, replay and
@@ -21,7 +21,7 @@ CREATE TABLE players (
 
 -- Rooms allocated to a node and not yet settled; a settlement deletes its row. released_at is
 -- when the room's players were released to play again while it waits for its result (pending
--- settlement, README); NULL while they are held.
+-- settlement, docs/operating.md); NULL while they are held.
 CREATE TABLE battle_rooms (
   room_id      bigint PRIMARY KEY CHECK (room_id > 0),
   node_id      text   NOT NULL CHECK (node_id <> ''),
@@ -31,7 +31,7 @@ CREATE TABLE battle_rooms (
 CREATE INDEX battle_rooms_allocated_at ON battle_rooms (allocated_at);
 
 -- The roster of an allocated room, with the rating each player had at allocation: a room's Elo
--- is computed from those (the compensation rule of pending settlement, README).
+-- is computed from those (the compensation rule of pending settlement, docs/operating.md).
 CREATE TABLE battle_room_seats (
   room_id           bigint   NOT NULL REFERENCES battle_rooms ON DELETE CASCADE,
   player_id         bigint   NOT NULL REFERENCES players,
@@ -41,7 +41,7 @@ CREATE TABLE battle_room_seats (
 );
 
 -- The history: matches, match_players and replays, partitioned by match_id with the same bounds,
--- so that retention drops one slice of history as three partitions together (README,
+-- so that retention drops one slice of history as three partitions together (docs/operating.md,
 -- "Retention"). A partition is "<table>_p<lower bound>"; verdict_partitions lists them.
 --
 -- What partitioning costs. PostgreSQL enforces a unique index on a partitioned table only if it

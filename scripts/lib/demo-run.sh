@@ -1,4 +1,4 @@
-# The demo itself; scripts/demo runs it with libpq's PG* variables pointing at a throwaway
+# The demo itself; scripts/demo runs it with libpq's PG* variables pointing at its own throwaway
 # PostgreSQL.
 set -euo pipefail
 
@@ -41,7 +41,7 @@ start_lobby() {
 }
 
 command -v curl >/dev/null || { echo "the demo needs curl" >&2; exit 1; }
-say "PostgreSQL on ${PGHOST}:${PGPORT}; applying the schema"
+say "PostgreSQL at ${PGHOST}${PGPORT:+ port $PGPORT}; applying the schema"
 "$lobby_bin" migrate
 start_lobby 0
 say "lobby listening on 127.0.0.1:$port"

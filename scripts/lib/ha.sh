@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A pg_auto_failover formation on one machine, for the failover test, the demo and for trying
-# the README's HA setup: a monitor, a primary and a standby, each a PostgreSQL server with a
+# the HA setup of docs/operating.md: a monitor, a primary and a standby, each a PostgreSQL server with a
 # directory of its own under DIR, its own port on 127.0.0.1 and its own socket directory, each
 # run by its pg_autoctl keeper in the background (as the `postgres` user when started as root).
 # The standby is synchronous: the primary answers a COMMIT only once the standby has the
@@ -10,7 +10,7 @@
 #       The monitor on PORT, node1 on PORT+1, node2 on PORT+2. Returns once node1 is the primary
 #       and node2 its standby, after printing the lobby's connection string (both nodes,
 #       read-write only). --fast: no fsync, and the monitor decides a failover in seconds
-#       instead of its default half a minute (tests and demos only, see the README).
+#       instead of its default half a minute (tests and demos only, see docs/operating.md).
 #   ha.sh run DIR PORT [--async] [--fast]
 #       start, then wait for Ctrl-C (or SIGTERM) and stop.
 #   ha.sh conninfo DIR          the lobby's connection string

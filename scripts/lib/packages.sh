@@ -2,24 +2,43 @@
 # runs with are installed. As root it installs what is missing (after one apt-get update);
 # otherwise it prints the exact command to run and fails.
 
-VERDICT_PACKAGES=(
-  cmake g++ make pkg-config dpkg-dev file
+# What the lobby and the node need to build and run, and the demo to run them: all that
+# ./scripts/demo installs.
+VERDICT_DEMO_PACKAGES=(
+  cmake g++ make pkg-config
   librocksdb-dev libboost-dev libpqxx-dev libprotobuf-dev protobuf-compiler
-  libspdlog-dev libgtest-dev libssl-dev libcli11-dev
-  postgresql postgresql-common
+  libspdlog-dev libssl-dev libcli11-dev
+  # initdb, pg_ctl and psql for the demo's own throwaway server
+  postgresql
+  curl
+)
+# What the tests, the benchmarks and the packages need besides: ./scripts/test installs both.
+VERDICT_TEST_PACKAGES=(
+  libgtest-dev
+  # cpack's Debian packages (dpkg-shlibdeps) and their test
+  dpkg-dev file
+  # pg_virtualenv, for the test clusters
+  postgresql-common
   # pg_auto_failover, for the failover test and the HA formation of scripts/lib/ha.sh
   postgresql-15-auto-failover pg-auto-failover-cli
-  # the example ingest clients (examples/go, examples/python) and the test that runs them
-  golang-go python3
+  # the example ingest clients (examples/go, examples/python) and the tests that run them and
+  # check the docs and api/openapi.yaml
+  golang-go python3 python3-yaml
   # promtool, for the alert rules' unit tests (packaging/prometheus), and curl for the scrape
-  prometheus curl
+  prometheus
   # the replicated tier's tests (three-member clusters) and etcdctl for operators
   etcd-server etcd-client
 )
 
+# ensure_packages [--no-install-recommends] PACKAGE...: installs those that are missing (and,
+# without the option, the packages they recommend).
 ensure_packages() {
-  local missing=() pkg
-  for pkg in "${VERDICT_PACKAGES[@]}" "$@"; do
+  local missing=() pkg apt_options=()
+  if [ "${1:-}" = --no-install-recommends ]; then
+    apt_options=("$1")
+    shift
+  fi
+  for pkg in "$@"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
       missing+=("$pkg")
     fi
@@ -27,21 +46,35 @@ ensure_packages() {
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     echo "verdict needs these Debian packages, which are not installed:" >&2
-    echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y ${apt_options[*]} ${missing[*]}" >&2
     return 1
   fi
   echo "installing missing packages: ${missing[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_options[@]}" "${missing[@]}" >/dev/null
 }
 
-# Configures (once) and builds into build/, reusing it between runs.
+# build_verdict [TARGET...]: configures build/ (once) and builds it, reusing it between runs.
+# Without targets it builds everything, the tests included, as RelWithDebInfo. With targets (the
+# demo's) it builds only those, and a build/ it configures is of the Demo build type (-O1, no
+# debug information: about two thirds of the compile time) without the tests, which need
+# GoogleTest; a later build of everything reconfigures that build/ and builds it anew.
 build_verdict() {
-  if [ ! -f build/CMakeCache.txt ]; then
-    # Configured for /usr so that the same build also makes the Debian packages.
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
+  if [ $# -eq 0 ] && grep -qE '^(CMAKE_BUILD_TYPE:STRING=Demo|VERDICT_TESTS:BOOL=OFF)$' \
+    build/CMakeCache.txt 2>/dev/null; then
+    cmake build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVERDICT_TESTS=ON >/dev/null
   fi
-  cmake --build build -j2
+  if [ $# -gt 0 ] && [ -f build/CMakeCache.txt ]; then
+    cmake build >/dev/null  # a target newer than the build/ (make knows no rule for it yet)
+  fi
+  if [ ! -f build/CMakeCache.txt ]; then
+    local type=RelWithDebInfo tests=ON
+    [ $# -gt 0 ] && type=Demo tests=OFF
+    # Configured for /usr so that the same build also makes the Debian packages.
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=$type -DVERDICT_TESTS=$tests \
+      -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
+  fi
+  cmake --build build -j2 ${1:+--target "$@"}
 }
 
 # A run killed mid-way can leave pg_virtualenv's cluster behind, which blocks the next one.

@@ -2,8 +2,8 @@
 # The node's ingest API from outside, as a battle host in another language uses it: the Go and
 # Python examples (examples/go, examples/python) post results to a real verdict-node over its
 # Unix socket and over TCP with its ingest token; the node delivers them to a real lobby, which
-# settles each room exactly once; and every path of api/openapi.yaml is served by the node or
-# the lobby. Runs against the PostgreSQL server the PG* environment names (pg_virtualenv), in a
+# settles each room exactly once (tests/openapi checks api/openapi.yaml against what both
+# serve). Runs against the PostgreSQL server the PG* environment names (pg_virtualenv), in a
 # database of its own.
 #   examples_test.sh VERDICT_NODE VERDICT_LOBBY SOURCE_DIR
 set -euo pipefail
@@ -295,73 +295,5 @@ while IFS='|' read -r room receipts matches players; do
 done <<<"$counts"
 total=$(psql -d "$db" -AtqX -c "SELECT count(*) FROM settlement_receipts")
 [ "$total" = "${#rooms[@]}" ] || fail "$total receipts for ${#rooms[@]} rooms"
-
-step "(d) every path of api/openapi.yaml is served"
-python3 - "$work/request.py" "$source/api/openapi.yaml" "$node_tcp" "$node_unix" "$ingest_token" \
-  "$lobby" "$node_token" "$admin_token" <<'PY' || fail "api/openapi.yaml names paths that are not served"
-import importlib.util, json, re, sys
-spec = importlib.util.spec_from_file_location("h", sys.argv[1]); h = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(h)
-openapi, node_tcp, node_unix, ingest_token, lobby, node_token, admin_token = sys.argv[2:]
-targets = {"node": [(node_tcp, ingest_token), (node_unix, None)], "lobby": [(lobby, None)]}
-listener = {node_tcp: "tcp", node_unix: "unix", lobby: "tcp"}
-ids = {"room_id": "1001", "player_id": "10011"}
-
-# The operations: paths at two spaces under `paths:`, methods at four, `tags: [...]` at six.
-operations, path, method, in_paths = [], None, None, False
-for line in open(openapi):
-    if re.match(r"^\S", line):
-        in_paths = line.startswith("paths:")
-        continue
-    if not in_paths:
-        continue
-    if m := re.match(r"^  (/\S*):\s*$", line):
-        path = m.group(1)
-    elif m := re.match(r"^    (get|post|put|patch|delete):\s*$", line):
-        method = m.group(1).upper()
-        operations.append([path, method, []])
-    elif m := re.match(r"^      tags:\s*\[(.*)\]\s*$", line):
-        operations[-1][2] = [t.strip() for t in m.group(1).split(",")]
-if len(operations) < 10:
-    sys.exit(f"found only {len(operations)} operations in {openapi}")
-
-def unrouted(status, content_type, body):
-    """The router's own answer to a path it does not know (node and lobby alike)."""
-    if status != 404 or not content_type.startswith("application/problem+json"):
-        return False
-    problem = json.loads(body)
-    return problem.get("code") == "NOT_FOUND" and problem.get("detail", "").startswith("no such endpoint")
-
-def ask(target, token, method, path):
-    if target == lobby:
-        token = admin_token if method == "GET" or path == "/v1/rooms" else node_token
-    elif method != "POST":
-        token = None  # the node's GETs need no token
-    return h.request(target, method, path, token, "{}" if method == "POST" else None)
-
-# Negative control: an unknown path is recognised as such on every listener, so that the check
-# below can fail.
-for name, listeners in targets.items():
-    for target, token in listeners:
-        for method in ("GET", "POST"):
-            if not unrouted(*ask(target, token, method, "/v1/no-such-endpoint")):
-                sys.exit(f"{name} {target}: an unknown path is not told apart by its answer")
-
-failures = 0
-for path, method, tags in operations:
-    real = re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
-    if not tags or any(t not in targets for t in tags):
-        print(f"FAIL {method} {path}: tags {tags} name neither node nor lobby"); failures += 1
-        continue
-    for tag in tags:
-        for target, token in targets[tag]:
-            status, content_type, body = ask(target, token, method, real)
-            code = json.loads(body).get("code", "") if "problem+json" in content_type else ""
-            served = not unrouted(status, content_type, body) and status != 405
-            print(f"{'ok  ' if served else 'FAIL'} {tag:5} {listener[target]:4} {method:4} {real:26} "
-                  f"{status} {code}")
-            failures += not served
-sys.exit(1 if failures else 0)
-PY
 
 echo "examples_test: all checks passed"

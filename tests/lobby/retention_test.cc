@@ -1,6 +1,6 @@
-// Data over time, against a real PostgreSQL (README, "Retention", "The event feed", "Pending
-// settlement"): the answers a result gets once its history, then its receipt, are past
-// retention; room ids that are never allocated again; the feed's cursor refusals; the DEFAULT
+// Data over time, against a real PostgreSQL (docs/operating.md, "Retention" and "Pending
+// settlement"; docs/events.md): the answers a result gets once its history, then its receipt, are
+// past retention; room ids that are never allocated again; the feed's cursor refusals; the DEFAULT
 // partition as a safety net; players released to a pending settlement and the compensation rule;
 // rooms aborted by an operator; and reconciliation completed. Partitions are made tiny (two ids)
 // so that a handful of settlements fills them.

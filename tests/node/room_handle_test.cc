@@ -2,7 +2,7 @@
 // finished room once it has lingered 30 s (on the node's clock), and the node itself may go.
 // Every call through the handle then answers NOT_FOUND. Built into node_shutdown_test, with
 // AddressSanitizer: the rooms used to be handed out as raw Room pointers, and a late reconnect
-// through the one the README's example keeps was a heap use-after-free, which ASan reports.
+// through the one docs/embedding.md's example keeps was a heap use-after-free, which ASan reports.
 #include <gtest/gtest.h>
 
 #include <atomic>
