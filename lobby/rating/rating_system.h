@@ -89,12 +89,12 @@ Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& team
 // system, model or parameter, or a value out of range (a negative K, a zero sigma, ...).
 Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec);
 
-// The compensation rule (README, "Pending settlement"): a room rated from ratings `before` (the
-// players' ratings at allocation) that moved a player to `after` moves the player's `current`
-// rating by the same change: the value by the difference after - before, the deviation and the
-// volatility by the ratio after / before (the same shrink of uncertainty), or set to after's where
-// before's is 0 (Elo's, or a rating without one). With current == before the result is `after`
-// exactly.
+// The compensation rule (docs/operating.md, "Pending settlement"): a room rated from ratings
+// `before` (the players' ratings at allocation) that moved a player to `after` moves the player's
+// `current` rating by the same change: the value by the difference after - before, the deviation
+// and the volatility by the ratio after / before (the same shrink of uncertainty), or set to
+// after's where before's is 0 (Elo's, or a rating without one). With current == before the result
+// is `after` exactly.
 Rating ApplyChange(const Rating& current, const Rating& before, const Rating& after);
 
 }  // namespace verdict::rating

@@ -287,7 +287,7 @@ TEST_F(RetentionTest, ANodesCursorIsJudgedByItsOwnEventsAndShowsNoOtherNodesCoun
 }
 
 // Without ?after= the feed starts at the beginning of what it holds, also once retention dropped
-// events (README, "The event feed"); an explicit cursor below the trim mark, ?after=0 included,
+// events (docs/events.md); an explicit cursor below the trim mark, ?after=0 included,
 // is still refused.
 TEST_F(RetentionTest, WithoutAfterTheFeedStartsAtTheOldestEventRetained) {
   auto lobby = StartTinyLobby();
