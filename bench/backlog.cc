@@ -16,7 +16,7 @@ v1::BattleResult ResultFor(uint64_t base, uint64_t slot) {
   r.set_replay_path("replays/" + std::to_string(base + slot));
   for (uint32_t g = 1; g <= 10; ++g) {
     v1::PlayerResult* p = r.add_players();
-    p->set_player_id(slot * 10 + g);
+    p->set_player_id(std::to_string(slot * 10 + g));
     p->set_team(g <= 5 ? 1 : 2);
     p->set_kills(g);
     p->set_score(100 * g);
@@ -43,7 +43,7 @@ void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count) {
     pqxx::work tx(conn);
     tx.exec_params(
         "SELECT count(*) FROM generate_series($1::bigint, $2::bigint) r, LATERAL "
-        "verdict_allocate(r, $3, ARRAY(SELECT (r - $4::bigint) * 10 + g FROM "
+        "verdict_allocate(r, $3, 'default', ARRAY(SELECT ((r - $4::bigint) * 10 + g)::text FROM "
         "generate_series(1, 10) g), '{1,1,1,1,1,2,2,2,2,2}')",
         base + first, base + last, std::string(kBacklogNode), base);
     tx.commit();

@@ -266,7 +266,8 @@ Row RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t bas
            ") i) r,\n"
            "LATERAL (SELECT array_agg(" +
            std::to_string(base) +
-           " + slot ORDER BY slot, g) AS rooms, array_agg(slot * 10 + g ORDER BY slot, g) AS ids,\n"
+           " + slot ORDER BY slot, g) AS rooms,\n"
+           "  array_agg((slot * 10 + g)::text ORDER BY slot, g) AS ids,\n"
            "  array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY slot, g) AS teams,\n"
            "  array_agg(g ORDER BY slot, g) AS kills, array_agg(0 ORDER BY slot, g) AS zeros,\n"
            "  array_agg(100 * g::bigint ORDER BY slot, g) AS scores,\n"
@@ -626,6 +627,7 @@ BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count)
   write[lobby::kSettleWrite["p_replay_paths"]] = fill_of("'replays/bench'::text");
   write[lobby::kSettleWrite["p_abort_reasons"]] = fill_of("''::text");
   write[lobby::kSettleWrite["p_fingerprints"]] = fill_of("decode(repeat('ab', 32), 'hex')");
+  write[lobby::kSettleWrite["p_modes"]] = fill_of("'default'::text");
   write[lobby::kSettleWrite["p_player_rooms"]] = "p.rooms";
   write[lobby::kSettleWrite["p_player_ids"]] = "p.ids";
   write[lobby::kSettleWrite["p_teams"]] = "p.teams";
@@ -634,15 +636,27 @@ BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count)
   write[lobby::kSettleWrite["p_assists"]] = "p.zeros";
   write[lobby::kSettleWrite["p_scores"]] = "p.scores";
   write[lobby::kSettleWrite["p_disconnected"]] = "p.disconnected";
+  write[lobby::kSettleWrite["p_ranks"]] = by_team("1::smallint", "2::smallint");
   write[lobby::kSettleWrite["p_results"]] = by_team("'win'", "'loss'");
-  write[lobby::kSettleWrite["p_elo_before"]] = "array_fill(1500, " + players + ")";
-  write[lobby::kSettleWrite["p_elo_after"]] = by_team("1516", "1484");
+  write[lobby::kSettleWrite["p_ratings_before"]] = "array_fill(1500::float8, " + players + ")";
+  write[lobby::kSettleWrite["p_ratings_after"]] = by_team("1516::float8", "1484::float8");
+  const std::string zeros = "array_fill(0::float8, " + players + ")";
+  write[lobby::kSettleWrite["p_deviations_before"]] = zeros;
+  write[lobby::kSettleWrite["p_deviations_after"]] = zeros;
+  write[lobby::kSettleWrite["p_volatilities_before"]] = zeros;
+  write[lobby::kSettleWrite["p_volatilities_after"]] = zeros;
+  write[lobby::kSettleWrite["p_final_deviations"]] = zeros;
+  write[lobby::kSettleWrite["p_final_volatilities"]] = zeros;
+  write[lobby::kSettleWrite["p_rated_modes"]] = "array_fill('default'::text, " + players + ")";
   write[lobby::kSettleWrite["p_rated_players"]] = "p.ids";
-  write[lobby::kSettleWrite["p_final_elo"]] = by_team("1516", "1484");
+  write[lobby::kSettleWrite["p_final_ratings"]] = by_team("1516::float8", "1484::float8");
+  write[lobby::kSettleWrite["p_final_displayed"]] = by_team("1516::float8", "1484::float8");
   write[lobby::kSettleWrite["p_games"]] = "array_fill(1, " + players + ")";
   write[lobby::kSettleWrite["p_wins"]] = by_team("1", "0");
   write[lobby::kSettleWrite["p_losses"]] = by_team("0", "1");
   write[lobby::kSettleWrite["p_draws"]] = "array_fill(0, " + players + ")";
+  write[lobby::kSettleWrite["p_placements"]] = by_team("1", "2");
+  write[lobby::kSettleWrite["p_elo_modes"]] = "ARRAY['default']";
   write[lobby::kSettleWrite["p_attempt_id"]] = "0";
   calls.write = lobby::kSettleWrite.Call(write);
   return calls;

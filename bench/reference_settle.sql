@@ -3,11 +3,14 @@
 -- pre-release migrations 002 and 004, minus its test-only switch), created by `verdict-bench
 -- drain` under its own name so that pgbench can measure the old design's one-room-per-transaction
 -- ceiling in the same run as the batched drains. Never part of the lobby's schema; its positional
--- parameters are its own, not the lobby's settlement's (lobby/settle_calls.h).
+-- parameters are its own, not the lobby's settlement's (lobby/settle_calls.h). Its statements
+-- are the old design's one room at a time, written against today's tables: player ids as text,
+-- ratings in player_ratings (the mode 'default'), match players' ratings as rating_before and
+-- rating_after, and Elo's formula inline.
 CREATE OR REPLACE FUNCTION verdict_bench_settle_one(
   p_room_id bigint, p_node_id text, p_outcome text, p_winner_team smallint,
   p_suspect boolean, p_ended_at_ms bigint, p_replay_path text, p_abort_reason text,
-  p_fingerprint bytea, p_player_ids bigint[], p_teams smallint[], p_kills integer[],
+  p_fingerprint bytea, p_player_ids text[], p_teams smallint[], p_kills integer[],
   p_deaths integer[], p_assists integer[], p_scores bigint[], p_disconnected boolean[],
   p_k_factor integer, p_attempt_id bigint DEFAULT 0)
 RETURNS TABLE (status text, match_id bigint, outcome text, settled_at_ms bigint,
@@ -20,8 +23,8 @@ DECLARE
   v_event_id bigint;
   v_now timestamptz := clock_timestamp();
   v_score1 double precision;
-  v_delta1 integer := 0;
-  v_delta2 integer := 0;
+  v_delta1 double precision := 0;
+  v_delta2 double precision := 0;
   v_avg1 double precision;
   v_avg2 double precision;
 BEGIN
@@ -56,13 +59,17 @@ BEGIN
 
   -- Lock the players in id order (see verdict_allocate), then rate on the locked values.
   PERFORM 1 FROM players WHERE player_id = ANY (p_player_ids) ORDER BY player_id FOR UPDATE;
+  INSERT INTO player_ratings (mode, player_id, rating, displayed)
+  SELECT 'default', pid, 1500, 1500 FROM unnest(p_player_ids) pid ORDER BY pid
+  ON CONFLICT (mode, player_id) DO NOTHING;
   IF p_outcome = 'SETTLED' THEN
-    SELECT avg(p.elo) FILTER (WHERE x.team = 1), avg(p.elo) FILTER (WHERE x.team = 2)
+    SELECT avg(r.rating) FILTER (WHERE x.team = 1), avg(r.rating) FILTER (WHERE x.team = 2)
     INTO v_avg1, v_avg2
-    FROM unnest(p_player_ids, p_teams) AS x(pid, team) JOIN players p ON p.player_id = x.pid;
+    FROM unnest(p_player_ids, p_teams) AS x(pid, team)
+    JOIN player_ratings r ON r.mode = 'default' AND r.player_id = x.pid;
     v_score1 := CASE p_winner_team WHEN 1 THEN 1.0 WHEN 2 THEN 0.0 ELSE 0.5 END;
-    v_delta1 := verdict_elo_delta(v_avg1, v_avg2, v_score1, p_k_factor);
-    v_delta2 := verdict_elo_delta(v_avg2, v_avg1, 1.0 - v_score1, p_k_factor);
+    v_delta1 := round(p_k_factor * (v_score1 - 1.0 / (1.0 + power(10.0, (v_avg2 - v_avg1) / 400.0))));
+    v_delta2 := -v_delta1;
   END IF;
 
   INSERT INTO matches (room_id, node_id, outcome, winner_team, suspect, abort_reason,
@@ -71,27 +78,32 @@ BEGIN
           p_ended_at_ms, v_now)
   RETURNING match_id INTO v_match_id;
 
-  INSERT INTO match_players (match_id, player_id, team, kills, deaths, assists, score,
-                             disconnected, result, elo_before, elo_after)
-  SELECT v_match_id, x.pid, x.team, x.kills, x.deaths, x.assists, x.score, x.disconnected,
+  INSERT INTO match_players (match_id, player_id, team, rank, kills, deaths, assists, score,
+                             disconnected, result, rating_before, rating_after)
+  SELECT v_match_id, x.pid, x.team,
+         CASE WHEN p_winner_team = 0 OR p_winner_team = x.team THEN 1 ELSE 2 END,
+         x.kills, x.deaths, x.assists, x.score, x.disconnected,
          CASE WHEN p_outcome = 'ABORTED' THEN 'aborted'
               WHEN p_winner_team = 0 THEN 'draw'
               WHEN p_winner_team = x.team THEN 'win' ELSE 'loss' END,
-         p.elo,
-         p.elo + CASE x.team WHEN 1 THEN v_delta1 ELSE v_delta2 END
+         r.rating,
+         r.rating + CASE x.team WHEN 1 THEN v_delta1 ELSE v_delta2 END
   FROM unnest(p_player_ids, p_teams, p_kills, p_deaths, p_assists, p_scores, p_disconnected)
          AS x(pid, team, kills, deaths, assists, score, disconnected)
-  JOIN players p ON p.player_id = x.pid;
+  JOIN player_ratings r ON r.mode = 'default' AND r.player_id = x.pid;
 
-  UPDATE players p SET
-    elo = mp.elo_after,
-    games = p.games + CASE WHEN mp.result = 'aborted' THEN 0 ELSE 1 END,
-    wins = p.wins + CASE WHEN mp.result = 'win' THEN 1 ELSE 0 END,
-    losses = p.losses + CASE WHEN mp.result = 'loss' THEN 1 ELSE 0 END,
-    draws = p.draws + CASE WHEN mp.result = 'draw' THEN 1 ELSE 0 END,
-    in_battle_room = CASE WHEN p.in_battle_room = p_room_id THEN 0 ELSE p.in_battle_room END
+  UPDATE player_ratings r SET
+    rating = mp.rating_after,
+    displayed = mp.rating_after,
+    games = r.games + CASE WHEN mp.result = 'aborted' THEN 0 ELSE 1 END,
+    wins = r.wins + CASE WHEN mp.result = 'win' THEN 1 ELSE 0 END,
+    losses = r.losses + CASE WHEN mp.result = 'loss' THEN 1 ELSE 0 END,
+    draws = r.draws + CASE WHEN mp.result = 'draw' THEN 1 ELSE 0 END,
+    last_match_at = v_now
   FROM match_players mp
-  WHERE mp.match_id = v_match_id AND p.player_id = mp.player_id;
+  WHERE mp.match_id = v_match_id AND r.mode = 'default' AND r.player_id = mp.player_id;
+  UPDATE players p SET in_battle_room = 0
+  WHERE p.player_id = ANY (p_player_ids) AND p.in_battle_room = p_room_id;
 
   IF p_replay_path <> '' THEN
     INSERT INTO replays (match_id, room_id, path) VALUES (v_match_id, p_room_id, p_replay_path);
@@ -107,8 +119,9 @@ BEGIN
     'suspect', p_suspect,
     'settled_at_ms', (extract(epoch FROM v_now) * 1000)::bigint::text,
     'players', (SELECT jsonb_agg(jsonb_build_object(
-                  'player_id', player_id::text, 'team', team, 'result', result,
-                  'elo_before', elo_before, 'elo_after', elo_after) ORDER BY player_id)
+                  'player_id', player_id, 'team', team, 'result', result,
+                  'elo_before', round(rating_before)::integer,
+                  'elo_after', round(rating_after)::integer) ORDER BY player_id)
                 FROM match_players WHERE match_id = v_match_id))
   RETURNING event_id INTO v_event_id;
 

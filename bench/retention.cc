@@ -59,8 +59,8 @@ constexpr const char* kTables[] = {"settlement_events",   "matches",
 // so that the rooms of one batch (fewer than 1,000) share no player.
 constexpr const char* kAllocate =
     "SELECT count(*) FROM generate_series($1::bigint, $2::bigint) r, LATERAL verdict_allocate(r, "
-    "'bench-node', ARRAY(SELECT (r % 1000) * 10 + g FROM generate_series(1, 10) g), "
-    "'{1,1,1,1,1,2,2,2,2,2}')";
+    "'bench-node', 'default', ARRAY(SELECT ((r % 1000) * 10 + g)::text FROM generate_series(1, 10) "
+    "g), '{1,1,1,1,1,2,2,2,2,2}')";
 // Settles rooms $1 … $2 ($3 of them) with the lobby's own statements, team 1 winning: the
 // prepare, then the write (BenchSettleCalls), in one transaction.
 std::pair<std::string, std::string> SettleStatements() {
@@ -68,7 +68,7 @@ std::pair<std::string, std::string> SettleStatements() {
       "SELECT count(*) FROM (SELECT array_agg(r ORDER BY r) AS rooms "
       "FROM generate_series($1::bigint, $2::bigint) r) rr, "
       "LATERAL (SELECT array_agg(r ORDER BY r, g) AS rooms, "
-      "array_agg((r % 1000) * 10 + g ORDER BY r, g) AS ids, "
+      "array_agg(((r % 1000) * 10 + g)::text ORDER BY r, g) AS ids, "
       "array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY r, g) AS teams, "
       "array_agg(g ORDER BY r, g) AS kills, array_agg(0 ORDER BY r, g) AS zeros, "
       "array_agg(100 * g::bigint ORDER BY r, g) AS scores, "

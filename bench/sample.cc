@@ -26,7 +26,7 @@ v1::BattleResult PaddedResult(size_t size) {
   r.set_node_id("bench-node");
   for (uint32_t i = 1; i <= 10; ++i) {
     v1::PlayerResult* p = r.add_players();
-    p->set_player_id(1000 + i);
+    p->set_player_id(std::to_string(1000 + i));
     p->set_team(i <= 5 ? 1 : 2);
     p->set_kills(i);
     p->set_deaths(10 - i);

@@ -51,9 +51,9 @@ int main() {
   verdict::v1::RoomAllocation allocation;
   allocation.set_room_id(42);
   allocation.set_node_id(options.node_id);
-  for (uint64_t player = 1; player <= 10; ++player) {
+  for (int player = 1; player <= 10; ++player) {
     verdict::v1::Seat* seat = allocation.add_seats();
-    seat->set_player_id(player);
+    seat->set_player_id("player-" + std::to_string(player));  // any 1-64 bytes of UTF-8
     seat->set_team(player <= 5 ? 1 : 2);
   }
   // A host that feeds rooms from an event loop asks for Finishing::kHandedOff, so that no call
@@ -71,13 +71,16 @@ int main() {
   // During the battle. The handle may be kept as long as the host likes: once the room has been
   // released (30 s after it finished) every call answers NOT_FOUND instead of touching freed
   // memory, so a late reconnect is refused cleanly.
-  room->RecordStats(3, /*kills=*/12, /*deaths=*/4, /*assists=*/7, /*score=*/2400).IgnoreError();
-  room->SetOnline(9, false).IgnoreError();  // a player dropped
+  room->RecordStats("player-3", /*kills=*/12, /*deaths=*/4, /*assists=*/7, /*score=*/2400)
+      .IgnoreError();
+  room->SetOnline("player-9", false).IgnoreError();  // a player dropped
   // At the end every client reports who won; more than half of the nine eligible seats (five
   // votes) decide it, and the room finishes itself: its result is queued for the outbox, durable
   // once the node's writer has synced it (NodeOptions::on_stored), and then delivered. A report
   // that comes after the decision is refused (FAILED_PRECONDITION), which is fine.
-  for (uint64_t player = 1; player <= 10; ++player) room->Report(player, 1).IgnoreError();
+  for (int player = 1; player <= 10; ++player) {
+    room->Report("player-" + std::to_string(player), 1).IgnoreError();
+  }
 
   // On exit: Shutdown stores what is still queued (within writer.shutdown_deadline) and returns
   // how many results it could not; what is stored and not yet delivered goes out after the next

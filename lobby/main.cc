@@ -23,6 +23,7 @@
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
 #include "lobby/maintenance.h"
+#include "lobby/modes.h"
 #include "lobby/readiness.h"
 #include "lobby/retention.h"
 #include "lobby/room_actions.h"
@@ -45,7 +46,7 @@ struct Flags {
   std::string admin_token;
   int db_pool = StoreOptions{}.pool_size;
   int threads = ServerOptions{}.http.io_threads;
-  int k_factor = StoreOptions{}.k_factor;
+  std::string modes_file;
   int read_timeout_ms = static_cast<int>(ServerOptions{}.http.read_timeout.count());
   int lock_timeout_ms = static_cast<int>(pg::ConnectionOptions{}.lock_timeout.count());
   double coalesce_wait_ms = ServiceOptions{}.coalesce_wait.count() / 1000.0;
@@ -145,6 +146,40 @@ Result<RetentionOptions> RetentionFrom(const Flags& flags) {
   options.unsafe_expire_receipts_without_records_for_test =
       flags.unsafe_expire_receipts_without_records;
   return options;
+}
+
+// Declares each mode of `path` (--modes-file), as PUT /v1/modes/{mode} would; the first that
+// cannot be declared (a bad declaration, a change of a mode in use, a database that cannot be
+// reached) stops `serve` from starting, naming it.
+Status DeclareModesOfFile(SettlementStore& store, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgumentError("--modes-file: cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  v1::ModeList list;
+  if (Status decoded = wire::DecodeBody(text.str(), wire::BodyFormat::kJson, &list);
+      !decoded.ok()) {
+    return InvalidArgumentError("--modes-file " + path + ": " + decoded.message());
+  }
+  for (const v1::Mode& given : list.modes()) {
+    auto complete = CompleteMode(given.mode(), given);
+    if (!complete.ok()) {
+      return InvalidArgumentError("--modes-file " + path + ": mode " + given.mode() + ": " +
+                                  complete.status().message());
+    }
+    auto declared = store.DeclareMode(*complete);
+    if (!declared.ok()) return declared.status();
+    if (declared->status == DeclareStatus::kInUse) {
+      return FailedPreconditionError("--modes-file " + path + ": mode " + given.mode() +
+                                     " has rooms, so its declaration is fixed; declare a new "
+                                     "mode instead of changing it");
+    }
+    spdlog::info("mode={}: {}", given.mode(),
+                 declared->status == DeclareStatus::kCreated   ? "declared"
+                 : declared->status == DeclareStatus::kUpdated ? "declaration changed"
+                                                               : "declared as before");
+  }
+  return Status::Ok();
 }
 
 int RunRetain(const Flags& flags) {
@@ -464,10 +499,14 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   StoreOptions store_options;
   store_options.connection = ConnectionFrom(flags, false);
   store_options.pool_size = flags.db_pool;
-  store_options.k_factor = flags.k_factor;
   store_options.unsafe_release_before_commit_for_test = flags.unsafe_release_before_commit;
   auto store = OpenSettlementStore(store_options);
   if (!store.ok()) return Fail(store.status().ToString());
+  if (!flags.modes_file.empty()) {
+    if (Status declared = DeclareModesOfFile(**store, flags.modes_file); !declared.ok()) {
+      return Fail(declared.message());
+    }
+  }
   // The event feed reads through connections of its own, so subscribers never take the
   // settlements' connections.
   EventHubOptions hub_options;
@@ -589,9 +628,9 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
   serve->add_option("--threads", flags.threads, "I/O threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
-  serve->add_option("--k-factor", flags.k_factor, "Elo K factor")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+  serve->add_option("--modes-file", flags.modes_file,
+                    "a JSON file of modes to declare at start, {\"modes\": [{\"mode\": …, "
+                    "\"rating\": …}, …]}, as PUT /v1/modes/{mode} does (docs/lobby.md)");
   serve
       ->add_option("--read-timeout-ms", flags.read_timeout_ms,
                    "time a client has to send a whole request; also the keep-alive idle limit")

@@ -7,6 +7,9 @@
 
 #include <pqxx/pqxx>
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
 #include <spdlog/spdlog.h>
 
 #include "common/failpoint.h"
@@ -15,6 +18,7 @@
 #include "lobby/pg/schema.h"
 #include "lobby/settle_calls.h"
 #include "lobby/settlement_ratings.h"
+#include "proto/validation.h"
 
 namespace verdict::lobby {
 namespace {
@@ -51,24 +55,52 @@ v1::Outcome OutcomeFromName(const std::string& s) {
   return s == "ABORTED" ? v1::ABORTED : v1::SETTLED;
 }
 
-// An Elo rating as the schema stores it: an integer (the rating step keeps Elo's integral).
-int64_t EloValue(const rating::Rating& r) { return std::llround(r.value); }
-
 // What verdict_settle_prepare said of one room: its status and, for a status read from a
-// receipt, that receipt; after the write, for a room this call settled, its new match.
+// receipt, that receipt; for a room to settle, its mode and the mode's system; after the write,
+// for a room this call settled, its new match.
 struct RoomRow {
   std::string status;
   uint64_t match_id = 0;
   std::string outcome;
   int64_t settled_at_ms = 0;
+  std::string mode;
+  const rating::RatingSystem* system = nullptr;
+  bool rated = true;
 };
+
+// The rating of columns `at`, `at + 1`, `at + 2` (value, deviation, volatility), or none. A seat
+// recorded before ratings had deviations (migration 003) has a value only: its deviation and
+// volatility are 0, Elo's.
+std::optional<rating::Rating> RatingAt(const pqxx::row& row, int at) {
+  if (row[at].is_null()) return std::nullopt;
+  const auto or_zero = [&row](int i) { return row[i].is_null() ? 0.0 : row[i].as<double>(); };
+  return rating::Rating{row[at].as<double>(), or_zero(at + 1), or_zero(at + 2)};
+}
+
+// The parameters of a declaration as the database holds them: a JSON object of numbers.
+Result<std::map<std::string, double>> ParametersOf(const std::string& json) {
+  google::protobuf::Struct parsed;
+  if (!google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) {
+    return InternalError("a mode's parameters are not a JSON object: " + json);
+  }
+  std::map<std::string, double> parameters;
+  for (const auto& [name, value] : parsed.fields()) {
+    if (!value.has_number_value()) {
+      return InternalError("a mode's parameter " + name + " is not a number");
+    }
+    parameters[name] = value.number_value();
+  }
+  return parameters;
+}
 
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> SettleStatements() {
   return {
       {kPrepareStatement,
-       "SELECT room_id, status, match_id, outcome, settled_at_ms, player_id, elo, rated_elo FROM " +
+       "SELECT room_id, status, match_id, outcome, settled_at_ms, mode, system, model, "
+       "parameters, rated, player_id, rating, deviation, volatility, rated_rating, "
+       "rated_deviation, rated_volatility FROM " +
            kSettlePrepare.PreparedCall()},
       {kWriteStatement,
        "SELECT room_id, match_id, settled_at_ms FROM " + kSettleWrite.PreparedCall()},
@@ -128,12 +160,25 @@ struct SettleTransaction::Executed {
   int64_t attempt_id = 0;
 };
 
+Result<const rating::RatingSystem*> RatingSystems::Of(const std::string& system,
+                                                      const std::string& model,
+                                                      const std::string& parameters_json) {
+  const std::string key = system + '\n' + model + '\n' + parameters_json;
+  MutexLock lock(&mu_);
+  auto found = made_.find(key);
+  if (found != made_.end()) return found->second.get();
+  auto parameters = ParametersOf(parameters_json);
+  if (!parameters.ok()) return parameters.status();
+  auto made = rating::MakeRatingSystem({system, model, *parameters});
+  if (!made.ok()) {
+    return InternalError("a mode's declaration is not one this lobby can rate by: " +
+                         made.status().message());
+  }
+  return made_.emplace(key, std::move(*made)).first->second.get();
+}
+
 SettleTransaction::SettleTransaction(pg::Pool& pool, const StoreOptions& options)
-    : pool_(pool),
-      options_(options),
-      elo_(std::move(rating::MakeRatingSystem(
-                         {"elo", "", {{"k", static_cast<double>(options.k_factor)}}}))
-               .value()) {}
+    : pool_(pool), options_(options) {}
 
 std::vector<Result<SettleOutcome>> SettleTransaction::Settle(
     const std::vector<SettleRequest>& requests, bool wait, Cancellation* cancel) {
@@ -152,7 +197,7 @@ SettleTransaction::Marshalled SettleTransaction::Marshal(const std::vector<Settl
     prints.AddHexBytes(Hex(q.fingerprint));
     for (const v1::PlayerResult& p : r.players()) {
       player_rooms.Add(r.room_id());
-      ids.Add(p.player_id());
+      ids.AddText(p.player_id());
       teams.Add(p.team());
     }
   }
@@ -172,49 +217,77 @@ SettleTransaction::Marshalled SettleTransaction::Marshal(const std::vector<Settl
 
 namespace {
 
-// verdict_settle_write's arguments for the rooms `rated` rates, from what the rating step made.
+// The team placed first alone, or 0: matches.winner_team (a two-team result's own winner_team).
+uint32_t WinnerOf(const v1::BattleResult& r) {
+  const std::vector<uint32_t> ranks = wire::RanksOf(r);
+  uint32_t winner = 0;
+  for (size_t t = 0; t < ranks.size(); ++t) {
+    if (ranks[t] != 1) continue;
+    if (winner != 0) return 0;
+    winner = static_cast<uint32_t>(t + 1);
+  }
+  return winner;
+}
+
+// verdict_settle_write's arguments for the rooms `settle` names, from what the rating step made.
 decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& requests,
+                                       const std::vector<RoomRow>& rooms,
                                        const std::vector<size_t>& settle, const RatedCall& rated,
                                        int64_t attempt_id) {
-  ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints;
+  ArrayLiteral ids, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes,
+      elo_modes;
   for (size_t i : settle) {
     const v1::BattleResult& r = *requests[i].result;
-    rooms.Add(r.room_id());
+    ids.Add(r.room_id());
     nodes.AddText(requests[i].node_id);
     outcomes.AddText(OutcomeName(r.outcome()));
-    winners.Add(r.winner_team());
+    winners.Add(WinnerOf(r));
     suspects.Add(r.suspect());
     ended.Add(r.ended_at_ms());
     replays.AddText(r.replay_path());
     reasons.AddText(r.abort_reason());
     prints.AddHexBytes(Hex(requests[i].fingerprint));
+    modes.AddText(rooms[i].mode);
+    if (rooms[i].system->spec().system == "elo") elo_modes.AddText(rooms[i].mode);
   }
-  ArrayLiteral player_rooms, ids, teams, kills, deaths, assists, scores, disconnected, results,
-      before, after;
+  ArrayLiteral player_rooms, players, teams, ranks, kills, deaths, assists, scores, disconnected,
+      results, rating_before, rating_after, deviation_before, deviation_after, volatility_before,
+      volatility_after;
   for (const RatedSeat& s : rated.seats) {
     player_rooms.Add(s.room_id);
-    ids.Add(s.player->player_id());
+    players.AddText(s.player->player_id());
     teams.Add(s.player->team());
+    ranks.Add(s.rank);
     kills.Add(s.player->kills());
     deaths.Add(s.player->deaths());
     assists.Add(s.player->assists());
     scores.Add(s.player->score());
     disconnected.Add(s.player->disconnected());
     results.AddText(s.result);
-    before.Add(EloValue(s.before));
-    after.Add(EloValue(s.after));
+    rating_before.Add(s.before.value);
+    rating_after.Add(s.after.value);
+    deviation_before.Add(s.before.deviation);
+    deviation_after.Add(s.after.deviation);
+    volatility_before.Add(s.before.volatility);
+    volatility_after.Add(s.after.volatility);
   }
-  ArrayLiteral players, final_elo, games, wins, losses, draws;
+  ArrayLiteral rated_modes, rated_players, final_rating, final_deviation, final_volatility,
+      final_displayed, games, wins, losses, draws, placements;
   for (const PlayerTotals& t : rated.players) {
-    players.Add(t.player_id);
-    final_elo.Add(EloValue(t.rating));
+    rated_modes.AddText(t.mode);
+    rated_players.AddText(t.player_id);
+    final_rating.Add(t.rating.value);
+    final_deviation.Add(t.rating.deviation);
+    final_volatility.Add(t.rating.volatility);
+    final_displayed.Add(t.displayed);
     games.Add(t.games);
     wins.Add(t.wins);
     losses.Add(t.losses);
     draws.Add(t.draws);
+    placements.Add(t.placements);
   }
   decltype(kSettleWrite)::Args args;
-  args[kSettleWrite["p_room_ids"]] = rooms.str();
+  args[kSettleWrite["p_room_ids"]] = ids.str();
   args[kSettleWrite["p_node_ids"]] = nodes.str();
   args[kSettleWrite["p_outcomes"]] = outcomes.str();
   args[kSettleWrite["p_winner_teams"]] = winners.str();
@@ -223,23 +296,35 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
   args[kSettleWrite["p_replay_paths"]] = replays.str();
   args[kSettleWrite["p_abort_reasons"]] = reasons.str();
   args[kSettleWrite["p_fingerprints"]] = prints.str();
+  args[kSettleWrite["p_modes"]] = modes.str();
   args[kSettleWrite["p_player_rooms"]] = player_rooms.str();
-  args[kSettleWrite["p_player_ids"]] = ids.str();
+  args[kSettleWrite["p_player_ids"]] = players.str();
   args[kSettleWrite["p_teams"]] = teams.str();
+  args[kSettleWrite["p_ranks"]] = ranks.str();
   args[kSettleWrite["p_kills"]] = kills.str();
   args[kSettleWrite["p_deaths"]] = deaths.str();
   args[kSettleWrite["p_assists"]] = assists.str();
   args[kSettleWrite["p_scores"]] = scores.str();
   args[kSettleWrite["p_disconnected"]] = disconnected.str();
   args[kSettleWrite["p_results"]] = results.str();
-  args[kSettleWrite["p_elo_before"]] = before.str();
-  args[kSettleWrite["p_elo_after"]] = after.str();
-  args[kSettleWrite["p_rated_players"]] = players.str();
-  args[kSettleWrite["p_final_elo"]] = final_elo.str();
+  args[kSettleWrite["p_ratings_before"]] = rating_before.str();
+  args[kSettleWrite["p_ratings_after"]] = rating_after.str();
+  args[kSettleWrite["p_deviations_before"]] = deviation_before.str();
+  args[kSettleWrite["p_deviations_after"]] = deviation_after.str();
+  args[kSettleWrite["p_volatilities_before"]] = volatility_before.str();
+  args[kSettleWrite["p_volatilities_after"]] = volatility_after.str();
+  args[kSettleWrite["p_rated_modes"]] = rated_modes.str();
+  args[kSettleWrite["p_rated_players"]] = rated_players.str();
+  args[kSettleWrite["p_final_ratings"]] = final_rating.str();
+  args[kSettleWrite["p_final_deviations"]] = final_deviation.str();
+  args[kSettleWrite["p_final_volatilities"]] = final_volatility.str();
+  args[kSettleWrite["p_final_displayed"]] = final_displayed.str();
   args[kSettleWrite["p_games"]] = games.str();
   args[kSettleWrite["p_wins"]] = wins.str();
   args[kSettleWrite["p_losses"]] = losses.str();
   args[kSettleWrite["p_draws"]] = draws.str();
+  args[kSettleWrite["p_placements"]] = placements.str();
+  args[kSettleWrite["p_elo_modes"]] = elo_modes.str();
   args[kSettleWrite["p_attempt_id"]] = std::to_string(attempt_id);
   return args;
 }
@@ -283,18 +368,24 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
       std::vector<size_t> settle;
       std::vector<SeatRatings> seats;
       for (const auto& row : read) {
-        if (row[5].is_null()) {
-          RoomRow room{row[1].as<std::string>(), row[2].is_null() ? 0 : row[2].as<uint64_t>(),
-                       row[3].is_null() ? "" : row[3].as<std::string>(),
-                       row[4].is_null() ? 0 : row[4].as<int64_t>()};
-          if (room.status == "settle") settle.push_back(out.rooms.size());
-          out.rooms.push_back(std::move(room));
-        } else {
-          seats.push_back({row[0].as<uint64_t>(),
-                           row[5].as<uint64_t>(),
-                           {row[6].as<double>(), 0, 0},
-                           {row[7].as<double>(), 0, 0}});
+        if (!row[10].is_null()) {
+          seats.push_back({row[0].as<uint64_t>(), row[10].as<std::string>(), RatingAt(row, 11),
+                           RatingAt(row, 14)});
+          continue;
         }
+        RoomRow room{row[1].as<std::string>(), row[2].is_null() ? 0 : row[2].as<uint64_t>(),
+                     row[3].is_null() ? "" : row[3].as<std::string>(),
+                     row[4].is_null() ? 0 : row[4].as<int64_t>()};
+        if (room.status == "settle") {
+          room.mode = row[5].as<std::string>();
+          auto system = systems_.Of(row[6].as<std::string>(), row[7].as<std::string>(),
+                                    row[8].as<std::string>());
+          if (!system.ok()) throw pqxx::internal_error(system.status().message());
+          room.system = *system;
+          room.rated = row[9].as<bool>();
+          settle.push_back(out.rooms.size());
+        }
+        out.rooms.push_back(std::move(room));
       }
       if (out.rooms.size() != requests.size()) {
         throw pqxx::internal_error("the settlement returned " + std::to_string(out.rooms.size()) +
@@ -302,11 +393,14 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
       }
       if (!settle.empty()) {
         std::vector<RoomToRate> rate;
-        for (size_t i : settle) rate.push_back({requests[i].result, elo_.get()});
+        for (size_t i : settle) {
+          rate.push_back(
+              {requests[i].result, out.rooms[i].mode, out.rooms[i].system, out.rooms[i].rated});
+        }
         const RatedCall rated = RateRooms(rate, seats);
-        const pqxx::result written =
-            tx.exec_prepared(kWriteStatement, pqxx::prepare::make_dynamic_params(WriteArgs(
-                                                  requests, settle, rated, call.attempt_id)));
+        const pqxx::result written = tx.exec_prepared(
+            kWriteStatement, pqxx::prepare::make_dynamic_params(
+                                 WriteArgs(requests, out.rooms, settle, rated, call.attempt_id)));
         for (const auto& row : written) {
           for (size_t i : settle) {
             if (requests[i].result->room_id() != row[0].as<uint64_t>()) continue;

@@ -11,12 +11,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <pqxx/row>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "lobby/cancellation.h"
 #include "lobby/pg/pool.h"
@@ -27,6 +29,20 @@ namespace verdict::lobby {
 
 // The statements SettleTransaction runs, for the pool to prepare on every connection.
 std::vector<std::pair<std::string, std::string>> SettleStatements();
+
+// The rating systems of the modes a lobby has settled rooms of, each made once from its mode's
+// declaration as the database holds it (system, model, parameters). A mode in use never changes
+// (verdict_allocate), so a declaration's system is made once. Thread-safe.
+class RatingSystems {
+ public:
+  // The system of that declaration; INTERNAL if the database holds one this lobby cannot make.
+  Result<const rating::RatingSystem*> Of(const std::string& system, const std::string& model,
+                                         const std::string& parameters_json);
+
+ private:
+  Mutex mu_;
+  std::map<std::string, std::unique_ptr<rating::RatingSystem>> made_ GUARDED_BY(mu_);
+};
 
 class SettleTransaction {
  public:
@@ -52,7 +68,7 @@ class SettleTransaction {
 
   pg::Pool& pool_;
   const StoreOptions options_;
-  const std::unique_ptr<rating::RatingSystem> elo_;
+  RatingSystems systems_;
 };
 
 // The receipt of a row (room_id, match_id, outcome, settled_at_ms, …).

@@ -4,26 +4,24 @@
 #include <map>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
+#include "proto/validation.h"
+
 namespace verdict::lobby {
 namespace {
 
-// What a two-team result means for one player: 0 is a draw, else the winning team.
-const char* ResultOf(const v1::BattleResult& room, const v1::PlayerResult& player) {
-  if (room.outcome() != v1::SETTLED) return "aborted";
-  if (room.winner_team() == 0) return "draw";
-  return room.winner_team() == player.team() ? "win" : "loss";
-}
-
-// The placement of each team: 1 is best, equal ranks tie (teams numbered from 1).
-uint32_t RankOf(const v1::BattleResult& room, uint32_t team) {
-  if (room.winner_team() == 0) return 1;
-  return team == room.winner_team() ? 1 : 2;
+// What a placement means for a player's counts: first alone is a win, first beside another team
+// a draw, anything below first a loss (two teams: exactly win, draw and loss).
+const char* ResultOf(uint32_t rank, const std::vector<uint32_t>& ranks) {
+  if (rank != 1) return "loss";
+  return std::count(ranks.begin(), ranks.end(), 1u) == 1 ? "win" : "draw";
 }
 
 }  // namespace
 
 RatedCall RateRooms(const std::vector<RoomToRate>& rooms, const std::vector<SeatRatings>& seats) {
-  std::map<std::pair<uint64_t, uint64_t>, const SeatRatings*> seat_of;  // (room, player)
+  std::map<std::pair<uint64_t, std::string_view>, const SeatRatings*> seat_of;  // (room, player)
   for (const SeatRatings& s : seats) seat_of[{s.room_id, s.player_id}] = &s;
 
   std::vector<const RoomToRate*> order;
@@ -33,58 +31,81 @@ RatedCall RateRooms(const std::vector<RoomToRate>& rooms, const std::vector<Seat
   });
 
   RatedCall call;
-  std::map<uint64_t, PlayerTotals> totals;  // by player: the rating as the rooms so far left it
+  // By (mode, player): the rating as the rooms so far left it, and the counts added.
+  std::map<std::pair<std::string, std::string>, PlayerTotals> totals;
   for (const RoomToRate* room : order) {
     const v1::BattleResult& result = *room->result;
-    // The room's seats as read, in the result's order; a room with a seat missing is not rated.
+    const rating::RatingSystem& system = *room->system;
+    const bool settled = result.outcome() == v1::SETTLED;
+    const std::vector<uint32_t> ranks = wire::RanksOf(result);
+
+    // The room's players as read, in the result's order, each on its team as placed.
     std::vector<const SeatRatings*> read;
     for (const v1::PlayerResult& p : result.players()) {
       auto found = seat_of.find({result.room_id(), p.player_id()});
-      if (found == seat_of.end()) break;
-      read.push_back(found->second);
+      read.push_back(found == seat_of.end() ? nullptr : found->second);
     }
-    if (read.size() != static_cast<size_t>(result.players_size())) continue;
-
-    // Teams as placed, each player rated from the allocation's rating.
-    std::map<uint32_t, size_t> team_index;  // team number -> index in `teams`
-    std::vector<rating::PlacedTeam> teams;
-    std::vector<std::pair<size_t, size_t>> place;  // each player's (team index, index in team)
-    for (int i = 0; i < result.players_size(); ++i) {
-      const uint32_t team = result.players(i).team();
-      auto [it, fresh] = team_index.try_emplace(team, teams.size());
-      if (fresh) teams.push_back({{}, RankOf(result, team)});
-      place.emplace_back(it->second, teams[it->second].players.size());
-      teams[it->second].players.push_back({read[i]->allocation, 1.0});
+    const bool complete = std::none_of(read.begin(), read.end(), [](auto* s) { return !s; });
+    std::vector<rating::PlacedTeam> teams(ranks.size());
+    for (size_t t = 0; t < ranks.size(); ++t) teams[t].rank = ranks[t];
+    std::vector<std::pair<size_t, size_t>> place;  // each player's (team, index in the team)
+    for (int i = 0; i < result.players_size() && settled; ++i) {
+      const v1::PlayerResult& p = result.players(i);
+      rating::PlacedTeam& team = teams[p.team() - 1];
+      place.emplace_back(p.team() - 1, team.players.size());
+      const rating::Rating from =
+          read[i] && read[i]->allocation ? *read[i]->allocation : system.Initial();
+      team.players.push_back({from, p.has_share() ? p.share() : 1.0});
     }
-    const bool rated = room->system != nullptr && result.outcome() == v1::SETTLED;
-    std::vector<std::vector<rating::Rating>> after;
-    if (rated) after = room->system->Rate(teams);
+    bool rated = settled && room->rated && complete;
+    if (rated) {
+      if (Status ok = rating::CheckRoom(system, teams); !ok.ok()) {
+        spdlog::error("room={} mode={}: recorded without moving any rating: {}", result.room_id(),
+                      room->mode, ok.message());
+        rated = false;
+      }
+    } else if (settled && room->rated) {
+      spdlog::error(
+          "room={} mode={}: a player's ratings were not read; recorded without moving "
+          "any rating",
+          result.room_id(), room->mode);
+    }
+    const std::vector<std::vector<rating::Rating>> after =
+        rated ? system.Rate(teams) : std::vector<std::vector<rating::Rating>>();
 
     for (int i = 0; i < result.players_size(); ++i) {
       const v1::PlayerResult& p = result.players(i);
-      auto [total, first] = totals.try_emplace(p.player_id());
+      auto [total, first] = totals.try_emplace({room->mode, p.player_id()});
+      PlayerTotals& t = total->second;
       if (first) {
-        total->second.player_id = p.player_id();
-        total->second.rating = read[i]->current;
+        t.mode = room->mode;
+        t.player_id = p.player_id();
+        t.rating = read[i] && read[i]->current ? *read[i]->current : system.Initial();
       }
-      RatedSeat seat{result.room_id(), &p, ResultOf(result, p), total->second.rating,
-                     total->second.rating};
-      if (rated) {
-        const auto [t, k] = place[i];
-        seat.after = rating::ApplyChange(seat.before, read[i]->allocation, after[t][k]);
-      }
-      total->second.rating = seat.after;
-      if (result.outcome() == v1::SETTLED) {
-        ++total->second.games;
+      RatedSeat seat{result.room_id(), &p, 0, "aborted", t.rating, t.rating};
+      if (settled) {
+        seat.rank = ranks[p.team() - 1];
+        seat.result = ResultOf(seat.rank, ranks);
+        if (rated) {
+          const auto [team, k] = place[i];
+          seat.after =
+              rating::ApplyChange(seat.before, teams[team].players[k].rating, after[team][k]);
+        }
+        t.rating = seat.after;
+        ++t.games;
         const std::string_view r = seat.result;
-        total->second.wins += r == "win";
-        total->second.losses += r == "loss";
-        total->second.draws += r == "draw";
+        t.wins += r == "win";
+        t.losses += r == "loss";
+        t.draws += r == "draw";
+        t.placements += seat.rank;
       }
+      t.displayed = system.Displayed(t.rating);
       call.seats.push_back(seat);
     }
   }
-  for (auto& [id, t] : totals) call.players.push_back(t);
+  for (auto& [key, t] : totals) {
+    if (t.games > 0) call.players.push_back(std::move(t));
+  }
   return call;
 }
 

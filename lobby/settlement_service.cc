@@ -40,28 +40,35 @@ constexpr std::string_view kBatchPath = wire::kSettlementsBatchPath;
 constexpr std::string_view kSettlePath = wire::kSettlementsPath;
 constexpr std::string_view kReceiptPrefix = "/v1/settlements/";
 constexpr std::string_view kPlayerPrefix = "/v1/players/";
+constexpr std::string_view kModePrefix = "/v1/modes/";
 constexpr std::string_view kRoomPrefix = "/v1/rooms/";
 // The most bytes an abort's body ({"reason": "..."}) may take.
 constexpr size_t kMaxRoomActionBodyBytes = 4096;
+// The most bytes a mode's declaration or a rating import may take.
+constexpr size_t kMaxLadderBodyBytes = 64 * 1024;
 
 // What the lobby serves, each path once.
 enum class Endpoint {
-  kHealth,      // GET /healthz
-  kReady,       // GET /readyz
-  kMetrics,     // GET /metrics
-  kEvents,      // GET /v1/events (WebSocket)
-  kRooms,       // POST /v1/rooms
-  kSettle,      // POST /v1/settlements
-  kBatch,       // POST /v1/settlements:batch
-  kReceipt,     // GET /v1/settlements/{room_id}
-  kPlayer,      // GET /v1/players/{player_id}
-  kRoomAction,  // POST /v1/rooms/{room_id}:release and :abort
+  kHealth,        // GET /healthz
+  kReady,         // GET /readyz
+  kMetrics,       // GET /metrics
+  kEvents,        // GET /v1/events (WebSocket)
+  kRooms,         // POST /v1/rooms
+  kSettle,        // POST /v1/settlements
+  kBatch,         // POST /v1/settlements:batch
+  kReceipt,       // GET /v1/settlements/{room_id}
+  kPlayer,        // GET /v1/players/{player_id}
+  kPlayerRating,  // PUT /v1/players/{player_id}/ratings/{mode}
+  kMode,          // GET and PUT /v1/modes/{mode}
+  kLeaderboard,   // GET /v1/modes/{mode}/leaderboard
+  kRoomAction,    // POST /v1/rooms/{room_id}:release and :abort
 };
 
 struct EndpointRule {
   const char* method;
-  bool token;       // needs a valid bearer token
-  size_t max_body;  // bytes of body it reads
+  bool token;                          // needs a valid bearer token
+  size_t max_body;                     // bytes of body it reads
+  const char* other_method = nullptr;  // a second method on the same path (reads no body)
 };
 
 EndpointRule RuleOf(Endpoint endpoint) {
@@ -73,6 +80,7 @@ EndpointRule RuleOf(Endpoint endpoint) {
     case Endpoint::kEvents:
     case Endpoint::kReceipt:
     case Endpoint::kPlayer:
+    case Endpoint::kLeaderboard:
       return {"GET", true, 0};
     case Endpoint::kRooms:
     case Endpoint::kSettle:
@@ -81,8 +89,26 @@ EndpointRule RuleOf(Endpoint endpoint) {
       return {"POST", true, wire::kMaxBatchBodyBytes};
     case Endpoint::kRoomAction:
       return {"POST", true, kMaxRoomActionBodyBytes};
+    case Endpoint::kPlayerRating:
+      return {"PUT", true, kMaxLadderBodyBytes};
+    case Endpoint::kMode:
+      return {"PUT", true, kMaxLadderBodyBytes, "GET"};
   }
   return {"GET", true, 0};
+}
+
+// Whether `rule` answers `method`, and the bytes of body a request of that method may have.
+bool Allows(const EndpointRule& rule, std::string_view method) {
+  return method == rule.method || (rule.other_method && method == rule.other_method);
+}
+size_t MaxBodyOf(const EndpointRule& rule, std::string_view method) {
+  return method == rule.method ? rule.max_body : 0;
+}
+HttpReply MethodNotAllowed(const EndpointRule& rule, std::string_view path) {
+  return ProblemReply(ErrorCode::kMethodNotAllowed,
+                      std::string("use ") + rule.method +
+                          (rule.other_method ? std::string(" or ") + rule.other_method : ""),
+                      std::string(path));
 }
 
 std::optional<Endpoint> EndpointOf(std::string_view path) {
@@ -94,15 +120,21 @@ std::optional<Endpoint> EndpointOf(std::string_view path) {
   if (path == kSettlePath) return Endpoint::kSettle;
   if (path == kBatchPath) return Endpoint::kBatch;
   if (path.starts_with(kReceiptPrefix)) return Endpoint::kReceipt;
-  if (path.starts_with(kPlayerPrefix)) return Endpoint::kPlayer;
+  if (path.starts_with(kPlayerPrefix)) {
+    return path.find('/', kPlayerPrefix.size()) == std::string_view::npos ? Endpoint::kPlayer
+                                                                          : Endpoint::kPlayerRating;
+  }
+  if (path.starts_with(kModePrefix)) {
+    return path.find('/', kModePrefix.size()) == std::string_view::npos ? Endpoint::kMode
+                                                                        : Endpoint::kLeaderboard;
+  }
   if (path.starts_with(kRoomPrefix)) return Endpoint::kRoomAction;
   return std::nullopt;
 }
 
-// The id of a kReceipt or kPlayer path.
-std::optional<uint64_t> IdOf(Endpoint endpoint, std::string_view path) {
-  return ParseId(
-      path.substr(endpoint == Endpoint::kReceipt ? kReceiptPrefix.size() : kPlayerPrefix.size()));
+// The room id of a kReceipt path.
+std::optional<uint64_t> IdOf(std::string_view path) {
+  return ParseId(path.substr(kReceiptPrefix.size()));
 }
 
 HttpReply BadId(std::string_view path) {
@@ -134,6 +166,78 @@ RoomActionPath RoomActionOf(std::string_view path) {
   const std::optional<uint64_t> room = ParseId(rest.substr(0, colon));
   if (!room) return {0, action, BadId(path)};
   return {*room, action, std::nullopt};
+}
+
+// A path segment with its %XX escapes decoded; nullopt for a malformed escape.
+std::optional<std::string> DecodeSegment(std::string_view segment) {
+  std::string out;
+  for (size_t i = 0; i < segment.size(); ++i) {
+    if (segment[i] != '%') {
+      out.push_back(segment[i]);
+      continue;
+    }
+    unsigned value = 0;
+    if (i + 2 >= segment.size()) return std::nullopt;  // '%' needs two hex digits after it
+    const auto [end, ec] =
+        std::from_chars(segment.data() + i + 1, segment.data() + i + 3, value, 16);
+    if (ec != std::errc() || end != segment.data() + i + 3) return std::nullopt;
+    out.push_back(static_cast<char>(value));
+    i += 2;
+  }
+  return out;
+}
+
+// What a ladder path names: a player (/v1/players/{player_id}, and its
+// /ratings/{mode}) or a mode (/v1/modes/{mode}, and its /leaderboard). Each segment is
+// percent-decoded and checked: a player id or mode that is not one is a bad argument (400), as
+// on every other endpoint; a path of another shape is no endpoint (404).
+struct LadderPath {
+  std::string player;
+  std::string mode;
+  std::optional<HttpReply> refused;
+};
+
+LadderPath LadderPathOf(std::string_view path) {
+  const bool of_player = path.starts_with(kPlayerPrefix);
+  std::string_view rest = path.substr(of_player ? kPlayerPrefix.size() : kModePrefix.size());
+  const size_t slash = rest.find('/');
+  const std::string_view first = rest.substr(0, slash);
+  const std::string_view tail =
+      slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
+  LadderPath out;
+  const auto refuse = [&](ErrorCode code, const std::string& detail) {
+    out.refused = ProblemReply(code, detail, std::string(path));
+    return out;
+  };
+  if (of_player) {
+    const bool rating = tail.starts_with("/ratings/");
+    if (!tail.empty() && !rating) {
+      return refuse(ErrorCode::kNotFound,
+                    "no such endpoint: /v1/players/{player_id} or /v1/players/{player_id}/ratings/"
+                    "{mode}");
+    }
+    const std::optional<std::string> player = DecodeSegment(first);
+    if (!player) return refuse(ErrorCode::kInvalidArgument, "player_id: a malformed %-escape");
+    if (Status valid = wire::ValidatePlayerId(*player); !valid.ok()) {
+      return refuse(ErrorCode::kInvalidArgument, valid.message());
+    }
+    out.player = *player;
+    if (!rating) return out;
+    rest = tail.substr(std::string_view("/ratings/").size());
+  } else {
+    if (!tail.empty() && tail != "/leaderboard") {
+      return refuse(ErrorCode::kNotFound,
+                    "no such endpoint: /v1/modes/{mode} or /v1/modes/{mode}/leaderboard");
+    }
+    rest = first;
+  }
+  const std::optional<std::string> mode = DecodeSegment(rest);
+  if (!mode) return refuse(ErrorCode::kInvalidArgument, "mode: a malformed %-escape");
+  if (Status valid = wire::ValidateModeName(*mode); !valid.ok()) {
+    return refuse(ErrorCode::kInvalidArgument, valid.message());
+  }
+  out.mode = *mode;
+  return out;
 }
 
 HttpReply Unauthenticated(std::string_view path) {
@@ -170,8 +274,10 @@ namespace {
 using Attempt = SettlementScheduler::Attempt;
 
 // The attempt for one decoded result, or the problem that stops it (INVALID_ARGUMENT).
-Result<Attempt> PrepareAttempt(v1::BattleResult result, const Caller& caller) {
-  Status valid = wire::ValidateResult(result);
+// `received_as` is its body's format (ValidateResult: a JSON result names its winner).
+Result<Attempt> PrepareAttempt(v1::BattleResult result, const Caller& caller,
+                               wire::BodyFormat received_as) {
+  Status valid = wire::ValidateResult(result, received_as);
   if (valid.ok() && !result.node_id().empty() && result.node_id() != caller.node_id) {
     valid = InvalidArgumentError("node_id in the body is not the node the token belongs to");
   }
@@ -305,9 +411,7 @@ server::HeaderVerdict SettlementService::Judge(const server::RequestHead& head) 
   if (!endpoint) return {ProblemReply(ErrorCode::kNotFound, "no such endpoint", path)};
   const EndpointRule rule = RuleOf(*endpoint);
   if (rule.token && !Authenticate(head.authorization)) return {Unauthenticated(path)};
-  if (head.method != rule.method) {
-    return {ProblemReply(ErrorCode::kMethodNotAllowed, std::string("use ") + rule.method, path)};
-  }
+  if (!Allows(rule, head.method)) return {MethodNotAllowed(rule, path)};
   switch (*endpoint) {
     case Endpoint::kHealth:
       return {HttpReply{200, "text/plain", "ok\n", {}}};
@@ -321,11 +425,16 @@ server::HeaderVerdict SettlementService::Judge(const server::RequestHead& head) 
       return {HttpReply{200, "text/plain", "ready\n", {}}};
     }
     case Endpoint::kReceipt:
-    case Endpoint::kPlayer:
-      if (!IdOf(*endpoint, path)) return {BadId(path)};
+      if (!IdOf(path)) return {BadId(path)};
       break;
     case Endpoint::kRoomAction:
       if (auto refused = RoomActionOf(path).refused) return {std::move(*refused)};
+      break;
+    case Endpoint::kPlayer:
+    case Endpoint::kPlayerRating:
+    case Endpoint::kMode:
+    case Endpoint::kLeaderboard:
+      if (auto refused = LadderPathOf(path).refused) return {std::move(*refused)};
       break;
     case Endpoint::kEvents:
     case Endpoint::kRooms:
@@ -333,7 +442,7 @@ server::HeaderVerdict SettlementService::Judge(const server::RequestHead& head) 
     case Endpoint::kBatch:
       break;
   }
-  return {std::nullopt, rule.max_body};
+  return {std::nullopt, MaxBodyOf(rule, head.method)};
 }
 
 Status SettlementService::CheckTokens(const std::vector<NodeToken>& tokens,
@@ -377,24 +486,7 @@ bool SettlementService::HasToken(const std::string& node_id) const {
   return false;
 }
 
-namespace {
-
-// The value of `name` in `target`'s query, or nullopt if it has none.
-std::optional<std::string_view> QueryValue(const std::string& target, std::string_view name) {
-  const size_t q = target.find('?');
-  if (q == std::string::npos) return std::nullopt;
-  std::string_view query = std::string_view(target).substr(q + 1);
-  while (!query.empty()) {
-    const std::string_view pair = query.substr(0, query.find('&'));
-    query.remove_prefix(std::min(query.size(), pair.size() + 1));
-    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
-      return pair.substr(name.size() + 1);
-    }
-  }
-  return std::nullopt;
-}
-
-}  // namespace
+using server::QueryValue;
 
 Result<std::string> SettlementService::ParseEventsEpoch(const std::string& target) {
   const auto value = QueryValue(target, "epoch");
@@ -460,10 +552,7 @@ void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cance
   std::optional<Caller> caller = Authenticate(request.authorization);
   if (!caller) return done(Unauthenticated(path));
   const EndpointRule rule = RuleOf(*endpoint);
-  if (request.method != rule.method) {
-    return done(
-        ProblemReply(ErrorCode::kMethodNotAllowed, std::string("use ") + rule.method, path));
-  }
+  if (!Allows(rule, request.method)) return done(MethodNotAllowed(rule, path));
   switch (*endpoint) {
     case Endpoint::kSettle:
       return PostSettlement(request, *caller, std::move(cancel), std::move(done));
@@ -471,12 +560,28 @@ void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cance
       return PostSettlementBatch(request, *caller, std::move(cancel), std::move(done));
     case Endpoint::kRooms:
       return done(PostRoom(request, *caller));
-    case Endpoint::kReceipt:
-    case Endpoint::kPlayer: {
-      const std::optional<uint64_t> id = IdOf(*endpoint, path);
+    case Endpoint::kReceipt: {
+      const std::optional<uint64_t> id = IdOf(path);
       if (!id) return done(BadId(path));
-      return done(*endpoint == Endpoint::kReceipt ? GetSettlement(request, *caller, *id)
-                                                  : GetPlayer(request, *id));
+      return done(GetSettlement(request, *caller, *id));
+    }
+    case Endpoint::kPlayer:
+    case Endpoint::kPlayerRating:
+    case Endpoint::kMode:
+    case Endpoint::kLeaderboard: {
+      LadderPath ladder = LadderPathOf(path);
+      if (ladder.refused) return done(std::move(*ladder.refused));
+      switch (*endpoint) {
+        case Endpoint::kPlayer:
+          return done(GetPlayer(request, ladder.player));
+        case Endpoint::kPlayerRating:
+          return done(PutRating(request, *caller, ladder.player, ladder.mode));
+        case Endpoint::kMode:
+          return done(request.method == "PUT" ? PutMode(request, *caller, ladder.mode)
+                                              : GetMode(request, ladder.mode));
+        default:
+          return done(GetLeaderboard(request, ladder.mode));
+      }
     }
     case Endpoint::kRoomAction: {
       RoomActionPath action = RoomActionOf(path);
@@ -534,15 +639,20 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
       return MessageReply(200, allocation, request);
     case AllocateStatus::kPlayerBusy:
       allocations_.Add("PLAYER_BUSY");
-      return ProblemReply(
-          ErrorCode::kPlayerBusy,
-          "player " + std::to_string(outcome->busy_player) + " is already in another battle", path);
+      return ProblemReply(ErrorCode::kPlayerBusy,
+                          "player " + outcome->busy_player + " is already in another battle", path);
     case AllocateStatus::kRoomIdReused:
       allocations_.Add("ROOM_ID_REUSED");
       return ProblemReply(ErrorCode::kRoomIdReused,
                           "room " + std::to_string(allocation.room_id()) +
                               " was settled before; room ids are never reused",
                           path);
+    case AllocateStatus::kModeUnknown:
+      allocations_.Add("INVALID_ARGUMENT");
+      return ProblemReply(ErrorCode::kInvalidArgument, "mode: " + outcome->detail, path);
+    case AllocateStatus::kShapeRefused:
+      allocations_.Add("INVALID_ARGUMENT");
+      return ProblemReply(ErrorCode::kInvalidArgument, "seats: " + outcome->detail, path);
     case AllocateStatus::kRoomExists:
       allocations_.Add("ROOM_EXISTS");
       return ProblemReply(ErrorCode::kRoomExists,
@@ -580,7 +690,7 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
     const ErrorCode code = server::ProblemOfUndecodable(decoded);
     return answer(InfoOf(code).code, ProblemReply(code, decoded.message(), path));
   }
-  auto attempt = PrepareAttempt(std::move(result), caller);
+  auto attempt = PrepareAttempt(std::move(result), caller, *format);
   if (!attempt.ok()) {
     return answer("INVALID_ARGUMENT",
                   ProblemReply(ErrorCode::kInvalidArgument, attempt.status().message(), path));
@@ -670,7 +780,7 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
                  "room " + std::to_string(room) + " appears earlier in this batch");
       continue;
     }
-    auto attempt = PrepareAttempt(std::move(*batch.mutable_results(i)), caller);
+    auto attempt = PrepareAttempt(std::move(*batch.mutable_results(i)), caller, *format);
     if (!attempt.ok()) {
       SetProblem(item, ErrorCode::kInvalidArgument, attempt.status().message());
       continue;
@@ -726,15 +836,6 @@ HttpReply SettlementService::GetSettlement(const HttpRequest& request, const Cal
   v1::SettlementReceipt r = **receipt;
   r.set_duplicate(true);  // a read of an existing settlement
   return MessageReply(200, r, request);
-}
-
-HttpReply SettlementService::GetPlayer(const HttpRequest& request, uint64_t player_id) {
-  auto player = store_.GetPlayer(player_id);
-  if (!player.ok()) return FailureReply(player.status(), "/v1/players");
-  if (!player->has_value()) {
-    return ProblemReply(ErrorCode::kNotFound, "no such player", "/v1/players");
-  }
-  return MessageReply(200, **player, request);
 }
 
 HttpReply SettlementService::Unavailable(const std::string& detail,

@@ -157,7 +157,13 @@ class SettlementService {
                       const std::string& action, ReplyFn done);
   void AbortRoom(const HttpRequest& request, const AllocatedRoom& room, const std::string& reason,
                  ReplyFn done);
-  HttpReply GetPlayer(const HttpRequest& request, uint64_t player_id);
+  // The players, modes and ladders (lobby/ladder_endpoints.cc).
+  HttpReply GetPlayer(const HttpRequest& request, const std::string& player_id);
+  HttpReply PutRating(const HttpRequest& request, const Caller& caller,
+                      const std::string& player_id, const std::string& mode);
+  HttpReply PutMode(const HttpRequest& request, const Caller& caller, const std::string& mode);
+  HttpReply GetMode(const HttpRequest& request, const std::string& mode);
+  HttpReply GetLeaderboard(const HttpRequest& request, const std::string& mode);
   bool HasToken(const std::string& node_id) const;
   // 503 UNAVAILABLE with Retry-After: the client should try again later.
   HttpReply Unavailable(const std::string& detail, const std::string& instance) const;

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "lobby/ladder_store.h"
 #include "lobby/pg/array_literal.h"
 #include "lobby/pg/errors.h"
 #include "lobby/pg/pool.h"
@@ -24,8 +25,8 @@ namespace {
 // concatenation of input: arrays travel as array-literal parameters.
 constexpr std::pair<const char*, const char*> kStatements[] = {
     {"allocate",
-     "SELECT status, busy_player FROM verdict_allocate($1, $2, $3::bigint[], "
-     "$4::smallint[])"},
+     "SELECT status, busy_player, detail FROM verdict_allocate($1, $2, $3, $4::text[], "
+     "$5::smallint[])"},
     {"receipts_of_rooms",
      "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
      "encode(fingerprint, 'hex'), attempt_id, node_id FROM settlement_receipts "
@@ -37,9 +38,6 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"receipt_any",
      "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
      "encode(fingerprint, 'hex'), attempt_id FROM settlement_receipts WHERE room_id = $1"},
-    {"player",
-     "SELECT player_id, elo, games, wins, losses, draws, in_battle_room FROM players "
-     "WHERE player_id = $1"},
     {"receipt_expired_of_node",
      "SELECT EXISTS (SELECT 1 FROM settled_rooms WHERE room_id = $1 "
      "AND node_tag = verdict_node_tag($2))"},
@@ -105,19 +103,16 @@ class PgSettlementStore final : public SettlementStore {
   int workers() const override { return pool_->workers(); }
 
   Result<AllocateOutcome> AllocateRoom(const v1::RoomAllocation& a) override {
-    std::ostringstream ids, teams;
-    ids << '{';
-    teams << '{';
-    for (int i = 0; i < a.seats_size(); ++i) {
-      ids << (i ? "," : "") << a.seats(i).player_id();
-      teams << (i ? "," : "") << a.seats(i).team();
+    pg::ArrayLiteral ids, teams;
+    for (const v1::Seat& seat : a.seats()) {
+      ids.AddText(seat.player_id());
+      teams.Add(seat.team());
     }
-    ids << '}';
-    teams << '}';
+    const std::string mode = a.mode().empty() ? "default" : a.mode();
     auto allocated = pool_->Run<AllocateOutcome>("allocate", [&](pg::Pool::Lease& lease) {
       pqxx::work tx(lease.conn());
       pqxx::row row =
-          tx.exec_prepared1("allocate", a.room_id(), a.node_id(), ids.str(), teams.str());
+          tx.exec_prepared1("allocate", a.room_id(), a.node_id(), mode, ids.str(), teams.str());
       auto status = AllocateStatusFromSql(row[0].as<std::string>());
       if (!status.ok()) {
         spdlog::error("room={}: {}; answering INTERNAL", a.room_id(), status.status().message());
@@ -126,7 +121,9 @@ class PgSettlementStore final : public SettlementStore {
       // Only an allocation changes anything: a refused one (a busy player) must not keep the
       // new players it created before it found the busy one, so it rolls back.
       if (*status == AllocateStatus::kAllocated) tx.commit();
-      return Result<AllocateOutcome>(AllocateOutcome{*status, row[1].as<uint64_t>()});
+      return Result<AllocateOutcome>(
+          AllocateOutcome{*status, row[1].is_null() ? "" : row[1].as<std::string>(),
+                          row[2].is_null() ? "" : row[2].as<std::string>()});
     });
     if (!allocated.ok()) return UnlessNotReady(allocated.status());
     return allocated;
@@ -175,7 +172,7 @@ class PgSettlementStore final : public SettlementStore {
       for (const auto& row : rows) {
         if (row[3].is_null()) continue;
         v1::Seat& seat = room.seats.emplace_back();
-        seat.set_player_id(row[3].as<uint64_t>());
+        seat.set_player_id(row[3].as<std::string>());
         seat.set_team(row[4].as<uint32_t>());
       }
       return std::optional<AllocatedRoom>(std::move(room));
@@ -218,23 +215,36 @@ class PgSettlementStore final : public SettlementStore {
     });
   }
 
-  Result<std::optional<v1::Player>> GetPlayer(uint64_t player_id) override {
-    auto player = pool_->Run<std::optional<v1::Player>>("get player", [&](pg::Pool::Lease& lease) {
-      pqxx::nontransaction tx(lease.conn());
-      pqxx::result rows = tx.exec_prepared("player", player_id);
-      if (rows.empty()) return std::optional<v1::Player>();
-      v1::Player p;
-      p.set_player_id(rows[0][0].as<uint64_t>());
-      p.set_elo(rows[0][1].as<int32_t>());
-      p.set_games(rows[0][2].as<uint32_t>());
-      p.set_wins(rows[0][3].as<uint32_t>());
-      p.set_losses(rows[0][4].as<uint32_t>());
-      p.set_draws(rows[0][5].as<uint32_t>());
-      p.set_in_battle_room(rows[0][6].as<uint64_t>());
-      return std::optional<v1::Player>(p);
-    });
+  Result<std::optional<v1::Player>> GetPlayer(const std::string& player_id) override {
+    auto player = GetPlayerIn(*pool_, player_id);
     if (!player.ok()) return UnlessNotReady(player.status());
     return player;
+  }
+
+  Result<DeclareOutcome> DeclareMode(const v1::Mode& mode) override {
+    auto declared = DeclareModeIn(*pool_, mode);
+    if (!declared.ok()) return UnlessNotReady(declared.status());
+    return declared;
+  }
+
+  Result<std::optional<v1::Mode>> GetMode(const std::string& mode) override {
+    auto found = GetModeIn(*pool_, mode);
+    if (!found.ok()) return UnlessNotReady(found.status());
+    return found;
+  }
+
+  Result<std::optional<v1::Leaderboard>> GetLeaderboard(
+      const std::string& mode, size_t limit, const std::optional<LadderCursor>& after) override {
+    auto page = GetLeaderboardIn(*pool_, mode, limit, after);
+    if (!page.ok()) return UnlessNotReady(page.status());
+    return page;
+  }
+
+  Result<ImportOutcome> ImportRating(const std::string& player_id, const std::string& mode,
+                                     const v1::RatingImport& rating, double displayed) override {
+    auto imported = ImportRatingIn(*pool_, player_id, mode, rating, displayed);
+    if (!imported.ok()) return UnlessNotReady(imported.status());
+    return imported;
   }
 
   Result<int> SequenceEvents(int limit) override {
@@ -382,6 +392,8 @@ Result<AllocateStatus> AllocateStatusFromSql(std::string_view status) {
       {"room_exists", AllocateStatus::kRoomExists},
       {"player_busy", AllocateStatus::kPlayerBusy},
       {"room_id_reused", AllocateStatus::kRoomIdReused},
+      {"mode_unknown", AllocateStatus::kModeUnknown},
+      {"shape_refused", AllocateStatus::kShapeRefused},
   };
   for (const auto& [name, value] : kNames) {
     if (status == name) return value;
@@ -420,6 +432,7 @@ Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions&
   pool.acquire_timeout = options.acquire_timeout;
   for (const auto& [name, text] : kStatements) pool.statements.emplace_back(name, text);
   for (auto& statement : SettleStatements()) pool.statements.push_back(std::move(statement));
+  for (auto& statement : LadderStatements()) pool.statements.push_back(std::move(statement));
   auto opened = pg::Pool::Open(std::move(pool));
   if (!opened.ok()) return opened.status();
   return std::unique_ptr<SettlementStore>(

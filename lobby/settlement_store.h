@@ -32,23 +32,50 @@ struct StoreOptions {
   // How long a call waits for a free connection before answering UNAVAILABLE.
   // Default: 2 s.
   std::chrono::milliseconds acquire_timeout{2000};
-  // Elo K factor.
-  // Default: 32.
-  int k_factor = 32;
-
   // Test-only negative control, set by verdict-lobby-testing only: release the players'
   // in_battle in a transaction of its own before settling (P5 off).
   // Default: false.
   bool unsafe_release_before_commit_for_test = false;
 };
 
-enum class AllocateStatus { kAllocated, kDuplicate, kRoomExists, kPlayerBusy, kRoomIdReused };
+enum class AllocateStatus {
+  kAllocated,
+  kDuplicate,
+  kRoomExists,
+  kPlayerBusy,
+  kRoomIdReused,
+  kModeUnknown,   // the allocation's mode is not declared
+  kShapeRefused,  // the mode does not accept a room of this shape
+};
 // The status verdict_allocate answers ('allocated', 'duplicate', 'room_exists', 'player_busy',
-// 'room_id_reused'); INTERNAL naming it for any other, which this binary does not know.
+// 'room_id_reused', 'mode_unknown', 'shape_refused'); INTERNAL naming it for any other, which
+// this binary does not know.
 Result<AllocateStatus> AllocateStatusFromSql(std::string_view status);
 struct AllocateOutcome {
   AllocateStatus status = AllocateStatus::kAllocated;
-  uint64_t busy_player = 0;  // for kPlayerBusy
+  std::string busy_player;  // for kPlayerBusy
+  std::string detail;       // for kModeUnknown and kShapeRefused: why
+};
+
+// What PUT /v1/modes/{mode} did (sql/functions/verdict_declare_mode.sql).
+enum class DeclareStatus { kCreated, kUpdated, kUnchanged, kInUse };
+struct DeclareOutcome {
+  DeclareStatus status = DeclareStatus::kCreated;
+  v1::Mode mode;  // as stored after the call (kInUse: the declaration that stays)
+};
+
+// What PUT /v1/players/{player_id}/ratings/{mode} did.
+enum class ImportStatus { kImported, kPlayerBusy, kModeUnknown };
+struct ImportOutcome {
+  ImportStatus status = ImportStatus::kImported;
+  v1::ModeRating rating;  // kImported: the player's rating in the mode now
+};
+
+// Where a page of a ladder starts: after the entry of this displayed rating and player (the
+// ladder orders by displayed, then player id, both descending).
+struct LadderCursor {
+  double displayed = 0;
+  std::string player_id;
 };
 
 enum class SettleStatus {
@@ -188,7 +215,22 @@ class SettlementStore {
   // Seconds since the oldest room without a receipt was allocated (0 when there is none).
   virtual Result<double> OldestUnsettledAllocationAge() = 0;
 
-  virtual Result<std::optional<v1::Player>> GetPlayer(uint64_t player_id) = 0;
+  // The player with its rating in every mode it has one in; nullopt if no such player.
+  virtual Result<std::optional<v1::Player>> GetPlayer(const std::string& player_id) = 0;
+
+  // Modes and ladders (docs/lobby.md, "Modes and ladders").
+  // Declares `mode`, a declaration the caller checked and completed (lobby/modes.h).
+  virtual Result<DeclareOutcome> DeclareMode(const v1::Mode& mode) = 0;
+  // The mode as declared; nullopt if it is not.
+  virtual Result<std::optional<v1::Mode>> GetMode(const std::string& mode) = 0;
+  // Up to `limit` entries of the mode's ladder after `after` (from the top without), and the
+  // cursor of the next page; nullopt if the mode is not declared.
+  virtual Result<std::optional<v1::Leaderboard>> GetLeaderboard(
+      const std::string& mode, size_t limit, const std::optional<LadderCursor>& after) = 0;
+  // Sets the player's rating in the mode (its counts stay), `displayed` its ladder value,
+  // unless the player is in a room.
+  virtual Result<ImportOutcome> ImportRating(const std::string& player_id, const std::string& mode,
+                                             const v1::RatingImport& rating, double displayed) = 0;
 
   // Gives committed events their place in the feed, at most `limit`
   // (sql/functions/verdict_sequence_events.sql). Returns how many it numbered; 0 also when another

@@ -29,23 +29,23 @@ Result<std::shared_ptr<Room>> RoomHandle::Lock() const {
 
 bool RoomHandle::held() const { return !room_.expired(); }
 
-Status RoomHandle::SetOnline(uint64_t player_id, bool online) {
+Status RoomHandle::SetOnline(const std::string& player_id, bool online) {
   auto room = Lock();
   return room.ok() ? (*room)->SetOnline(player_id, online) : room.status();
 }
 
-Status RoomHandle::Kick(uint64_t player_id) {
+Status RoomHandle::Kick(const std::string& player_id) {
   auto room = Lock();
   return room.ok() ? (*room)->Kick(player_id) : room.status();
 }
 
-Status RoomHandle::RecordStats(uint64_t player_id, uint32_t kills, uint32_t deaths,
+Status RoomHandle::RecordStats(const std::string& player_id, uint32_t kills, uint32_t deaths,
                                uint32_t assists, int64_t score) {
   auto room = Lock();
   return room.ok() ? (*room)->RecordStats(player_id, kills, deaths, assists, score) : room.status();
 }
 
-Status RoomHandle::Report(uint64_t player_id, uint32_t winner_team) {
+Status RoomHandle::Report(const std::string& player_id, uint32_t winner_team) {
   auto room = Lock();
   return room.ok() ? (*room)->Report(player_id, winner_team) : room.status();
 }
@@ -150,7 +150,7 @@ Room::Room(const v1::RoomAllocation& allocation, RoomContext context)
   for (const auto& seat : allocation.seats()) seats_[seat.player_id()].team = seat.team();
 }
 
-Status Room::SetOnline(uint64_t player_id, bool online) {
+Status Room::SetOnline(const std::string& player_id, bool online) {
   std::optional<Decision> decided;
   {
     MutexLock lock(&mu_);
@@ -163,7 +163,7 @@ Status Room::SetOnline(uint64_t player_id, bool online) {
   return decided ? Conclude(*decided) : Status::Ok();
 }
 
-Status Room::Kick(uint64_t player_id) {
+Status Room::Kick(const std::string& player_id) {
   std::optional<Decision> decided;
   {
     MutexLock lock(&mu_);
@@ -176,8 +176,8 @@ Status Room::Kick(uint64_t player_id) {
   return decided ? Conclude(*decided) : Status::Ok();
 }
 
-Status Room::RecordStats(uint64_t player_id, uint32_t kills, uint32_t deaths, uint32_t assists,
-                         int64_t score) {
+Status Room::RecordStats(const std::string& player_id, uint32_t kills, uint32_t deaths,
+                         uint32_t assists, int64_t score) {
   MutexLock lock(&mu_);
   if (state_ != State::kPlaying) return FailedPreconditionError("room already finished");
   auto it = seats_.find(player_id);
@@ -196,7 +196,7 @@ Status Room::RecordStats(uint64_t player_id, uint32_t kills, uint32_t deaths, ui
   return Status::Ok();
 }
 
-Status Room::Report(uint64_t player_id, uint32_t winner_team) {
+Status Room::Report(const std::string& player_id, uint32_t winner_team) {
   std::optional<Decision> decided;
   {
     MutexLock lock(&mu_);

@@ -83,19 +83,19 @@ class RoomHandle {
   // Seat changes. NOT_FOUND for a player without a seat, FAILED_PRECONDITION once finished. A
   // kicked seat stays kicked. Both may decide the room (the eligible seats change), and then
   // finish it: see Finishing for where that happens and whether the call may block.
-  Status SetOnline(uint64_t player_id, bool online);
-  Status Kick(uint64_t player_id);
+  Status SetOnline(const std::string& player_id, bool online);
+  Status Kick(const std::string& player_id);
   // A player's statistics so far; INVALID_ARGUMENT for counts the lobby would refuse (over
   // 2^31 - 1).
-  Status RecordStats(uint64_t player_id, uint32_t kills, uint32_t deaths, uint32_t assists,
-                     int64_t score);
+  Status RecordStats(const std::string& player_id, uint32_t kills, uint32_t deaths,
+                     uint32_t assists, int64_t score);
   // A player's report of the winning team (0 = draw); a later report replaces an earlier one.
   // Only eligible seats (online, not kicked) count. As soon as one choice has strictly more than
   // half of the eligible seats, the room finishes with it (see Finishing: this call may block).
   // INVALID_ARGUMENT for a team the room does not have; FAILED_PRECONDITION from a kicked seat,
   // once finished, or once the node is shutting down (the room then stays playing and nothing
   // is stored: the result would be lost).
-  Status Report(uint64_t player_id, uint32_t winner_team);
+  Status Report(const std::string& player_id, uint32_t winner_team);
   // Ends the battle now: by majority if there is one, else as the fallback would (the plurality,
   // suspect; a tie aborts with "no_consensus"). OK at once if already finished.
   // FAILED_PRECONDITION once the node is shutting down, as for Report. May block (Finishing).

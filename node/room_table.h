@@ -89,11 +89,11 @@ class Room : public std::enable_shared_from_this<Room> {
   uint64_t room_id() const { return room_id_; }
 
   // As RoomHandle's (node/room.h).
-  Status SetOnline(uint64_t player_id, bool online);
-  Status Kick(uint64_t player_id);
-  Status RecordStats(uint64_t player_id, uint32_t kills, uint32_t deaths, uint32_t assists,
-                     int64_t score);
-  Status Report(uint64_t player_id, uint32_t winner_team);
+  Status SetOnline(const std::string& player_id, bool online);
+  Status Kick(const std::string& player_id);
+  Status RecordStats(const std::string& player_id, uint32_t kills, uint32_t deaths,
+                     uint32_t assists, int64_t score);
+  Status Report(const std::string& player_id, uint32_t winner_team);
   Status Finish();
   Status Abort(const std::string& reason);
 
@@ -145,7 +145,7 @@ class Room : public std::enable_shared_from_this<Room> {
   const RoomContext context_;
   const Clock* clock_;
   mutable Mutex mu_;
-  std::map<uint64_t, Seat> seats_ GUARDED_BY(mu_);  // by player id
+  std::map<std::string, Seat> seats_ GUARDED_BY(mu_);  // by player id
   State state_ GUARDED_BY(mu_) = State::kPlaying;
   // Monotonic readings (see Clock): the fallback and the linger are waits, which a step of the
   // wall clock must not stretch or cut short.

@@ -61,7 +61,7 @@ uint64_t PlayerPoolSize(const SimulatorOptions& options) {
 struct Simulator::Battle {
   RoomHandle room;
   Clock::time_point ends;
-  std::vector<uint64_t> players;
+  std::vector<std::string> players;
 };
 
 // The playing thread's state. Each turn starts the battle that is due, ends the battles that
@@ -77,7 +77,7 @@ class Simulator::Play {
   bool BattleDue(Clock::time_point now) const;
   void StartBattle(Clock::time_point now);
   v1::RoomAllocation NextAllocation();
-  void PlayAllocated(Clock::time_point now, std::vector<uint64_t> players);
+  void PlayAllocated(Clock::time_point now, std::vector<std::string> players);
   void PauseForLobby(Clock::time_point now, const AllocateReply& reply);
   void EndDueBattles(Clock::time_point now);
   void PlayOutEnd(const Battle& battle);
@@ -87,8 +87,8 @@ class Simulator::Play {
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> unit_{0, 1};
   const Clock::duration interval_;  // between battle starts
-  std::deque<uint64_t> free_players_;
-  std::deque<std::pair<Clock::time_point, uint64_t>> resting_;  // busy at the lobby: retry later
+  std::deque<std::string> free_players_;
+  std::deque<std::pair<Clock::time_point, std::string>> resting_;  // busy at the lobby: retry later
   std::vector<Battle> battles_;
   Clock::time_point next_start_;
   uint64_t next_room_id_;
@@ -105,7 +105,9 @@ Simulator::Play::Play(Simulator& simulator)
       next_start_(Clock::now()),
       next_room_id_(FirstRoomId(sim_.options_) + 1) {
   const uint64_t pool = PlayerPoolSize(sim_.options_);
-  for (uint64_t p = 0; p < pool; ++p) free_players_.push_back(sim_.options_.first_player_id + p);
+  for (uint64_t p = 0; p < pool; ++p) {
+    free_players_.push_back(std::to_string(sim_.options_.first_player_id + p));
+  }
   std::shuffle(free_players_.begin(), free_players_.end(), rng_);
 }
 
@@ -137,7 +139,7 @@ bool Simulator::Play::BattleDue(Clock::time_point now) const {
 // left allocated with nobody playing it.
 void Simulator::Play::StartBattle(Clock::time_point now) {
   if (!pending_) pending_ = NextAllocation();
-  std::vector<uint64_t> players;
+  std::vector<std::string> players;
   for (const auto& seat : pending_->seats()) players.push_back(seat.player_id());
   const AllocateReply reply = sim_.lobby_.Allocate(*pending_);
   if (reply.status == 200 || reply.status == 201) {
@@ -145,7 +147,7 @@ void Simulator::Play::StartBattle(Clock::time_point now) {
   } else if (reply.code == "PLAYER_BUSY" || reply.code == "ROOM_EXISTS" ||
              reply.code == "ROOM_ID_REUSED") {
     // Nothing was allocated. Busy players sit out a while; a taken id is skipped.
-    for (uint64_t p : players) resting_.emplace_back(now + kBusyPlayerRest, p);
+    for (const std::string& p : players) resting_.emplace_back(now + kBusyPlayerRest, p);
     if (reply.code != "PLAYER_BUSY") ++next_room_id_;
     pending_.reset();
   } else {
@@ -168,7 +170,7 @@ v1::RoomAllocation Simulator::Play::NextAllocation() {
 }
 
 // The lobby allocated the pending room: the node plays it until its end is due.
-void Simulator::Play::PlayAllocated(Clock::time_point now, std::vector<uint64_t> players) {
+void Simulator::Play::PlayAllocated(Clock::time_point now, std::vector<std::string> players) {
   auto added = sim_.node_.AddRoom(*pending_);
   if (added.ok()) {
     const auto length = std::chrono::duration_cast<Clock::duration>(
@@ -204,7 +206,7 @@ void Simulator::Play::EndDueBattles(Clock::time_point now) {
     const auto result = it->room.result();
     if (result && result->outcome() == v1::ABORTED) ++sim_.aborted_;
     if (result && result->suspect()) ++sim_.suspect_;
-    for (uint64_t p : it->players) free_players_.push_back(p);
+    for (const std::string& p : it->players) free_players_.push_back(p);
     ++sim_.finished_;
     it = battles_.erase(it);
   }
@@ -218,7 +220,7 @@ void Simulator::Play::PlayOutEnd(const Battle& battle) {
   // node shuts down, the room's end, which is then never stored.
   if (unit_(rng_) < kAbortChance) return room.Abort("host_abort").IgnoreError();
   const uint32_t truth = unit_(rng_) < kDrawChance ? 0 : (unit_(rng_) < 0.5 ? 1 : 2);
-  for (uint64_t p : battle.players) {
+  for (const std::string& p : battle.players) {
     room.RecordStats(p, /*kills=*/rng_() % 15, /*deaths=*/rng_() % 15, /*assists=*/rng_() % 10,
                      /*score=*/rng_() % 3000)
         .IgnoreError();
@@ -227,7 +229,7 @@ void Simulator::Play::PlayOutEnd(const Battle& battle) {
   if (unit_(rng_) < kKickChance) {
     room.Kick(battle.players[rng_() % battle.players.size()]).IgnoreError();
   }
-  for (uint64_t p : battle.players) {
+  for (const std::string& p : battle.players) {
     const uint32_t vote =
         unit_(rng_) < kTruthfulVoteChance ? truth : static_cast<uint32_t>(rng_() % 3);
     room.Report(p, vote).IgnoreError();

@@ -12,7 +12,9 @@
 //   enum           a string (the value's name) or an integer literal;
 //   float, double  a number or a string ("NaN", "Infinity");
 //   bool           true or false;
-//   string, bytes  a string, of at most max_string_bytes bytes once unescaped (bytes: decoded).
+//   string, bytes  a string, of at most max_string_bytes bytes once unescaped (bytes: decoded);
+//                  a player id (the player_id_field option) also a non-negative integer literal,
+//                  which DecodeBody quotes before protobuf reads it (42 and "42": one player).
 // Well-known types (google.protobuf.*) are checked only for depth and size.
 //
 // Protobuf binary: a sequence of fields, each a varint tag (field number << 3 | wire type) and a
@@ -24,6 +26,8 @@
 // Both passes read each byte once and hold only one frame per level of nesting, at most
 // max_depth of them.
 #include "proto/body_check.h"
+
+#include "verdict/v1/verdict.pb.h"
 
 #include <algorithm>
 #include <array>
@@ -178,10 +182,15 @@ void AppendUtf8(uint32_t cp, std::string* out) {
   }
 }
 
+bool IsPlayerIdField(const FieldDescriptor& field) {
+  return field.options().GetExtension(v1::player_id_field);
+}
+
 class JsonCheck {
  public:
-  JsonCheck(std::string_view text, const DecodeLimits& limits)
-      : text_(text), limits_(limits), path_(limits.max_depth) {}
+  JsonCheck(std::string_view text, const DecodeLimits& limits,
+            std::vector<std::pair<size_t, size_t>>* integer_ids)
+      : text_(text), limits_(limits), path_(limits.max_depth), integer_ids_(integer_ids) {}
 
   Status Body(const Descriptor& type) {
     SkipSpace();
@@ -349,12 +358,31 @@ class JsonCheck {
         if (Literal("true") || Literal("false")) return Status::Ok();
         return Invalid("must be true or false");
       case FieldDescriptor::CPPTYPE_STRING:
+        if (IsPlayerIdField(field) && pos_ < text_.size() && IsDigit(text_[pos_])) {
+          return IntegerId();
+        }
         if (!At('"')) return Invalid("must be a string");
         // Bytes are base64: four characters for three bytes.
         return field.type() == FieldDescriptor::TYPE_BYTES ? BoundedString(4.0 / 3)
                                                            : BoundedString(1);
     }
     return Invalid("has a type this body cannot hold");
+  }
+
+  // A player id given as an integer: a non-negative integer literal, which stands for its
+  // decimal string. Its place is kept for DecodeBody to quote.
+  Status IntegerId() {
+    const size_t begin = pos_;
+    std::string_view literal;
+    bool integral = false;
+    VERDICT_RETURN_IF_ERROR(Number(&literal, &integral));
+    if (literal.size() > kMaxIntegerChars ||
+        !IsIntegerIn(literal, FieldDescriptor::CPPTYPE_UINT64)) {
+      return Invalid("a player id is a string, or a non-negative integer literal, not " +
+                     Quoted(literal));
+    }
+    if (integer_ids_ != nullptr) integer_ids_->emplace_back(begin, pos_);
+    return Status::Ok();
   }
 
   // An integer literal, or a string of exactly one, within the range of `type`.
@@ -612,6 +640,7 @@ class JsonCheck {
   size_t pos_ = 0;
   size_t elements_ = 0;
   Path path_;
+  std::vector<std::pair<size_t, size_t>>* const integer_ids_;
 };
 
 // The wire type a field's values are written with (a packed repeated scalar uses 2 instead).
@@ -830,8 +859,9 @@ class ProtobufCheck {
 
 }  // namespace
 
-Status CheckJsonBody(std::string_view json, const Descriptor& type, const DecodeLimits& limits) {
-  return JsonCheck(json, limits).Body(type);
+Status CheckJsonBody(std::string_view json, const Descriptor& type, const DecodeLimits& limits,
+                     std::vector<std::pair<size_t, size_t>>* integer_ids) {
+  return JsonCheck(json, limits, integer_ids).Body(type);
 }
 
 Status CheckProtobufBody(std::string_view bytes, const Descriptor& type,

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <google/protobuf/descriptor.h>
 
@@ -15,10 +17,13 @@
 
 namespace verdict::wire {
 
-// OK if `json` is one JSON object that protobuf may parse as `type` within `limits`; else
-// INVALID_ARGUMENT or RESOURCE_EXHAUSTED as DecodeBody says.
+// OK if `json` is one JSON object that protobuf may parse as `type` within `limits`, once each
+// integer given for a player id (a field with the player_id_field option) is quoted; else
+// INVALID_ARGUMENT or RESOURCE_EXHAUSTED as DecodeBody says. `integer_ids` (may be null) gets the
+// byte ranges [begin, end) of those integers, in order.
 Status CheckJsonBody(std::string_view json, const google::protobuf::Descriptor& type,
-                     const DecodeLimits& limits);
+                     const DecodeLimits& limits,
+                     std::vector<std::pair<size_t, size_t>>* integer_ids = nullptr);
 
 // OK if `bytes`, read as the protobuf binary form of `type`, stays within `limits`; else
 // INVALID_ARGUMENT (malformed, or past a size or depth limit) or RESOURCE_EXHAUSTED (more

@@ -1,5 +1,7 @@
 #include "proto/wire.h"
 
+#include "verdict/v1/verdict.pb.h"
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -122,6 +124,53 @@ std::string_view ContentTypeOf(BodyFormat format) {
   return format == BodyFormat::kProtobuf ? kProtobufType : kJsonType;
 }
 
+namespace {
+
+// `id` of players or seats [i], moved into player_id.
+template <typename Player>
+Status ReadLegacyId(Player& p, const char* what, int i) {
+  if (!p.has_legacy_player_id()) return Status::Ok();
+  const std::string decimal = std::to_string(p.legacy_player_id());
+  if (p.player_id().empty()) {
+    p.set_player_id(decimal);
+  } else if (p.player_id() != decimal) {
+    return InvalidArgumentError(std::string(what) + "[" + std::to_string(i) +
+                                "]: player_id and legacy_player_id name different players");
+  }
+  p.clear_legacy_player_id();
+  return Status::Ok();
+}
+
+Status ReadLegacyIds(v1::BattleResult& r) {
+  for (int i = 0; i < r.players_size(); ++i) {
+    VERDICT_RETURN_IF_ERROR(ReadLegacyId(*r.mutable_players(i), "players", i));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadLegacyPlayerIds(google::protobuf::Message* message) {
+  if (auto* r = dynamic_cast<v1::BattleResult*>(message)) return ReadLegacyIds(*r);
+  if (auto* e = dynamic_cast<v1::Envelope*>(message)) {
+    return e->has_result() ? ReadLegacyIds(*e->mutable_result()) : Status::Ok();
+  }
+  if (auto* b = dynamic_cast<v1::SettlementBatch*>(message)) {
+    for (int i = 0; i < b->results_size(); ++i) {
+      if (Status s = ReadLegacyIds(*b->mutable_results(i)); !s.ok()) {
+        return Status(s.code(), "results[" + std::to_string(i) + "]." + s.message());
+      }
+    }
+    return Status::Ok();
+  }
+  if (auto* a = dynamic_cast<v1::RoomAllocation*>(message)) {
+    for (int i = 0; i < a->seats_size(); ++i) {
+      VERDICT_RETURN_IF_ERROR(ReadLegacyId(*a->mutable_seats(i), "seats", i));
+    }
+  }
+  return Status::Ok();
+}
+
 Status DecodeBody(std::string_view body, BodyFormat format, google::protobuf::Message* message,
                   const DecodeLimits& limits) {
   message->Clear();
@@ -129,23 +178,42 @@ Status DecodeBody(std::string_view body, BodyFormat format, google::protobuf::Me
   const std::string what = (format == BodyFormat::kProtobuf ? "body is not a valid protobuf "
                                                             : "body is not a valid JSON ") +
                            message->GetTypeName();
-  const Status checked = format == BodyFormat::kProtobuf ? CheckProtobufBody(body, type, limits)
-                                                         : CheckJsonBody(body, type, limits);
+  std::vector<std::pair<size_t, size_t>> integer_ids;
+  const Status checked = format == BodyFormat::kProtobuf
+                             ? CheckProtobufBody(body, type, limits)
+                             : CheckJsonBody(body, type, limits, &integer_ids);
   if (!checked.ok()) return Status(checked.code(), what + ": " + checked.message());
   if (format == BodyFormat::kProtobuf) {
     if (!message->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
       message->Clear();
       return InvalidArgumentError(what);
     }
-    return Status::Ok();
+  } else {
+    // Player ids given as integers, quoted: the strings protobuf reads them as.
+    std::string quoted;
+    if (!integer_ids.empty()) {
+      quoted.reserve(body.size() + 2 * integer_ids.size());
+      size_t at = 0;
+      for (const auto& [begin, end] : integer_ids) {
+        quoted.append(body.substr(at, begin - at)).push_back('"');
+        quoted.append(body.substr(begin, end - begin)).push_back('"');
+        at = end;
+      }
+      quoted.append(body.substr(at));
+      body = quoted;
+    }
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = false;
+    auto status = google::protobuf::util::JsonStringToMessage(
+        google::protobuf::StringPiece(body.data(), body.size()), message, options);
+    if (!status.ok()) {
+      message->Clear();
+      return InvalidArgumentError(what + ": " + std::string(status.message()));
+    }
   }
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
-  auto status = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(body.data(), body.size()), message, options);
-  if (!status.ok()) {
+  if (Status ids = ReadLegacyPlayerIds(message); !ids.ok()) {
     message->Clear();
-    return InvalidArgumentError(what + ": " + std::string(status.message()));
+    return Status(ids.code(), what + ": " + ids.message());
   }
   return Status::Ok();
 }

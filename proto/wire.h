@@ -29,9 +29,10 @@ inline constexpr char kSettlementsBatchPath[] = "/v1/settlements:batch";
 inline constexpr size_t kMaxResultBodyBytes = size_t{1} << 20;
 inline constexpr size_t kMaxBatchBodyBytes = size_t{4} << 20;
 inline constexpr size_t kMaxBatchResults = 256;
-// The players of a result and the seats of a room (proto/validation.h), and the bytes of any
-// one string of a message.
-inline constexpr size_t kMaxPlayers = 100;
+// The players of a result and the seats of a room, and the teams of either (proto/validation.h: a
+// 150-player battle royale fits), and the bytes of any one string of a message.
+inline constexpr size_t kMaxPlayers = 200;
+inline constexpr size_t kMaxTeams = 100;
 inline constexpr size_t kMaxStringBytes = 4096;
 
 // What one body may hold, checked in one pass over its bytes before protobuf builds anything
@@ -43,12 +44,13 @@ struct DecodeLimits {
   // Default: kMaxBatchResults (256), a batch's results.
   size_t max_repeated = kMaxBatchResults;
   // Elements of all the repeated fields and maps of the body together; more is
-  // RESOURCE_EXHAUSTED. Default: a full batch of full rooms, kMaxBatchResults × (1 + kMaxPlayers).
-  size_t max_elements = kMaxBatchResults * (1 + kMaxPlayers);
+  // RESOURCE_EXHAUSTED. Default: a full batch of full rooms, each placing as many teams as it may,
+  // kMaxBatchResults × (1 + kMaxPlayers + kMaxTeams).
+  size_t max_elements = kMaxBatchResults * (1 + kMaxPlayers + kMaxTeams);
   // Fields of a protobuf body that its types do not know (a newer sender's; protobuf keeps each
   // as an object), all together; more is RESOURCE_EXHAUSTED. JSON refuses unknown fields.
   // Default: as max_elements.
-  size_t max_unknown_fields = kMaxBatchResults * (1 + kMaxPlayers);
+  size_t max_unknown_fields = kMaxBatchResults * (1 + kMaxPlayers + kMaxTeams);
   // Bytes of any one string or bytes value (unescaped); longer is INVALID_ARGUMENT.
   // Default: kMaxStringBytes (4096).
   size_t max_string_bytes = kMaxStringBytes;
@@ -84,6 +86,12 @@ Status DecodeBody(std::string_view body, BodyFormat format, google::protobuf::Me
 // message.
 bool DecodeBody(std::string_view body, BodyFormat format, google::protobuf::Message* message,
                 std::string* error);
+
+// Moves each player id a sender of integer ids gave as `legacy_player_id` (a PlayerResult's, a
+// Seat's) into `player_id`, as its decimal string, in a BattleResult, a SettlementBatch, a
+// RoomAllocation or an Envelope; other messages are left as they are. INVALID_ARGUMENT naming the
+// player when the two fields name different players. DecodeBody does it to every body.
+Status ReadLegacyPlayerIds(google::protobuf::Message* message);
 
 // The canonical bytes of a message: protobuf's deterministic serialization (map entries
 // sorted), the same for a message decoded from protobuf or from JSON.

@@ -27,6 +27,7 @@ const ErrorInfo& InfoOf(ErrorCode code) {
       {"CURSOR_AHEAD", 409, false, "Cursor beyond the feed's head"},
       {"CURSOR_TRIMMED", 410, false, "Cursor older than the oldest event retained"},
       {"EPOCH_CHANGED", 409, false, "Cursor from another epoch of the feed"},
+      {"MODE_IN_USE", 409, false, "Mode in use: its declaration is fixed"},
       {"UNAVAILABLE", 503, true, "Temporarily unavailable"},
       {"INTERNAL", 500, false, "Internal error"},
   };

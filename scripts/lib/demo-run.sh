@@ -92,8 +92,9 @@ echo "rooms allocated, unsettled: $("$lobby_bin" reconcile --older-than 0 | tail
 "$node_bin" outbox --outbox "$work/outbox" stats | tail -n 1 | sed 's/^/outbox:                     /'
 echo
 echo "ten best players by Elo:"
-psql -q -P pager=off -c "SELECT player_id, elo, games, wins, losses, draws FROM players
-                          ORDER BY elo DESC, player_id LIMIT 10"
+psql -q -P pager=off -c "SELECT player_id, rating AS elo, games, wins, losses, draws
+                          FROM player_ratings WHERE mode = 'default'
+                          ORDER BY displayed DESC, player_id DESC LIMIT 10"
 
 [ "$(receipts)" -eq "$rooms" ] || { echo "expected $rooms receipts" >&2; exit 1; }
 say "done: every room settled exactly once, the outbox is empty"

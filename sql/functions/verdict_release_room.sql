@@ -17,8 +17,8 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
   v_released timestamptz;
-  v_held bigint[];    -- the room's players it still holds
-  v_locked bigint[];  -- those this call locked
+  v_held text[];      -- the room's players it still holds
+  v_locked text[];    -- those this call locked
 BEGIN
   IF p_wait THEN
     PERFORM pg_advisory_xact_lock(p_room_id);

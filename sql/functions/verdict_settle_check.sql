@@ -20,15 +20,16 @@
 -- room rather than one per player.
 CREATE OR REPLACE FUNCTION verdict_settle_check(
   p_verdicts text[], p_room_ids bigint[], p_node_ids text[], p_player_rooms bigint[],
-  p_player_ids bigint[], p_teams smallint[])
+  p_player_ids text[], p_teams smallint[])
 RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
   v_verdicts text[];
 BEGIN
   WITH given AS (
-    -- Each room's roster as given: its players in id order, and their teams in the same order.
-    SELECT p.room, array_agg(p.pid ORDER BY p.pid, p.team) AS pids,
-           array_agg(p.team ORDER BY p.pid, p.team) AS teams
+    -- Each room's roster as given: its players in id order (byte order, as the seats' column
+    -- sorts), and their teams in the same order.
+    SELECT p.room, array_agg(p.pid COLLATE "C" ORDER BY p.pid COLLATE "C", p.team) AS pids,
+           array_agg(p.team ORDER BY p.pid COLLATE "C", p.team) AS teams
     FROM unnest(p_player_rooms, p_player_ids, p_teams) AS p(room, pid, team)
     GROUP BY p.room)
   SELECT array_agg(CASE

@@ -5,12 +5,12 @@
 -- not all locked by this call 'busy'. The players are those given for the room, which the check
 -- found to be its seats; their ratings are read under these locks, and written under them.
 CREATE OR REPLACE FUNCTION verdict_settle_lock_players(
-  p_verdicts text[], p_room_ids bigint[], p_player_rooms bigint[], p_player_ids bigint[],
+  p_verdicts text[], p_room_ids bigint[], p_player_rooms bigint[], p_player_ids text[],
   p_wait boolean)
 RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
   v_settle bigint[];  -- the rooms to settle
-  v_locked bigint[];  -- their players this call locked
+  v_locked text[];    -- their players this call locked
   v_busy bigint[];
 BEGIN
   SELECT array_agg(p_room_ids[i]) INTO v_settle

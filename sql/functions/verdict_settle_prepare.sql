@@ -7,16 +7,17 @@
 -- Inputs are parallel arrays, one element per room (distinct room ids: the lobby refuses a
 -- repeated room before calling): p_room_ids, p_node_ids, p_outcomes ('SETTLED' | 'ABORTED'),
 -- p_fingerprints (sha256 of the result, 32 bytes); and the players of every room flattened, each
--- with its room: p_player_rooms, p_player_ids, p_teams; then p_wait.
+-- with its room: p_player_rooms, p_player_ids (text), p_teams; then p_wait.
 --
 -- Returns, first, one row per room in input order (player_id NULL): its status ('settle' |
 -- 'duplicate' | 'room_unknown' | 'outcome_conflict' | 'idempotency_mismatch' | 'roster_mismatch'
 -- | 'busy' | 'original_expired') and, for a status read from a receipt (duplicate and the two
--- conflicts), that receipt's match_id, outcome and settled_at_ms; then one row per player of every
--- 'settle' room, in room and player order: the player's rating now (elo) and the one the room is
--- rated from (rated_elo: the rating recorded when the room was allocated, the compensation rule of
--- docs/design.md §8; the current one for a seat without a record). A room is visible only to its
--- own node.
+-- conflicts), that receipt's match_id, outcome and settled_at_ms; for a 'settle' room, its mode
+-- and the mode's declaration (system, model, parameters as JSON text, rated). Then one row per
+-- player of every 'settle' room, in room and player order: the player's rating in the room's mode
+-- now (rating, deviation, volatility; NULL if the player has none yet) and the one the room is
+-- rated from (rated_*: the rating recorded when the room was allocated, the compensation rule of
+-- docs/design.md §8; NULL if the player had none then). A room is visible only to its own node.
 --
 -- p_wait: wait for each room's locks (under the caller's lock_timeout), as a batch of one does.
 -- Without it a room whose advisory lock, row, or any of whose players' rows another session holds
@@ -33,9 +34,12 @@
 -- verdict_settle_check (room and roster) and verdict_settle_lock_players.
 CREATE OR REPLACE FUNCTION verdict_settle_prepare(
   p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_fingerprints bytea[],
-  p_player_rooms bigint[], p_player_ids bigint[], p_teams smallint[], p_wait boolean)
+  p_player_rooms bigint[], p_player_ids text[], p_teams smallint[], p_wait boolean)
 RETURNS TABLE (room_id bigint, status text, match_id bigint, outcome text, settled_at_ms bigint,
-               player_id bigint, elo integer, rated_elo integer)
+               mode text, system text, model text, parameters text, rated boolean,
+               player_id text, rating double precision, deviation double precision,
+               volatility double precision, rated_rating double precision,
+               rated_deviation double precision, rated_volatility double precision)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -44,11 +48,17 @@ DECLARE
   v_outcomes text[];
   v_settled_ms bigint[];
   v_settle bigint[];
+  v_modes text[];  -- each room's mode, as allocated
 BEGIN
   SELECT array_agg(g.verdict ORDER BY g.ord), array_agg(g.match_id ORDER BY g.ord),
          array_agg(g.outcome ORDER BY g.ord), array_agg(g.settled_at_ms ORDER BY g.ord)
   INTO v_verdicts, v_match_ids, v_outcomes, v_settled_ms
   FROM verdict_settle_guard(p_room_ids, p_node_ids, p_outcomes, p_fingerprints, p_wait) g;
+  -- Each room's mode, read by key right after the guard, which holds the rooms' rows: the mode
+  -- the room was allocated in, whatever the rest of the call reads.
+  SELECT array_agg((SELECT b.mode FROM battle_rooms b WHERE b.room_id = x.room) ORDER BY x.i)
+  INTO v_modes
+  FROM unnest(p_room_ids) WITH ORDINALITY AS x(room, i);
   v_verdicts := verdict_settle_check(v_verdicts, p_room_ids, p_node_ids, p_player_rooms,
                                      p_player_ids, p_teams);
   v_verdicts := verdict_settle_lock_players(v_verdicts, p_room_ids, p_player_rooms,
@@ -56,25 +66,36 @@ BEGIN
   SELECT array_agg(p_room_ids[i]) INTO v_settle
   FROM generate_subscripts(p_room_ids, 1) i WHERE v_verdicts[i] = 'settle';
 
+  -- The rooms, each with its mode's declaration when it is to be settled (a mode in use is fixed:
+  -- verdict_allocate).
   RETURN QUERY
-  SELECT x.room_id, x.verdict, x.match_id, x.outcome, x.settled_ms, NULL::bigint, NULL::integer,
-         NULL::integer
-  FROM unnest(p_room_ids, v_verdicts, v_match_ids, v_outcomes, v_settled_ms)
-         WITH ORDINALITY AS x(room_id, verdict, match_id, outcome, settled_ms, i)
+  SELECT x.room_id, x.verdict, x.match_id, x.outcome, x.settled_ms, m.mode, m.system, m.model,
+         m.parameters::text, m.rated, NULL::text, NULL::float8, NULL::float8, NULL::float8,
+         NULL::float8, NULL::float8, NULL::float8
+  FROM unnest(p_room_ids, v_verdicts, v_match_ids, v_outcomes, v_settled_ms, v_modes)
+         WITH ORDINALITY AS x(room_id, verdict, match_id, outcome, settled_ms, mode, i)
+  LEFT JOIN modes m ON x.verdict = 'settle' AND m.mode = x.mode
   ORDER BY x.i;
   IF v_settle IS NULL THEN
     RETURN;
   END IF;
-  -- Read after the players' locks, so each is the rating every earlier settlement left. The
-  -- allocation's rating is read by the seat's key: battle_room_seats is a queue whose statistics
-  -- may say it is empty (verdict_settle_check).
+  -- Read after the players' locks, so each is the rating every earlier settlement left. Seats
+  -- and ratings are read by their keys: battle_room_seats is a queue whose statistics may say it
+  -- is empty (verdict_settle_check).
   RETURN QUERY
-  SELECT x.room, 'settle', NULL::bigint, NULL::text, NULL::bigint, x.pid, p.elo,
-         coalesce((SELECT s.elo_at_allocation FROM battle_room_seats s
-                   WHERE s.room_id = x.room AND s.player_id = x.pid), p.elo)
-  FROM unnest(p_player_rooms, p_player_ids) AS x(room, pid)
-  JOIN players p ON p.player_id = x.pid
-  WHERE x.room = ANY (v_settle)
-  ORDER BY x.room, x.pid;
+  SELECT x.room, 'settle', NULL::bigint, NULL::text, NULL::bigint, NULL::text, NULL::text,
+         NULL::text, NULL::text, NULL::boolean, x.pid, (x.now).rating, (x.now).deviation,
+         (x.now).volatility, (x.seat).rating_at_allocation, (x.seat).deviation_at_allocation,
+         (x.seat).volatility_at_allocation
+  FROM (
+    SELECT p.room, p.pid,
+           (SELECT r FROM player_ratings r WHERE r.mode = rm.mode AND r.player_id = p.pid) AS now,
+           (SELECT s FROM battle_room_seats s WHERE s.room_id = p.room AND s.player_id = p.pid)
+             AS seat
+    FROM unnest(p_player_rooms, p_player_ids) AS p(room, pid)
+    JOIN unnest(p_room_ids, v_modes) AS rm(room, mode) ON rm.room = p.room
+    WHERE p.room = ANY (v_settle)
+    OFFSET 0) x
+  ORDER BY x.room, x.pid COLLATE "C";
 END
 $$;

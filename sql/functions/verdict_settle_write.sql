@@ -1,21 +1,27 @@
 -- The second statement of a settlement (docs/design.md §5), in the transaction of
 -- verdict_settle_prepare and under its locks: writes the rooms that statement judged 'settle',
 -- with the ratings the lobby computed from what it read. Its parameter list is declared once more,
--- in C++ (lobby/pg/settle_calls.h).
+-- in C++ (lobby/settle_calls.h).
 --
 -- Inputs, parallel arrays:
---   one element per room written: p_room_ids, p_node_ids, p_outcomes, p_winner_teams (0 for a
---   draw), p_suspects, p_ended_at_ms, p_replay_paths ('' for none), p_abort_reasons,
---   p_fingerprints;
+--   one element per room written: p_room_ids, p_node_ids, p_outcomes, p_winner_teams (the team
+--   placed first alone, 0 if none), p_suspects, p_ended_at_ms, p_replay_paths ('' for none),
+--   p_abort_reasons, p_fingerprints, p_modes;
 --   one element per player of those rooms, each with its room: p_player_rooms, p_player_ids,
---   p_teams, p_kills, p_deaths, p_assists, p_scores, p_disconnected, p_results ('win' | 'loss' |
---   'draw' | 'aborted'), p_elo_before and p_elo_after (the player's rating before this match and
---   after it: one player in two rooms has the second room's before equal to the first's after);
---   one element per distinct player of those rooms: p_rated_players, p_final_elo (the rating the
---   player ends the call with), p_games, p_wins, p_losses, p_draws (what the call adds);
+--   p_teams, p_ranks (0 for an ABORTED room), p_kills, p_deaths, p_assists, p_scores,
+--   p_disconnected, p_results ('win' | 'loss' | 'draw' | 'aborted'), and the player's rating in
+--   the room's mode before this match and after it (p_ratings_before, p_ratings_after,
+--   p_deviations_before, p_deviations_after, p_volatilities_before, p_volatilities_after: one
+--   player in two rooms has the second room's before equal to the first's after);
+--   one element per distinct (mode, player) of those rooms: p_rated_modes, p_rated_players,
+--   p_final_ratings, p_final_deviations, p_final_volatilities, p_final_displayed (the rating the
+--   player ends the call with), p_games, p_wins, p_losses, p_draws, p_placements (what the call
+--   adds: the ranks placed, summed);
+--   p_elo_modes, the modes of those rooms whose system is Elo (their events keep elo_before and
+--   elo_after, as integers);
 --   p_attempt_id, the caller's random id for this call, written into every receipt.
--- One row per player in players means one update each: an UPDATE … FROM with two source rows for
--- one target row applies only one of them, which one unpredictably.
+-- One source row per target row: an UPDATE … FROM (or an upsert) with two source rows for one
+-- target row applies only one of them, which one unpredictably.
 --
 -- Returns one row per room written: its new match and settlement time.
 --
@@ -27,13 +33,18 @@
 CREATE OR REPLACE FUNCTION verdict_settle_write(
   p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_winner_teams smallint[],
   p_suspects boolean[], p_ended_at_ms bigint[], p_replay_paths text[], p_abort_reasons text[],
-  p_fingerprints bytea[],
-  p_player_rooms bigint[], p_player_ids bigint[], p_teams smallint[], p_kills integer[],
-  p_deaths integer[], p_assists integer[], p_scores bigint[], p_disconnected boolean[],
-  p_results text[], p_elo_before integer[], p_elo_after integer[],
-  p_rated_players bigint[], p_final_elo integer[], p_games integer[], p_wins integer[],
-  p_losses integer[], p_draws integer[],
-  p_attempt_id bigint)
+  p_fingerprints bytea[], p_modes text[],
+  p_player_rooms bigint[], p_player_ids text[], p_teams smallint[], p_ranks smallint[],
+  p_kills integer[], p_deaths integer[], p_assists integer[], p_scores bigint[],
+  p_disconnected boolean[], p_results text[],
+  p_ratings_before double precision[], p_ratings_after double precision[],
+  p_deviations_before double precision[], p_deviations_after double precision[],
+  p_volatilities_before double precision[], p_volatilities_after double precision[],
+  p_rated_modes text[], p_rated_players text[], p_final_ratings double precision[],
+  p_final_deviations double precision[], p_final_volatilities double precision[],
+  p_final_displayed double precision[], p_games integer[], p_wins integer[], p_losses integer[],
+  p_draws integer[], p_placements integer[],
+  p_elo_modes text[], p_attempt_id bigint)
 RETURNS TABLE (room_id bigint, match_id bigint, settled_at_ms bigint)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -48,12 +59,12 @@ BEGIN
   END IF;
   WITH inserted AS (
     INSERT INTO matches (room_id, node_id, outcome, winner_team, suspect, abort_reason,
-                         ended_at_ms, settled_at)
+                         ended_at_ms, settled_at, mode)
     SELECT x.room_id, x.node_id, x.outcome, x.winner_team, x.suspect, x.abort_reason,
-           x.ended_at_ms, v_now
+           x.ended_at_ms, v_now, x.mode
     FROM unnest(p_room_ids, p_node_ids, p_outcomes, p_winner_teams, p_suspects, p_abort_reasons,
-                p_ended_at_ms)
-           AS x(room_id, node_id, outcome, winner_team, suspect, abort_reason, ended_at_ms)
+                p_ended_at_ms, p_modes)
+           AS x(room_id, node_id, outcome, winner_team, suspect, abort_reason, ended_at_ms, mode)
     ORDER BY x.room_id
     RETURNING matches.match_id, matches.room_id)
   SELECT array_agg(i.match_id), array_agg(i.room_id) INTO v_match_ids, v_match_rooms
@@ -63,37 +74,56 @@ BEGIN
   -- arrays, seated each of its players with theirs, and every write takes from those.
   WITH settled AS (
     SELECT mm.match_id, x.room_id, x.node_id, x.outcome, x.winner_team, x.suspect,
-           x.replay_path, x.fingerprint
+           x.replay_path, x.fingerprint, x.mode
     FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id)
     JOIN unnest(p_room_ids, p_node_ids, p_outcomes, p_winner_teams, p_suspects, p_replay_paths,
-                p_fingerprints)
-           AS x(room_id, node_id, outcome, winner_team, suspect, replay_path, fingerprint)
+                p_fingerprints, p_modes)
+           AS x(room_id, node_id, outcome, winner_team, suspect, replay_path, fingerprint, mode)
       ON x.room_id = mm.room_id),
   seated AS (
-    SELECT m.match_id, x.*
-    FROM unnest(p_player_rooms, p_player_ids, p_teams, p_kills, p_deaths, p_assists, p_scores,
-                p_disconnected, p_results, p_elo_before, p_elo_after)
-           AS x(room, pid, team, kills, deaths, assists, score, disconnected, result, elo_before,
-                elo_after)
+    SELECT m.match_id, m.mode, x.*
+    FROM unnest(p_player_rooms, p_player_ids, p_teams, p_ranks, p_kills, p_deaths, p_assists,
+                p_scores, p_disconnected, p_results, p_ratings_before, p_ratings_after,
+                p_deviations_before, p_deviations_after, p_volatilities_before,
+                p_volatilities_after)
+           AS x(room, pid, team, rank, kills, deaths, assists, score, disconnected, result,
+                rating_before, rating_after, deviation_before, deviation_after, volatility_before,
+                volatility_after)
     JOIN settled m ON m.room_id = x.room),
   recorded AS (
-    INSERT INTO match_players (match_id, player_id, team, kills, deaths, assists, score,
-                               disconnected, result, elo_before, elo_after)
-    SELECT s.match_id, s.pid, s.team, s.kills, s.deaths, s.assists, s.score, s.disconnected,
-           s.result, s.elo_before, s.elo_after
+    INSERT INTO match_players (match_id, player_id, team, rank, kills, deaths, assists, score,
+                               disconnected, result, rating_before, rating_after,
+                               deviation_before, deviation_after, volatility_before,
+                               volatility_after)
+    SELECT s.match_id, s.pid, s.team, s.rank, s.kills, s.deaths, s.assists, s.score,
+           s.disconnected, s.result, s.rating_before, s.rating_after, s.deviation_before,
+           s.deviation_after, s.volatility_before, s.volatility_after
     FROM seated s),
-  updated AS (
-    UPDATE players p SET
-      elo = r.elo,
-      games = p.games + r.games,
-      wins = p.wins + r.wins,
-      losses = p.losses + r.losses,
-      draws = p.draws + r.draws,
-      in_battle_room = CASE WHEN p.in_battle_room = ANY (v_match_rooms) THEN 0
-                            ELSE p.in_battle_room END
-    FROM unnest(p_rated_players, p_final_elo, p_games, p_wins, p_losses, p_draws)
-           AS r(player_id, elo, games, wins, losses, draws)
-    WHERE p.player_id = r.player_id),
+  rated AS (
+    INSERT INTO player_ratings AS r (mode, player_id, rating, deviation, volatility, displayed,
+                                     games, wins, losses, draws, placements, last_match_at)
+    SELECT x.mode, x.pid, x.rating, x.deviation, x.volatility, x.displayed, x.games, x.wins,
+           x.losses, x.draws, x.placements, CASE WHEN x.games > 0 THEN v_now END
+    FROM unnest(p_rated_modes, p_rated_players, p_final_ratings, p_final_deviations,
+                p_final_volatilities, p_final_displayed, p_games, p_wins, p_losses, p_draws,
+                p_placements)
+           AS x(mode, pid, rating, deviation, volatility, displayed, games, wins, losses, draws,
+                placements)
+    ON CONFLICT (mode, player_id) DO UPDATE SET
+      rating = excluded.rating,
+      deviation = excluded.deviation,
+      volatility = excluded.volatility,
+      displayed = excluded.displayed,
+      games = r.games + excluded.games,
+      wins = r.wins + excluded.wins,
+      losses = r.losses + excluded.losses,
+      draws = r.draws + excluded.draws,
+      placements = r.placements + excluded.placements,
+      last_match_at = coalesce(excluded.last_match_at, r.last_match_at)),
+  freed AS (
+    UPDATE players p SET in_battle_room = 0
+    FROM (SELECT DISTINCT pid FROM unnest(p_player_ids) AS pid) x
+    WHERE p.player_id = x.pid AND p.in_battle_room = ANY (v_match_rooms)),
   replayed AS (
     INSERT INTO replays (match_id, room_id, path)
     SELECT m.match_id, m.room_id, m.replay_path FROM settled m WHERE m.replay_path <> ''),
@@ -107,6 +137,7 @@ BEGIN
     'type', 'battle.settled',
     'room_id', m.room_id::text,
     'match_id', m.match_id::text,
+    'mode', m.mode,
     'outcome', m.outcome,
     'winner_team', m.winner_team,
     'suspect', m.suspect,
@@ -115,8 +146,15 @@ BEGIN
   FROM settled m
   LEFT JOIN (
     SELECT s.match_id, jsonb_agg(jsonb_build_object(
-             'player_id', s.pid::text, 'team', s.team, 'result', s.result,
-             'elo_before', s.elo_before, 'elo_after', s.elo_after) ORDER BY s.pid) AS players
+             'player_id', s.pid, 'team', s.team, 'rank', s.rank, 'result', s.result,
+             'rating_before', s.rating_before, 'rating_after', s.rating_after,
+             'deviation_before', s.deviation_before, 'deviation_after', s.deviation_after,
+             'volatility_before', s.volatility_before, 'volatility_after', s.volatility_after)
+             || CASE WHEN s.mode = ANY (p_elo_modes) THEN jsonb_build_object(
+                  'elo_before', round(s.rating_before)::integer,
+                  'elo_after', round(s.rating_after)::integer)
+                ELSE '{}'::jsonb END
+             ORDER BY s.pid COLLATE "C") AS players
     FROM seated s GROUP BY s.match_id) s ON s.match_id = m.match_id
   ORDER BY m.room_id;
 

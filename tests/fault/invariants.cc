@@ -116,48 +116,53 @@ InvariantReport CheckOnce(pqxx::connection& conn, const v1::OutboxListing& listi
     if (!stored_rooms.count(room) && !set_aside.count(room)) ++report.unfinished;
   }
 
-  // P2: counters and ratings are the sums of the settled matches; Elo is zero-sum per match.
+  // P2: counters and ratings are the sums of the settled matches, per player and mode; the suite
+  // plays the "default" mode (Elo from 1500), zero-sum per match.
   EachRowIsAViolation(tx, R"(
-      SELECT 'player ' || p.player_id,
-             format('games %s wins %s losses %s draws %s elo %s; matches say %s %s %s %s %s',
-                    p.games, p.wins, p.losses, p.draws, p.elo,
+      SELECT 'player ' || r.player_id || ' in ' || r.mode,
+             format('games %s wins %s losses %s draws %s rating %s; matches say %s %s %s %s %s',
+                    r.games, r.wins, r.losses, r.draws, r.rating,
                     coalesce(m.games, 0), coalesce(m.wins, 0), coalesce(m.losses, 0),
                     coalesce(m.draws, 0), 1500 + coalesce(m.delta, 0))
-      FROM players p
-      LEFT JOIN (SELECT player_id,
+      FROM player_ratings r
+      LEFT JOIN (SELECT mp.player_id, x.mode,
                         count(*) FILTER (WHERE result <> 'aborted') AS games,
                         count(*) FILTER (WHERE result = 'win') AS wins,
                         count(*) FILTER (WHERE result = 'loss') AS losses,
                         count(*) FILTER (WHERE result = 'draw') AS draws,
-                        sum(elo_after - elo_before) AS delta
-                 FROM match_players GROUP BY player_id) m USING (player_id)
-      WHERE (p.games, p.wins, p.losses, p.draws, p.elo) IS DISTINCT FROM
+                        sum(rating_after - rating_before) AS delta
+                 FROM match_players mp JOIN matches x USING (match_id)
+                 GROUP BY mp.player_id, x.mode) m
+        ON m.player_id = r.player_id AND m.mode = r.mode
+      WHERE (r.games, r.wins, r.losses, r.draws, r.rating) IS DISTINCT FROM
             (coalesce(m.games, 0), coalesce(m.wins, 0), coalesce(m.losses, 0),
-             coalesce(m.draws, 0), 1500 + coalesce(m.delta, 0)::integer))",
+             coalesce(m.draws, 0), 1500 + coalesce(m.delta, 0)))",
                       "P2: counters differ from the settled matches", &report);
-  // The chain: each player's matches, in match order (a player is in one transaction at a time,
-  // under its row lock, so a later match has the larger id), start where the one before ended,
-  // the first at 1500, and the last ends at the player's rating. Two matches of one player in one
-  // transaction (a released room and the next one) must both be in it.
+  // The chain: each player's matches in a mode, in match order (a player is in one transaction
+  // at a time, under its row lock, so a later match has the larger id), start where the one
+  // before ended, the first at 1500, and the last ends at the player's rating. Two matches of one
+  // player in one transaction (a released room and the next one) must both be in it.
   EachRowIsAViolation(tx, R"(
       SELECT 'player ' || c.player_id,
              format('match %s starts at %s, the match before it ended at %s', c.match_id,
-                    c.elo_before, c.before)
-      FROM (SELECT player_id, match_id, elo_before,
-                   lag(elo_after, 1, 1500) OVER (PARTITION BY player_id ORDER BY match_id) AS before
-            FROM match_players) c
-      WHERE c.elo_before <> c.before
+                    c.rating_before, c.before)
+      FROM (SELECT mp.player_id, mp.match_id, mp.rating_before,
+                   lag(mp.rating_after, 1, 1500::float8)
+                     OVER (PARTITION BY mp.player_id, x.mode ORDER BY mp.match_id) AS before
+            FROM match_players mp JOIN matches x USING (match_id)) c
+      WHERE c.rating_before <> c.before
       UNION ALL
-      SELECT 'player ' || p.player_id,
-             format('the last match ends at %s, the player has %s', l.elo_after, p.elo)
-      FROM players p
-      JOIN LATERAL (SELECT elo_after FROM match_players m WHERE m.player_id = p.player_id
-                    ORDER BY m.match_id DESC LIMIT 1) l ON true
-      WHERE l.elo_after <> p.elo)",
-                      "P2: a player's Elo chain is broken", &report);
+      SELECT 'player ' || r.player_id,
+             format('the last match ends at %s, the player has %s', l.rating_after, r.rating)
+      FROM player_ratings r
+      JOIN LATERAL (SELECT mp.rating_after FROM match_players mp JOIN matches x USING (match_id)
+                    WHERE mp.player_id = r.player_id AND x.mode = r.mode
+                    ORDER BY mp.match_id DESC LIMIT 1) l ON true
+      WHERE l.rating_after <> r.rating)",
+                      "P2: a player's rating chain is broken", &report);
   EachRowIsAViolation(tx, R"(
-      SELECT 'match ' || match_id, 'Elo changes sum to ' || sum(elo_after - elo_before)
-      FROM match_players GROUP BY match_id HAVING sum(elo_after - elo_before) <> 0)",
+      SELECT 'match ' || match_id, 'Elo changes sum to ' || sum(rating_after - rating_before)
+      FROM match_players GROUP BY match_id HAVING sum(rating_after - rating_before) <> 0)",
                       "P2: Elo is not zero-sum", &report);
   // The history is kept (only events and receipts expire under the suite's retention), so every
   // settled room has exactly one match, and every match belongs to a settled room. Since the
@@ -176,8 +181,8 @@ InvariantReport CheckOnce(pqxx::connection& conn, const v1::OutboxListing& listi
         AND NOT EXISTS (SELECT 1 FROM settled_rooms s WHERE s.room_id = m.room_id))",
                       "P2: a match without a settlement", &report);
   EachRowIsAViolation(tx, R"(
-      SELECT 'players', 'Elo sums to ' || sum(elo) || ' for ' || count(*) || ' players'
-      FROM players HAVING sum(elo) <> 1500 * count(*))",
+      SELECT 'players', 'Elo sums to ' || sum(rating) || ' for ' || count(*) || ' players'
+      FROM player_ratings WHERE mode = 'default' HAVING sum(rating) <> 1500 * count(*))",
                       "P2: Elo is not zero-sum over all players", &report);
 
   // P5: nothing released early, nothing left behind.

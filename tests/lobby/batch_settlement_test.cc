@@ -32,7 +32,7 @@ TEST_F(BatchSettlementTest, EachItemIsWhatTheSingleEndpointWouldAnswer) {
   ASSERT_EQ(Settle(lobby->port(), MakeResult(9)).status, 200);
 
   v1::BattleResult roster = MakeResult(3);
-  roster.mutable_players(0)->set_player_id(999);
+  roster.mutable_players(0)->set_player_id("999");
   v1::BattleResult invalid = MakeResult(4);
   invalid.mutable_players(0)->set_team(7);
   v1::BattleResult other_outcome = MakeResult(8);
@@ -64,10 +64,10 @@ TEST_F(BatchSettlementTest, EachItemIsWhatTheSingleEndpointWouldAnswer) {
 
   // Rooms 1 and 2 settled, once each, with the same ratings a single settlement gives.
   EXPECT_EQ(Q("SELECT count(*) FROM matches"), "5");
-  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo::text, ',' ORDER BY elo::text) FROM players "
-              "WHERE player_id BETWEEN 11 AND 30"),
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT rating::text, ',' ORDER BY rating::text) "
+              "FROM player_ratings WHERE player_id::int BETWEEN 11 AND 30"),
             "1484,1516");
-  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+  EXPECT_EQ(Q("SELECT sum(rating_after - rating_before) FROM match_players"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room IN (1, 2)"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms WHERE room_id IN (3, 4, 6)"), "3")
       << "a refused item was touched";
@@ -103,7 +103,7 @@ TEST_F(BatchSettlementTest, EveryFieldOfAResultIsStoredInItsOwnColumn) {
     p->set_assists(300 + i);
     p->set_score(5'000'000'000 + i);  // past 32 bits
     p->set_disconnected(i % 3 == 0);
-    expected_players += std::to_string(p->player_id()) + ":" + std::to_string(p->team()) + "/" +
+    expected_players += p->player_id() + ":" + std::to_string(p->team()) + "/" +
                         std::to_string(p->kills()) + "/" + std::to_string(p->deaths()) + "/" +
                         std::to_string(p->assists()) + "/" + std::to_string(p->score()) + "/" +
                         (p->disconnected() ? "t" : "f") + "/" + (p->team() == 2 ? "win" : "loss") +
@@ -154,7 +154,7 @@ TEST_F(BatchSettlementTest, EveryRosterThatIsNotTheRoomsSeatsIsRefused) {
   v1::BattleResult extra = MakeResult(3);  // an eleventh player, seated in another room
   *extra.add_players() = MakeResult(4).players(0);
   v1::BattleResult foreign = MakeResult(5);  // one player swapped for another room's
-  foreign.mutable_players(0)->set_player_id(41);
+  foreign.mutable_players(0)->set_player_id("41");
   const HttpResponse r =
       PostBatch(lobby->port(), {swapped, missing, extra, foreign, MakeResult(4)});
   ASSERT_EQ(r.status, 200) << r.body;
@@ -220,7 +220,7 @@ TEST_F(BatchSettlementTest, ARowLockedElsewhereFailsOnlyItsRoomsItem) {
        {51, 52, 53, 54, 55, 56, 57, 58},
        53},
       {"one of its players' rows",
-       "UPDATE players SET elo = elo WHERE player_id = 615",
+       "UPDATE players SET in_battle_room = in_battle_room WHERE player_id = '615'",
        {59, 60, 61, 62, 63, 64, 65, 66},
        61},
   };
@@ -325,7 +325,7 @@ TEST_F(BatchSettlementTest, OverlappingBatchesOnTwoLobbiesSettleEachRoomOnceWith
   EXPECT_EQ(static_cast<size_t>(first), matches_of_room.size()) << "a room settled twice";
   EXPECT_EQ(Q("SELECT count(*) FROM matches"), std::to_string(matches_of_room.size()));
   EXPECT_EQ(Q("SELECT count(*) FROM matches"), Q("SELECT count(DISTINCT room_id) FROM matches"));
-  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+  EXPECT_EQ(Q("SELECT sum(rating_after - rating_before) FROM match_players"), "0");
 }
 
 // Histogram count of settlement transactions, from /metrics.
@@ -366,7 +366,7 @@ TEST_F(BatchSettlementTest, ConcurrentSingleSettlementsShareTransactions) {
   EXPECT_EQ(FireSingles(*this, separate->port(), kRequests + 1, kRequests), kRequests);
   EXPECT_EQ(Transactions(separate->port()), kRequests) << "coalescing was not off";
   EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), std::to_string(2 * kRequests));
-  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+  EXPECT_EQ(Q("SELECT sum(rating_after - rating_before) FROM match_players"), "0");
 }
 
 // Every plan PostgreSQL runs on this connection, as auto_explain reports them (as notices).
@@ -394,9 +394,9 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   for (uint64_t room = 1; room <= kRooms; ++room) MustAllocate(lobby->port(), room);
 
   using lobby::pg::ArrayLiteral;
-  ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints;
-  ArrayLiteral player_rooms, ids, teams, stats, scores, disconnected, results, before, after, games,
-      wins, losses, draws;
+  ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes;
+  ArrayLiteral player_rooms, ids, teams, ranks, stats, scores, disconnected, results, before, after,
+      zeros, rated_modes, games, wins, losses, draws;
   for (uint64_t room = 1; room <= kRooms; ++room) {
     const v1::BattleResult r = MakeResult(room);
     rooms.Add(room);
@@ -408,17 +408,21 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
     replays.AddText("replays/x");
     reasons.AddText("");
     prints.AddHexBytes(std::string(64, 'a'));
+    modes.AddText("default");
     for (const v1::PlayerResult& p : r.players()) {
       const bool won = p.team() == 1;
       player_rooms.Add(room);
-      ids.Add(p.player_id());
+      ids.AddText(p.player_id());
       teams.Add(p.team());
+      ranks.Add(won ? 1 : 2);
       stats.Add(1);
       scores.Add(100);
       disconnected.Add(false);
       results.AddText(won ? "win" : "loss");
-      before.Add(1500);
-      after.Add(won ? 1516 : 1484);
+      before.Add(1500.0);
+      after.Add(won ? 1516.0 : 1484.0);
+      zeros.Add(0.0);
+      rated_modes.AddText("default");
       games.Add(1);
       wins.Add(won ? 1 : 0);
       losses.Add(won ? 0 : 1);
@@ -445,23 +449,35 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   write[lobby::kSettleWrite["p_replay_paths"]] = quoted(replays);
   write[lobby::kSettleWrite["p_abort_reasons"]] = quoted(reasons);
   write[lobby::kSettleWrite["p_fingerprints"]] = quoted(prints);
+  write[lobby::kSettleWrite["p_modes"]] = quoted(modes);
   write[lobby::kSettleWrite["p_player_rooms"]] = quoted(player_rooms);
   write[lobby::kSettleWrite["p_player_ids"]] = quoted(ids);
   write[lobby::kSettleWrite["p_teams"]] = quoted(teams);
+  write[lobby::kSettleWrite["p_ranks"]] = quoted(ranks);
   write[lobby::kSettleWrite["p_kills"]] = quoted(stats);
   write[lobby::kSettleWrite["p_deaths"]] = quoted(stats);
   write[lobby::kSettleWrite["p_assists"]] = quoted(stats);
   write[lobby::kSettleWrite["p_scores"]] = quoted(scores);
   write[lobby::kSettleWrite["p_disconnected"]] = quoted(disconnected);
   write[lobby::kSettleWrite["p_results"]] = quoted(results);
-  write[lobby::kSettleWrite["p_elo_before"]] = quoted(before);
-  write[lobby::kSettleWrite["p_elo_after"]] = quoted(after);
+  write[lobby::kSettleWrite["p_ratings_before"]] = quoted(before);
+  write[lobby::kSettleWrite["p_ratings_after"]] = quoted(after);
+  write[lobby::kSettleWrite["p_deviations_before"]] = quoted(zeros);
+  write[lobby::kSettleWrite["p_deviations_after"]] = quoted(zeros);
+  write[lobby::kSettleWrite["p_volatilities_before"]] = quoted(zeros);
+  write[lobby::kSettleWrite["p_volatilities_after"]] = quoted(zeros);
+  write[lobby::kSettleWrite["p_rated_modes"]] = quoted(rated_modes);
   write[lobby::kSettleWrite["p_rated_players"]] = quoted(ids);
-  write[lobby::kSettleWrite["p_final_elo"]] = quoted(after);
+  write[lobby::kSettleWrite["p_final_ratings"]] = quoted(after);
+  write[lobby::kSettleWrite["p_final_deviations"]] = quoted(zeros);
+  write[lobby::kSettleWrite["p_final_volatilities"]] = quoted(zeros);
+  write[lobby::kSettleWrite["p_final_displayed"]] = quoted(after);
   write[lobby::kSettleWrite["p_games"]] = quoted(games);
   write[lobby::kSettleWrite["p_wins"]] = quoted(wins);
   write[lobby::kSettleWrite["p_losses"]] = quoted(losses);
   write[lobby::kSettleWrite["p_draws"]] = quoted(draws);
+  write[lobby::kSettleWrite["p_placements"]] = quoted(ranks);
+  write[lobby::kSettleWrite["p_elo_modes"]] = "'{default}'";
   write[lobby::kSettleWrite["p_attempt_id"]] = "7";
 
   auto conn = db_->Connect();
@@ -490,23 +506,25 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
     return n;
   };
   EXPECT_EQ(count("Update on players"), 1u) << collector.plans;
+  EXPECT_EQ(count("Insert on player_ratings"), 1u) << collector.plans;
   EXPECT_EQ(count("Insert on match_players"), 1u) << collector.plans;
   EXPECT_EQ(count(" on match_players"), 1u) << "a plan reads match_players:\n" << collector.plans;
 
   // What was written is what was given: each player rated once, released, and each event
   // listing its match's players in id order with their match rows' values.
   EXPECT_EQ(Q("SELECT count(*) FROM match_players"), std::to_string(kRooms * 10));
-  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+  EXPECT_EQ(Q("SELECT sum(rating_after - rating_before) FROM match_players"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM players p JOIN match_players mp USING (player_id)"
-              " WHERE p.elo = mp.elo_after AND p.games = 1 AND p.wins + p.losses = 1"
+              " JOIN player_ratings r ON r.mode = 'default' AND r.player_id = p.player_id"
+              " WHERE r.rating = mp.rating_after AND r.games = 1 AND r.wins + r.losses = 1"
               " AND p.in_battle_room = 0"),
             std::to_string(kRooms * 10));
   EXPECT_EQ(Q("SELECT count(*) FROM settlement_events e,"
               " jsonb_array_elements(e.payload->'players') WITH ORDINALITY AS x(p, i)"
-              " JOIN match_players mp ON mp.player_id = (x.p->>'player_id')::bigint"
+              " JOIN match_players mp ON mp.player_id = x.p->>'player_id'"
               " WHERE mp.match_id = e.match_id AND mp.team = (x.p->>'team')::int"
-              " AND mp.result = x.p->>'result' AND mp.elo_before = (x.p->>'elo_before')::int"
-              " AND mp.elo_after = (x.p->>'elo_after')::int AND x.i = (SELECT count(*) FROM"
+              " AND mp.result = x.p->>'result' AND mp.rating_before = (x.p->>'elo_before')::int"
+              " AND mp.rating_after = (x.p->>'elo_after')::int AND x.i = (SELECT count(*) FROM"
               " match_players o WHERE o.match_id = e.match_id AND o.player_id <= mp.player_id)"),
             std::to_string(kRooms * 10));
 }

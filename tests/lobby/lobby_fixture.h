@@ -26,14 +26,14 @@ namespace verdict::testing {
 
 // Counts that any rejected request must leave exactly as they were.
 struct DbSnapshot {
-  std::string matches, match_players, receipts, events, replays, rooms, seats, elo_sum, games_sum,
-      in_battle;
+  std::string matches, match_players, receipts, events, replays, rooms, seats, rating_sum,
+      games_sum, in_battle;
   bool operator==(const DbSnapshot&) const = default;
 };
 
 inline std::ostream& operator<<(std::ostream& os, const DbSnapshot& s) {
   return os << "{matches=" << s.matches << " receipts=" << s.receipts << " events=" << s.events
-            << " rooms=" << s.rooms << " elo_sum=" << s.elo_sum << " games=" << s.games_sum
+            << " rooms=" << s.rooms << " rating_sum=" << s.rating_sum << " games=" << s.games_sum
             << " in_battle=" << s.in_battle << "}";
 }
 
@@ -120,8 +120,8 @@ class LobbyFixture : public ::testing::Test {
             Q("SELECT count(*) FROM replays"),
             Q("SELECT count(*) FROM battle_rooms"),
             Q("SELECT count(*) FROM battle_room_seats"),
-            Q("SELECT coalesce(sum(elo), 0) FROM players"),
-            Q("SELECT coalesce(sum(games), 0) FROM players"),
+            Q("SELECT coalesce(sum(rating), 0) FROM player_ratings"),
+            Q("SELECT coalesce(sum(games), 0) FROM player_ratings"),
             Q("SELECT count(*) FROM players WHERE in_battle_room <> 0")};
   }
 

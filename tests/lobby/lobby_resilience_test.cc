@@ -251,7 +251,7 @@ TEST_F(LobbyResilienceTest, BackendTerminatedMidSettlementIs503ThenSettlesOnce) 
   ASSERT_EQ(retry.status, 200) << retry.body;
   EXPECT_FALSE(Receipt(retry).duplicate());
   EXPECT_EQ(Q("SELECT count(*) FROM matches WHERE room_id = 86"), "1");
-  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
+  EXPECT_EQ(Q("SELECT sum(rating_after - rating_before) FROM match_players"), "0");
 }
 
 // A lobby whose sessions only read (what a standby, or a primary being demoted, gives it) is not

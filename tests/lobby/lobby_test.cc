@@ -73,48 +73,38 @@ TEST_F(LobbyTest, FirstSettlementThenReplayIsDuplicateAndEloMovesOnce) {
   EXPECT_EQ(r2.match_id(), r1.match_id());
 
   // Team 1 (players 11..15) won at equal ratings: +16 each; team 2: -16 each; once.
-  EXPECT_EQ(Q("SELECT string_agg(elo::text, ',' ORDER BY player_id) FROM players"),
+  EXPECT_EQ(Q("SELECT string_agg(rating::text, ',' ORDER BY player_id) FROM player_ratings"),
             "1516,1516,1516,1516,1516,1484,1484,1484,1484,1484");
-  EXPECT_EQ(Q("SELECT sum(games) FROM players"), "10");
-  EXPECT_EQ(Q("SELECT sum(wins) || '/' || sum(losses) FROM players"), "5/5");
+  EXPECT_EQ(Q("SELECT sum(games) FROM player_ratings"), "10");
+  EXPECT_EQ(Q("SELECT sum(wins) || '/' || sum(losses) FROM player_ratings"), "5/5");
   EXPECT_EQ(Q("SELECT count(*) FROM matches"), "1");
   EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "1");
   EXPECT_EQ(Q("SELECT count(*) FROM replays"), "1");
   EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
-  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players"), "0");
-}
-
-TEST_F(LobbyTest, EloFormulaMatchesHandComputedValues) {
-  // E = 1/(1+10^((Rb-Ra)/400)); change = round(32 (S - E)).
-  // 1600 vs 1400: E = 0.7597; win +7.69 → 8, loss -24.31 → -24, draw -8.31 → -8.
-  EXPECT_EQ(Q("SELECT verdict_elo_delta(1500, 1500, 1, 32)"), "16");
-  EXPECT_EQ(Q("SELECT verdict_elo_delta(1500, 1500, 0.5, 32)"), "0");
-  EXPECT_EQ(Q("SELECT verdict_elo_delta(1600, 1400, 1, 32)"), "8");
-  EXPECT_EQ(Q("SELECT verdict_elo_delta(1600, 1400, 0, 32)"), "-24");
-  EXPECT_EQ(Q("SELECT verdict_elo_delta(1400, 1600, 1, 32)"), "24");
-  EXPECT_EQ(Q("SELECT verdict_elo_delta(1600, 1400, 0.5, 32)"), "-8");
-  EXPECT_EQ(Q("SELECT verdict_elo_delta(1400, 1600, 0.5, 32)"), "8");
-  EXPECT_EQ(Q("SELECT verdict_elo_delta(2000, 1200, 1, 16)"), "0");  // E = 0.990: 16*0.0099
+  EXPECT_EQ(Q("SELECT sum(rating_after - rating_before) FROM match_players"), "0");
 }
 
 TEST_F(LobbyTest, SettlementUsesTeamAverageRatings) {
-  auto lobby = StartLobby({"--k-factor", "32"});
+  auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
   MustAllocate(lobby->port(), 2);
   // Team 1 averages 1600 (1500..1700), team 2 averages 1400, as the players were when the room
   // was allocated (a room is rated on the ratings recorded with its seats).
   const std::string ratings =
-      "CASE player_id WHEN 21 THEN 1500 WHEN 22 THEN 1550 WHEN 23 THEN 1600 WHEN 24 THEN 1650 "
-      "WHEN 25 THEN 1700 ELSE 1400 END";
-  db_->Exec("UPDATE players SET elo = " + ratings);
-  db_->Exec("UPDATE battle_room_seats SET elo_at_allocation = " + ratings);
+      "CASE player_id WHEN '21' THEN 1500 WHEN '22' THEN 1550 WHEN '23' THEN 1600 "
+      "WHEN '24' THEN 1650 WHEN '25' THEN 1700 ELSE 1400 END";
+  db_->Exec(
+      "INSERT INTO player_ratings (mode, player_id, rating, displayed) SELECT 'default', "
+      "player_id, " +
+      ratings + ", 0 FROM players");
+  db_->Exec("UPDATE battle_room_seats SET rating_at_allocation = " + ratings);
   auto draw = MakeResult(2);
   draw.set_winner_team(0);
   ASSERT_EQ(Settle(lobby->port(), draw).status, 200);
-  EXPECT_EQ(Q("SELECT string_agg(elo::text, ',' ORDER BY player_id) FROM players"),
+  EXPECT_EQ(Q("SELECT string_agg(rating::text, ',' ORDER BY player_id) FROM player_ratings"),
             "1492,1542,1592,1642,1692,1408,1408,1408,1408,1408");
-  EXPECT_EQ(Q("SELECT sum(draws) FROM players"), "10");
+  EXPECT_EQ(Q("SELECT sum(draws) FROM player_ratings"), "10");
 }
 
 TEST_F(LobbyTest, AbortedReleasesPlayersWithoutTouchingRatings) {
@@ -129,8 +119,7 @@ TEST_F(LobbyTest, AbortedReleasesPlayersWithoutTouchingRatings) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Receipt(r).outcome(), v1::ABORTED);
   EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
-  EXPECT_EQ(Q("SELECT count(DISTINCT elo) || ':' || min(elo) FROM players"), "1:1500");
-  EXPECT_EQ(Q("SELECT sum(games) FROM players"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM player_ratings"), "0") << "an abort rated someone";
   EXPECT_EQ(Q("SELECT abort_reason FROM matches"), "no_consensus");
 }
 
@@ -181,8 +170,8 @@ TEST_F(LobbyTest, ConcurrentIdenticalSettlementsOnTwoLobbiesSettleOnce) {
   EXPECT_EQ(report.first_settlements, 1);
   EXPECT_EQ(Q("SELECT count(*) FROM matches"), "1");
   EXPECT_EQ(Q("SELECT count(*) FROM match_players"), "10");
-  EXPECT_EQ(Q("SELECT max(games) FROM players"), "1");
-  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo::text, ',') FROM players"), "1484,1516");
+  EXPECT_EQ(Q("SELECT max(games) FROM player_ratings"), "1");
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT rating::text, ',') FROM player_ratings"), "1484,1516");
 }
 
 // Negative control: with the advisory lock, receipt check and room lock skipped (the test-only
@@ -200,7 +189,7 @@ TEST_F(LobbyTest, NegativeControlWithoutSettleGuardIsCaughtAndConstraintsStillHo
       report.ok == 32 && report.match_ids.size() == 1 && report.first_settlements == 1;
   EXPECT_FALSE(clean) << "the concurrency checks did not notice the missing guard";
   EXPECT_EQ(Q("SELECT count(*) FROM matches"), "1");
-  EXPECT_EQ(Q("SELECT max(games) FROM players"), "1");
+  EXPECT_EQ(Q("SELECT max(games) FROM player_ratings"), "1");
 }
 
 // Negative control, second layer: guard off and the receipt's unique key dropped (the one the
@@ -218,7 +207,7 @@ TEST_F(LobbyTest, NegativeControlWithoutGuardOrConstraintsSeesDoubleElo) {
   ASSERT_EQ(HttpCall(b->port(), "GET", "/readyz").status, 200);
   FireTogether(a->port(), b->port(), MakeResult(6), 32);
   EXPECT_GT(std::stoi(Q("SELECT count(*) FROM matches")), 1);
-  EXPECT_GT(std::stoi(Q("SELECT max(games) FROM players")), 1) << "double Elo not visible";
+  EXPECT_GT(std::stoi(Q("SELECT max(games) FROM player_ratings")), 1) << "double Elo not visible";
 }
 
 TEST_F(LobbyTest, ConflictsAndMismatchesAreRefusedWithoutChangingAnything) {
@@ -245,7 +234,7 @@ TEST_F(LobbyTest, ConflictsAndMismatchesAreRefusedWithoutChangingAnything) {
   EXPECT_NE(r.body.find("IDEMPOTENCY_MISMATCH"), std::string::npos) << r.body;
 
   auto wrong_roster = MakeResult(8);
-  wrong_roster.mutable_players(0)->set_player_id(999);
+  wrong_roster.mutable_players(0)->set_player_id("999");
   r = Settle(lobby->port(), wrong_roster);
   EXPECT_EQ(r.status, 422);
   EXPECT_NE(r.body.find("ROSTER_MISMATCH"), std::string::npos) << r.body;
@@ -427,7 +416,7 @@ TEST_F(LobbyTest, DatabaseFailingBeforeCommitIs503AndLeavesTheRoomIntact) {
   const HttpResponse retry = Settle(lobby->port(), MakeResult(14));
   ASSERT_EQ(retry.status, 200) << retry.body;
   EXPECT_FALSE(Receipt(retry).duplicate());
-  EXPECT_EQ(Q("SELECT max(games) || ':' || count(*) FROM players"), "1:10");
+  EXPECT_EQ(Q("SELECT max(games) || ':' || count(*) FROM player_ratings"), "1:10");
   EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
 }
 
@@ -730,9 +719,9 @@ TEST_F(LobbyTest, AllocationRulesAndReads) {
       wire::EncodeBody(MakeAllocation(32, "node-a", 310, 10), wire::BodyFormat::kJson).value());
   EXPECT_NE(r.body.find("PLAYER_BUSY"), std::string::npos) << r.body;
   EXPECT_EQ(Q("SELECT count(*) FROM players"), players);
-  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE player_id = 310"), "0");
-  // Uneven teams and unknown nodes are refused.
-  busy.mutable_seats(9)->set_team(1);
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE player_id = '310'"), "0");
+  // A team left empty (teams 1, 2 and 4) and unknown nodes are refused.
+  busy.mutable_seats(9)->set_team(4);
   r = HttpCall(lobby->port(), "POST", "/v1/rooms", JsonHeaders("admin-token"),
                wire::EncodeBody(busy, wire::BodyFormat::kJson).value());
   EXPECT_EQ(r.status, 400) << r.body;
@@ -750,7 +739,8 @@ TEST_F(LobbyTest, AllocationRulesAndReads) {
       HttpCall(lobby->port(), "GET", "/v1/players/999999", {{"Authorization", "Bearer token-a"}})
           .status,
       404);
-  EXPECT_EQ(HttpCall(lobby->port(), "GET", "/v1/players/abc", {{"Authorization", "Bearer token-a"}})
+  EXPECT_EQ(HttpCall(lobby->port(), "GET", "/v1/players/" + std::string(65, 'p'),
+                     {{"Authorization", "Bearer token-a"}})
                 .status,
             400);
   EXPECT_EQ(HttpCall(lobby->port(), "GET", "/nowhere").status, 404);
@@ -1041,8 +1031,12 @@ TEST_F(LobbyTest, IdsAreExactAndOutOfRangeIdsAre400WithoutAnErrorLine) {
   result.replace(result.find("\"room_id\":\"7\""), 13, "\"room_id\":7.0");
   EXPECT_EQ(HttpCall(port, "POST", "/v1/settlements", JsonHeaders("token-a"), result).status, 400)
       << result;
-  for (const char* path : {"/v1/settlements/9223372036854775808", "/v1/players/9223372036854775808",
-                           "/v1/players/18446744073709551615", "/v1/players/0"}) {
+  // Room ids are integers below 2^63; a player id is any 1 to 64 bytes of UTF-8 (percent-encoded
+  // in a path), so one of 65 bytes, with a NUL or a malformed escape is what is refused.
+  const std::string long_id = "/v1/players/" + std::string(65, 'p');
+  for (const std::string& path :
+       {std::string("/v1/settlements/9223372036854775808"), long_id,
+        std::string("/v1/players/a%00b"), std::string("/v1/players/a%zz")}) {
     const auto r = HttpCall(port, "GET", path, {{"Authorization", "Bearer token-a"}});
     EXPECT_EQ(r.status, 400) << path << ": " << r.body;
   }

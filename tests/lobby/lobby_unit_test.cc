@@ -34,11 +34,14 @@ TEST(ValidateResultTest, AcceptsAWellFormedResult) {
   EXPECT_TRUE(ValidateResult(aborted).ok());
 }
 
+// Each way a result can be wrong is INVALID_ARGUMENT naming what is wrong (issue 39's list of
+// bad input, and the older rules).
 TEST(ValidateResultTest, RefusesEachKindOfInconsistency) {
-  const auto refuses = [](auto mutate, const std::string& needle) {
+  const auto refuses = [](auto mutate, const std::string& needle,
+                          wire::BodyFormat as = wire::BodyFormat::kProtobuf) {
     auto r = MakeResult(1);
     mutate(r);
-    const Status s = ValidateResult(r);
+    const Status s = ValidateResult(r, as);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << needle;
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
   };
@@ -48,34 +51,114 @@ TEST(ValidateResultTest, RefusesEachKindOfInconsistency) {
   refuses([](v1::BattleResult& r) { r.set_outcome(v1::ABORTED); }, "ABORTED");
   refuses([](v1::BattleResult& r) { r.clear_players(); }, "players");
   refuses([](v1::BattleResult& r) { r.mutable_players(0)->set_team(0); }, "team");
-  refuses([](v1::BattleResult& r) { r.mutable_players(0)->set_player_id(0); }, "player_id");
-  refuses([](v1::BattleResult& r) { r.mutable_players(1)->set_player_id(11); }, "twice");
+  refuses([](v1::BattleResult& r) { r.mutable_players(0)->set_team(101); }, "team");
+  refuses([](v1::BattleResult& r) { r.mutable_players(0)->set_player_id(""); }, "player_id");
+  refuses([](v1::BattleResult& r) { r.mutable_players(0)->set_player_id(std::string(65, 'p')); },
+          "64");
+  refuses([](v1::BattleResult& r) { r.mutable_players(0)->set_player_id("\xc3\x28"); }, "UTF-8");
+  refuses([](v1::BattleResult& r) { r.mutable_players(1)->set_player_id("11"); }, "twice");
   refuses(
       [](v1::BattleResult& r) {
         for (auto& p : *r.mutable_players()) p.set_team(1);
       },
-      "both teams");
+      "two teams");
+  // An empty team: teams 1 and 3, no team 2.
+  refuses(
+      [](v1::BattleResult& r) {
+        for (auto& p : *r.mutable_players()) {
+          if (p.team() == 2) p.set_team(3);
+        }
+      },
+      "team 2 is empty");
   refuses([](v1::BattleResult& r) { r.mutable_players(0)->set_kills(1u << 31); }, "range");
+  refuses([](v1::BattleResult& r) { r.mutable_players(0)->set_share(1.5); }, "share");
   refuses([](v1::BattleResult& r) { r.set_abort_reason(std::string("x\0y", 3)); }, "NUL");
   refuses([](v1::BattleResult& r) { r.set_replay_path(std::string(5000, 'p')); }, "4096");
   refuses([](v1::BattleResult& r) { r.set_ended_at_ms(-1); }, "ended_at_ms");
+  // Placements: every team once, ranks 1 to T, not beside a winner.
+  const auto placed = [](std::vector<std::pair<uint32_t, uint32_t>> ranks) {
+    return [ranks](v1::BattleResult& r) {
+      r.clear_winner_team();
+      for (const auto& [team, rank] : ranks) {
+        v1::TeamPlacement* p = r.add_placements();
+        p->set_team(team);
+        p->set_rank(rank);
+      }
+    };
+  };
+  refuses(placed({{1, 1}}), "every team is ranked exactly once");
+  refuses(placed({{1, 1}, {1, 2}}), "ranked twice");
+  refuses(placed({{1, 1}, {3, 2}}), "not a team of the room");
+  refuses(placed({{1, 1}, {2, 3}}), "rank must be between 1 and 2");
+  refuses(placed({{1, 0}, {2, 1}}), "rank must be between 1 and 2");
+  refuses(
+      [&](v1::BattleResult& r) {
+        placed({{1, 1}, {2, 2}})(r);
+        r.set_winner_team(1);
+      },
+      "both given");
+  // A SETTLED result naming neither: a draw in protobuf (which writes no 0), refused in JSON.
+  refuses([](v1::BattleResult& r) { r.clear_winner_team(); }, "winner_team",
+          wire::BodyFormat::kJson);
+  auto unnamed = MakeResult(1);
+  unnamed.clear_winner_team();
+  EXPECT_TRUE(ValidateResult(unnamed, wire::BodyFormat::kProtobuf).ok());
+  // Three teams need placements; a winner_team is for two.
+  const auto three_teams = [](v1::BattleResult& r) { r.mutable_players(9)->set_team(3); };
+  refuses(three_teams, "placements");
+  auto placed_three = MakeResult(1);
+  three_teams(placed_three);
+  placed({{1, 2}, {2, 1}, {3, 2}})(placed_three);
+  EXPECT_TRUE(ValidateResult(placed_three).ok()) << ValidateResult(placed_three).ToString();
+  EXPECT_EQ(wire::RanksOf(placed_three), (std::vector<uint32_t>{2, 1, 2}));
 }
 
-TEST(ValidateAllocationTest, RequiresTwoEqualTeamsOfDistinctPlayers) {
+TEST(ValidateResultTest, WinnerTeamMeansTheTwoTeamPlacements) {
+  auto r = MakeResult(1);
+  EXPECT_EQ(wire::RanksOf(r), (std::vector<uint32_t>{1, 2}));
+  r.set_winner_team(2);
+  EXPECT_EQ(wire::RanksOf(r), (std::vector<uint32_t>{2, 1}));
+  r.set_winner_team(0);
+  EXPECT_EQ(wire::RanksOf(r), (std::vector<uint32_t>{1, 1}));
+}
+
+// Rooms of any shape up to 100 teams and 200 seats; an empty team, a player seated twice or a
+// bad player id is refused.
+TEST(ValidateAllocationTest, TeamsOfAnySizeOfDistinctPlayers) {
   const v1::RoomAllocation a = testing::MakeAllocation(5, "node-a", 1, 4);
   EXPECT_TRUE(ValidateAllocation(a).ok());
-  auto uneven = a;
-  uneven.mutable_seats(3)->set_team(1);
-  EXPECT_FALSE(ValidateAllocation(uneven).ok());
+  auto uneven = a;  // a 3v1
+  uneven.mutable_seats(1)->set_team(1);
+  EXPECT_TRUE(ValidateAllocation(uneven).ok());
+  auto free_for_all = a;  // four teams of one
+  for (int i = 0; i < 4; ++i) free_for_all.mutable_seats(i)->set_team(i + 1);
+  EXPECT_TRUE(ValidateAllocation(free_for_all).ok());
+  auto royale = testing::MakeAllocation(6, "node-a", 1, 150);  // 50 trios
+  for (int i = 0; i < 150; ++i) royale.mutable_seats(i)->set_team(i / 3 + 1);
+  EXPECT_TRUE(ValidateAllocation(royale).ok()) << ValidateAllocation(royale).ToString();
+
+  auto empty_team = a;
+  empty_team.mutable_seats(3)->set_team(3);
+  empty_team.mutable_seats(2)->set_team(3);
+  EXPECT_NE(ValidateAllocation(empty_team).message().find("team 2 is empty"), std::string::npos);
   auto twice = a;
-  twice.mutable_seats(1)->set_player_id(1);
-  EXPECT_FALSE(ValidateAllocation(twice).ok());
+  twice.mutable_seats(1)->set_player_id("1");
+  EXPECT_NE(ValidateAllocation(twice).message().find("two seats"), std::string::npos);
   auto no_node = a;
   no_node.clear_node_id();
   EXPECT_FALSE(ValidateAllocation(no_node).ok());
   auto one_seat = a;
   one_seat.mutable_seats()->DeleteSubrange(1, 3);
   EXPECT_FALSE(ValidateAllocation(one_seat).ok());
+  auto too_many_teams = testing::MakeAllocation(7, "node-a", 1, 101);
+  for (int i = 0; i < 101; ++i) too_many_teams.mutable_seats(i)->set_team(i + 1);
+  EXPECT_NE(ValidateAllocation(too_many_teams).message().find("between 1 and 100"),
+            std::string::npos);
+  EXPECT_NE(ValidateAllocation(testing::MakeAllocation(8, "node-a", 1, 201)).message().find("200"),
+            std::string::npos);
+  auto bad_mode = a;
+  bad_mode.set_mode("Ranked Season");
+  EXPECT_NE(ValidateAllocation(bad_mode).message().find("mode"), std::string::npos);
 }
 
 TEST(ConstantTimeEqualsTest, ComparesWholeTokens) {

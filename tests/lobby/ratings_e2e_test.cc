@@ -26,9 +26,9 @@ class RatingsTest : public LobbyFixture {
   // Each player's matches, in match order, as "before>after" joined by spaces.
   std::string ChainOf(uint64_t player) const {
     return Q(
-        "SELECT string_agg(elo_before || '>' || elo_after, ' ' ORDER BY match_id) "
-        "FROM match_players WHERE player_id = " +
-        std::to_string(player));
+        "SELECT string_agg(rating_before || '>' || rating_after, ' ' ORDER BY match_id) "
+        "FROM match_players WHERE player_id = '" +
+        std::to_string(player) + "'");
   }
 };
 
@@ -49,11 +49,13 @@ TEST_F(RatingsTest, AReleasedRoomAndTheNextOneInOneBatchBothCount) {
   EXPECT_EQ(CodeOf(reply.items(0)), "SETTLED");
   EXPECT_EQ(CodeOf(reply.items(1)), "SETTLED");
 
-  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo || '/' || games || '/' || wins, ',') FROM players "
-              "WHERE player_id BETWEEN 11 AND 15"),
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT rating || '/' || games || '/' || wins, ',') FROM "
+              "player_ratings "
+              "WHERE player_id::int BETWEEN 11 AND 15"),
             "1532/2/2");
-  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo || '/' || games || '/' || losses, ',') FROM players "
-              "WHERE player_id BETWEEN 16 AND 20"),
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT rating || '/' || games || '/' || losses, ',') FROM "
+              "player_ratings "
+              "WHERE player_id::int BETWEEN 16 AND 20"),
             "1468/2/2");
   EXPECT_EQ(ChainOf(11), "1500>1516 1516>1532");
   EXPECT_EQ(ChainOf(20), "1500>1484 1484>1468");
@@ -82,8 +84,8 @@ TEST_F(RatingsTest, AnAbortOfAReleasedRoomBesideTheNextRoomLeavesThePlayersFree)
   EXPECT_EQ(CodeOf(Items(r).items(0)), "SETTLED");
   EXPECT_EQ(CodeOf(Items(r).items(1)), "SETTLED");
 
-  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo || '/' || games, ',') FROM players "
-              "WHERE player_id BETWEEN 11 AND 15"),
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT rating || '/' || games, ',') FROM player_ratings "
+              "WHERE player_id::int BETWEEN 11 AND 15"),
             "1484/1");
   EXPECT_EQ(ChainOf(11), "1500>1500 1500>1484");
   EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");

@@ -192,7 +192,7 @@ TEST_F(RetentionTest, NegativeControlExpiringReceiptsWithoutRecordsSettlesALateR
   ASSERT_EQ(late.status, 200) << late.body;
   EXPECT_FALSE(Receipt(late).duplicate());
   EXPECT_NE(Receipt(late).match_id(), first);
-  EXPECT_EQ(Q("SELECT max(games) FROM players"), "2") << "the double settlement went unseen";
+  EXPECT_EQ(Q("SELECT max(games) FROM player_ratings"), "2") << "the double settlement went unseen";
 }
 
 // The feed refuses a cursor it cannot continue from before the upgrade: beyond the head
@@ -483,32 +483,36 @@ TEST_F(RetentionTest, ReleasedRoomStillSettlesItsLateResultByTheCompensationRule
 
   // Meanwhile 611..615 win another match against fresh players: 1516 each.
   v1::RoomAllocation other = MakeAllocation(62, "node-a", 900, 10);
-  for (int i = 0; i < 5; ++i) other.mutable_seats(i)->set_player_id(611 + i);
+  for (int i = 0; i < 5; ++i) other.mutable_seats(i)->set_player_id(std::to_string(611 + i));
   ASSERT_EQ(AllocateRoster(lobby->port(), other).status, 201);
   ASSERT_EQ(Settle(lobby->port(), ResultOf(other, 1)).status, 200);
-  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo::text, ',') FROM players WHERE player_id "
-              "BETWEEN 611 AND 615"),
-            "1516");
+  EXPECT_EQ(
+      Q("SELECT string_agg(DISTINCT rating::text, ',') FROM player_ratings WHERE player_id::int "
+        "BETWEEN 611 AND 615"),
+      "1516");
 
   // Room 61's result, late: team 1 (611..615) won. Rated at allocation, 1500 against 1500:
   // +16 and -16, added to 1516 and 1500. (Rated on current ratings it would be +15 and -15.)
   r = Settle(lobby->port(), MakeResult(61));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_FALSE(Receipt(r).duplicate());
-  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo::text, ',') FROM players WHERE player_id "
-              "BETWEEN 611 AND 615"),
-            "1532");
-  EXPECT_EQ(Q("SELECT string_agg(DISTINCT elo::text, ',') FROM players WHERE player_id "
-              "BETWEEN 616 AND 620"),
-            "1484");
+  EXPECT_EQ(
+      Q("SELECT string_agg(DISTINCT rating::text, ',') FROM player_ratings WHERE player_id::int "
+        "BETWEEN 611 AND 615"),
+      "1532");
+  EXPECT_EQ(
+      Q("SELECT string_agg(DISTINCT rating::text, ',') FROM player_ratings WHERE player_id::int "
+        "BETWEEN 616 AND 620"),
+      "1484");
   const std::string match = std::to_string(Receipt(r).match_id());
-  EXPECT_EQ(Q("SELECT min(elo_before) || '..' || max(elo_after) FROM match_players WHERE "
+  EXPECT_EQ(Q("SELECT min(rating_before) || '..' || max(rating_after) FROM match_players WHERE "
               "match_id = " +
-              match + " AND player_id <= 615"),
+              match + " AND player_id::int <= 615"),
             "1516..1532");
-  EXPECT_EQ(Q("SELECT sum(elo_after - elo_before) FROM match_players WHERE match_id = " + match),
-            "0");
-  EXPECT_EQ(Q("SELECT max(games) FROM players"), "2");
+  EXPECT_EQ(
+      Q("SELECT sum(rating_after - rating_before) FROM match_players WHERE match_id = " + match),
+      "0");
+  EXPECT_EQ(Q("SELECT max(games) FROM player_ratings"), "2");
   EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0");
 }
 
@@ -602,14 +606,16 @@ TEST_F(RetentionTest, ARedeliveryRacingItsReceiptsExpiryIsAnsweredWithTheOrigina
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
   const uint64_t match = AllocateAndSettle(lobby->port(), 86);
+  // The live check, renamed, behind one of the same signature that sleeps first.
   db_->Exec(R"(
-      CREATE OR REPLACE FUNCTION verdict_settle_check(
-        p_verdicts text[], p_room_ids bigint[], p_node_ids text[], p_player_rooms bigint[],
-        p_player_ids bigint[], p_teams smallint[])
-      RETURNS text[] LANGUAGE plpgsql AS $$
-      BEGIN
-        PERFORM pg_sleep(2);
-        RETURN p_verdicts;
+      DO $$ DECLARE f regprocedure; args text; names text; BEGIN
+        SELECT p.oid::regprocedure, pg_get_function_identity_arguments(p.oid),
+               array_to_string(p.proargnames, ', ')
+        INTO f, args, names FROM pg_proc p WHERE p.proname = 'verdict_settle_check';
+        EXECUTE format('ALTER FUNCTION %s RENAME TO test_settle_check_live', f);
+        EXECUTE format('CREATE FUNCTION verdict_settle_check(%s) RETURNS text[] LANGUAGE plpgsql '
+                       'AS $f$ BEGIN PERFORM pg_sleep(2); '
+                       'RETURN test_settle_check_live(%s); END $f$', args, names);
       END $$)");
   HttpResponse redelivered;
   std::thread redelivery([&] { redelivered = Settle(lobby->port(), MakeResult(86)); });
@@ -636,7 +642,7 @@ TEST_F(RetentionTest, ReleaseAfterPassesOverARoomWhosePlayerIsLockedAndReleasesT
   MustAllocate(lobby->port(), 88);
   auto blocker = db_->Connect();
   pqxx::work hold(*blocker);
-  hold.exec("SELECT 1 FROM players WHERE player_id = 873 FOR UPDATE");
+  hold.exec("SELECT 1 FROM players WHERE player_id = '873' FOR UPDATE");
   lobby.reset();
   lobby = StartLobby(
       {"--maintenance-interval", "100ms", "--lock-timeout-ms", "500", "--release-after", "1s"});

@@ -252,13 +252,14 @@ TEST_F(BattleNodeTest, AfterShutdownTheCallThatWouldFinishARoomIsRefusedAndTheRo
     options.finishing = finishing;
     auto room = (*node)->AddRoom(testing::MakeAllocation(id, "node-a", id * 10 + 1, 10), options);
     ASSERT_TRUE(room.ok()) << room.status().ToString();
-    for (uint64_t p = id * 10 + 1; p <= id * 10 + 5; ++p) ASSERT_TRUE(room->Report(p, 1).ok());
+    for (uint64_t p = id * 10 + 1; p <= id * 10 + 5; ++p)
+      ASSERT_TRUE(room->Report(std::to_string(p), 1).ok());
   }
   ASSERT_EQ((*node)->Shutdown(), 0u);
   for (uint64_t id : {50, 51}) {
     SCOPED_TRACE(id);
     RoomHandle room = (*node)->FindRoom(id);
-    const Status deciding = room.Report(id * 10 + 6, 1);  // the sixth of ten votes
+    const Status deciding = room.Report(std::to_string(id * 10 + 6), 1);  // the sixth of ten votes
     EXPECT_EQ(deciding.code(), StatusCode::kFailedPrecondition) << deciding.ToString();
     EXPECT_NE(deciding.message().find("shutting down"), std::string::npos) << deciding.message();
     EXPECT_EQ(room.Finish().code(), StatusCode::kFailedPrecondition);
@@ -281,11 +282,11 @@ TEST_F(BattleNodeTest, AddRoomRefusesAnAllocationTheLobbyWouldNot) {
   bad.emplace_back("room_id must be a positive integer", good);
   bad.back().second.set_room_id(0);
   bad.emplace_back("has two seats", good);
-  bad.back().second.mutable_seats(9)->set_player_id(601);
-  bad.emplace_back("between 2 and 100 seats", good);
+  bad.back().second.mutable_seats(9)->set_player_id("601");
+  bad.emplace_back("between 2 and 200 seats", good);
   bad.back().second.clear_seats();
-  bad.emplace_back("teams must be the same size", good);
-  bad.back().second.mutable_seats(9)->set_team(1);
+  bad.emplace_back("team 3 is empty", good);
+  bad.back().second.mutable_seats(9)->set_team(4);
   bad.emplace_back("allocated to node 'node-b'", good);
   bad.back().second.set_node_id("node-b");
   bad.emplace_back("node_id is not valid UTF-8", good);

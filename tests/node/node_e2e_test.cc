@@ -57,9 +57,9 @@ TEST_F(NodeEndToEndTest, SimulatedRoomsEachEndWithExactlyOneReceipt) {
   EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0") << "an allocated room has no receipt";
   EXPECT_EQ(Q("SELECT count(*) FROM matches"), "300");
   // Every settled match moved each of its ten players' game count by one; aborts by none.
-  EXPECT_EQ(Q("SELECT sum(games) FROM players"),
+  EXPECT_EQ(Q("SELECT sum(games) FROM player_ratings"),
             Q("SELECT 10 * count(*) FROM matches WHERE outcome = 'SETTLED'"));
-  EXPECT_EQ(Q("SELECT coalesce(sum(elo_after - elo_before), 0) FROM match_players"), "0");
+  EXPECT_EQ(Q("SELECT coalesce(sum(rating_after - rating_before), 0) FROM match_players"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
 }
 

@@ -79,11 +79,11 @@ TEST_F(NodeShutdownTest,
   auto by_fallback = node->AddRoom(Seats(100));
   auto by_majority = node->AddRoom(Seats(200));
   ASSERT_TRUE(by_fallback.ok() && by_majority.ok());
-  ASSERT_TRUE(by_fallback->Report(1001, 1).ok());  // one vote of two: no majority
+  ASSERT_TRUE(by_fallback->Report(std::to_string(1001), 1).ok());  // one vote of two: no majority
   clock_.AdvanceMs(Room::kFallbackMs);
   std::thread host([room = *by_majority]() mutable {
-    room.Report(2001, 1).IgnoreError();
-    room.Report(2002, 1).IgnoreError();  // majority: finishes, and waits in Push
+    room.Report(std::to_string(2001), 1).IgnoreError();
+    room.Report(std::to_string(2002), 1).IgnoreError();  // majority: finishes, and waits in Push
   });
   ASSERT_TRUE(WaitUntil([&] { return Peer::results(*node).waiting_producers() == 2; }));
 

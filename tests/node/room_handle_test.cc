@@ -39,7 +39,7 @@ class RoomHandleTest : public ::testing::Test {
     auto room = node_->AddRoom(testing::MakeAllocation(42, "node-a", 421, 10));
     EXPECT_TRUE(room.ok()) << room.status().ToString();
     if (!room.ok()) return {};
-    for (uint64_t p = 421; p <= 426; ++p) EXPECT_TRUE(room->Report(p, 1).ok());
+    for (uint64_t p = 421; p <= 426; ++p) EXPECT_TRUE(room->Report(std::to_string(p), 1).ok());
     EXPECT_EQ(room->state().value(), RoomState::kFinished);
     EXPECT_TRUE(WaitUntil([&] { return node_->stored() == 1; }));
     return *room;
@@ -47,10 +47,11 @@ class RoomHandleTest : public ::testing::Test {
 
   static void ExpectNotFound(RoomHandle& room) {
     EXPECT_FALSE(room.held());
-    EXPECT_EQ(room.SetOnline(421, true).code(), StatusCode::kNotFound);  // the late reconnect
-    EXPECT_EQ(room.Kick(422).code(), StatusCode::kNotFound);
-    EXPECT_EQ(room.RecordStats(423, 1, 2, 3, 4).code(), StatusCode::kNotFound);
-    EXPECT_EQ(room.Report(424, 2).code(), StatusCode::kNotFound);
+    EXPECT_EQ(room.SetOnline(std::to_string(421), true).code(),
+              StatusCode::kNotFound);  // the late reconnect
+    EXPECT_EQ(room.Kick(std::to_string(422)).code(), StatusCode::kNotFound);
+    EXPECT_EQ(room.RecordStats(std::to_string(423), 1, 2, 3, 4).code(), StatusCode::kNotFound);
+    EXPECT_EQ(room.Report(std::to_string(424), 2).code(), StatusCode::kNotFound);
     EXPECT_EQ(room.Finish().code(), StatusCode::kNotFound);
     EXPECT_EQ(room.Abort("late").code(), StatusCode::kNotFound);
     EXPECT_EQ(room.state().status().code(), StatusCode::kNotFound);
@@ -65,7 +66,7 @@ class RoomHandleTest : public ::testing::Test {
 TEST_F(RoomHandleTest, TheHandleOfARoomTheNodeReleasedAnswersNotFound) {
   RoomHandle room = FinishedRoom();
   // A late client while the room lingers: the room is there, and finished.
-  EXPECT_EQ(room.SetOnline(427, false).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(room.SetOnline(std::to_string(427), false).code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(room.result().has_value());
   EXPECT_EQ(room.result()->winner_team(), 1u);
 
@@ -76,7 +77,7 @@ TEST_F(RoomHandleTest, TheHandleOfARoomTheNodeReleasedAnswersNotFound) {
   RoomHandle found = node_->FindRoom(42);
   ExpectNotFound(found);
   RoomHandle none;
-  EXPECT_EQ(none.Report(1, 1).code(), StatusCode::kNotFound);
+  EXPECT_EQ(none.Report(std::to_string(1), 1).code(), StatusCode::kNotFound);
 }
 
 // A call in progress on another thread keeps its room alive while the maintenance thread
@@ -86,7 +87,7 @@ TEST_F(RoomHandleTest, CallsRacingTheReleaseNeverTouchAFreedRoom) {
   std::atomic<bool> released{false};
   std::thread late_client([room, &released]() mutable {
     while (!released) {
-      const Status s = room.SetOnline(430, false);
+      const Status s = room.SetOnline(std::to_string(430), false);
       if (s.code() == StatusCode::kNotFound) released = true;
       (void)room.result();
     }
@@ -104,7 +105,7 @@ TEST_F(RoomHandleTest, TheHandleOfARoomOfANodeThatIsGoneAnswersNotFound) {
   ASSERT_EQ(node_->Shutdown(), 0u);
   node_.reset();
   EXPECT_FALSE(room.held());
-  EXPECT_EQ(room.Report(431, 1).code(), StatusCode::kNotFound);
+  EXPECT_EQ(room.Report(std::to_string(431), 1).code(), StatusCode::kNotFound);
 }
 
 }  // namespace

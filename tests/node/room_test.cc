@@ -57,7 +57,8 @@ class RoomTest : public ::testing::Test {
     return channel_.PopBatch(100, std::chrono::milliseconds(0));
   }
   static void Vote(Room& room, std::initializer_list<uint64_t> players, uint32_t team) {
-    for (uint64_t p : players) ASSERT_TRUE(room.Report(p, team).ok()) << "player " << p;
+    for (uint64_t p : players)
+      ASSERT_TRUE(room.Report(std::to_string(p), team).ok()) << "player " << p;
   }
 
   FakeClock clock_;
@@ -93,13 +94,14 @@ TEST_F(RoomTest, DrawIsTeamZero) {
 
 TEST_F(RoomTest, OfflineAndKickedSeatsAreNotEligible) {
   auto room = MakeRoom();
-  for (uint64_t p : {7, 8, 9, 10}) ASSERT_TRUE(room->SetOnline(p, false).ok());
-  ASSERT_TRUE(room->Kick(6).ok());
+  for (uint64_t p : {7, 8, 9, 10}) ASSERT_TRUE(room->SetOnline(std::to_string(p), false).ok());
+  ASSERT_TRUE(room->Kick(std::to_string(6)).ok());
   // Five eligible seats (1-5): three votes are a majority.
   Vote(*room, {1, 2}, 2);
   EXPECT_EQ(room->state(), Room::State::kPlaying);
-  EXPECT_EQ(room->Report(6, 1).code(), StatusCode::kFailedPrecondition) << "kicked cannot vote";
-  ASSERT_TRUE(room->Report(9, 1).ok());  // offline: recorded, not counted
+  EXPECT_EQ(room->Report(std::to_string(6), 1).code(), StatusCode::kFailedPrecondition)
+      << "kicked cannot vote";
+  ASSERT_TRUE(room->Report(std::to_string(9), 1).ok());  // offline: recorded, not counted
   EXPECT_EQ(room->state(), Room::State::kPlaying);
   Vote(*room, {3}, 2);
   ASSERT_EQ(room->state(), Room::State::kFinished);
@@ -107,7 +109,7 @@ TEST_F(RoomTest, OfflineAndKickedSeatsAreNotEligible) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].winner_team(), 2u);
   for (const auto& p : sent[0].players()) {
-    EXPECT_EQ(p.disconnected(), p.player_id() >= 6) << p.player_id();
+    EXPECT_EQ(p.disconnected(), std::stoull(p.player_id()) >= 6) << p.player_id();
   }
 }
 
@@ -115,7 +117,7 @@ TEST_F(RoomTest, SeatsGoingOfflineCanDecideTheRoom) {
   auto room = MakeRoom();
   Vote(*room, {1, 2, 3, 4, 5}, 1);
   EXPECT_EQ(room->state(), Room::State::kPlaying);
-  ASSERT_TRUE(room->SetOnline(10, false).ok());  // 5 of 9 eligible now
+  ASSERT_TRUE(room->SetOnline(std::to_string(10), false).ok());  // 5 of 9 eligible now
   EXPECT_EQ(room->state(), Room::State::kFinished);
 }
 
@@ -142,7 +144,7 @@ TEST_F(RoomTest, FallbackAndLingerIgnoreStepsOfTheWallClock) {
   RoomTable table(&clock_);
   auto room = table.Add(TenSeats(), Context());
   ASSERT_TRUE(room.ok()) << room.status().ToString();
-  for (uint64_t p : {1, 2, 3, 4}) ASSERT_TRUE(room->Report(p, 1).ok());
+  for (uint64_t p : {1, 2, 3, 4}) ASSERT_TRUE(room->Report(std::to_string(p), 1).ok());
   clock_.StepWallMs(3'600'000);  // an hour ahead
   table.TickAll();
   EXPECT_EQ(room->state().value(), RoomState::kPlaying) << "a forward step brought the fallback on";
@@ -191,7 +193,7 @@ TEST_F(RoomTest, FinishTwiceSendsOneResult) {
   EXPECT_TRUE(room->Abort("late").ok());
   EXPECT_EQ(Sent().size(), 1u);
   EXPECT_EQ(notifier_->rooms.size(), 1u);
-  EXPECT_EQ(room->Report(7, 2).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(room->Report(std::to_string(7), 2).code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(RoomTest, ReplayFailureStillSendsTheResult) {
@@ -225,9 +227,9 @@ TEST_F(RoomTest, InputTheLobbyWouldRefuseIsRefusedBeforeTheRoomFinishes) {
   EXPECT_TRUE(Sent().empty());
   EXPECT_TRUE(notifier_->rooms.empty()) << "the clients were told of an end that did not happen";
 
-  const Status stats = room->RecordStats(1, 1u << 31, 0, 0, 0);
+  const Status stats = room->RecordStats(std::to_string(1), 1u << 31, 0, 0, 0);
   EXPECT_EQ(stats.code(), StatusCode::kInvalidArgument) << stats.ToString();
-  ASSERT_TRUE(room->RecordStats(1, (1u << 31) - 1, 0, 0, 0).ok());
+  ASSERT_TRUE(room->RecordStats(std::to_string(1), (1u << 31) - 1, 0, 0, 0).ok());
 
   ASSERT_TRUE(room->Abort("host_abort").ok());
   ASSERT_EQ(Sent().size(), 1u);
@@ -245,7 +247,7 @@ TEST_F(RoomTest, InputTheLobbyWouldRefuseIsRefusedBeforeTheRoomFinishes) {
 // seat, an empty roster accepted, and a room 0 finished with a result stored nowhere.
 TEST_F(RoomTest, ARosterTheLobbyWouldRefuseMakesNoRoom) {
   v1::RoomAllocation twice = TenSeats();
-  twice.mutable_seats(6)->set_player_id(1);
+  twice.mutable_seats(6)->set_player_id("1");
   v1::RoomAllocation empty = TenSeats();
   empty.clear_seats();
   v1::RoomAllocation room_zero = TenSeats(0);
@@ -261,9 +263,9 @@ TEST_F(RoomTest, ARosterTheLobbyWouldRefuseMakesNoRoom) {
 
 TEST_F(RoomTest, BadReportsAreRefused) {
   auto room = MakeRoom();
-  EXPECT_EQ(room->Report(1, 3).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(room->Report(99, 1).code(), StatusCode::kNotFound);
-  EXPECT_EQ(room->SetOnline(99, false).code(), StatusCode::kNotFound);
+  EXPECT_EQ(room->Report(std::to_string(1), 3).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(room->Report(std::to_string(99), 1).code(), StatusCode::kNotFound);
+  EXPECT_EQ(room->SetOnline(std::to_string(99), false).code(), StatusCode::kNotFound);
 }
 
 TEST_F(RoomTest, FinishedRoomsLingerThirtySecondsThenAreReleased) {
@@ -281,7 +283,7 @@ TEST_F(RoomTest, FinishedRoomsLingerThirtySecondsThenAreReleased) {
   EXPECT_EQ(table.ReleaseDue(), 1u);
   EXPECT_FALSE(table.Find(77).held());
   EXPECT_FALSE(added->held());
-  EXPECT_EQ(added->Report(1, 1).code(), StatusCode::kNotFound);
+  EXPECT_EQ(added->Report(std::to_string(1), 1).code(), StatusCode::kNotFound);
 }
 
 }  // namespace

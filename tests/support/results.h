@@ -21,7 +21,7 @@ inline v1::BattleResult MakeResult(uint64_t room_id, int64_t ended_at_ms = 1'700
   r.set_replay_path("replays/" + std::to_string(room_id) + ".bin");
   for (uint32_t i = 1; i <= 10; ++i) {
     v1::PlayerResult* p = r.add_players();
-    p->set_player_id(room_id * 10 + i);
+    p->set_player_id(std::to_string(room_id * 10 + i));
     p->set_team(i <= 5 ? 1 : 2);
     p->set_kills(i);
     p->set_deaths(10 - i);
@@ -40,7 +40,7 @@ inline v1::RoomAllocation MakeAllocation(uint64_t room_id, const std::string& no
   a.set_node_id(node_id);
   for (uint32_t i = 0; i < count; ++i) {
     v1::Seat* seat = a.add_seats();
-    seat->set_player_id(first_player + i);
+    seat->set_player_id(std::to_string(first_player + i));
     seat->set_team(i < count / 2 ? 1 : 2);
   }
   return a;

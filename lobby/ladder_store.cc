@@ -1,0 +1,287 @@
+#include "lobby/ladder_store.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include <pqxx/pqxx>
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+namespace verdict::lobby {
+namespace {
+
+// A mode row's columns, in the order every statement below returns them.
+constexpr char kModeColumns[] =
+    "m.mode, m.system, m.model, m.parameters::text, m.rated, m.min_teams, m.max_teams, "
+    "m.min_team_size, m.max_team_size, m.in_use, (extract(epoch FROM m.declared_at) * "
+    "1000)::bigint";
+
+// A player_ratings row's columns after its mode and player: every statement below that reads one.
+constexpr char kRatingColumns[] =
+    "r.rating, r.deviation, r.volatility, r.displayed, r.games, r.wins, r.losses, r.draws, "
+    "r.placements, coalesce((extract(epoch FROM r.last_match_at) * 1000)::bigint, 0)";
+
+// The Mode of a row of kModeColumns starting at column `at`.
+v1::Mode ModeFromRow(const pqxx::row& row, int at) {
+  v1::Mode m;
+  m.set_mode(row[at].as<std::string>());
+  m.mutable_rating()->set_system(row[at + 1].as<std::string>());
+  m.mutable_rating()->set_model(row[at + 2].as<std::string>());
+  google::protobuf::Struct parameters;
+  if (google::protobuf::util::JsonStringToMessage(row[at + 3].as<std::string>(), &parameters)
+          .ok()) {
+    for (const auto& [name, value] : parameters.fields()) {
+      (*m.mutable_rating()->mutable_parameters())[name] = value.number_value();
+    }
+  }
+  m.set_rated(row[at + 4].as<bool>());
+  m.mutable_shape()->set_min_teams(row[at + 5].as<uint32_t>());
+  m.mutable_shape()->set_max_teams(row[at + 6].as<uint32_t>());
+  m.mutable_shape()->set_min_team_size(row[at + 7].as<uint32_t>());
+  m.mutable_shape()->set_max_team_size(row[at + 8].as<uint32_t>());
+  m.set_in_use(row[at + 9].as<bool>());
+  m.set_declared_at_ms(row[at + 10].as<int64_t>());
+  return m;
+}
+
+// The ModeRating of a row of kRatingColumns starting at column `at`.
+v1::ModeRating RatingFromRow(const pqxx::row& row, int at, const std::string& mode,
+                             const std::string& system) {
+  v1::ModeRating r;
+  r.set_mode(mode);
+  r.set_system(system);
+  r.set_rating(row[at].as<double>());
+  r.set_deviation(row[at + 1].as<double>());
+  r.set_volatility(row[at + 2].as<double>());
+  r.set_displayed(row[at + 3].as<double>());
+  r.set_games(row[at + 4].as<uint32_t>());
+  r.set_wins(row[at + 5].as<uint32_t>());
+  r.set_losses(row[at + 6].as<uint32_t>());
+  r.set_draws(row[at + 7].as<uint32_t>());
+  const int64_t placements = row[at + 8].as<int64_t>();
+  r.set_mean_placement(r.games() > 0 ? static_cast<double>(placements) / r.games() : 0);
+  r.set_last_match_at_ms(row[at + 9].as<int64_t>());
+  return r;
+}
+
+std::string ParametersJson(const v1::Mode& mode) {
+  google::protobuf::Struct parameters;
+  for (const auto& [name, value] : mode.rating().parameters()) {
+    (*parameters.mutable_fields())[name].set_number_value(value);
+  }
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(parameters, &json);
+  return json;
+}
+
+Result<DeclareStatus> DeclareStatusFromSql(const std::string& status) {
+  if (status == "created") return DeclareStatus::kCreated;
+  if (status == "updated") return DeclareStatus::kUpdated;
+  if (status == "unchanged") return DeclareStatus::kUnchanged;
+  if (status == "in_use") return DeclareStatus::kInUse;
+  return InternalError("the declaration answered status '" + status +
+                       "', which this lobby does not know");
+}
+
+// The order-preserving bits of a double: as unsigned integers, their order is the doubles'.
+uint64_t OrderedBits(double d) {
+  const uint64_t bits = std::bit_cast<uint64_t>(d);
+  return bits & (uint64_t{1} << 63) ? ~bits : bits | (uint64_t{1} << 63);
+}
+double FromOrderedBits(uint64_t bits) {
+  return std::bit_cast<double>(bits & (uint64_t{1} << 63) ? bits & ~(uint64_t{1} << 63) : ~bits);
+}
+
+constexpr char kBase64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> LadderStatements() {
+  return {
+      {"declare_mode",
+       "SELECT status, mode, system, model, parameters, rated, min_teams, max_teams, "
+       "min_team_size, max_team_size, in_use, declared_at_ms FROM verdict_declare_mode($1, $2, "
+       "$3, $4::jsonb, $5, $6, $7, $8, $9)"},
+      {"mode", std::string("SELECT ") + kModeColumns + " FROM modes m WHERE m.mode = $1"},
+      // A page of the ladder: the index (mode, displayed DESC, player_id DESC) walked from the
+      // top, or from the row after the cursor by one row comparison.
+      {"ladder_top", std::string("SELECT r.player_id, ") + kRatingColumns +
+                         " FROM player_ratings r WHERE r.mode = $1 "
+                         "ORDER BY r.displayed DESC, r.player_id DESC LIMIT $2"},
+      {"ladder_after", std::string("SELECT r.player_id, ") + kRatingColumns +
+                           " FROM player_ratings r WHERE r.mode = $1 "
+                           "AND (r.displayed, r.player_id) < ($3::float8, $4::text) "
+                           "ORDER BY r.displayed DESC, r.player_id DESC LIMIT $2"},
+      {"import_rating",
+       "SELECT status, rating, deviation, volatility, displayed, games, wins, losses, draws, "
+       "placements, last_match_at_ms FROM verdict_import_rating($1, $2, $3, $4, $5, $6)"},
+      {"player", "SELECT in_battle_room FROM players WHERE player_id = $1"},
+      {"player_ratings", std::string("SELECT r.mode, m.system, ") + kRatingColumns +
+                             " FROM player_ratings r JOIN modes m ON m.mode = r.mode "
+                             "WHERE r.player_id = $1 ORDER BY r.mode"},
+  };
+}
+
+Result<DeclareOutcome> DeclareModeIn(pg::Pool& pool, const v1::Mode& mode) {
+  return pool.Run<DeclareOutcome>(
+      "declare mode", [&](pg::Pool::Lease& lease) -> Result<DeclareOutcome> {
+        pqxx::work tx(lease.conn());
+        const v1::RoomShape& shape = mode.shape();
+        const pqxx::row row = tx.exec_prepared1(
+            "declare_mode", mode.mode(), mode.rating().system(), mode.rating().model(),
+            ParametersJson(mode), mode.rated(), static_cast<int>(shape.min_teams()),
+            static_cast<int>(shape.max_teams()), static_cast<int>(shape.min_team_size()),
+            static_cast<int>(shape.max_team_size()));
+        auto status = DeclareStatusFromSql(row[0].as<std::string>());
+        if (!status.ok()) return status.status();
+        tx.commit();
+        return DeclareOutcome{*status, ModeFromRow(row, 1)};
+      });
+}
+
+Result<std::optional<v1::Mode>> GetModeIn(pg::Pool& pool, const std::string& mode) {
+  return pool.Run<std::optional<v1::Mode>>("get mode", [&](pg::Pool::Lease& lease) {
+    pqxx::nontransaction tx(lease.conn());
+    const pqxx::result rows = tx.exec_prepared("mode", mode);
+    if (rows.empty()) return std::optional<v1::Mode>();
+    return std::optional<v1::Mode>(ModeFromRow(rows[0], 0));
+  });
+}
+
+Result<std::optional<v1::Leaderboard>> GetLeaderboardIn(pg::Pool& pool, const std::string& mode,
+                                                        size_t limit,
+                                                        const std::optional<LadderCursor>& after) {
+  return pool.Run<std::optional<v1::Leaderboard>>("leaderboard", [&](pg::Pool::Lease& lease) {
+    // One snapshot for the mode and its page.
+    pqxx::read_transaction tx(lease.conn());
+    const pqxx::result found = tx.exec_prepared("mode", mode);
+    if (found.empty()) return std::optional<v1::Leaderboard>();
+    const std::string system = found[0][1].as<std::string>();
+    const pqxx::result rows =
+        after ? tx.exec_prepared("ladder_after", mode, limit, after->displayed, after->player_id)
+              : tx.exec_prepared("ladder_top", mode, limit);
+    v1::Leaderboard board;
+    board.set_mode(mode);
+    for (const auto& row : rows) {
+      v1::Leaderboard::Entry* entry = board.add_entries();
+      entry->set_player_id(row[0].as<std::string>());
+      *entry->mutable_rating() = RatingFromRow(row, 1, mode, system);
+    }
+    if (rows.size() == limit && limit > 0) {
+      const auto& last = board.entries(board.entries_size() - 1);
+      board.set_next(EncodeLadderCursor({last.rating().displayed(), last.player_id()}));
+    }
+    return std::optional<v1::Leaderboard>(std::move(board));
+  });
+}
+
+Result<ImportOutcome> ImportRatingIn(pg::Pool& pool, const std::string& player_id,
+                                     const std::string& mode, const v1::RatingImport& rating,
+                                     double displayed) {
+  return pool.Run<ImportOutcome>(
+      "import rating", [&](pg::Pool::Lease& lease) -> Result<ImportOutcome> {
+        pqxx::work tx(lease.conn());
+        const pqxx::row row = tx.exec_prepared1("import_rating", player_id, mode, rating.rating(),
+                                                rating.deviation(), rating.volatility(), displayed);
+        const std::string status = row[0].as<std::string>();
+        ImportOutcome out;
+        if (status == "mode_unknown") {
+          out.status = ImportStatus::kModeUnknown;
+          return out;
+        }
+        if (status == "player_busy") {
+          out.status = ImportStatus::kPlayerBusy;
+          return out;
+        }
+        if (status != "imported") {
+          return InternalError("the import answered status '" + status +
+                               "', which this lobby does not know");
+        }
+        const pqxx::result system = tx.exec_prepared("mode", mode);
+        out.rating =
+            RatingFromRow(row, 1, mode, system.empty() ? "" : system[0][1].as<std::string>());
+        tx.commit();
+        return out;
+      });
+}
+
+Result<std::optional<v1::Player>> GetPlayerIn(pg::Pool& pool, const std::string& player_id) {
+  return pool.Run<std::optional<v1::Player>>("get player", [&](pg::Pool::Lease& lease) {
+    pqxx::read_transaction tx(lease.conn());
+    const pqxx::result player = tx.exec_prepared("player", player_id);
+    if (player.empty()) return std::optional<v1::Player>();
+    v1::Player p;
+    p.set_player_id(player_id);
+    p.set_in_battle_room(player[0][0].as<uint64_t>());
+    bool rated_in_default = false;
+    for (const auto& row : tx.exec_prepared("player_ratings", player_id)) {
+      v1::ModeRating* r = p.add_ratings();
+      *r = RatingFromRow(row, 2, row[0].as<std::string>(), row[1].as<std::string>());
+      // The fields of readers from before modes: the "default" mode's.
+      if (r->mode() == "default") {
+        rated_in_default = true;
+        p.set_elo(static_cast<int32_t>(std::llround(r->rating())));
+        p.set_games(r->games());
+        p.set_wins(r->wins());
+        p.set_losses(r->losses());
+        p.set_draws(r->draws());
+      }
+    }
+    if (!rated_in_default) {  // the rating a player new to the "default" mode has there
+      const pqxx::result found = tx.exec_prepared("mode", std::string("default"));
+      if (!found.empty()) {
+        const v1::Mode m = ModeFromRow(found[0], 0);
+        const auto initial = m.rating().parameters().find("initial_rating");
+        if (initial != m.rating().parameters().end()) {
+          p.set_elo(static_cast<int32_t>(std::llround(initial->second)));
+        }
+      }
+    }
+    return std::optional<v1::Player>(std::move(p));
+  });
+}
+
+std::string EncodeLadderCursor(const LadderCursor& cursor) {
+  std::string bytes(8, '\0');
+  const uint64_t bits = OrderedBits(cursor.displayed);
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(bits >> (56 - 8 * i));
+  bytes += cursor.player_id;
+  std::string out;
+  uint32_t buffer = 0;
+  int held = 0;
+  for (unsigned char c : bytes) {
+    buffer = (buffer << 8) | c;
+    held += 8;
+    while (held >= 6) {
+      out.push_back(kBase64Url[(buffer >> (held - 6)) & 63]);
+      held -= 6;
+    }
+  }
+  if (held > 0) out.push_back(kBase64Url[(buffer << (6 - held)) & 63]);
+  return out;
+}
+
+std::optional<LadderCursor> DecodeLadderCursor(std::string_view text) {
+  std::string bytes;
+  uint32_t buffer = 0;
+  int held = 0;
+  for (char c : text) {
+    const char* at = std::strchr(kBase64Url, c);
+    if (c == '\0' || at == nullptr) return std::nullopt;
+    buffer = (buffer << 6) | static_cast<uint32_t>(at - kBase64Url);
+    held += 6;
+    if (held >= 8) {
+      bytes.push_back(static_cast<char>((buffer >> (held - 8)) & 255));
+      held -= 8;
+    }
+  }
+  // 8 bytes of the rating, then a player id of 1 to 64 bytes.
+  if (bytes.size() < 9 || bytes.size() > 8 + 64) return std::nullopt;
+  uint64_t bits = 0;
+  for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<unsigned char>(bytes[i]);
+  return LadderCursor{FromOrderedBits(bits), bytes.substr(8)};
+}
+
+}  // namespace verdict::lobby
