@@ -50,6 +50,7 @@ struct Flags {
   std::string tls_ca;
   std::vector<std::string> ingest_listen;
   std::string ingest_token, ingest_token_file;
+  uint64_t ingest_body_budget_mib = IngestOptions{}.max_body_bytes_in_flight >> 20;
   double drain_on_exit_s = 0;
   std::string to;  // enqueue --to
   // Set by verdict-node-testing only.
@@ -165,6 +166,7 @@ Result<NodeOptions> OptionsFrom(const Flags& flags) {
   options.metrics_listen = flags.metrics_listen;
   options.ingest.listen = flags.ingest_listen;
   options.ingest.token = *ingest_token;
+  options.ingest.max_body_bytes_in_flight = flags.ingest_body_budget_mib << 20;
   options.ingest.unsafe_answer_before_durable_for_test = flags.unsafe_answer_before_durable;
   options.delivery.tls_ca_file = flags.tls_ca;
   options.delivery.batch = flags.batch;
@@ -673,6 +675,12 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
       ->add_option("--ingest-token-file", flags.ingest_token_file,
                    "read the ingest token from FILE instead (SIGHUP reads it again)")
       ->excludes(ingest_token);
+  c.run
+      ->add_option("--ingest-body-budget-mib", flags.ingest_body_budget_mib,
+                   "MiB of request bodies the listeners hold at once; a request past it is "
+                   "answered 503 with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{4}, uint64_t{1} << 20));
   c.run
       ->add_option("--drain-on-exit", flags.drain_on_exit_s,
                    "on SIGTERM, refuse new results (503) and keep delivering for up to SECONDS "
