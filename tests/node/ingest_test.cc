@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "node/battle_node.h"
@@ -396,6 +397,56 @@ TEST_F(IngestTest, DurabilityReplicatedAnswers503WhileEtcdIsAway) {
   EXPECT_EQ(Pending(), 1u) << "the result is stored even though it is not replicated";
   EXPECT_EQ(PostResult(MakeResult(9)).status, 200);
   EXPECT_EQ(testing::MetricValue(Metrics(), "verdict_node_replication_unreplicated_records"), 1);
+}
+
+// An exchange that counts what it is answered, for the service on its own.
+class CountingExchange final : public server::Exchange {
+ public:
+  void Reply(HttpReply reply) override {
+    std::lock_guard lock(mu_);
+    statuses_.push_back(reply.status);
+  }
+  void ReplyUnlessAnsweredWithin(std::chrono::milliseconds, HttpReply) override {}
+  void OnHangUp(std::function<void()>) override {}
+  void AcceptWebSocket(size_t, SessionMaker) override {}
+  std::vector<int> statuses() {
+    std::lock_guard lock(mu_);
+    return statuses_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<int> statuses_;
+};
+
+// The test build's negative control answers before the writer does; a writer faster than the
+// thread that offered (its completions run before Offer returns) must not make a second answer:
+// both answering is the race that crashed the control under load (one answer rewritten while
+// the other was being sent).
+TEST(IngestServiceTest, TheNegativeControlAnswersOnceEvenWhenTheWriterIsFaster) {
+  metrics::Registry registry;
+  IngestHooks hooks;
+  hooks.ready = [] { return Status::Ok(); };
+  hooks.health = [] { return Status::Ok(); };
+  hooks.metrics = [] { return std::string(); };
+  hooks.offer = [](std::vector<v1::BattleResult> results,
+                   std::vector<ResultChannel::Completion> done) {
+    for (size_t i = 0; i < results.size(); ++i) done[i](storage::EnqueueResult{});
+    return Status::Ok();
+  };
+  IngestOptions options;
+  options.unsafe_answer_before_durable_for_test = true;
+  IngestService service(options, "node-a", 4, 0, hooks, registry);
+  server::RequestHead head{.method = "POST", .path = "/v1/results", .content_type = kJson};
+  for (const char* path : {"/v1/results", "/v1/results:batch"}) {
+    head.path = head.target = path;
+    const std::string body = head.path == "/v1/results" ? Json(MakeResult(5))
+                                                        : "{\"results\": [" + Json(MakeResult(6)) +
+                                                              "," + Json(MakeResult(7)) + "]}";
+    auto exchange = std::make_shared<CountingExchange>();
+    service.OnRequest(head, {"POST", path, kJson, "", "", body}, exchange);
+    EXPECT_EQ(exchange->statuses().size(), 1u) << path << " was answered more than once";
+  }
 }
 
 }  // namespace
