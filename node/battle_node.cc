@@ -207,6 +207,8 @@ uint64_t BattleNode::stored() const { return writer_ ? writer_->stored() : 0; }
 
 uint64_t BattleNode::resolved() const { return deliverer_ ? deliverer_->resolved() : 0; }
 
+uint64_t BattleNode::delivered() const { return deliverer_ ? deliverer_->acked() : 0; }
+
 Result<storage::OutboxStats> BattleNode::OutboxStats() const { return outbox_->Stats(); }
 
 void BattleNode::Maintain() {
@@ -279,7 +281,11 @@ Status BattleNode::Ready() const {
   return Status::Ok();
 }
 
-void BattleNode::BeginDrain() { draining_ = true; }
+void BattleNode::BeginDrain() {
+  draining_ = true;
+  // The lobby may have been away long enough to grow every backoff past the drain's deadline.
+  deliverer_->RetryNow();
+}
 
 Status BattleNode::SetLobbyToken(std::string token) {
   return deliverer_->SetToken(std::move(token));

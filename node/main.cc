@@ -271,7 +271,7 @@ void PrintProgress(BattleNode& node, const Simulator* simulator, uint64_t simula
       "%sstored %llu, delivered %llu, backlog %.0f, dead letter %llu, "
       "in %.0f/s, out %.0f/s, drain ETA %s\n",
       sim.c_str(), static_cast<unsigned long long>(node.stored()),
-      static_cast<unsigned long long>(node.resolved()), backlog,
+      static_cast<unsigned long long>(node.delivered()), backlog,
       static_cast<unsigned long long>(stats.ok() ? stats->dead_lettered : 0), rates.ingest_per_s,
       rates.delivery_per_s, Seconds(eta).c_str());
   std::fflush(stdout);

@@ -106,4 +106,9 @@ bool IsValidUtf8(std::string_view text);
 // each time. Text from outside (a request path, a stored detail) goes through here first.
 std::string ValidUtf8(std::string_view text);
 
+// `text` with every control character (C0, DEL, C1) and every byte that is not UTF-8 written as
+// an escape (\n, \t, \x1b, \u009b, \\), so that what a lobby or a record says cannot move the
+// cursor, change colours or forge lines when printed to a terminal or a log.
+std::string EscapeForTerminal(std::string_view text);
+
 }  // namespace verdict::wire
