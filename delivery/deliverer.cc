@@ -48,9 +48,8 @@ constexpr const char* kBatchPath = wire::kSettlementsBatchPath;
 // The lobby's limits for one batch: results, and bytes (less 64 KiB of room for the request's
 // framing).
 constexpr size_t kMaxBatchResults = wire::kMaxBatchResults;
-constexpr size_t kMaxBatchBytes = wire::kMaxBatchBodyBytes - (64u << 10);
-// What a result adds to a batch beyond its own bytes, at most: the field's tag and length.
-constexpr size_t kBatchBytesPerResult = 16;
+constexpr size_t kMaxBatchBytes = wire::kMaxBatchResultBytes;
+constexpr size_t kBatchBytesPerResult = wire::kBatchBytesPerResult;
 // Bounds of the histogram of records per batch request: powers of two up to the lobby's limit.
 constexpr std::array<double, 9> kBatchRecordsBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 static_assert(kBatchRecordsBuckets.back() == kMaxBatchResults);

@@ -29,6 +29,11 @@ inline constexpr char kSettlementsBatchPath[] = "/v1/settlements:batch";
 inline constexpr size_t kMaxResultBodyBytes = size_t{1} << 20;
 inline constexpr size_t kMaxBatchBodyBytes = size_t{4} << 20;
 inline constexpr size_t kMaxBatchResults = 256;
+// How a sender packs a batch under kMaxBatchBodyBytes: what one result adds beyond its own bytes
+// at most (its field tag and length), and the bytes the results may take together (64 KiB are
+// left for the rest of the request).
+inline constexpr size_t kBatchBytesPerResult = 16;
+inline constexpr size_t kMaxBatchResultBytes = kMaxBatchBodyBytes - (size_t{64} << 10);
 // The players of a result and the seats of a room (proto/validation.h), and the bytes of any
 // one string of a message.
 inline constexpr size_t kMaxPlayers = 100;
