@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -447,6 +448,31 @@ TEST(IngestServiceTest, TheNegativeControlAnswersOnceEvenWhenTheWriterIsFaster) 
     service.OnRequest(head, {"POST", path, kJson, "", "", body}, exchange);
     EXPECT_EQ(exchange->statuses().size(), 1u) << path << " was answered more than once";
   }
+}
+
+// The API's description names the ?durability= values the node takes (the test above has it
+// refuse any other), on both endpoints that take it.
+TEST(IngestContractTest, TheOpenApiDescriptionNamesTheDurabilityParameter) {
+  std::ifstream in(std::string(VERDICT_SOURCE_DIR) + "/api/openapi.yaml");
+  const std::string spec((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_FALSE(spec.empty());
+  const auto block = [&](const std::string& start) {
+    const size_t at = spec.find("\n" + start + "\n");
+    if (at == std::string::npos) return std::string();
+    const size_t end =
+        spec.find("\n" + start.substr(0, start.find_first_not_of(' ')) + "/", at + 1);
+    return spec.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  };
+  for (const char* path : {"  /v1/results:", "  /v1/results:batch:"}) {
+    EXPECT_NE(block(path).find("$ref: '#/components/parameters/Durability'"), std::string::npos)
+        << path << " does not name the durability parameter";
+  }
+  const size_t durability = spec.find("\n    Durability:\n");
+  ASSERT_NE(durability, std::string::npos);
+  const std::string parameter = spec.substr(durability, spec.find("\n\n", durability) - durability);
+  EXPECT_NE(parameter.find("name: durability"), std::string::npos) << parameter;
+  EXPECT_NE(parameter.find("in: query"), std::string::npos) << parameter;
+  EXPECT_NE(parameter.find("enum: [stored, replicated]"), std::string::npos) << parameter;
 }
 
 }  // namespace
