@@ -5,8 +5,13 @@
 #include "node/ingest.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -343,6 +348,43 @@ TEST_F(IngestTest, AFailingOutboxIs503WithRetryAfterNever2xxAndReadyzSaysSo) {
   EXPECT_EQ(PostResult(MakeResult(50)).status, 200);
   EXPECT_EQ(PostResult(MakeResult(51)).status, 201);
   EXPECT_EQ(probe.Call({"GET", "/readyz", "", "", "", ""})->status, 200);
+}
+
+// About a thousand idle connections to the metrics port (no token) and to the TCP ingest port
+// (accepted before the token is read) made every request on the Unix socket, /readyz and POSTs
+// alike, answer 503: one cap was shared by every listener. Each has its own now.
+TEST_F(IngestTest, AFloodOnTheMetricsAndTcpPortsLeavesTheUnixSocketServed) {
+  constexpr size_t kFlood = 1030;  // past one listener's cap of 1024
+  rlimit limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
+  if (limit.rlim_max < 4 * kFlood + 512) GTEST_SKIP() << "needs " << 4 * kFlood << " descriptors";
+  Start();
+  const auto connect = [](uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return fd;
+    if (fd >= 0) ::close(fd);
+    return -1;
+  };
+  std::vector<int> flood;
+  for (const uint16_t port : {node_->metrics_port(), tcp_.port}) {
+    for (size_t i = 0; i < kFlood; ++i) {
+      flood.push_back(connect(port));
+      ASSERT_GE(flood.back(), 0) << std::strerror(errno);
+    }
+  }
+  // The node has taken every one of them: a request on each flooded port is refused.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return testing::HttpCall(node_->metrics_port(), "GET", "/readyz").status == 503; }));
+  BlockingHttpClient local(socket_, 10s);
+  auto ready = local.Call({"GET", "/readyz", "", "", "", ""});
+  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+  EXPECT_EQ(ready->status, 200) << "a flood on the TCP ports starved the Unix socket";
+  EXPECT_EQ(PostResult(MakeResult(70)).status, 201);
+  for (int fd : flood) ::close(fd);
 }
 
 TEST_F(IngestTest, DrainingRefusesResultsWith503) {
