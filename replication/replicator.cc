@@ -148,14 +148,13 @@ void Replicator::Stored(const std::vector<v1::BattleResult>& batch,
         rescan_needed_ = true;
         continue;
       }
-      added |= EnqueueLocked({std::move(key),
-                              wire::DeterministicBytes(r),
-                              r.room_id(),
-                              r.ended_at_ms(),
-                              sequence,
-                              now,
-                              true,
-                              {}});
+      added |= EnqueueLocked({.key = std::move(key),
+                              .value = wire::DeterministicBytes(r),
+                              .room_id = r.room_id(),
+                              .ended_at_ms = r.ended_at_ms(),
+                              .sequence = sequence,
+                              .stored_ms = now,
+                              .live = true});
     }
   }
   if (added) cv_.SignalAll();
@@ -239,14 +238,11 @@ void Replicator::Await(const std::vector<v1::BattleResult>& results,
       } else {
         // Replicated already, or not held in memory: put it again, which answers at once if
         // etcd has it. Bounded by what the ingest lets wait.
-        Entry e{std::move(key),
-                wire::DeterministicBytes(r),
-                r.room_id(),
-                r.ended_at_ms(),
-                0,
-                now,
-                false,
-                {}};
+        Entry e{.key = std::move(key),
+                .value = wire::DeterministicBytes(r),
+                .room_id = r.room_id(),
+                .ended_at_ms = r.ended_at_ms(),
+                .stored_ms = now};
         e.waiters.push_back(std::move(w));
         EnqueueLocked(std::move(e));
       }
@@ -378,14 +374,12 @@ Status Replicator::ScanSome() {
     const v1::BattleResult& result = r.result;
     std::string key =
         ResultKey(options_.etcd.key_prefix, node_id_, result.room_id(), result.ended_at_ms());
-    if (EnqueueLocked({std::move(key),
-                       wire::DeterministicBytes(result),
-                       result.room_id(),
-                       result.ended_at_ms(),
-                       r.sequence,
-                       r.enqueued_at_ms,
-                       false,
-                       {}}) &&
+    if (EnqueueLocked({.key = std::move(key),
+                       .value = wire::DeterministicBytes(result),
+                       .room_id = result.room_id(),
+                       .ended_at_ms = result.ended_at_ms(),
+                       .sequence = r.sequence,
+                       .stored_ms = r.enqueued_at_ms}) &&
         scan_->covers > 0 && not_held_ > 0) {
       --scan_->covers;
       --not_held_;

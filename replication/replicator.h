@@ -94,7 +94,7 @@ class Replicator {
     int64_t stored_ms = 0;  // wall time it was stored (or enqueued, for a record read back)
     bool live = false;      // came from Stored: its replication lag is measured
     bool released = false;  // acked while its put was in flight: delete it once the put is back
-    std::vector<Waiter> waiters;
+    std::vector<Waiter> waiters = {};
   };
   struct Scan;
 
