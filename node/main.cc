@@ -4,9 +4,11 @@
 // into a stopped node's outbox; `outbox` inspects and repairs an outbox (node/outbox_cli.h).
 // Flags are parsed here only.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -206,6 +208,19 @@ Result<StoredLog> OpenStoredLog(const std::string& path, NodeOptions& options) {
   return log;
 }
 
+// Raises the soft limit on open descriptors to the hard one: each of the node's listeners has
+// its own connection cap (server::HttpServerOptions::max_connections), and under a soft limit of
+// 1024 they would be lowered to fit it together.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("cannot raise the limit on open descriptors to {}: {}", limit.rlim_max,
+                 std::strerror(errno));
+  }
+}
+
 // Blocks the signals the node waits for (SIGTERM, SIGINT, SIGHUP) in this thread and every
 // thread started after it, and returns them for sigtimedwait.
 sigset_t BlockStopSignals() {
@@ -357,6 +372,7 @@ int RunNode(const Flags& flags, const std::function<Tokens()>& reread) {
     return Fail("--simulate-rooms needs --admin-token to allocate rooms at the lobby");
   }
   const sigset_t signals = BlockStopSignals();  // before any thread starts
+  RaiseDescriptorLimit();
 
   auto started = BattleNode::Start(*options);
   if (!started.ok()) return Fail(started.status().ToString());

@@ -195,7 +195,8 @@ class HttpServer::Impl {
   class Listener;
 
   Status LoadTls();
-  // Raises the soft descriptor limit to the hard one and lowers caps_ to fit in it.
+  // With several listeners, lowers caps_ so that their connections fit in the descriptor limit
+  // together.
   void FitConnectionCaps();
 
   std::vector<std::unique_ptr<ListenerBase>> listeners_;
@@ -769,14 +770,10 @@ Status HttpServer::Impl::LoadTls() {
 }
 
 void HttpServer::Impl::FitConnectionCaps() {
+  // One listener has no other to crowd out: past the limit it pauses its accepts (OnAccept).
+  if (options_.listen.size() < 2) return;
   rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  if (limit.rlim_cur < limit.rlim_max) {
-    rlimit raised = limit;
-    raised.rlim_cur = limit.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
-  }
-  if (limit.rlim_cur == RLIM_INFINITY) return;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
   size_t open = 0;
   std::error_code error;
   for (auto it = std::filesystem::directory_iterator("/proc/self/fd", error);

@@ -128,9 +128,10 @@ struct HttpServerOptions {
   int io_threads = 1;
   // Open connections on one listener beyond which new ones on it get 503 and are closed. Each
   // listener has its own, so that connections nobody has authenticated yet (a metrics port, a
-  // TCP port whose token is read with the header) cannot crowd out a Unix socket's. At Start the
-  // soft limit on open descriptors is raised to the hard one, and each cap lowered (with a
-  // warning) so that every listener's connections fit in it together. Default: 1024.
+  // TCP port whose token is read with the header) cannot crowd out a Unix socket's. With several
+  // listeners, Start lowers each cap (with a warning) so that all their connections fit in the
+  // soft limit on open descriptors together: a process that wants more raises it first.
+  // Default: 1024.
   size_t max_connections = 1024;
   // Bytes of request bodies held at once, over every connection: each request reserves its
   // Content-Length (or its body limit when it has none) from the header, before its body is read,

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -315,6 +316,39 @@ TEST_F(HttpServerTest, AFloodOnTheTcpListenersLeavesTheUnixSocketServed) {
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(reply->status, 200) << "a flood on the TCP listeners starved the Unix socket";
   for (int fd : flood) ::close(fd);
+}
+
+// With several listeners, the caps are lowered so that their connections fit in the descriptor
+// limit together: a flood on one reaches its cap before the process runs out of descriptors,
+// which would stop every listener's accepts.
+TEST_F(HttpServerTest, CapsFitTheDescriptorLimitTogether) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  size_t open = 0;
+  for ([[maybe_unused]] const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++open;
+  }
+  // The server keeps 256 descriptors for other uses and shares the rest: 10 for each listener.
+  rlimit low = saved;
+  low.rlim_cur = open + 256 + 2 * 10;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  StartServer();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  std::vector<int> held;
+  for (int i = 0; i < 10; ++i) {
+    held.push_back(Connect(tcp_));
+    ASSERT_GE(held.back(), 0);
+  }
+  EXPECT_TRUE(WaitUntil([&] {
+    const int extra = Connect(tcp_);
+    const std::string answer = ReadSome(extra, 2s);
+    ::close(extra);
+    return answer.starts_with("HTTP/1.1 503");
+  })) << "the TCP listener kept its cap of 1024 under a limit that cannot hold it";
+  auto reply = Get(unix_, "/now", "x");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status, 200);
+  for (int fd : held) ::close(fd);
 }
 
 // Bodies are held against one budget: a request whose announced body does not fit is answered
