@@ -105,6 +105,14 @@ std::string ReadSome(int fd, std::chrono::milliseconds wait) {
   return out;
 }
 
+// Whether a new connection to `to` is answered 503 at once: its listener is at its cap.
+bool RefusedOverTheCap(const ListenAddress& to) {
+  const int extra = Connect(to);
+  const std::string answer = ReadSome(extra, std::chrono::seconds(2));
+  ::close(extra);
+  return answer.starts_with("HTTP/1.1 503");
+}
+
 bool SendAll(int fd, const std::string& bytes) {
   return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
 }
@@ -305,12 +313,8 @@ TEST_F(HttpServerTest, AFloodOnTheTcpListenersLeavesTheUnixSocketServed) {
       ASSERT_GE(flood.back(), 0);
     }
     // Every idle one is held: the next connection is over the cap and refused at once.
-    ASSERT_TRUE(WaitUntil([&] {
-      const int extra = Connect(*to);
-      const std::string answer = ReadSome(extra, 2s);
-      ::close(extra);
-      return answer.starts_with("HTTP/1.1 503");
-    })) << "the flood never filled the listener";
+    ASSERT_TRUE(WaitUntil([&] { return RefusedOverTheCap(*to); }))
+        << "the flood never filled the listener";
   }
   auto reply = Get(unix_, "/now", "local");
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
@@ -339,12 +343,8 @@ TEST_F(HttpServerTest, CapsFitTheDescriptorLimitTogether) {
     held.push_back(Connect(tcp_));
     ASSERT_GE(held.back(), 0);
   }
-  EXPECT_TRUE(WaitUntil([&] {
-    const int extra = Connect(tcp_);
-    const std::string answer = ReadSome(extra, 2s);
-    ::close(extra);
-    return answer.starts_with("HTTP/1.1 503");
-  })) << "the TCP listener kept its cap of 1024 under a limit that cannot hold it";
+  EXPECT_TRUE(WaitUntil([&] { return RefusedOverTheCap(tcp_); }))
+      << "the TCP listener kept its cap of 1024 under a limit that cannot hold it";
   auto reply = Get(unix_, "/now", "x");
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(reply->status, 200);
