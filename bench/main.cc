@@ -1,6 +1,6 @@
 // verdict-bench: measures verdict side by side with the design it replaces and with the
-// physical ceiling, in one run, and reports ratios. Modes: ingest, drain, scale, events,
-// retention.
+// physical ceiling, in one run, and reports ratios. Modes: ingest, ingest-memory, drain, scale,
+// events, replicate, retention.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -15,6 +15,7 @@
 #include "bench/drain.h"
 #include "bench/events.h"
 #include "bench/ingest.h"
+#include "bench/ingest_memory.h"
 #include "bench/replicate.h"
 #include "bench/retention.h"
 #include "bench/scale.h"
@@ -61,6 +62,26 @@ int main(int argc, char** argv) {
   ingest_cmd->add_flag("--verdict-only", ingest.verdict_only,
                        "measure only verdict's path (for profiling)");
   ingest_cmd->add_option("--csv", ingest.output.csv_dir, "write the raw rows to DIR/ingest.csv");
+
+  verdict::bench::IngestMemoryOptions memory;
+  CLI::App* memory_cmd = app.add_subcommand(
+      "ingest-memory",
+      "verdict-node's resident memory while local connections each hold a 4 MiB batch body "
+      "short of its last byte: with its body budget, and without one");
+  memory_cmd->add_option("--connections", memory.connections, "connections holding a body")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  memory_cmd->add_option("--budget-mib", memory.budget_mib, "the node's body budget in MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{4}, uint64_t{1} << 19));
+  memory_cmd->add_option("--hold-s", memory.hold_s, "seconds the bodies are held, sampled")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  memory_cmd->add_option("--node-binary", memory.node_binary,
+                         "verdict-node to run (default: the one built with this benchmark)");
+  memory_cmd->add_flag("--json", memory.output.json, "print one JSON object on stdout");
+  memory_cmd->add_option("--csv", memory.output.csv_dir,
+                         "write the raw rows to DIR/ingest_memory.csv");
 
   verdict::bench::DrainOptions drain;
   CLI::App* drain_cmd = app.add_subcommand(
@@ -229,6 +250,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (ingest_cmd->parsed()) return verdict::bench::RunIngest(ingest);
   if (scale_cmd->parsed()) return verdict::bench::RunScale(scale);
+  if (memory_cmd->parsed()) return verdict::bench::RunIngestMemory(memory);
   const bool needs_db = drain_cmd->parsed() || events_cmd->parsed() || replicate_cmd->parsed() ||
                         retention_cmd->parsed();
   if (needs_db) {

@@ -1,6 +1,8 @@
 #include "bench/sample.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,12 +10,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include <pqxx/pqxx>
 
 #include "proto/wire.h"
+
+extern char** environ;
 
 namespace verdict::bench {
 
@@ -77,6 +82,30 @@ double StatusMiB(pid_t pid, const std::string& field) {
     if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024;
   }
   return -1;
+}
+
+std::string NodeBinary(const std::string& given) {
+  if (!given.empty()) return given;
+#ifdef VERDICT_NODE_BINARY
+  if (std::filesystem::exists(VERDICT_NODE_BINARY)) return VERDICT_NODE_BINARY;
+#endif
+  return "verdict-node";  // from PATH
+}
+
+Result<pid_t> SpawnWithLog(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> owned = args;
+  std::vector<char*> argv;
+  for (auto& a : owned) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, 1, 2);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, argv[0], &files, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  if (rc != 0) return UnavailableError("cannot start " + args[0] + ": " + std::strerror(rc));
+  return pid;
 }
 
 Status StopChild(pid_t pid, const std::string& what, std::chrono::seconds grace) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -44,6 +45,13 @@ double CpuSeconds(int who);
 
 // A size field of /proc/PID/status ("VmRSS", "VmHWM") in MiB; -1 if the process is gone.
 double StatusMiB(pid_t pid, const std::string& field);
+
+// The verdict-node to run: `given` if set, else the one built with this benchmark, else the one
+// on PATH.
+std::string NodeBinary(const std::string& given);
+
+// Starts `args` (args[0] from PATH if it has no slash) with its stdout and stderr in `log`.
+Result<pid_t> SpawnWithLog(const std::vector<std::string>& args, const std::string& log);
 
 // Stops child `pid` (named `what` in errors) with SIGTERM and reaps it, waiting at most
 // `grace` (twice the node's own 30 s shutdown deadline by default); a child still running then

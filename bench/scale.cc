@@ -11,8 +11,6 @@
 // flat however many records were acked before it.
 #include "bench/scale.h"
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,22 +26,12 @@
 #include "bench/sample.h"
 #include "storage/outbox.h"
 
-extern char** environ;
-
 namespace verdict::bench {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-std::string NodeBinary(const ScaleOptions& o) {
-  if (!o.node_binary.empty()) return o.node_binary;
-#ifdef VERDICT_NODE_BINARY
-  if (std::filesystem::exists(VERDICT_NODE_BINARY)) return VERDICT_NODE_BINARY;
-#endif
-  return "verdict-node";  // from PATH
-}
 
 Status Fill(const ScaleOptions& o, const std::string& dir, double* per_s) {
   auto outbox = storage::OpenOutbox(dir, {.shard_count = o.shards});
@@ -71,22 +59,12 @@ struct Memory {
 
 // Runs verdict-node over the outbox with an unreachable lobby and samples its memory.
 Result<Memory> MeasureNode(const ScaleOptions& o, const std::string& dir, const std::string& log) {
-  const std::string binary = NodeBinary(o);
-  std::vector<std::string> args = {binary,        "run", "--node-id", "bench-scale",
-                                   "--outbox",    dir,   "--lobby",   "http://127.0.0.1:1",
-                                   "--token",     "t",   "--shards",  std::to_string(o.shards),
-                                   "--log-level", "warn"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&files, 1, 2);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, binary.c_str(), &files, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&files);
-  if (rc != 0) return UnavailableError("cannot start " + binary + ": " + std::strerror(rc));
+  auto spawned = SpawnWithLog({NodeBinary(o.node_binary), "run", "--node-id", "bench-scale",
+                               "--outbox", dir, "--lobby", "http://127.0.0.1:1", "--token", "t",
+                               "--shards", std::to_string(o.shards), "--log-level", "warn"},
+                              log);
+  if (!spawned.ok()) return spawned.status();
+  const pid_t pid = *spawned;
 
   Memory memory;
   const auto start = SteadyClock::now();

@@ -48,9 +48,8 @@ constexpr const char* kBatchPath = wire::kSettlementsBatchPath;
 // The lobby's limits for one batch: results, and bytes (less 64 KiB of room for the request's
 // framing).
 constexpr size_t kMaxBatchResults = wire::kMaxBatchResults;
-constexpr size_t kMaxBatchBytes = wire::kMaxBatchBodyBytes - (64u << 10);
-// What a result adds to a batch beyond its own bytes, at most: the field's tag and length.
-constexpr size_t kBatchBytesPerResult = 16;
+constexpr size_t kMaxBatchBytes = wire::kMaxBatchResultBytes;
+constexpr size_t kBatchBytesPerResult = wire::kBatchBytesPerResult;
 // Bounds of the histogram of records per batch request: powers of two up to the lobby's limit.
 constexpr std::array<double, 9> kBatchRecordsBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 static_assert(kBatchRecordsBuckets.back() == kMaxBatchResults);
@@ -63,17 +62,20 @@ constexpr int64_t kReadFailurePauseMs = 1000;
 constexpr char kUserAgent[] = "verdict-node";
 
 // Backoff after `failures` failures in a row: initial doubling to max, jittered when `rng` is
-// given.
+// given, and never beyond max: the cap comes after the jitter.
 int64_t BackoffMs(const DelivererOptions& o, int failures, std::mt19937_64* rng) {
   int64_t delay = o.initial_backoff.count();
   for (int i = 1; i < failures && delay < o.max_backoff.count(); ++i) delay *= 2;
-  delay = std::min<int64_t>(delay, o.max_backoff.count());
   if (rng && o.jitter > 0) {
     std::uniform_real_distribution<double> factor(1 - o.jitter, 1 + o.jitter);
-    delay = static_cast<int64_t>(delay * factor(*rng));
+    delay = static_cast<int64_t>(std::min<int64_t>(delay, o.max_backoff.count()) * factor(*rng));
   }
-  return delay;
+  return std::min<int64_t>(delay, o.max_backoff.count());
 }
+
+// Text from the lobby (a problem's detail and code, a reason phrase) as it goes into a log line:
+// escaped, so that it can neither forge a line nor reach the terminal as an escape sequence.
+std::string Shown(const std::string& text) { return wire::EscapeForTerminal(text); }
 
 std::string Describe(const std::exception_ptr& e) {
   try {
@@ -96,6 +98,7 @@ class Deliverer::Impl {
   Status Start();
   void Stop();
   void Wake();
+  void RetryNow();
   size_t RoomsInBackoff() const;
   Status Health() const;
   bool auth_failing() const { return auth_failing_.load(); }
@@ -151,6 +154,7 @@ class Deliverer::Impl {
   metrics::Histogram& batch_records_;
   std::atomic<int> in_flight_{0};
   std::atomic<uint64_t> resolved_{0};
+  std::atomic<uint64_t> acked_{0};  // of resolved_, those acked (the others dead-lettered)
 
  private:
   // Runs `loop` until it stops; if it throws instead, restarts it after a backoff.
@@ -210,6 +214,24 @@ class ShardLoop {
       maybe_more_ = true;
       ++wakes_;
       if (owner_.clock_->MonotonicMs() < PausedUntil()) return;
+      woken_ = true;
+      timer_.cancel();
+    });
+  }
+
+  // Cuts every wait of this shard short (Deliverer::RetryNow): rooms backing off and the shard
+  // itself go again at once, their failures counted afresh. A shard stopped for damage stays
+  // stopped.
+  void RetryNow() {
+    net::post(strand_, [this] {
+      const int64_t now = owner_.clock_->MonotonicMs();
+      for (auto& [room, b] : backoff_) {
+        b.until_ms = std::min(b.until_ms, now);
+        b.failures = 0;
+      }
+      if (shard_until_ms_ != kForever) shard_until_ms_ = std::min(shard_until_ms_, now);
+      connection_failures_ = 0;
+      maybe_more_ = true;
       woken_ = true;
       timer_.cancel();
     });
@@ -512,6 +534,7 @@ class ShardLoop {
     } else {
       owner_.delivered_.Add(a.duplicate ? "duplicate" : "settled");
     }
+    ++owner_.acked_;
     Forget(record);
   }
 
@@ -529,7 +552,7 @@ class ShardLoop {
     Log().error(
         "room={} shard={} sequence={}: lobby refused the result as final ({}: {}); "
         "moved to dead letter",
-        room, shard_, record.sequence, a.code, a.message);
+        room, shard_, record.sequence, Shown(a.code), Shown(a.message));
     Forget(record);
   }
 
@@ -541,7 +564,7 @@ class ShardLoop {
       return;
     }
     Log().warn("room={} shard={}: {} ({}); retrying in {} ms", record.result.room_id(), shard_,
-               a.cause, a.message, delay);
+               a.cause, Shown(a.message), delay);
   }
 
   // A 2xx that is not the lobby's receipt (a proxy or a health page answering for it) repeats
@@ -556,7 +579,7 @@ class ShardLoop {
         "room={} shard={}: a 2xx answer without the lobby's receipt for the result ({}); "
         "nothing acked, the result is kept and retried ({} such answer(s) in this shard since "
         "the last line); is something other than the lobby answering?",
-        record.result.room_id(), shard_, a.message, bad_receipts_unlogged_);
+        record.result.room_id(), shard_, Shown(a.message), bad_receipts_unlogged_);
     bad_receipt_logged_ms_ = now;
     bad_receipts_unlogged_ = 0;
   }
@@ -567,7 +590,7 @@ class ShardLoop {
     requests_refused_ = true;
     MutexLock lock(&health_mu_);
     const bool first = request_refused_.empty();
-    request_refused_ = a.cause + ": " + a.message;
+    request_refused_ = a.cause + ": " + Shown(a.message);
     if (first) {
       Log().error(
           "shard={}: the lobby refuses this node's requests as a whole ({}); the results are kept "
@@ -615,7 +638,7 @@ class ShardLoop {
       const int64_t delay = BackoffDelay(rounds);
       shard_until_ms_ = owner_.clock_->MonotonicMs() + delay;
       Log().warn("shard={}: lobby unreachable ({}: {}); shard waits {} ms", shard_, a.cause,
-                 a.message, delay);
+                 Shown(a.message), delay);
     }
   }
 
@@ -913,7 +936,7 @@ void Deliverer::Impl::FallBackToSingleRequests(uint32_t shard, const Attempt& a)
   Log().warn(
       "shard={}: the lobby has no {} ({}: {}); every shard sends one result per request to {} "
       "from now on (restart the node to try batches again)",
-      shard, kBatchPath, a.cause, a.message, kSettlementsPath);
+      shard, kBatchPath, a.cause, Shown(a.message), kSettlementsPath);
 }
 
 Status Deliverer::Impl::Health() const {
@@ -925,6 +948,15 @@ Status Deliverer::Impl::Health() const {
 
 void Deliverer::Impl::Wake() {
   for (auto& loop : loops_) loop->Wake();
+}
+
+void Deliverer::Impl::RetryNow() {
+  {
+    MutexLock lock(&auth_mu_);
+    auth_refusals_ = 0;
+    auth_paused_until_ms_ = std::min(auth_paused_until_ms_.load(), clock_->MonotonicMs());
+  }
+  for (auto& loop : loops_) loop->RetryNow();
 }
 
 size_t Deliverer::Impl::RoomsInBackoff() const {
@@ -941,10 +973,12 @@ Deliverer::~Deliverer() { Stop(); }
 Status Deliverer::Start() { return impl_->Start(); }
 void Deliverer::Stop() { impl_->Stop(); }
 void Deliverer::Wake() { impl_->Wake(); }
+void Deliverer::RetryNow() { impl_->RetryNow(); }
 size_t Deliverer::RoomsInBackoff() const { return impl_->RoomsInBackoff(); }
 Status Deliverer::SetToken(std::string token) { return impl_->SetToken(std::move(token)); }
 Status Deliverer::Health() const { return impl_->Health(); }
 bool Deliverer::auth_failing() const { return impl_->auth_failing(); }
 uint64_t Deliverer::resolved() const { return impl_->resolved_.load(); }
+uint64_t Deliverer::acked() const { return impl_->acked_.load(); }
 
 }  // namespace verdict::delivery

@@ -8,7 +8,8 @@
 // pause every shard until the token works again once every URL refused it; anything else keeps
 // it and retries with backoff. Blocking outbox calls run on a separate
 // disk thread, never on the I/O threads. Knows the outbox interface and HTTP, nothing of rooms.
-// Thread-safety: Start/Stop from one thread; Wake, SetToken and Health from any thread.
+// Thread-safety: Start/Stop from one thread; Wake, RetryNow, SetToken and Health from any
+// thread.
 #pragma once
 
 #include <chrono>
@@ -44,6 +45,13 @@ class Deliverer {
   // every sleeping loop looks again at once.
   void Wake();
 
+  // Cuts every wait short, for a drain before exit: rooms and shards backing off (after
+  // failures, a lobby's Retry-After, or a refused token) are tried again at once, with their
+  // failures counted afresh. A lobby that is healthy again gets everything at once; one that
+  // still fails gets one attempt per room (in batches) and then the backoff from initial_backoff
+  // doubling as after any first failure, never a tight loop.
+  void RetryNow();
+
   // Replaces the bearer token from the next attempt on (a rotated or corrected token, reloaded
   // on SIGHUP). Ends a pause caused by 401/403 at once: every shard tries the new token.
   // INVALID_ARGUMENT for a token that cannot go in a header; the old one stays.
@@ -58,6 +66,8 @@ class Deliverer {
   size_t RoomsInBackoff() const;
   // Records resolved so far (acked after a 2xx, or dead-lettered): the delivery rate's counter.
   uint64_t resolved() const;
+  // Of those, the ones acked: delivered to the lobby (ORIGINAL_EXPIRED included).
+  uint64_t acked() const;
 
   class Impl;  // defined in deliverer.cc
 

@@ -13,6 +13,7 @@
 #include "node/result_channel.h"
 #include "node/room_table.h"
 #include "proto/validation.h"
+#include "proto/wire.h"
 #include "replication/node_lease.h"
 #include "replication/releasing_outbox.h"
 #include "replication/replicator.h"
@@ -50,6 +51,11 @@ Status CheckNodeOptions(const NodeOptions& options) {
     if (Status valid = CheckBearerToken(options.ingest.token); !valid.ok()) {
       return InvalidArgumentError("the ingest token " + valid.message());
     }
+  }
+  if (options.ingest.max_body_bytes_in_flight < wire::kMaxBatchBodyBytes) {
+    return InvalidArgumentError("the ingest body budget must hold one batch body (" +
+                                std::to_string(wire::kMaxBatchBodyBytes) + " bytes), got " +
+                                std::to_string(options.ingest.max_body_bytes_in_flight));
   }
   return Status::Ok();
 }
@@ -138,6 +144,7 @@ BattleNode::~BattleNode() { Shutdown(); }
 Status BattleNode::StartServer() {
   server::HttpServerOptions http;
   http.name = "verdict_node";
+  http.max_body_bytes_in_flight = options_.ingest.max_body_bytes_in_flight;
   if (!options_.metrics_listen.empty()) {
     auto address = server::ListenAddress::Parse(options_.metrics_listen);
     if (!address.ok()) return address.status();
@@ -199,6 +206,8 @@ RoomHandle BattleNode::FindRoom(uint64_t room_id) const { return rooms_->Find(ro
 uint64_t BattleNode::stored() const { return writer_ ? writer_->stored() : 0; }
 
 uint64_t BattleNode::resolved() const { return deliverer_ ? deliverer_->resolved() : 0; }
+
+uint64_t BattleNode::delivered() const { return deliverer_ ? deliverer_->acked() : 0; }
 
 Result<storage::OutboxStats> BattleNode::OutboxStats() const { return outbox_->Stats(); }
 
@@ -272,7 +281,11 @@ Status BattleNode::Ready() const {
   return Status::Ok();
 }
 
-void BattleNode::BeginDrain() { draining_ = true; }
+void BattleNode::BeginDrain() {
+  draining_ = true;
+  // The lobby may have been away long enough to grow every backoff past the drain's deadline.
+  deliverer_->RetryNow();
+}
 
 Status BattleNode::SetLobbyToken(std::string token) {
   return deliverer_->SetToken(std::move(token));

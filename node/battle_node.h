@@ -85,9 +85,11 @@ class BattleNode {
   const std::vector<uint16_t>& ingest_ports() const { return ingest_ports_; }
   const std::string& node_id() const { return options_.node_id; }
 
-  // Results newly durable in the outbox, and resolved (acked or dead-lettered), so far.
+  // Results newly durable in the outbox, resolved (acked or dead-lettered), and of those
+  // delivered (acked), so far.
   uint64_t stored() const;
   uint64_t resolved() const;
+  uint64_t delivered() const;
   // The outbox's counts, bytes and ages per shard, side areas and free disk, read now.
   Result<storage::OutboxStats> OutboxStats() const;
   NodeRates rates() const;
@@ -101,8 +103,8 @@ class BattleNode {
   // cannot write its outbox. /readyz and the ingest endpoints answer 503 with it.
   Status Ready() const;
   // Stops taking results through the ingest endpoints (503) and makes /readyz answer 503, while
-  // delivery goes on: the first step of a drain on exit. Rooms of an embedding host are not
-  // affected.
+  // delivery goes on, every backoff cut short (Deliverer::RetryNow): the first step of a drain on
+  // exit. Rooms of an embedding host are not affected.
   void BeginDrain();
   // Replaces the lobby token from the next delivery attempt on (SIGHUP in verdict-node);
   // delivery paused by a refused token resumes at once. INVALID_ARGUMENT for a token that

@@ -204,12 +204,20 @@ Status IngestService::Prepare(v1::BattleResult& result) const {
   return wire::ValidateResult(result);
 }
 
-// Answers of one request, filled in by the writer's completions; the last one answers.
+// Answers of one request, filled in by the writer's completions; the last one answers, unless
+// the negative control answered first. `answer` is set before any completion can run and never
+// changed after: the completions run on the writer's thread.
 struct IngestService::Pending {
   std::mutex mu;
   std::vector<storage::EnqueueResult> outcomes;
   size_t left = 0;
   std::function<void(std::vector<storage::EnqueueResult>)> answer;
+  std::atomic<bool> answered{false};
+
+  // Runs `answer` with `with`, if nothing answered before.
+  void Answer(std::vector<storage::EnqueueResult> with) {
+    if (!answered.exchange(true)) answer(std::move(with));
+  }
 };
 
 std::optional<HttpReply> IngestService::Store(
@@ -233,8 +241,9 @@ std::optional<HttpReply> IngestService::Store(
       std::unique_lock lock(pending->mu);
       pending->outcomes[i] = r;
       if (--pending->left > 0) return;
+      std::vector<storage::EnqueueResult> outcomes = std::move(pending->outcomes);
       lock.unlock();
-      pending->answer(std::move(pending->outcomes));
+      pending->Answer(std::move(outcomes));
     });
   }
   std::vector<uint64_t> rooms;
@@ -249,8 +258,7 @@ std::optional<HttpReply> IngestService::Store(
     Log().warn("UNSAFE: answering for {} result(s) before they are durable", n);
     std::vector<storage::EnqueueResult> fake(n);
     for (size_t i = 0; i < n; ++i) fake[i].shard = storage::RoomShard(rooms[i], shard_count_);
-    pending->answer(std::move(fake));
-    pending->answer = [](std::vector<storage::EnqueueResult>) {};
+    pending->Answer(std::move(fake));
   }
   return std::nullopt;
 }

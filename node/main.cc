@@ -4,9 +4,11 @@
 // into a stopped node's outbox; `outbox` inspects and repairs an outbox (node/outbox_cli.h).
 // Flags are parsed here only.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -50,6 +52,7 @@ struct Flags {
   std::string tls_ca;
   std::vector<std::string> ingest_listen;
   std::string ingest_token, ingest_token_file;
+  uint64_t ingest_body_budget_mib = IngestOptions{}.max_body_bytes_in_flight >> 20;
   double drain_on_exit_s = 0;
   std::string to;  // enqueue --to
   // Set by verdict-node-testing only.
@@ -127,27 +130,29 @@ Result<std::string> ReadIngestToken(const Flags& flags) {
                    "--ingest-token-file");
 }
 
-// Both tokens as configured now.
+// Both tokens as configured now, each read on its own: a broken source of one leaves the other
+// to be reloaded.
 struct Tokens {
-  std::string lobby, ingest;
+  Result<std::string> lobby;
+  Result<std::string> ingest;
 };
 
-// SIGHUP: the tokens are read again from where they came from; a broken source keeps the old
-// ones.
-void ReloadTokens(BattleNode& node, const std::function<Result<Tokens>()>& reread) {
-  auto tokens = reread();
-  if (!tokens.ok()) {
-    spdlog::error("SIGHUP: lobby token not reloaded, the node keeps the tokens it has: {}",
-                  tokens.status().ToString());
-    return;
-  }
-  Status lobby = node.SetLobbyToken(tokens->lobby);
-  Status ingest = lobby.ok() ? node.SetIngestToken(tokens->ingest) : lobby;
-  if (!ingest.ok()) {
-    spdlog::error("SIGHUP: {}", ingest.ToString());
-    return;
-  }
-  spdlog::info("SIGHUP: lobby token reloaded, and the ingest token");
+// SIGHUP: the tokens are read again from where they came from, each on its own; a broken source
+// keeps its old token, and only that one.
+void ReloadTokens(BattleNode& node, const std::function<Tokens()>& reread) {
+  const Tokens tokens = reread();
+  const auto reload = [](const char* which, const Result<std::string>& token,
+                         const std::function<Status(std::string)>& set) {
+    const Status s = token.ok() ? set(*token) : token.status();
+    if (s.ok()) {
+      spdlog::info("SIGHUP: {} token reloaded", which);
+    } else {
+      spdlog::error("SIGHUP: {} token not reloaded, the node keeps the one it has: {}", which,
+                    s.ToString());
+    }
+  };
+  reload("lobby", tokens.lobby, [&](std::string t) { return node.SetLobbyToken(std::move(t)); });
+  reload("ingest", tokens.ingest, [&](std::string t) { return node.SetIngestToken(std::move(t)); });
 }
 
 // The node's options from the flags, with the token read from where the flags say.
@@ -165,6 +170,7 @@ Result<NodeOptions> OptionsFrom(const Flags& flags) {
   options.metrics_listen = flags.metrics_listen;
   options.ingest.listen = flags.ingest_listen;
   options.ingest.token = *ingest_token;
+  options.ingest.max_body_bytes_in_flight = flags.ingest_body_budget_mib << 20;
   options.ingest.unsafe_answer_before_durable_for_test = flags.unsafe_answer_before_durable;
   options.delivery.tls_ca_file = flags.tls_ca;
   options.delivery.batch = flags.batch;
@@ -200,6 +206,19 @@ Result<StoredLog> OpenStoredLog(const std::string& path, NodeOptions& options) {
     std::fflush(file);
   };
   return log;
+}
+
+// Raises the soft limit on open descriptors to the hard one: each of the node's listeners has
+// its own connection cap (server::HttpServerOptions::max_connections), and under a soft limit of
+// 1024 they would be lowered to fit it together.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("cannot raise the limit on open descriptors to {}: {}", limit.rlim_max,
+                 std::strerror(errno));
+  }
 }
 
 // Blocks the signals the node waits for (SIGTERM, SIGINT, SIGHUP) in this thread and every
@@ -269,7 +288,7 @@ void PrintProgress(BattleNode& node, const Simulator* simulator, uint64_t simula
       "%sstored %llu, delivered %llu, backlog %.0f, dead letter %llu, "
       "in %.0f/s, out %.0f/s, drain ETA %s\n",
       sim.c_str(), static_cast<unsigned long long>(node.stored()),
-      static_cast<unsigned long long>(node.resolved()), backlog,
+      static_cast<unsigned long long>(node.delivered()), backlog,
       static_cast<unsigned long long>(stats.ok() ? stats->dead_lettered : 0), rates.ingest_per_s,
       rates.delivery_per_s, Seconds(eta).c_str());
   std::fflush(stdout);
@@ -279,7 +298,7 @@ void PrintProgress(BattleNode& node, const Simulator* simulator, uint64_t simula
 // and the node drained (false); reloads the tokens on SIGHUP and prints progress every
 // --progress-ms.
 bool ServeUntilStopped(const Flags& flags, BattleNode& node, const Simulator* simulator,
-                       const sigset_t& signals, const std::function<Result<Tokens>()>& reread) {
+                       const sigset_t& signals, const std::function<Tokens()>& reread) {
   const timespec tick{0, 200'000'000};
   auto last_progress = std::chrono::steady_clock::now();
   for (;;) {
@@ -344,7 +363,7 @@ void PrintSimulatorSummary(const Simulator& simulator) {
       static_cast<unsigned long long>(c.allocation_failures));
 }
 
-int RunNode(const Flags& flags, const std::function<Result<Tokens>()>& reread) {
+int RunNode(const Flags& flags, const std::function<Tokens()>& reread) {
   auto options = OptionsFrom(flags);
   if (!options.ok()) return Fail(options.status().message());
   auto stored_log = OpenStoredLog(flags.stored_log, *options);
@@ -353,6 +372,7 @@ int RunNode(const Flags& flags, const std::function<Result<Tokens>()>& reread) {
     return Fail("--simulate-rooms needs --admin-token to allocate rooms at the lobby");
   }
   const sigset_t signals = BlockStopSignals();  // before any thread starts
+  RaiseDescriptorLimit();
 
   auto started = BattleNode::Start(*options);
   if (!started.ok()) return Fail(started.status().ToString());
@@ -431,8 +451,9 @@ int PrintEnqueueCounts(const EnqueueCounts& n) {
 // How long `enqueue --to` keeps retrying a node that answers 503 or cannot be reached.
 constexpr std::chrono::seconds kEnqueueRetryFor{60};
 
-// enqueue --to: posts the results to a running node's ingest listener in batches, retrying what
-// it answers 503 (or could not answer) until kEnqueueRetryFor has passed without progress.
+// enqueue --to: posts the results to a running node's ingest listener in batches (under its
+// limits of count and bytes), retrying what it answers 503 (or could not answer) until
+// kEnqueueRetryFor has passed without progress.
 int EnqueueThroughNode(const Flags& flags, const std::vector<v1::BattleResult>& results) {
   auto to = server::ListenAddress::Parse(flags.to);
   if (!to.ok()) return Fail(to.status().message());
@@ -448,7 +469,12 @@ int EnqueueThroughNode(const Flags& flags, const std::vector<v1::BattleResult>& 
   auto last_progress = std::chrono::steady_clock::now();
   std::chrono::milliseconds pause{200};
   while (!left.empty()) {
-    const size_t count = std::min(left.size(), wire::kMaxBatchResults);
+    // As many as the node takes in one batch, by count and by bytes (at least one).
+    size_t count = 0;
+    for (size_t bytes = 0; count < left.size() && count < wire::kMaxBatchResults; ++count) {
+      bytes += left[count]->ByteSizeLong() + wire::kBatchBytesPerResult;
+      if (count > 0 && bytes > wire::kMaxBatchResultBytes) break;
+    }
     v1::SettlementBatch batch;
     for (size_t i = 0; i < count; ++i) *batch.add_results() = *left[i];
     server::HttpRequest request{"POST",
@@ -674,6 +700,12 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
                    "read the ingest token from FILE instead (SIGHUP reads it again)")
       ->excludes(ingest_token);
   c.run
+      ->add_option("--ingest-body-budget-mib", flags.ingest_body_budget_mib,
+                   "MiB of request bodies the listeners hold at once; a request past it is "
+                   "answered 503 with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{4}, uint64_t{1} << 20));
+  c.run
       ->add_option("--drain-on-exit", flags.drain_on_exit_s,
                    "on SIGTERM, refuse new results (503) and keep delivering for up to SECONDS "
                    "until the outbox is empty; exit 0 if it is, 75 if results remain (0: exit "
@@ -735,23 +767,28 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
 
 // The tokens as configured now: the command line and its --config file parsed afresh (a flag on
 // the command line still wins), then the token files if any are named.
-Result<Tokens> RereadTokens(int argc, char** argv) {
+Tokens RereadTokens(int argc, char** argv) {
   CLI::App app{kDescription};
   Flags fresh;
   DeclareFlags(app, fresh);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return InvalidArgumentError(std::string("cannot read the flags again: ") + e.what());
+    const Status unread =
+        InvalidArgumentError(std::string("cannot read the flags again: ") + e.what());
+    return Tokens{unread, unread};
   }
-  auto lobby = ReadToken(fresh);
-  if (!lobby.ok()) return lobby.status();
-  auto ingest = ReadIngestToken(fresh);
-  if (!ingest.ok()) return ingest.status();
-  return Tokens{*lobby, *ingest};
+  return Tokens{ReadToken(fresh), ReadIngestToken(fresh)};
 }
 
 int main(int argc, char** argv) {
+  // SIGHUP reloads a running node's tokens. One that comes before the node waits for it would
+  // kill the node, and systemd counts death by SIGHUP as a clean exit (Restart=on-failure then
+  // leaves it down): blocked first thing, it waits. The other commands take it back once parsed.
+  sigset_t hangup;
+  sigemptyset(&hangup);
+  sigaddset(&hangup, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &hangup, nullptr);
   spdlog::set_default_logger(spdlog::stderr_color_mt("node"));
   Flags flags;
   CLI::App app{kDescription};
@@ -760,6 +797,7 @@ int main(int argc, char** argv) {
   cli::ApplyLogLevel(flags.log_level);
 
   if (c.run->parsed()) return RunNode(flags, [argc, argv] { return RereadTokens(argc, argv); });
+  pthread_sigmask(SIG_UNBLOCK, &hangup, nullptr);  // a hang-up ends them, as it ends any command
   if (c.enqueue->parsed()) return RunEnqueue(flags, c.enqueue_shards->count() > 0);
   if (c.replication.rescue->parsed()) return RunRescue(flags.replication);
   if (c.replication.replicated_ls->parsed()) return RunReplicatedList(flags.replication);

@@ -63,9 +63,13 @@ struct IngestOptions {
   // replicated to etcd before it is answered 503; as above, they may be stored and replicated
   // later, and a retry then answers 200. Default: 10 s.
   std::chrono::milliseconds replicated_wait{10000};
-  // Results taken and not yet durable beyond which new requests are answered 503: with the
-  // connection cap, what bounds the memory that ingest can hold. Default: 8192.
+  // Results taken and not yet durable beyond which new requests are answered 503. Default: 8192.
   size_t max_pending_results = 8192;
+  // Bytes of request bodies the listeners hold at once, from a request's header until it is
+  // answered (server::HttpServerOptions::max_body_bytes_in_flight): what bounds the memory that
+  // ingest can hold, whatever the number of connections. A request past it is answered 503 with
+  // Retry-After before its body is read. At least one batch body (4 MiB). Default: 64 MiB.
+  uint64_t max_body_bytes_in_flight = uint64_t{64} << 20;
   // Test-only negative control: answers 201 as soon as the results are queued, before the fsync
   // that makes them durable (P1 off). Default: false. Never set it outside tests.
   bool unsafe_answer_before_durable_for_test = false;

@@ -98,8 +98,9 @@ class ListingPrinter {
       }
       const std::string room = l.decodable ? std::to_string(l.room_id) : "undecodable";
       std::printf("%-20s %-12s %10llu  %s%s%s\n", room.c_str(), l.where.c_str(),
-                  static_cast<unsigned long long>(l.sequence), EscapeForTerminal(l.reason).c_str(),
-                  l.detail.empty() ? "" : ": ", EscapeForTerminal(l.detail).c_str());
+                  static_cast<unsigned long long>(l.sequence),
+                  wire::EscapeForTerminal(l.reason).c_str(), l.detail.empty() ? "" : ": ",
+                  wire::EscapeForTerminal(l.detail).c_str());
       return Status::Ok();
     }
     v1::OutboxListing::Record record;
@@ -125,7 +126,7 @@ class ListingPrinter {
         std::printf("%-20s %-12s %10s  %s\n", "ROOM_ID", "WHERE", "SEQUENCE", "REASON");
       if (cut_at) std::printf("(first %zu shown; use --limit)\n", cut_at);
       for (const std::string& d : damaged) {
-        std::printf("(not listed: %s)\n", EscapeForTerminal(d).c_str());
+        std::printf("(not listed: %s)\n", wire::EscapeForTerminal(d).c_str());
       }
       return Status::Ok();
     }
@@ -181,48 +182,7 @@ Result<std::unique_ptr<storage::Outbox>> OpenForReading(const std::string& dir) 
   return storage::OpenOutbox(dir, {.read_only = true});
 }
 
-// Length of the UTF-8 sequence at the start of `s` (1–4), or 0 if it is not well formed.
-size_t Utf8Length(std::string_view s) {
-  const auto byte = [&s](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char c = byte(0);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-  if (n == 0 || n > s.size()) return 0;
-  for (size_t i = 1; i < n; ++i) {
-    if ((byte(i) & 0xc0) != 0x80) return 0;
-  }
-  return wire::IsValidUtf8(s.substr(0, n)) ? n : 0;
-}
-
 }  // namespace
-
-std::string EscapeForTerminal(const std::string& text) {
-  std::string out;
-  std::string_view rest(text);
-  char escape[8];
-  while (!rest.empty()) {
-    const auto c = static_cast<unsigned char>(rest[0]);
-    const size_t n = Utf8Length(rest);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (n == 0 || c < 0x20 || c == 0x7f) {
-      std::snprintf(escape, sizeof(escape), "\\x%02x", c);  // a control, or not UTF-8
-      out += escape;
-    } else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(rest[1]) < 0xa0) {
-      std::snprintf(escape, sizeof(escape), "\\u%04x", static_cast<unsigned char>(rest[1]));
-      out += escape;  // C1 controls (U+0080–U+009F), which some terminals obey as escapes
-    } else {
-      out.append(rest.substr(0, n));
-    }
-    rest.remove_prefix(n == 0 ? 1 : n);
-  }
-  return out;
-}
 
 OutboxCommands::OutboxCommands(CLI::App& app) {
   CLI::App* outbox = app.add_subcommand("outbox", "inspect or repair an outbox");
@@ -280,7 +240,7 @@ int OutboxCommands::Stats() const {
               static_cast<unsigned long long>(stats->dead_lettered),
               stats->free_disk_bytes / double(1 << 30));
   for (const auto& s : stats->shards) {
-    if (!s.damage.empty()) std::printf("DAMAGED: %s\n", EscapeForTerminal(s.damage).c_str());
+    if (!s.damage.empty()) std::printf("DAMAGED: %s\n", wire::EscapeForTerminal(s.damage).c_str());
   }
   return 0;
 }
@@ -391,7 +351,7 @@ int OutboxCommands::Salvage() const {
       static_cast<unsigned long long>(report->undecodable),
       static_cast<unsigned long long>(report->dead_lettered));
   for (const std::string& d : report->damage) {
-    std::printf("damaged: %s\n", EscapeForTerminal(d).c_str());
+    std::printf("damaged: %s\n", wire::EscapeForTerminal(d).c_str());
   }
   if (report->lost == 0 && !report->more_may_be_lost) {
     std::printf("nothing stored was lost; run the node on %s\n", flags_.to.c_str());

@@ -55,9 +55,4 @@ class OutboxCommands {
   CLI::Option* redrive_room_ = nullptr;
 };
 
-// `text` with every control character (C0, DEL, C1) and every byte that is not UTF-8 written as
-// an escape (\n, \t, \x1b, \u009b, \\), so that what a lobby or a record says cannot move the
-// cursor, change colours or forge lines when printed to a terminal.
-std::string EscapeForTerminal(const std::string& text);
-
 }  // namespace verdict::node

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -99,6 +100,34 @@ std::string ValidUtf8(std::string_view text) {
       out.append(text.substr(0, length));
       text.remove_prefix(length);
     }
+  }
+  return out;
+}
+
+std::string EscapeForTerminal(std::string_view text) {
+  std::string out;
+  char escape[8];
+  while (!text.empty()) {
+    const auto c = static_cast<unsigned char>(text[0]);
+    const size_t n = Utf8SequenceLength(text);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (n == 0 || c < 0x20 || c == 0x7f) {
+      std::snprintf(escape, sizeof(escape), "\\x%02x", c);  // a control, or not UTF-8
+      out += escape;
+    } else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(text[1]) < 0xa0) {
+      std::snprintf(escape, sizeof(escape), "\\u%04x", static_cast<unsigned char>(text[1]));
+      out += escape;  // C1 controls (U+0080–U+009F), which some terminals obey as escapes
+    } else {
+      out.append(text.substr(0, n));
+    }
+    text.remove_prefix(n == 0 ? 1 : n);
   }
   return out;
 }

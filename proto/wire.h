@@ -29,6 +29,11 @@ inline constexpr char kSettlementsBatchPath[] = "/v1/settlements:batch";
 inline constexpr size_t kMaxResultBodyBytes = size_t{1} << 20;
 inline constexpr size_t kMaxBatchBodyBytes = size_t{4} << 20;
 inline constexpr size_t kMaxBatchResults = 256;
+// How a sender packs a batch under kMaxBatchBodyBytes: what one result adds beyond its own bytes
+// at most (its field tag and length), and the bytes the results may take together (64 KiB are
+// left for the rest of the request).
+inline constexpr size_t kBatchBytesPerResult = 16;
+inline constexpr size_t kMaxBatchResultBytes = kMaxBatchBodyBytes - (size_t{64} << 10);
 // The players of a result and the seats of a room, and the teams of either (proto/validation.h: a
 // 150-player battle royale fits), and the bytes of any one string of a message.
 inline constexpr size_t kMaxPlayers = 200;
@@ -113,5 +118,10 @@ bool IsValidUtf8(std::string_view text);
 // string fields must be UTF-8: protobuf drops other bytes when it writes JSON, and logs an error
 // each time. Text from outside (a request path, a stored detail) goes through here first.
 std::string ValidUtf8(std::string_view text);
+
+// `text` with every control character (C0, DEL, C1) and every byte that is not UTF-8 written as
+// an escape (\n, \t, \x1b, \u009b, \\), so that what a lobby or a record says cannot move the
+// cursor, change colours or forge lines when printed to a terminal or a log.
+std::string EscapeForTerminal(std::string_view text);
 
 }  // namespace verdict::wire

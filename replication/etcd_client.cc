@@ -1,5 +1,7 @@
 #include "replication/etcd_client.h"
 
+#include <algorithm>
+
 #include <google/protobuf/util/json_util.h>
 
 #include "common/host_port.h"
@@ -263,6 +265,15 @@ Status EtcdClient::Put(const std::string& key, const std::string& value, int64_t
   request.set_lease(lease_id);
   etcd::PutResponse response;
   return state_->Call("/v3/kv/put", request, &response);
+}
+
+Result<bool> EtcdClient::NoSpaceAlarmRaised() {
+  etcd::AlarmRequest request;
+  request.set_action(etcd::AlarmRequest::GET);
+  etcd::AlarmResponse response;
+  VERDICT_RETURN_IF_ERROR(state_->Call("/v3/maintenance/alarm", request, &response));
+  return std::any_of(response.alarms().begin(), response.alarms().end(),
+                     [](const etcd::AlarmMember& m) { return m.alarm() == etcd::NOSPACE; });
 }
 
 Status ParseEtcdUrl(std::string_view url, EtcdOptions* options) {

@@ -1,5 +1,6 @@
 // EtcdClient: the few etcd v3 calls the replicated tier makes, spoken as JSON to etcd's gateway
-// (POST /v3/kv/txn, /v3/kv/range, /v3/lease/grant, /v3/lease/keepalive, /v3/auth/authenticate)
+// (POST /v3/kv/txn, /v3/kv/range, /v3/lease/grant, /v3/lease/keepalive, /v3/maintenance/alarm,
+// /v3/auth/authenticate)
 // over the node's own HTTP client (delivery/http_client.h: keep-alive, TLS, client
 // certificates). A request that cannot reach an endpoint, or that an endpoint answers with "no
 // leader" or a timeout, is tried on the next endpoint, each at most once per call; every call
@@ -69,6 +70,9 @@ class EtcdClient {
   Result<int64_t> KeepAlive(int64_t lease_id);
   // Puts a key attached to a lease (0: none).
   Status Put(const std::string& key, const std::string& value, int64_t lease_id);
+
+  // Whether a member of the cluster has the NOSPACE alarm raised (etcd's alarm list).
+  Result<bool> NoSpaceAlarmRaised();
 
  private:
   struct State;

@@ -98,12 +98,26 @@ void Replicator::Stop(std::chrono::steady_clock::time_point deadline) {
   for (Waiter& w : waiters) w(UnavailableError("the node is shutting down before replicating"));
 }
 
-bool Replicator::KnownLocked(const std::string& key) const {
-  return queued_.count(key) || in_flight_.count(key) || released_.count(key);
+bool Replicator::ReleasedLocked(const std::string& key, uint64_t sequence) const {
+  auto it = released_.find(key);
+  return it != released_.end() && (sequence == 0 || it->second == sequence);
+}
+
+bool Replicator::KnownLocked(const std::string& key, uint64_t sequence) const {
+  return queued_.count(key) || in_flight_.count(key) || ReleasedLocked(key, sequence);
+}
+
+void Replicator::QueueDeleteLocked(std::string key) {
+  ++deleting_[key];
+  deletes_.push_back(std::move(key));
+}
+
+bool Replicator::PuttableLocked() const {
+  return adopted_ && !queue_.empty() && !deleting_.count(queue_.front().key);
 }
 
 bool Replicator::EnqueueLocked(Entry entry) {
-  if (KnownLocked(entry.key)) return false;
+  if (KnownLocked(entry.key, entry.sequence)) return false;
   queued_bytes_ += entry.value.size();
   const std::string key = entry.key;
   queue_.push_back(std::move(entry));
@@ -120,21 +134,27 @@ void Replicator::Stored(const std::vector<v1::BattleResult>& batch,
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!outcomes[i].status.ok()) continue;  // refused: never stored, nothing to copy
       const v1::BattleResult& r = batch[i];
+      const uint64_t sequence = outcomes[i].sequence;
       std::string key = ResultKey(options_.etcd.key_prefix, node_id_, r.room_id(), r.ended_at_ms());
-      if (KnownLocked(key)) continue;
+      // A record stored anew under a key whose older record was released (acked): this one
+      // needs its own copy, and an Await of it must wait for that copy.
+      if (auto it = released_.find(key); it != released_.end() && it->second != sequence) {
+        released_.erase(it);
+      }
+      if (KnownLocked(key, sequence)) continue;
       if (queued_bytes_ >= options_.max_buffered_bytes) {
         // Kept by the outbox alone; the next rebuild reads it back.
         if (not_held_++ == 0) not_held_since_ms_ = now;
         rescan_needed_ = true;
         continue;
       }
-      added |= EnqueueLocked({std::move(key),
-                              wire::DeterministicBytes(r),
-                              r.room_id(),
-                              r.ended_at_ms(),
-                              now,
-                              true,
-                              {}});
+      added |= EnqueueLocked({.key = std::move(key),
+                              .value = wire::DeterministicBytes(r),
+                              .room_id = r.room_id(),
+                              .ended_at_ms = r.ended_at_ms(),
+                              .sequence = sequence,
+                              .stored_ms = now,
+                              .live = true});
     }
   }
   if (added) cv_.SignalAll();
@@ -143,31 +163,39 @@ void Replicator::Stored(const std::vector<v1::BattleResult>& batch,
 void Replicator::Released(const storage::OutboxRecord& record) {
   const std::string key = ResultKey(options_.etcd.key_prefix, node_id_, record.result.room_id(),
                                     record.result.ended_at_ms());
+  const uint64_t sequence = record.sequence;
+  // An entry of another (newer) record under the key is not this one's: it stays.
+  auto ours = [sequence](const Entry& e) { return e.sequence == 0 || e.sequence == sequence; };
   std::vector<Waiter> waiters;
   {
     MutexLock lock(&mu_);
-    if (auto it = queued_.find(key); it != queued_.end()) {
+    if (auto it = queued_.find(key); it != queued_.end() && ours(*it->second)) {
       waiters = std::move(it->second->waiters);
       queued_bytes_ -= it->second->value.size();
       queue_.erase(it->second);
       queued_.erase(it);
     }
-    // A put in flight queues the delete when it is back, so the delete cannot overtake it.
+    // A put in flight queues the delete when it is back, so the delete cannot overtake it. A
+    // newer record's put in flight found this copy (its own if identical, a conflict if not);
+    // that record's release deletes the key.
     bool put_in_flight = false;
     if (auto it = in_flight_.find(key); it != in_flight_.end()) {
-      std::move(it->second.waiters.begin(), it->second.waiters.end(), std::back_inserter(waiters));
-      it->second.waiters.clear();
-      it->second.released = true;
       put_in_flight = true;
+      if (ours(it->second)) {
+        std::move(it->second.waiters.begin(), it->second.waiters.end(),
+                  std::back_inserter(waiters));
+        it->second.waiters.clear();
+        it->second.released = true;
+      }
     }
-    if (released_.insert(key).second) {
+    if (released_.insert_or_assign(key, sequence).second) {
       released_order_.push_back(key);
       if (released_order_.size() > kReleasedRemembered) {
         released_.erase(released_order_.front());
         released_order_.pop_front();
       }
     }
-    if (!put_in_flight) deletes_.push_back(key);
+    if (!put_in_flight) QueueDeleteLocked(key);
   }
   cv_.SignalAll();
   // Settled at the lobby: stronger than replicated.
@@ -201,7 +229,7 @@ void Replicator::Await(const std::vector<v1::BattleResult>& results,
       };
       const v1::BattleResult& r = results[i];
       std::string key = ResultKey(options_.etcd.key_prefix, node_id_, r.room_id(), r.ended_at_ms());
-      if (released_.count(key)) {
+      if (ReleasedLocked(key, 0)) {
         settled.push_back(std::move(w));
       } else if (auto q = queued_.find(key); q != queued_.end()) {
         q->second->waiters.push_back(std::move(w));
@@ -210,13 +238,11 @@ void Replicator::Await(const std::vector<v1::BattleResult>& results,
       } else {
         // Replicated already, or not held in memory: put it again, which answers at once if
         // etcd has it. Bounded by what the ingest lets wait.
-        Entry e{std::move(key),
-                wire::DeterministicBytes(r),
-                r.room_id(),
-                r.ended_at_ms(),
-                now,
-                false,
-                {}};
+        Entry e{.key = std::move(key),
+                .value = wire::DeterministicBytes(r),
+                .room_id = r.room_id(),
+                .ended_at_ms = r.ended_at_ms(),
+                .stored_ms = now};
         e.waiters.push_back(std::move(w));
         EnqueueLocked(std::move(e));
       }
@@ -226,18 +252,27 @@ void Replicator::Await(const std::vector<v1::BattleResult>& results,
   for (Waiter& w : settled) w(Status::Ok());
 }
 
-void Replicator::NoteOutcome(const Status& s) {
-  const bool nospace = s.code() == StatusCode::kResourceExhausted;
-  const bool unavailable = !s.ok() && !nospace;
+void Replicator::NoteOutcome(const Status& s, Call call) {
+  // NOSPACE is an alarm that etcd keeps until an operator disarms it, and it takes reads and
+  // deletes meanwhile: only a put that works says it is over (or the alarm list, NoteAlarm).
+  const bool refused_for_space = s.code() == StatusCode::kResourceExhausted;
+  const bool nospace = refused_for_space || (nospace_ && !(s.ok() && call == Call::kPut));
+  const bool unavailable = !s.ok() && !refused_for_space;
   const bool was_failing = nospace_.exchange(nospace) | unavailable_.exchange(unavailable);
-  if (!s.ok() && !was_failing) {
+  const bool failing = nospace || unavailable;
+  if (failing && !was_failing) {
     Log().warn(
         "replication to etcd is failing: {}; results are stored locally and replicated when it "
         "works again",
         s.ToString());
-  } else if (s.ok() && was_failing) {
+  } else if (!failing && was_failing) {
     Log().info("replication to etcd works again");
   }
+}
+
+void Replicator::NoteAlarm(bool nospace_raised) {
+  if (nospace_raised || !nospace_.exchange(false)) return;
+  if (!unavailable_) Log().info("etcd's NOSPACE alarm is disarmed; replication works again");
 }
 
 Status Replicator::Adopt() {
@@ -339,13 +374,12 @@ Status Replicator::ScanSome() {
     const v1::BattleResult& result = r.result;
     std::string key =
         ResultKey(options_.etcd.key_prefix, node_id_, result.room_id(), result.ended_at_ms());
-    if (EnqueueLocked({std::move(key),
-                       wire::DeterministicBytes(result),
-                       result.room_id(),
-                       result.ended_at_ms(),
-                       r.enqueued_at_ms,
-                       false,
-                       {}}) &&
+    if (EnqueueLocked({.key = std::move(key),
+                       .value = wire::DeterministicBytes(result),
+                       .room_id = result.room_id(),
+                       .ended_at_ms = result.ended_at_ms(),
+                       .sequence = r.sequence,
+                       .stored_ms = r.enqueued_at_ms}) &&
         scan_->covers > 0 && not_held_ > 0) {
       --scan_->covers;
       --not_held_;
@@ -366,7 +400,7 @@ Status Replicator::ScanSome() {
 Status Replicator::PutSome(EtcdClient& client) {
   std::vector<KeyValue> kvs;
   size_t bytes = 0;
-  while (!queue_.empty() && kvs.size() < options_.max_batch) {
+  while (PuttableLocked() && kvs.size() < options_.max_batch) {
     Entry& e = queue_.front();
     if (!kvs.empty() && bytes + e.value.size() > options_.max_batch_bytes) break;
     bytes += e.value.size();
@@ -377,6 +411,7 @@ Status Replicator::PutSome(EtcdClient& client) {
     in_flight_.emplace(key, std::move(e));
     queue_.pop_front();
   }
+  if (kvs.empty()) return Status::Ok();  // the head waits for its key's delete
   mu_.Unlock();
   auto outcomes = client.CreateIfAbsent(kvs);
   mu_.Lock();
@@ -386,7 +421,7 @@ Status Replicator::PutSome(EtcdClient& client) {
       auto f = in_flight_.find(kv->key);
       if (f == in_flight_.end()) continue;
       if (f->second.released) {
-        deletes_.push_back(kv->key);
+        QueueDeleteLocked(kv->key);
         in_flight_.erase(f);
         continue;
       }
@@ -406,7 +441,7 @@ Status Replicator::PutSome(EtcdClient& client) {
     Entry e = std::move(f->second);
     in_flight_.erase(f);
     if (e.released) {  // acked meanwhile: its waiters have their answer; now the delete
-      deletes_.push_back(e.key);
+      QueueDeleteLocked(e.key);
       continue;
     }
     Status s;
@@ -441,8 +476,12 @@ Status Replicator::DeleteSome() {
   Status s = client_->Delete(keys);
   mu_.Lock();
   if (s.ok()) {
+    for (const std::string& key : keys) {
+      if (--deleting_[key] == 0) deleting_.erase(key);
+    }
     deletes_.erase(deletes_.begin(), deletes_.begin() + n);  // others only append
     deleted_total_->Add(n);
+    cv_.SignalAll();  // puts of those keys may go now
   }
   return s;
 }
@@ -478,11 +517,13 @@ void Replicator::Run() {
       if (!read.ok()) Log().error("replication cannot read the outbox back: {}", read.ToString());
       s = read;
     }
-    if (s.ok() && adopted_ && deletes_.empty() && !queue_.empty()) {
+    Call call = Call::kOther;
+    if (s.ok() && deletes_.empty() && PuttableLocked()) {
       s = PutSome(*client_);
       contacted = true;
+      call = Call::kPut;
     }
-    if (contacted) NoteOutcome(s);
+    if (contacted) NoteOutcome(s, call);
     if (!s.ok()) {
       const auto deadline = std::chrono::steady_clock::now() + options_.retry_interval;
       while (!stopping_) {
@@ -492,7 +533,16 @@ void Replicator::Run() {
     }
     while (!stopping_ && adopted_ && deletes_.empty() && queue_.empty() && !scan_ &&
            !rescan_needed_) {
-      cv_.Wait();
+      if (!nospace_) {
+        cv_.Wait();
+        continue;
+      }
+      // Out of quota with nothing to put: only etcd's alarm list can say it was disarmed.
+      if (!cv_.WaitUntil(std::chrono::steady_clock::now() + options_.retry_interval)) continue;
+      lock.Unlock();
+      auto raised = client_->NoSpaceAlarmRaised();
+      lock.Lock();
+      if (raised.ok()) NoteAlarm(*raised);
     }
   }
 }
@@ -500,10 +550,10 @@ void Replicator::Run() {
 void Replicator::RunPuts(EtcdClient& client) {
   MutexLock lock(&mu_);
   while (true) {
-    while (!stopping_ && !(adopted_ && !queue_.empty())) cv_.Wait();
+    while (!stopping_ && !PuttableLocked()) cv_.Wait();
     if (stopping_) return;
     Status s = PutSome(client);
-    NoteOutcome(s);
+    NoteOutcome(s, Call::kPut);
     if (!s.ok()) {
       const auto deadline = std::chrono::steady_clock::now() + options_.retry_interval;
       while (!stopping_) {

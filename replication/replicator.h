@@ -26,7 +26,6 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "common/clock.h"
@@ -44,7 +43,9 @@ struct ReplicationStats {
   uint64_t unreplicated = 0;             // stored, not yet in etcd
   double oldest_unreplicated_age_s = 0;  // 0 when none
   bool etcd_unavailable = false;         // the last call found no endpoint able to act
-  bool etcd_nospace = false;             // etcd is out of its quota (NOSPACE alarm)
+  // etcd is out of its quota (NOSPACE alarm): from a put it refused until one it took, or until
+  // its alarm list no longer has the alarm.
+  bool etcd_nospace = false;
 };
 
 class Replicator {
@@ -87,10 +88,13 @@ class Replicator {
     std::string value;
     uint64_t room_id = 0;
     int64_t ended_at_ms = 0;
+    // The outbox record it copies (0 when not known: a result awaited that was not held). One
+    // key may name a record acked long ago and a new one stored under it since.
+    uint64_t sequence = 0;
     int64_t stored_ms = 0;  // wall time it was stored (or enqueued, for a record read back)
     bool live = false;      // came from Stored: its replication lag is measured
     bool released = false;  // acked while its put was in flight: delete it once the put is back
-    std::vector<Waiter> waiters;
+    std::vector<Waiter> waiters = {};
   };
   struct Scan;
 
@@ -104,11 +108,21 @@ class Replicator {
   // The extra put threads (max_in_flight - 1): PutSome whenever there is something to put.
   void RunPuts(EtcdClient& client);
   Status DeleteSome() REQUIRES(mu_);
-  void NoteOutcome(const Status& s);
-  // Adds an entry to the queue unless it is queued, in flight or released; false if it was not
-  // added.
+  // What an etcd call came to, for the alert gauges; a put's success alone ends NOSPACE.
+  enum class Call { kPut, kOther };
+  void NoteOutcome(const Status& s, Call call);
+  // What etcd's alarm list says while NOSPACE is up and nothing waits to be put.
+  void NoteAlarm(bool nospace_raised);
+  // Adds an entry to the queue unless its key is queued or in flight, or its record was
+  // released; false if it was not added.
   bool EnqueueLocked(Entry entry) REQUIRES(mu_);
-  bool KnownLocked(const std::string& key) const REQUIRES(mu_);
+  bool KnownLocked(const std::string& key, uint64_t sequence) const REQUIRES(mu_);
+  // Whether record `sequence` (0: any) under `key` was released lately.
+  bool ReleasedLocked(const std::string& key, uint64_t sequence) const REQUIRES(mu_);
+  // A delete of `key`'s copy, to go before any later put of the key.
+  void QueueDeleteLocked(std::string key) REQUIRES(mu_);
+  // The head of the queue may be put now: its key has no delete still to go.
+  bool PuttableLocked() const REQUIRES(mu_);
   void ExportMetrics(metrics::Registry& registry);
 
   storage::Outbox& outbox_;
@@ -135,9 +149,11 @@ class Replicator {
   // The rebuild in progress: the main thread's; it sets and reads it without mu_, and resets it
   // (and the waits read it) with mu_ held.
   std::unique_ptr<Scan> scan_;
-  std::vector<std::string> deletes_ GUARDED_BY(mu_);  // keys whose records were acked
-  // Keys released lately, so that a put racing with the ack does not bring a copy back.
-  std::unordered_set<std::string> released_ GUARDED_BY(mu_);
+  std::vector<std::string> deletes_ GUARDED_BY(mu_);               // keys whose records were acked
+  std::unordered_map<std::string, int> deleting_ GUARDED_BY(mu_);  // deletes_ by key
+  // Keys released lately, with the record released, so that a put racing with the ack does not
+  // bring a copy back (and a new record stored under the key since is told apart).
+  std::unordered_map<std::string, uint64_t> released_ GUARDED_BY(mu_);
   std::deque<std::string> released_order_ GUARDED_BY(mu_);
   bool adopted_ GUARDED_BY(mu_) = false;
   bool stopping_ GUARDED_BY(mu_) = false;

@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -8,7 +9,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <sstream>
 #include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
 
 #include <boost/asio.hpp>
@@ -49,9 +52,26 @@ constexpr size_t kIdleBufferBytes = 4 * 1024;
 // How long to wait before accepting again after an accept failed.
 constexpr std::chrono::milliseconds kAcceptRetryPause{100};
 constexpr std::string_view kUnixPrefix = "unix:";
+// Descriptors the connection caps leave for everything else a process opens (its database's
+// files, outgoing connections, logs) beyond what it had open when the server started.
+constexpr uint64_t kReservedDescriptors = 256;
 
 std::string PathOf(std::string_view target) {
   return std::string(target.substr(0, target.find('?')));
+}
+
+// `reply` as the bytes of an HTTP/1.1 response that closes its connection.
+std::string Serialized(const HttpReply& reply, const std::string& server) {
+  http::response<http::string_body> res(static_cast<http::status>(reply.status), kHttp11);
+  res.set(http::field::server, server);
+  res.set(http::field::content_type, reply.content_type);
+  for (const auto& [name, value] : reply.headers) res.set(name, value);
+  res.keep_alive(false);
+  res.body() = reply.body;
+  res.prepare_payload();
+  std::ostringstream out;
+  out << res;
+  return out.str();
 }
 
 bool ExpectsContinue(beast::string_view expect) { return beast::iequals(expect, "100-continue"); }
@@ -96,23 +116,70 @@ class HttpServer::Impl {
         registry_(registry ? *registry : fallback_registry_),
         requests_(registry_.AddLabeledCounter(options_.name + "_http_requests_total",
                                               "HTTP responses by status code.", "status")),
+        occupancy_(
+            std::make_shared<Occupancy>(options_.listen.size(), options_.max_body_bytes_in_flight)),
+        caps_(options_.listen.size(), options_.max_connections),
+        over_cap_reply_(Serialized(
+            ProblemReply(ErrorCode::kUnavailable, "too many open connections", ""), options_.name)),
         ioc_(options_.io_threads) {
     registry_.AddGauge(options_.name + "_open_connections", "Open HTTP connections.",
-                       [this] { return static_cast<double>(live_.load()); });
+                       [o = occupancy_] { return static_cast<double>(o->live.load()); });
+    registry_.AddGauge(options_.name + "_http_body_bytes_in_flight",
+                       "Bytes of request bodies reserved by requests not yet answered.",
+                       [o = occupancy_] { return static_cast<double>(o->body_bytes.load()); });
   }
 
   Result<std::vector<uint16_t>> Start();
   void Stop();
 
   void CountReply(int status) { requests_.Add(std::to_string(status)); }
-  bool OverConnectionCap() const { return live_.load() > options_.max_connections; }
+
+  // What connections hold of the server: counted as they open and close, and shared with each,
+  // so that one outliving the server (an Exchange a handler kept) touches nothing freed.
+  struct Occupancy {
+    Occupancy(size_t listeners, uint64_t body_budget)
+        : per_listener(listeners), body_budget(body_budget) {}
+
+    // A connection on `listener` opened or closed (an HTTP session or the WebSocket it became).
+    void Opened(size_t listener) {
+      ++live;
+      ++per_listener[listener];
+    }
+    void Closed(size_t listener) {
+      --live;
+      --per_listener[listener];
+    }
+    // Takes `bytes` from the body budget; false, taking nothing, if they do not fit in it.
+    bool ReserveBody(uint64_t bytes) {
+      if (body_budget == 0) return true;
+      uint64_t held = body_bytes.load();
+      do {
+        if (bytes > body_budget - held) return false;
+      } while (!body_bytes.compare_exchange_weak(held, held + bytes));
+      return true;
+    }
+    void ReleaseBody(uint64_t bytes) {
+      if (body_budget != 0) body_bytes -= bytes;
+    }
+
+    std::atomic<size_t> live{0};
+    std::vector<std::atomic<size_t>> per_listener;  // in HttpServerOptions::listen order
+    const uint64_t body_budget;                     // max_body_bytes_in_flight
+    std::atomic<uint64_t> body_bytes{0};            // reserved from it
+  };
+
+  bool OverConnectionCap(size_t listener) const {
+    return occupancy_->per_listener[listener].load() > caps_[listener];
+  }
 
   const HttpServerOptions options_;
   HttpHandler& handler_;
   metrics::Registry fallback_registry_;
   metrics::Registry& registry_;
   metrics::LabeledCounter& requests_;
-  std::atomic<size_t> live_{0};
+  const std::shared_ptr<Occupancy> occupancy_;
+  std::vector<size_t> caps_;          // per listener, in options_.listen order; set by Start
+  const std::string over_cap_reply_;  // the bytes of the 503 over a cap
   std::optional<net::ssl::context> tls_;
   // Declared after everything sessions touch, so pending sessions die first.
   net::io_context ioc_;
@@ -128,6 +195,9 @@ class HttpServer::Impl {
   class Listener;
 
   Status LoadTls();
+  // With several listeners, lowers caps_ so that their connections fit in the descriptor limit
+  // together.
+  void FitConnectionCaps();
 
   std::vector<std::unique_ptr<ListenerBase>> listeners_;
   std::vector<std::thread> threads_;
@@ -179,10 +249,11 @@ template <class Next>
 class WsConnection final : public WebSocket,
                            public std::enable_shared_from_this<WsConnection<Next>> {
  public:
-  WsConnection(Next&& next, HttpServer::Impl& server) : ws_(std::move(next)), server_(server) {
-    ++server_.live_;
+  WsConnection(Next&& next, HttpServer::Impl& server, size_t listener)
+      : ws_(std::move(next)), occupancy_(server.occupancy_), listener_(listener) {
+    occupancy_->Opened(listener_);
   }
-  ~WsConnection() override { --server_.live_; }
+  ~WsConnection() override { occupancy_->Closed(listener_); }
 
   void Accept(http::request<http::string_body> request, size_t max_message_bytes,
               Exchange::SessionMaker make) {
@@ -223,7 +294,8 @@ class WsConnection final : public WebSocket,
   }
 
   websocket::stream<Next> ws_;
-  HttpServer::Impl& server_;
+  const std::shared_ptr<HttpServer::Impl::Occupancy> occupancy_;
+  const size_t listener_;
   http::request<http::string_body> request_;
   beast::flat_buffer read_buffer_;
 };
@@ -244,21 +316,20 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
         server_(server),
         local_(local),
         listener_(listener),
+        occupancy_(server.occupancy_),
         deadline_(stream_.get_executor()) {
-    ++server_.live_;
+    occupancy_->Opened(listener_);
   }
-  ~HttpSession() { --server_.live_; }
+  ~HttpSession() {
+    occupancy_->ReleaseBody(body_reserved_);
+    occupancy_->Closed(listener_);
+  }
 
   auto executor() { return stream_.get_executor(); }
 
   void Run() {
     net::dispatch(executor(), [self = this->shared_from_this()] {
-      if (self->server_.OverConnectionCap()) {
-        return self->Handshake([self] {
-          self->WriteReply(ProblemReply(ErrorCode::kUnavailable, "too many open connections", ""),
-                           /*keep_alive=*/false);
-        });
-      }
+      if (self->server_.OverConnectionCap(self->listener_)) return self->RefuseOverCap();
       self->Handshake([self] { self->DoRead(); });
     });
   }
@@ -269,6 +340,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
     awaiting_ = false;
     deadline_.cancel();
     StopWatching();
+    ReleaseBody();
     WriteReply(std::move(reply), keep_alive_);
   }
 
@@ -293,7 +365,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
     awaiting_ = false;
     deadline_.cancel();
     StopWatching();
-    std::make_shared<WsConnection<Stream>>(std::move(stream_), server_)
+    ReleaseBody();
+    std::make_shared<WsConnection<Stream>>(std::move(stream_), server_, listener_)
         ->Accept(std::move(*upgrade_request_), max_message_bytes, std::move(make));
   }
 
@@ -320,6 +393,21 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
           });
     } else {
       next();
+    }
+  }
+
+  // A connection over its listener's cap is answered 503 at once (over TLS it is closed: an
+  // answer would need a handshake first), and closed without waiting for the client: a flood of
+  // connections must not hold descriptors that other listeners need.
+  void RefuseOverCap() {
+    server_.CountReply(503);
+    if constexpr (kTls) {
+      return Close();
+    } else {
+      beast::get_lowest_layer(stream_).expires_after(kLingerTimeout);
+      net::async_write(
+          stream_, net::buffer(server_.over_cap_reply_),
+          [self = this->shared_from_this()](beast::error_code, std::size_t) { self->Close(); });
     }
   }
 
@@ -361,6 +449,16 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
     }
     const auto length = parser_->content_length();
     if (length && *length > verdict.max_body_bytes) return RefuseTooLarge(verdict.max_body_bytes);
+    // What the body may take, held from now until the answer: a body whose length is not
+    // announced may grow to the limit.
+    const uint64_t reserve = parser_->is_done() ? 0 : length.value_or(verdict.max_body_bytes);
+    if (!occupancy_->ReserveBody(reserve)) {
+      return WriteReply(
+          ProblemReply(ErrorCode::kUnavailable,
+                       "too many request bodies are being received at once; retry", head_.path),
+          false);
+    }
+    body_reserved_ = reserve;
     parser_->body_limit(verdict.max_body_bytes);
     // Beast reads as much as the buffer has room for, at least 512 bytes; the body is parsed out
     // of the buffer as it arrives, so a buffer sized for the header would take the body 512
@@ -493,10 +591,16 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
     beast::get_lowest_layer(stream_).socket().shutdown(net::socket_base::shutdown_send, ignored);
   }
 
+  void ReleaseBody() {
+    occupancy_->ReleaseBody(body_reserved_);
+    body_reserved_ = 0;
+  }
+
   Stream stream_;
   HttpServer::Impl& server_;
   const bool local_;
   const size_t listener_;
+  const std::shared_ptr<HttpServer::Impl::Occupancy> occupancy_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   RequestHead head_;
@@ -504,8 +608,9 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
   unsigned version_ = kHttp11;
   bool keep_alive_ = false;
   size_t max_body_bytes_ = 0;
-  uint64_t request_ = 0;   // the number of the request read last
-  bool awaiting_ = false;  // its answer is pending
+  uint64_t body_reserved_ = 0;  // from the server's body budget, for the request being read
+  uint64_t request_ = 0;        // the number of the request read last
+  bool awaiting_ = false;       // its answer is pending
   net::steady_timer deadline_;
   std::function<void()> on_hang_up_;
   bool watching_ = false;
@@ -664,9 +769,33 @@ Status HttpServer::Impl::LoadTls() {
   return Status::Ok();
 }
 
+void HttpServer::Impl::FitConnectionCaps() {
+  // One listener has no other to crowd out: past the limit it pauses its accepts (OnAccept).
+  if (options_.listen.size() < 2) return;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  size_t open = 0;
+  std::error_code error;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    ++open;
+  }
+  const uint64_t used = open + kReservedDescriptors;
+  const uint64_t free = limit.rlim_cur > used ? limit.rlim_cur - used : 0;
+  // The caps together must leave the process descriptors for everything else.
+  const size_t each = std::max<size_t>(1, free / options_.listen.size());
+  if (each >= options_.max_connections) return;
+  Log().warn(
+      "{} descriptors may be open ({} in use): each of the {} listener(s) takes at most {} "
+      "connections instead of {}; raise the limit (LimitNOFILE=, ulimit -n) for more",
+      limit.rlim_cur, open, options_.listen.size(), each, options_.max_connections);
+  std::fill(caps_.begin(), caps_.end(), each);
+}
+
 Result<std::vector<uint16_t>> HttpServer::Impl::Start() {
   if (options_.listen.empty()) return InvalidArgumentError("a server needs a listen address");
   VERDICT_RETURN_IF_ERROR(LoadTls());
+  FitConnectionCaps();
   std::vector<uint16_t> ports;
   for (size_t i = 0; i < options_.listen.size(); ++i) {
     const ListenAddress& address = options_.listen[i];

@@ -1,9 +1,10 @@
 // HttpServer: the one HTTP/1.1 server core of verdict, used by the lobby and by the node (its
 // metrics and ingest listeners). It owns listeners (TCP, optionally TLS, and Unix sockets), the
 // I/O threads and one session per connection; what a request means is the HttpHandler's.
-// It enforces what must hold before a handler sees anything: a connection cap, a header size
-// limit, one Host header (none only on HTTP/1.0), a deadline on every read (so idle keep-alive
-// connections close), the handler's verdict
+// It enforces what must hold before a handler sees anything: a connection cap per listener (so a
+// flood on one cannot starve another), a budget for the request bodies held at once, a header
+// size limit, one Host header (none only on HTTP/1.0), a deadline on every read (so idle
+// keep-alive connections close), the handler's verdict
 // on the header alone (a bad token is refused before a byte of the body is read), a body limit
 // checked against Content-Length before reading, `Expect: 100-continue`, a pause after a failed
 // accept (out of descriptors) instead of a spin, and a watch for clients that hang up while
@@ -125,8 +126,18 @@ struct HttpServerOptions {
   std::vector<ListenAddress> listen;
   // I/O threads. Default: 1.
   int io_threads = 1;
-  // Open connections beyond which new ones get 503 and are closed. Default: 1024.
+  // Open connections on one listener beyond which new ones on it get 503 and are closed. Each
+  // listener has its own, so that connections nobody has authenticated yet (a metrics port, a
+  // TCP port whose token is read with the header) cannot crowd out a Unix socket's. With several
+  // listeners, Start lowers each cap (with a warning) so that all their connections fit in the
+  // soft limit on open descriptors together: a process that wants more raises it first.
+  // Default: 1024.
   size_t max_connections = 1024;
+  // Bytes of request bodies held at once, over every connection: each request reserves its
+  // Content-Length (or its body limit when it has none) from the header, before its body is read,
+  // until it is answered. A request that does not fit is answered 503 with Retry-After, unread.
+  // So memory is bounded by this, not by connections x body limit. Default: 0, no budget.
+  uint64_t max_body_bytes_in_flight = 0;
   // Time allowed to receive a whole request (headers and body), and the keep-alive idle limit,
   // so a slow or silent client cannot hold a connection forever. Default: 10 s.
   std::chrono::milliseconds read_timeout{10'000};
@@ -137,7 +148,8 @@ struct HttpServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   // The Server header of every reply, and the prefix of the server's metrics
-  // (PREFIX_http_requests_total by status, PREFIX_open_connections). Default: "verdict".
+  // (PREFIX_http_requests_total by status, PREFIX_open_connections,
+  // PREFIX_http_body_bytes_in_flight). Default: "verdict".
   std::string name = "verdict";
   // Test-only negative control: after a failed accept, stop accepting (the node's old metrics
   // server did). Default: false. Never set it outside tests.

@@ -263,7 +263,8 @@ class Outbox {
 //    damaged shard is not an open error: it is reported in Stats and stops alone.
 //  - with options.read_only, NOT_FOUND if there is no outbox in `dir`.
 // A log whose tail was torn by a crash or a power cut is not damage: what it held unsynced was
-// never reported stored.
+// never reported stored. Processes opening one directory at once take turns (a lock on the
+// directory): of several creating a new outbox, one creates it and the others find it whole.
 Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxOptions& options);
 
 }  // namespace verdict::storage

@@ -1,6 +1,7 @@
 // The RocksDB outbox: the Outbox interface over one RocksDB instance whose layout
 // storage/outbox_format.h describes.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <set>
 #include <shared_mutex>
 #include <unordered_map>
+#include <utility>
 
 #include <rocksdb/db.h>
 #include <rocksdb/file_system.h>
@@ -126,6 +128,62 @@ void RaiseTo(std::atomic<uint64_t>& value, uint64_t to) {
   }
 }
 
+// A lock on an outbox's directory itself (flock; released with the process if it dies). A
+// writable open holds it exclusively for as long as the outbox is open; a read-only one takes it
+// shared while it looks and opens, if no writer holds it. So a process never takes the half of
+// an outbox that another is creating (or a live one changing under it) for a damaged one.
+class DirectoryLock {
+ public:
+  DirectoryLock() = default;
+  ~DirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+  DirectoryLock(DirectoryLock&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), writer_present_(other.writer_present_) {}
+  DirectoryLock& operator=(DirectoryLock&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    writer_present_ = other.writer_present_;
+    return *this;
+  }
+
+  // Takes the lock without waiting. Exclusive: UNAVAILABLE if another process holds the
+  // directory. Shared: writer_present() if a writer holds it (then nothing is held). Nothing is
+  // held either if the directory cannot be opened (absent, unreadable): the open's own checks
+  // say why.
+  static Result<DirectoryLock> Take(const std::string& dir, bool exclusive) {
+    DirectoryLock lock;
+    lock.fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock.fd_ < 0) return lock;
+    int taken;
+    do {
+      taken = ::flock(lock.fd_, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
+    } while (taken != 0 && errno == EINTR);
+    if (taken == 0) return lock;
+    const int why = errno;
+    ::close(std::exchange(lock.fd_, -1));
+    if (why != EWOULDBLOCK) {
+      return UnavailableError("cannot lock the outbox directory " + dir + ": " +
+                              std::strerror(why));
+    }
+    if (exclusive) {
+      return UnavailableError("outbox " + dir +
+                              " is in use by another process (a running node, or another "
+                              "enqueue or outbox command)");
+    }
+    lock.writer_present_ = true;
+    return lock;
+  }
+
+  // A shared Take found a writer: what is read may change (or be half made) while it is read.
+  bool writer_present() const { return writer_present_; }
+
+ private:
+  int fd_ = -1;
+  bool writer_present_ = false;
+};
+
 class OutboxImpl final : public Outbox {
  public:
   OutboxImpl(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
@@ -144,6 +202,9 @@ class OutboxImpl final : public Outbox {
     unsynced_options_.sync = false;
     unsynced_options_.disableWAL = options.unsafe_disable_wal_for_test;
   }
+
+  // Keeps the directory's lock (DirectoryLock) until the outbox is closed.
+  void HoldDirectoryLock(DirectoryLock lock) { directory_lock_ = std::move(lock); }
 
   ~OutboxImpl() override {
     for (SideCursor& cursor : side_cursors_) cursor.it.reset();  // before the database closes
@@ -489,6 +550,8 @@ class OutboxImpl final : public Outbox {
   }
 
  private:
+  DirectoryLock directory_lock_;  // first: released after everything else is closed
+
   // Records Redrive moves per page: its memory bound, with ListSidePage's byte limit.
   static constexpr size_t kRedrivePage = 64;
 
@@ -1461,32 +1524,67 @@ uint64_t RoomHash(uint64_t room_id) {
   return z ^ (z >> 31);
 }
 
+namespace {
+
+// A read-only open, without the directory's lock (OpenOutbox takes it).
+Result<std::unique_ptr<Outbox>> OpenReadOnly(const std::string& dir, const OutboxOptions& options) {
+  auto found = InspectDirectory(dir, /*writable=*/false);
+  if (!found.ok()) return found.status();
+  if (*found == Found::kNothing) return NotFoundError("no outbox in " + dir);
+  auto existing = ExamineExisting(dir, options);
+  if (!existing.ok()) return existing.status();
+  OutboxOptions adopted = options;
+  adopted.shard_count = *existing;
+  return OpenOutboxReadOnly(dir, adopted);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Outbox>> OpenOutbox(const std::string& dir, const OutboxOptions& options) {
   if (options.shard_count == 0 || options.shard_count > kMaxShards) {
     return InvalidArgumentError("shard count must be between 1 and " + std::to_string(kMaxShards) +
                                 ", got " + std::to_string(options.shard_count));
   }
-  auto found = InspectDirectory(dir, !options.read_only);
+  if (options.read_only) {
+    auto lock = DirectoryLock::Take(dir, /*exclusive=*/false);
+    if (!lock.ok()) return lock.status();
+    auto opened = OpenReadOnly(dir, options);
+    // An outbox a writer holds may be half created, or change (files replaced by a flush)
+    // while it is read: not damage, only a reading to try again.
+    if (lock->writer_present() && !opened.ok() &&
+        (opened.status().code() == StatusCode::kDataLoss ||
+         opened.status().code() == StatusCode::kNotFound)) {
+      return UnavailableError("outbox " + dir + " is in use by a process writing it, and " +
+                              "changed while it was read (" + opened.status().message() +
+                              "); try again");
+    }
+    return opened;
+  }
+  // One writer at a time decides what the directory holds and opens or creates it; it keeps the
+  // directory until it closes the outbox.
+  VERDICT_RETURN_IF_ERROR(CreateOutboxDirectory(dir));
+  auto lock = DirectoryLock::Take(dir, /*exclusive=*/true);
+  if (!lock.ok()) return lock.status();
+  auto found = InspectDirectory(dir, /*writable=*/true);
   if (!found.ok()) return found.status();
+  Result<std::unique_ptr<OutboxImpl>> opened = InternalError("not opened");
   if (*found == Found::kNothing) {
-    if (options.read_only) return NotFoundError("no outbox in " + dir);
-    auto created = OpenWritable(dir, options, /*create=*/true);
-    if (!created.ok()) return created.status();
-    return std::unique_ptr<Outbox>(std::move(*created));
+    opened = OpenWritable(dir, options, /*create=*/true);
+  } else {
+    auto existing = ExamineExisting(dir, options);
+    if (!existing.ok()) return existing.status();
+    if (*existing != options.shard_count && !options.adopt_existing_shard_count) {
+      return FailedPreconditionError(
+          "outbox " + dir + " was created with " + std::to_string(*existing) +
+          " shards but was opened with " + std::to_string(options.shard_count) + "; open it with " +
+          std::to_string(*existing) + " shards or reshard it explicitly");
+    }
+    OutboxOptions adopted = options;
+    adopted.shard_count = *existing;
+    opened = OpenWritable(dir, adopted, /*create=*/false);
   }
-  auto existing = ExamineExisting(dir, options);
-  if (!existing.ok()) return existing.status();
-  OutboxOptions adopted = options;
-  adopted.shard_count = *existing;
-  if (options.read_only) return OpenOutboxReadOnly(dir, adopted);
-  if (*existing != options.shard_count && !options.adopt_existing_shard_count) {
-    return FailedPreconditionError("outbox " + dir + " was created with " +
-                                   std::to_string(*existing) + " shards but was opened with " +
-                                   std::to_string(options.shard_count) + "; open it with " +
-                                   std::to_string(*existing) + " shards or reshard it explicitly");
-  }
-  auto opened = OpenWritable(dir, adopted, /*create=*/false);
   if (!opened.ok()) return opened.status();
+  (*opened)->HoldDirectoryLock(std::move(lock).value());
   return std::unique_ptr<Outbox>(std::move(*opened));
 }
 

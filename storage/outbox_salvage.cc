@@ -408,9 +408,17 @@ Status RefuseIfInUse(const std::string& dir) {
 
 Result<SalvageReport> SalvageOutbox(const std::string& from, const std::string& to,
                                     const SalvageOptions& options) {
+  // Salvage never writes to the damaged outbox: not into it, nor into a directory inside it.
   std::error_code error;
-  if (fs::weakly_canonical(from, error) == fs::weakly_canonical(to, error)) {
+  const fs::path from_path = fs::weakly_canonical(from, error);
+  const fs::path to_path = fs::weakly_canonical(to, error);
+  if (from_path == to_path) {
     return FailedPreconditionError("salvage copies into a new outbox: --to must not be " + from);
+  }
+  const fs::path inside = to_path.lexically_relative(from_path);
+  if (!inside.empty() && *inside.begin() != "..") {
+    return FailedPreconditionError("salvage never writes to the outbox it reads: --to " + to +
+                                   " is inside " + from + "; give a directory outside it");
   }
   auto contents = internal::ListDirectory(from);
   if (!contents.ok()) return contents.status();

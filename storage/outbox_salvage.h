@@ -49,9 +49,9 @@ struct SalvageReport {
 // Copies what can be read of the outbox in `from` into a new outbox in `to` (absent or empty).
 // Pending records go to their shards in their order, side records to the same area with their
 // reasons; the new outbox's idempotency index is rebuilt. Errors: FAILED_PRECONDITION if `to`
-// is not absent or empty (or is `from`), or if a running node holds `from`; NOT_FOUND if `from`
-// holds no outbox; DATA_LOSS if its manifest cannot be read at all; and the errors of writing
-// the new outbox. A partly copied `to` is left for the operator to remove.
+// is not absent or empty (or is `from`, or inside it), or if a running node holds `from`; NOT_FOUND
+// if `from` holds no outbox; DATA_LOSS if its manifest cannot be read at all; and the errors of
+// writing the new outbox. A partly copied `to` is left for the operator to remove.
 Result<SalvageReport> SalvageOutbox(const std::string& from, const std::string& to,
                                     const SalvageOptions& options);
 

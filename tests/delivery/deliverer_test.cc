@@ -13,8 +13,12 @@
 #include <future>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <thread>
 
+#include <spdlog/sinks/ostream_sink.h>
+
+#include "common/log.h"
 #include "tests/support/failing_outbox.h"
 #include "tests/support/fake_lobby.h"
 #include "tests/support/results.h"
@@ -68,7 +72,7 @@ class DelivererTest : public ::testing::Test {
     options.lobby_urls = urls.empty() ? std::vector<std::string>{lobby_.url()} : urls;
     options.token = "token-a";
     options.clock = &clock_;
-    options.jitter = 0;
+    options.jitter = jitter_;
     options.initial_backoff = initial_backoff_;
     options.max_backoff = max_backoff_;
     options.attempt_timeout = attempt_timeout_;
@@ -218,6 +222,7 @@ class DelivererTest : public ::testing::Test {
   std::chrono::milliseconds attempt_timeout_ = 5s;
   std::chrono::milliseconds initial_backoff_ = 1s;
   std::chrono::milliseconds max_backoff_ = 30s;
+  double jitter_ = 0;
   testing::FailingOutbox* failing_ = nullptr;
   bool unsafe_ignore_room_order_ = false;
   bool unsafe_ack_whole_batch_ = false;
@@ -318,6 +323,84 @@ TEST_F(DelivererTest, RetryAfterIsCappedAtTheLongestBackoff) {
   Advance(1500ms);  // past the cap, days short of the Retry-After
   ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; })) << "Retry-After was not capped";
   EXPECT_EQ(lobby_.requests().size(), 2u);
+}
+
+// Jitter spreads retries, but never past the longest backoff (--max-backoff): a room backing
+// off at the longest backoff is due again once that much time has passed, every time.
+TEST_F(DelivererTest, JitterNeverTakesABackoffPastTheLongest) {
+  initial_backoff_ = max_backoff_ = 1s;
+  jitter_ = 0.5;  // 0.5 s to 1.5 s before the cap: half the draws would go past it
+  lobby_.SetHandler(
+      [](const FakeRequest&) { return testing::ProblemReply(503, "UNAVAILABLE", true); });
+  OpenOutbox(/*shards=*/1);
+  StartDeliverer();
+  Enqueue({MakeResult(6)});
+  ASSERT_TRUE(WaitUntil([&] { return RetriesOf503() == 1; }));
+  for (int retry = 2; retry <= 16; ++retry) {
+    Advance(1s);
+    ASSERT_TRUE(LetTheLoopLookAgain());
+    ASSERT_EQ(RetriesOf503(), retry) << "a backoff went past --max-backoff";
+  }
+}
+
+// A drain on exit after an outage: the rooms wait out a Retry-After longer than any drain
+// deadline. RetryNow probes each at once: a lobby still failing gets one attempt per room and
+// then the usual backoff, not a loop; a lobby that is back gets everything, with no time passing.
+TEST_F(DelivererTest, RetryNowProbesEveryBackedOffRoomOnceAndDeliversToALobbyThatIsBack) {
+  std::atomic<bool> failing{true};
+  lobby_.SetHandler([&](const FakeRequest&) {
+    if (!failing) return FakeReply{};
+    FakeReply reply = testing::ProblemReply(503, "UNAVAILABLE", true);
+    reply.headers.emplace_back("Retry-After", "30");
+    return reply;
+  });
+  OpenOutbox(/*shards=*/1);
+  StartDeliverer();
+  Enqueue({MakeResult(20), MakeResult(21), MakeResult(22)});
+  ASSERT_TRUE(WaitUntil([&] { return RetriesOf503() == 3; }));
+  deliverer_->RetryNow();
+  ASSERT_TRUE(WaitUntil([&] { return RetriesOf503() == 6; })) << "a backed-off room was not probed";
+  ASSERT_TRUE(LetTheLoopLookAgain());
+  EXPECT_EQ(RetriesOf503(), 6) << "a lobby that still fails was tried in a loop";
+  EXPECT_EQ(deliverer_->RoomsInBackoff(), 3u);
+  failing = false;
+  deliverer_->RetryNow();
+  EXPECT_TRUE(WaitUntil([&] { return Pending() == 0; }));
+  EXPECT_EQ(lobby_.accepted().size(), 3u);
+  deliverer_.reset();  // before `failing` goes out of scope
+}
+
+// What the lobby says goes into the node's log escaped: an ANSI sequence does not reach the
+// terminal and a newline in a problem's detail cannot forge a log line of its own.
+TEST_F(DelivererTest, TheLobbysProblemDetailIsEscapedInTheLog) {
+  std::ostringstream captured;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
+  const std::vector<spdlog::sink_ptr> saved = Log().sinks();
+  Log().sinks() = {sink};
+  const std::string hostile = "gone\\u001b[2J\\nroom=99 shard=0: FORGED";
+  lobby_.SetHandler([&](const FakeRequest& r) {
+    const bool terminal = r.result.room_id() == 30;
+    const std::string code = terminal ? "ROOM_UNKNOWN" : "UNAVAILABLE";
+    FakeReply reply;
+    reply.status = terminal ? 404 : 503;
+    reply.content_type = "application/problem+json";
+    reply.body = "{\"status\":" + std::to_string(reply.status) + ",\"detail\":\"" + hostile +
+                 "\",\"code\":\"" + code + "\",\"retryable\":" + (terminal ? "false" : "true") +
+                 "}";
+    return reply;
+  });
+  OpenOutbox(/*shards=*/1);
+  StartDeliverer();
+  Enqueue({MakeResult(30), MakeResult(31)});
+  ASSERT_TRUE(WaitUntil([&] { return DeadLettered() == 1 && RetriesOf503() == 1; }));
+  deliverer_.reset();
+  Log().flush();
+  Log().sinks() = saved;
+  const std::string log = captured.str();
+  EXPECT_NE(log.find("lobby refused the result as final"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << "an escape sequence reached the log";
+  EXPECT_EQ(log.find("\nroom=99 shard=0: FORGED"), std::string::npos) << log;
+  EXPECT_NE(log.find("gone\\x1b[2J\\nroom=99 shard=0: FORGED"), std::string::npos) << log;
 }
 
 TEST_F(DelivererTest, TimeoutKeepsTheRecord) {

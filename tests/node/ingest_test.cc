@@ -5,8 +5,15 @@
 #include "node/ingest.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstring>
+#include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "node/battle_node.h"
@@ -343,6 +350,51 @@ TEST_F(IngestTest, AFailingOutboxIs503WithRetryAfterNever2xxAndReadyzSaysSo) {
   EXPECT_EQ(probe.Call({"GET", "/readyz", "", "", "", ""})->status, 200);
 }
 
+// About a thousand idle connections to the metrics port (no token) and to the TCP ingest port
+// (accepted before the token is read) made every request on the Unix socket, /readyz and POSTs
+// alike, answer 503: one cap was shared by every listener. Each has its own now.
+TEST_F(IngestTest, AFloodOnTheMetricsAndTcpPortsLeavesTheUnixSocketServed) {
+  constexpr size_t kFlood = 1030;  // past one listener's cap of 1024
+  // The flood's ends and the node's, in this process: raised as verdict-node raises its own.
+  rlimit limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
+  if (limit.rlim_max < 4 * kFlood + 512) GTEST_SKIP() << "needs " << 4 * kFlood << " descriptors";
+  const rlimit saved = limit;
+  limit.rlim_cur = limit.rlim_max;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &limit), 0);
+  struct Restore {
+    rlimit saved;
+    ~Restore() { ::setrlimit(RLIMIT_NOFILE, &saved); }
+  } restore{saved};
+  Start();
+  const auto connect = [](uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return fd;
+    if (fd >= 0) ::close(fd);
+    return -1;
+  };
+  std::vector<int> flood;
+  for (const uint16_t port : {node_->metrics_port(), tcp_.port}) {
+    for (size_t i = 0; i < kFlood; ++i) {
+      flood.push_back(connect(port));
+      ASSERT_GE(flood.back(), 0) << std::strerror(errno);
+    }
+  }
+  // The node has taken every one of them: a request on each flooded port is refused.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return testing::HttpCall(node_->metrics_port(), "GET", "/readyz").status == 503; }));
+  BlockingHttpClient local(socket_, 10s);
+  auto ready = local.Call({"GET", "/readyz", "", "", "", ""});
+  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+  EXPECT_EQ(ready->status, 200) << "a flood on the TCP ports starved the Unix socket";
+  EXPECT_EQ(PostResult(MakeResult(70)).status, 201);
+  for (int fd : flood) ::close(fd);
+}
+
 TEST_F(IngestTest, DrainingRefusesResultsWith503) {
   Start();
   node_->BeginDrain();
@@ -396,6 +448,81 @@ TEST_F(IngestTest, DurabilityReplicatedAnswers503WhileEtcdIsAway) {
   EXPECT_EQ(Pending(), 1u) << "the result is stored even though it is not replicated";
   EXPECT_EQ(PostResult(MakeResult(9)).status, 200);
   EXPECT_EQ(testing::MetricValue(Metrics(), "verdict_node_replication_unreplicated_records"), 1);
+}
+
+// An exchange that counts what it is answered, for the service on its own.
+class CountingExchange final : public server::Exchange {
+ public:
+  void Reply(HttpReply reply) override {
+    std::lock_guard lock(mu_);
+    statuses_.push_back(reply.status);
+  }
+  void ReplyUnlessAnsweredWithin(std::chrono::milliseconds, HttpReply) override {}
+  void OnHangUp(std::function<void()>) override {}
+  void AcceptWebSocket(size_t, SessionMaker) override {}
+  std::vector<int> statuses() {
+    std::lock_guard lock(mu_);
+    return statuses_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<int> statuses_;
+};
+
+// The test build's negative control answers before the writer does; a writer faster than the
+// thread that offered (its completions run before Offer returns) must not make a second answer:
+// both answering is the race that crashed the control under load (one answer rewritten while
+// the other was being sent).
+TEST(IngestServiceTest, TheNegativeControlAnswersOnceEvenWhenTheWriterIsFaster) {
+  metrics::Registry registry;
+  IngestHooks hooks;
+  hooks.ready = [] { return Status::Ok(); };
+  hooks.health = [] { return Status::Ok(); };
+  hooks.metrics = [] { return std::string(); };
+  hooks.offer = [](std::vector<v1::BattleResult> results,
+                   std::vector<ResultChannel::Completion> done) {
+    for (size_t i = 0; i < results.size(); ++i) done[i](storage::EnqueueResult{});
+    return Status::Ok();
+  };
+  IngestOptions options;
+  options.unsafe_answer_before_durable_for_test = true;
+  IngestService service(options, "node-a", 4, 0, hooks, registry);
+  server::RequestHead head{.method = "POST", .path = "/v1/results", .content_type = kJson};
+  for (const char* path : {"/v1/results", "/v1/results:batch"}) {
+    head.path = head.target = path;
+    const std::string body = head.path == "/v1/results" ? Json(MakeResult(5))
+                                                        : "{\"results\": [" + Json(MakeResult(6)) +
+                                                              "," + Json(MakeResult(7)) + "]}";
+    auto exchange = std::make_shared<CountingExchange>();
+    service.OnRequest(head, {"POST", path, kJson, "", "", body}, exchange);
+    EXPECT_EQ(exchange->statuses().size(), 1u) << path << " was answered more than once";
+  }
+}
+
+// The API's description names the ?durability= values the node takes (the test above has it
+// refuse any other), on both endpoints that take it.
+TEST(IngestContractTest, TheOpenApiDescriptionNamesTheDurabilityParameter) {
+  std::ifstream in(std::string(VERDICT_SOURCE_DIR) + "/api/openapi.yaml");
+  const std::string spec((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_FALSE(spec.empty());
+  const auto block = [&](const std::string& start) {
+    const size_t at = spec.find("\n" + start + "\n");
+    if (at == std::string::npos) return std::string();
+    const size_t end =
+        spec.find("\n" + start.substr(0, start.find_first_not_of(' ')) + "/", at + 1);
+    return spec.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  };
+  for (const char* path : {"  /v1/results:", "  /v1/results:batch:"}) {
+    EXPECT_NE(block(path).find("$ref: '#/components/parameters/Durability'"), std::string::npos)
+        << path << " does not name the durability parameter";
+  }
+  const size_t durability = spec.find("\n    Durability:\n");
+  ASSERT_NE(durability, std::string::npos);
+  const std::string parameter = spec.substr(durability, spec.find("\n\n", durability) - durability);
+  EXPECT_NE(parameter.find("name: durability"), std::string::npos) << parameter;
+  EXPECT_NE(parameter.find("in: query"), std::string::npos) << parameter;
+  EXPECT_NE(parameter.find("enum: [stored, replicated]"), std::string::npos) << parameter;
 }
 
 }  // namespace

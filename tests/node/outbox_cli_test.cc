@@ -2,8 +2,9 @@
 // room or --all; ls shows undecodable records as such, escapes what a lobby wrote, says whether
 // a listing is complete, and with stats reports a damaged shard instead of failing; ls, show
 // and redrive stay within 64 MiB over a 110 MiB quarantine; enqueue adopts an existing outbox's
-// shard count; open errors name their cause (a permission, a read-only file system, damage);
-// salvage copies a damaged outbox and names what it lost.
+// shard count, and enqueues racing to create an outbox all store theirs; open errors name their
+// cause (a permission, a read-only file system, damage); salvage copies a damaged outbox, names
+// what it lost, and never writes inside it.
 #include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <random>
 #include <set>
 #include <span>
+#include <thread>
 
 #include "proto/wire.h"
 #include "storage/outbox.h"
@@ -216,6 +218,55 @@ TEST(OutboxCliTest, EnqueueWithoutShardsKeepsTheExistingCount) {
   auto stats = ParseJson<v1::OutboxStats>(OutboxJson(outbox, {"stats", "--json"}));
   EXPECT_EQ(stats.shards_size(), 4);
   EXPECT_EQ(stats.records(), 3);
+}
+
+// Enqueues started together on a directory with no outbox yet: one creates it, the others wait
+// for it (they found half of an outbox and called it damaged, DATA_LOSS, storing nothing).
+TEST(OutboxCliTest, ConcurrentEnqueuesIntoANewOutboxAllStoreTheirResults) {
+  constexpr int kEnqueues = 8;
+  TempDir dir;
+  const std::string outbox = dir.Sub("outbox");
+  std::vector<std::thread> threads;
+  std::vector<testing::CommandResult> results(kEnqueues);
+  for (int i = 0; i < kEnqueues; ++i) {
+    const std::string file = dir.Sub("r" + std::to_string(i) + ".json");
+    std::ofstream(file) << wire::EncodeBody(MakeResult(100 + i), wire::BodyFormat::kJson).value();
+    threads.emplace_back([&, i, file] {
+      results[i] = Node({"enqueue", "--outbox", outbox, file});
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find("DATA_LOSS"), std::string::npos) << r.out;
+  }
+  auto stats = ParseJson<v1::OutboxStats>(OutboxJson(outbox, {"stats", "--json"}));
+  EXPECT_EQ(stats.records(), kEnqueues);
+}
+
+// Salvage never writes to the outbox it reads: a target inside it (by name, or through a link)
+// is refused and nothing is made there.
+TEST(OutboxCliTest, SalvageRefusesATargetInsideTheOutboxItReads) {
+  TempDir dir;
+  const std::string outbox = dir.Sub("outbox");
+  testing::MakeCrashImage(outbox, 100, kShards);
+  testing::DamageLogInTheMiddle(outbox);
+  const auto listing = [&] {
+    std::set<std::string> names;
+    for (const auto& e : fs::recursive_directory_iterator(outbox)) names.insert(e.path().string());
+    return names;
+  };
+  const std::set<std::string> before = listing();
+  fs::create_directory_symlink(outbox, dir.Sub("link"));
+  for (const std::string& to : {outbox + "/new", outbox + "/a/b", dir.Sub("link") + "/new"}) {
+    auto r = Outbox(outbox, {"salvage", "--to", to});
+    EXPECT_EQ(r.exit_code, 1) << to << ": " << r.out;
+    EXPECT_NE(r.out.find("is inside"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(listing(), before) << "salvage wrote inside the damaged outbox";
+  // Beside it is fine.
+  auto r = Outbox(outbox, {"salvage", "--to", dir.Sub("outbox-salvaged")});
+  EXPECT_EQ(r.exit_code, 3) << r.out;
 }
 
 // `stats` and `ls` failed whole ("DATA_LOSS: scanning shard-000") on one bad block in one

@@ -271,8 +271,77 @@ class ReplicatorTest : public EtcdTest {
 
   void StartReplicator() {
     replicator_ = std::make_unique<Replicator>(
-        *outbox_, dir_.Sub("outbox"), "node-a", options_r_, nullptr, nullptr, [] {}, nullptr);
+        *outbox_, dir_.Sub("outbox"), "node-a", options_r_, nullptr, nullptr, [] {}, &registry_);
     ASSERT_TRUE(replicator_->Start().ok());
+  }
+
+  // Replaces the cluster with a one-member etcd of a 1 MiB quota, filled until it raises its
+  // NOSPACE alarm; returns the keys that fill it.
+  std::vector<std::string> FillASmallEtcd() {
+    etcd_.reset();
+    std::filesystem::create_directories(dir_.Sub("small"));
+    etcd_ = EtcdCluster::Start(dir_.Sub("small"), 1, {"--quota-backend-bytes", "1048576"});
+    EXPECT_NE(etcd_, nullptr);
+    if (!etcd_) return {};
+    options_ = {};
+    EXPECT_TRUE(ParseEtcdUrl(etcd_->url(), &options_).ok());
+    options_r_.etcd = options_;
+    auto client = Client(options_);
+    const std::string junk(64 * 1024, 'j');
+    std::vector<std::string> junk_keys;
+    Status filled;
+    for (int i = 0; i < 64 && filled.ok(); ++i) {
+      junk_keys.push_back("junk/" + std::to_string(i));
+      const std::vector<KeyValue> kv = {{junk_keys.back(), junk, 0}};
+      filled = client->CreateIfAbsent(kv).status();
+    }
+    EXPECT_EQ(filled.code(), StatusCode::kResourceExhausted) << filled.ToString();
+    return junk_keys;
+  }
+
+  // What an operator does about the alarm: delete, compact, defragment, disarm.
+  void FreeSpaceAndDisarm(const std::vector<std::string>& junk_keys) {
+    ASSERT_TRUE(Client(options_)->Delete(junk_keys).ok());
+    const std::string endpoint = options_.endpoints[0];
+    const testing::CommandResult revision = testing::RunCommand(
+        {"/usr/bin/etcdctl", "--endpoints", endpoint, "get", "junk/0", "-w", "json"},
+        {{"ETCDCTL_API", "3"}});
+    const size_t at = revision.out.find("\"revision\":");
+    ASSERT_NE(at, std::string::npos) << revision.out;
+    const std::string rev = std::to_string(std::stoll(revision.out.substr(at + 11)));
+    ASSERT_EQ(Etcdctl(endpoint, {"compact", rev}), 0);
+    ASSERT_EQ(Etcdctl(endpoint, {"defrag"}), 0);
+    ASSERT_EQ(Etcdctl(endpoint, {"alarm", "disarm"}), 0);
+  }
+
+  // Acks every record of the outbox, as the deliverers do after the lobby's receipt.
+  size_t AckAll() {
+    size_t acked = 0;
+    for (uint32_t shard = 0; shard < 4; ++shard) {
+      auto records = outbox_->ReadShard(shard, 0, 1000);
+      EXPECT_TRUE(records.ok()) << records.status().ToString();
+      if (!records.ok()) continue;
+      for (const auto& r : *records) {
+        EXPECT_TRUE(outbox_->Ack(r).ok());
+        ++acked;
+      }
+    }
+    return acked;
+  }
+
+  double Metric(const std::string& series) {
+    const std::string text = "\n" + registry_.RenderText();
+    const size_t at = text.find("\n" + series + " ");
+    return at == std::string::npos ? 0 : std::stod(text.substr(at + series.size() + 2));
+  }
+
+  // Waits for Await's answer about `results`.
+  std::vector<Status> AwaitAnswer(const std::vector<v1::BattleResult>& results) {
+    std::promise<std::vector<Status>> done;
+    replicator_->Await(results, [&](std::vector<Status> s) { done.set_value(s); });
+    auto f = done.get_future();
+    EXPECT_EQ(f.wait_for(20s), std::future_status::ready);
+    return f.wait_for(0s) == std::future_status::ready ? f.get() : std::vector<Status>{};
   }
 
   // Stores results the way the writer does, and tells the replicator.
@@ -293,6 +362,7 @@ class ReplicatorTest : public EtcdTest {
 
   std::unique_ptr<storage::Outbox> outbox_;
   ReplicationOptions options_r_;
+  metrics::Registry registry_;
   std::unique_ptr<Replicator> replicator_;
 };
 
@@ -358,24 +428,8 @@ TEST_F(ReplicatorTest, RecordsBeyondTheBufferAreReadBackFromTheOutbox) {
 // etcd out of its quota: the records stay stored on the node, counted unreplicated with the
 // NOSPACE gauge up, and are replicated once an operator frees space and disarms the alarm.
 TEST_F(ReplicatorTest, OutOfQuotaKeepsRecordsStoredAndCatchesUpAfterTheAlarm) {
-  etcd_.reset();
-  std::filesystem::create_directories(dir_.Sub("small"));
-  etcd_ = EtcdCluster::Start(dir_.Sub("small"), 1, {"--quota-backend-bytes", "1048576"});
-  ASSERT_NE(etcd_, nullptr);
-  options_ = {};
-  ASSERT_TRUE(ParseEtcdUrl(etcd_->url(), &options_).ok());
-  options_r_.etcd = options_;
-  auto client = Client(options_);
-  const std::string junk(64 * 1024, 'j');
-  std::vector<std::string> junk_keys;
-  Status filled;
-  for (int i = 0; i < 64 && filled.ok(); ++i) {
-    junk_keys.push_back("junk/" + std::to_string(i));
-    const std::vector<KeyValue> kv = {{junk_keys.back(), junk, 0}};
-    filled = client->CreateIfAbsent(kv).status();
-  }
-  ASSERT_EQ(filled.code(), StatusCode::kResourceExhausted) << filled.ToString();
-
+  const std::vector<std::string> junk = FillASmallEtcd();
+  ASSERT_FALSE(junk.empty());
   StartReplicator();
   Store(1, 20);
   ASSERT_TRUE(WaitUntil(
@@ -389,19 +443,7 @@ TEST_F(ReplicatorTest, OutOfQuotaKeepsRecordsStoredAndCatchesUpAfterTheAlarm) {
   EXPECT_EQ(stored, 20u) << "every record is stored on the node meanwhile";
   EXPECT_EQ(Copies(), 0u);
 
-  // What an operator does: delete, compact, defragment, disarm.
-  ASSERT_TRUE(client->Delete(junk_keys).ok());
-  const std::string endpoint = options_.endpoints[0];
-  const testing::CommandResult revision = testing::RunCommand(
-      {"/usr/bin/etcdctl", "--endpoints", endpoint, "get", "junk/0", "-w", "json"},
-      {{"ETCDCTL_API", "3"}});
-  const size_t at = revision.out.find("\"revision\":");
-  ASSERT_NE(at, std::string::npos) << revision.out;
-  const std::string rev = std::to_string(std::stoll(revision.out.substr(at + 11)));
-  ASSERT_EQ(Etcdctl(endpoint, {"compact", rev}), 0);
-  ASSERT_EQ(Etcdctl(endpoint, {"defrag"}), 0);
-  ASSERT_EQ(Etcdctl(endpoint, {"alarm", "disarm"}), 0);
-
+  FreeSpaceAndDisarm(junk);
   EXPECT_TRUE(WaitUntil(
       [&] {
         const ReplicationStats s = replicator_->Stats();
@@ -409,6 +451,69 @@ TEST_F(ReplicatorTest, OutOfQuotaKeepsRecordsStoredAndCatchesUpAfterTheAlarm) {
       },
       20s));
   EXPECT_EQ(Copies(), 20u);
+}
+
+// etcd takes deletes under its NOSPACE alarm: the copies of settled records are deleted, and
+// the gauge (what VerdictEtcdOutOfQuota watches) must stay up through them, where each delete
+// used to reset it. With nothing left to put, etcd's alarm list says when it is disarmed.
+TEST_F(ReplicatorTest, TheNospaceGaugeStaysUpThroughDeletesUntilTheAlarmIsDisarmed) {
+  const std::vector<std::string> junk = FillASmallEtcd();
+  ASSERT_FALSE(junk.empty());
+  StartReplicator();
+  Store(1, 10);
+  ASSERT_TRUE(WaitUntil([&] { return replicator_->Stats().etcd_nospace; }, 20s));
+  ASSERT_EQ(AckAll(), 10u);
+  ASSERT_TRUE(
+      WaitUntil([&] { return Metric("verdict_node_replication_deleted_total") >= 10; }, 20s))
+      << "the deletes did not go through under the alarm";
+  EXPECT_FALSE(WaitUntil([&] { return !replicator_->Stats().etcd_nospace; }, 1s))
+      << "a delete that etcd took reset the NOSPACE gauge; the alarm is still raised";
+  EXPECT_EQ(Metric("verdict_node_replication_etcd_nospace"), 1);
+  FreeSpaceAndDisarm(junk);
+  EXPECT_TRUE(WaitUntil([&] { return !replicator_->Stats().etcd_nospace; }, 20s))
+      << "the alarm was disarmed and nothing waits to be put: the gauge stayed up";
+  Store(11, 1);
+  EXPECT_TRUE(WaitUntil([&] { return Copies() == 1; }, 20s));
+}
+
+// A result whose copy was deleted after the lobby's receipt, posted again (the same, or another
+// result for the room and ended_at_ms): the outbox stores a new record, and "replicated" must
+// mean a copy of it in etcd. It was answered at once from the old release, with nothing there.
+TEST_F(ReplicatorTest, ARecordStoredAgainAfterItsReleaseIsReplicatedBeforeItIsAwaited) {
+  StartReplicator();
+  Store(7, 1);
+  ASSERT_TRUE(AwaitAnswer({MakeResult(7)}).at(0).ok());
+  ASSERT_EQ(Copies(), 1u);
+  ASSERT_EQ(AckAll(), 1u);
+  ASSERT_TRUE(WaitUntil([&] { return Copies() == 0; }, 20s));
+
+  Store(7, 1);  // the same result again: a new record under the same key
+  auto answer = AwaitAnswer({MakeResult(7)});
+  ASSERT_EQ(answer.size(), 1u);
+  EXPECT_TRUE(answer[0].ok()) << answer[0].ToString();
+  EXPECT_EQ(Copies(), 1u) << "answered replicated with no copy in etcd";
+
+  // Another result for the room, stored right after the ack: its put waits for the delete of
+  // the old copy, and it is the new result that etcd holds.
+  ASSERT_EQ(AckAll(), 1u);
+  v1::BattleResult other = MakeResult(7);
+  other.set_winner_team(2);
+  const std::vector<v1::BattleResult> batch = {other};
+  auto outcomes = outbox_->Enqueue(batch);
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_TRUE(outcomes->at(0).status.ok()) << outcomes->at(0).status.ToString();
+  ASSERT_FALSE(outcomes->at(0).already_present);
+  replicator_->Stored(batch, *outcomes);
+  answer = AwaitAnswer(batch);
+  ASSERT_EQ(answer.size(), 1u);
+  EXPECT_TRUE(answer[0].ok()) << answer[0].ToString();
+  ASSERT_TRUE(WaitUntil([&] { return Metric("verdict_node_replication_deleted_total") >= 2; }));
+  auto client = Client(options_);
+  const std::string key = ResultKey("verdict/", "node-a", 7, other.ended_at_ms());
+  auto page = client->Range(key, "", 0, false);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->kvs.size(), 1u) << "the old copy's delete removed the new one";
+  EXPECT_EQ(page->kvs[0].value, wire::DeterministicBytes(other));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The shared HTTP server core on its own, with a fake handler: Unix sockets (mode, stale and live
 // sockets, removal), what is decided from the header before a body is read (refusals, the body
-// limit, 100-continue, the Host header), idle connections, answers that come later or never,
-// hang-ups, and accepting again after running out of descriptors; and the bearer token's reading.
+// limit, 100-continue, the Host header), connection caps per listener, the budget for bodies,
+// idle connections, answers that come later or never, hang-ups, and accepting again after
+// running out of descriptors; and the bearer token's reading.
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -103,12 +105,23 @@ std::string ReadSome(int fd, std::chrono::milliseconds wait) {
   return out;
 }
 
+// Whether a new connection to `to` is answered 503 at once: its listener is at its cap.
+bool RefusedOverTheCap(const ListenAddress& to) {
+  const int extra = Connect(to);
+  const std::string answer = ReadSome(extra, std::chrono::seconds(2));
+  ::close(extra);
+  return answer.starts_with("HTTP/1.1 503");
+}
+
 bool SendAll(int fd, const std::string& bytes) {
   return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
 }
 
 class HttpServerTest : public ::testing::Test {
  protected:
+  // An exchange the handler kept holds its session, which must go before the server.
+  ~HttpServerTest() override { handler_.later.reset(); }
+
   // Starts a server on a Unix socket and a loopback port.
   void StartServer(HttpServerOptions options = {}) {
     unix_ = ListenAddress::Parse("unix:" + dir_.Sub("s.sock")).value();
@@ -276,6 +289,97 @@ TEST_F(HttpServerTest, AnIdleConnectionIsClosedAfterTheReadTimeout) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   EXPECT_EQ(::recv(fd, &byte, 1, 0), 0) << "the server kept a silent connection open";
   ::close(fd);
+}
+
+// Connections nobody has authenticated (a metrics port, a TCP ingest port) flood both TCP
+// listeners past the cap: each refuses its own excess, and the Unix socket, whose cap is its
+// own, still answers.
+TEST_F(HttpServerTest, AFloodOnTheTcpListenersLeavesTheUnixSocketServed) {
+  constexpr size_t kCap = 20;
+  unix_ = ListenAddress::Parse("unix:" + dir_.Sub("s.sock")).value();
+  ListenAddress metrics = ListenAddress::Parse("127.0.0.1:0").value();
+  tcp_ = metrics;
+  server_ = std::make_unique<HttpServer>(
+      HttpServerOptions{.listen = {metrics, tcp_, unix_}, .max_connections = kCap}, handler_,
+      nullptr);
+  auto ports = server_->Start();
+  ASSERT_TRUE(ports.ok()) << ports.status().ToString();
+  metrics.port = (*ports)[0];
+  tcp_.port = (*ports)[1];
+  std::vector<int> flood;
+  for (const ListenAddress* to : {&metrics, &tcp_}) {
+    for (size_t i = 0; i < kCap; ++i) {
+      flood.push_back(Connect(*to));
+      ASSERT_GE(flood.back(), 0);
+    }
+    // Every idle one is held: the next connection is over the cap and refused at once.
+    ASSERT_TRUE(WaitUntil([&] { return RefusedOverTheCap(*to); }))
+        << "the flood never filled the listener";
+  }
+  auto reply = Get(unix_, "/now", "local");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status, 200) << "a flood on the TCP listeners starved the Unix socket";
+  for (int fd : flood) ::close(fd);
+}
+
+// With several listeners, the caps are lowered so that their connections fit in the descriptor
+// limit together: a flood on one reaches its cap before the process runs out of descriptors,
+// which would stop every listener's accepts.
+TEST_F(HttpServerTest, CapsFitTheDescriptorLimitTogether) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  size_t open = 0;
+  for ([[maybe_unused]] const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++open;
+  }
+  // The server keeps 256 descriptors for other uses and shares the rest: 10 for each listener.
+  rlimit low = saved;
+  low.rlim_cur = open + 256 + 2 * 10;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  StartServer();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  std::vector<int> held;
+  for (int i = 0; i < 10; ++i) {
+    held.push_back(Connect(tcp_));
+    ASSERT_GE(held.back(), 0);
+  }
+  EXPECT_TRUE(WaitUntil([&] { return RefusedOverTheCap(tcp_); }))
+      << "the TCP listener kept its cap of 1024 under a limit that cannot hold it";
+  auto reply = Get(unix_, "/now", "x");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status, 200);
+  for (int fd : held) ::close(fd);
+}
+
+// Bodies are held against one budget: a request whose announced body does not fit is answered
+// 503 with Retry-After before a byte of it is read, and an answer gives its share back.
+TEST_F(HttpServerTest, ABodyThatDoesNotFitTheBudgetIsRefusedUntilAnotherIsAnswered) {
+  StartServer({.max_body_bytes_in_flight = 250});
+  const auto start_body = [&](size_t length) {
+    const int fd = Connect(tcp_);
+    EXPECT_TRUE(SendAll(fd, "POST /now HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                                std::to_string(length) + "\r\n\r\n" + std::string(10, 'b')));
+    return fd;
+  };
+  const int first = start_body(100), second = start_body(100);
+  ASSERT_TRUE(WaitUntil([&] { return handler_.headers.load() == 2; }));
+  const int refused = start_body(100);  // 300 of 250
+  const std::string answer = ReadSome(refused, 3s);
+  ::close(refused);
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 503")) << answer;
+  EXPECT_NE(answer.find("Retry-After: 1"), std::string::npos) << answer;
+  EXPECT_EQ(handler_.requests.load(), 0);
+  // A small one fits beside the two; once the first is answered, a large one fits again.
+  auto small = Get(unix_, "/now", std::string(40, 's'));
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->status, 200);
+  ASSERT_TRUE(SendAll(first, std::string(90, 'b')));
+  EXPECT_NE(ReadSome(first, 3s).find("HTTP/1.1 200"), std::string::npos);
+  auto large = Get(unix_, "/now", std::string(100, 'l'));
+  ASSERT_TRUE(large.ok());
+  EXPECT_EQ(large->status, 200);
+  ::close(first);
+  ::close(second);
 }
 
 TEST_F(HttpServerTest, ALaterAnswerArrivesAndAMissingOneGetsTheFallback) {
