@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "proto/validation.h"
 #include "proto/wire.h"
 #include "server/http_client.h"
 #include "tests/support/fake_lobby.h"
@@ -189,7 +190,8 @@ TEST_F(NodeProcessTest, EnqueueToSplitsWhatOneBatchCannotHold) {
       r.set_abort_reason(std::string(wire::kMaxStringBytes, 'a'));
       for (uint32_t i = 0; i < wire::kMaxPlayers; ++i) {
         v1::PlayerResult* p = r.add_players();
-        p->set_player_id((uint64_t{1} << 62) + room * 1000 + i);  // a 9-byte varint
+        std::string id = std::to_string(room * 1000 + i);  // the longest id: 64 bytes
+        p->set_player_id(std::string(wire::kMaxPlayerIdBytes - id.size(), 'p') + id);
         p->set_team(i % 2 + 1);
         p->set_kills(INT32_MAX);  // the largest statistics a result may carry
         p->set_deaths(INT32_MAX);
