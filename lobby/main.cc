@@ -18,8 +18,10 @@
 #include "cli/config_file.h"
 #include "cli/duration.h"
 #include "cli/log_level.h"
+#include "cli/version.h"
 #include "common/bearer_token.h"
 #include "common/host_port.h"
+#include "common/process_metrics.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
 #include "lobby/maintenance.h"
@@ -482,6 +484,7 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   readiness.Start();
 
   metrics::Registry registry;
+  metrics::AddProcessMetrics(registry);
   EventHub hub(**feed_store, ConnectionString(store_options), hub_options);
   SettlementService service(**store, &hub, service_options, registry, &readiness);
   server_options.http.io_threads = flags.threads;
@@ -555,6 +558,7 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
   cli::AddConfigOption(app);
   app.add_option("--db", flags.db, "libpq connection string (default: PG* environment)");
   cli::AddLogLevelOption(app, &flags.log_level);
+  cli::AddVersionOption(app, "verdict-lobby");
 
   CLI::App* migrate = app.add_subcommand(
       "migrate", "apply the schema migrations this binary has, and make partitions ahead");

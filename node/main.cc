@@ -18,6 +18,7 @@
 
 #include "cli/config_file.h"
 #include "cli/log_level.h"
+#include "cli/version.h"
 #include "common/bearer_token.h"
 #include "node/battle_node.h"
 #include "node/outbox_cli.h"
@@ -631,6 +632,7 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
   app.fallthrough();  // program flags may follow the subcommand
   cli::AddConfigOption(app);
   cli::AddLogLevelOption(app, &flags.log_level);
+  cli::AddVersionOption(app, "verdict-node");
 
   c.run = app.add_subcommand("run", "deliver the outbox to the lobby (and simulate)");
   c.run->add_option("--node-id", flags.node_id, "this node's id at the lobby")->required();
