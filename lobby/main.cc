@@ -17,6 +17,7 @@
 
 #include "cli/config_file.h"
 #include "cli/duration.h"
+#include "cli/log_format.h"
 #include "cli/log_level.h"
 #include "cli/version.h"
 #include "common/bearer_token.h"
@@ -40,6 +41,7 @@ using namespace verdict::lobby;
 struct Flags {
   std::string db;
   std::string log_level = "info";
+  std::string log_format = "text";
   std::string listen = ServerOptions{}.host + ":" + std::to_string(ServerOptions{}.port);
   std::vector<std::string> node_tokens;
   std::string node_tokens_file;
@@ -78,7 +80,7 @@ struct Flags {
 };
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "verdict-lobby: %s\n", message.c_str());
+  cli::PrintError("verdict-lobby", message);
   return 1;
 }
 
@@ -558,6 +560,7 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
   cli::AddConfigOption(app);
   app.add_option("--db", flags.db, "libpq connection string (default: PG* environment)");
   cli::AddLogLevelOption(app, &flags.log_level);
+  cli::AddLogFormatOption(app, &flags.log_format);
   cli::AddVersionOption(app, "verdict-lobby");
 
   CLI::App* migrate = app.add_subcommand(
@@ -713,6 +716,7 @@ int main(int argc, char** argv) {
   const Commands commands = DefineFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
   cli::ApplyLogLevel(flags.log_level);
+  cli::ApplyLogFormat(flags.log_format);
 
   if (commands.migrate->parsed()) return RunMigrate(flags);
   if (commands.serve->parsed()) return RunServe(flags, argc, argv);
