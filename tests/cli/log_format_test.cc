@@ -105,9 +105,10 @@ TEST_F(LogFormatTest, EachRefusedResultIsOneWarningWithItsRoomNodeAndCode) {
   auto lobby = StartJsonLobby();
   ASSERT_NE(lobby, nullptr);
   const uint16_t port = lobby->port();
-  for (uint64_t room : {1, 2, 3, 4}) MustAllocate(port, room);
+  for (uint64_t room : {1, 2, 3, 4, 5}) MustAllocate(port, room);
   ASSERT_EQ(Settle(port, MakeResult(1)).status, 200);
   ASSERT_EQ(Settle(port, MakeResult(2)).status, 200);
+  ASSERT_EQ(Settle(port, MakeResult(5)).status, 200);
 
   EXPECT_EQ(Settle(port, MakeResult(90)).status, 404);  // ROOM_UNKNOWN
   v1::BattleResult other = MakeResult(1);
@@ -126,6 +127,11 @@ TEST_F(LogFormatTest, EachRefusedResultIsOneWarningWithItsRoomNodeAndCode) {
   EXPECT_EQ(Settle(port, no_players).status, 400);  // INVALID_ARGUMENT
   // Node b's token for node a's room: ROOM_UNKNOWN, logged with node b.
   EXPECT_EQ(Settle(port, MakeResult(4, 1'700'000'000'000, ""), "token-b").status, 404);
+  // The receipts (room 5's) past retention: a redelivery is answered ORIGINAL_EXPIRED.
+  const CommandResult retained =
+      RunCommand({LobbyBinary(), "--db", db_->conninfo(), "retain", "--receipts-older-than", "0s"});
+  ASSERT_EQ(retained.exit_code, 0) << retained.out;
+  EXPECT_EQ(Settle(port, MakeResult(5)).status, 410);
   // A batch: two refused items among a settled one.
   const auto items = Items(PostBatch(port, {MakeResult(91), MakeResult(4), MakeResult(92)}));
   ASSERT_EQ(items.items_size(), 3);
@@ -140,7 +146,8 @@ TEST_F(LogFormatTest, EachRefusedResultIsOneWarningWithItsRoomNodeAndCode) {
       {"90", "node-a", "ROOM_UNKNOWN"},    {"1", "node-a", "IDEMPOTENCY_MISMATCH"},
       {"2", "node-a", "OUTCOME_CONFLICT"}, {"3", "node-a", "ROSTER_MISMATCH"},
       {"4", "node-a", "INVALID_ARGUMENT"}, {"4", "node-b", "ROOM_UNKNOWN"},
-      {"91", "node-a", "ROOM_UNKNOWN"},    {"92", "node-a", "ROOM_UNKNOWN"}};
+      {"91", "node-a", "ROOM_UNKNOWN"},    {"92", "node-a", "ROOM_UNKNOWN"},
+      {"5", "node-a", "ORIGINAL_EXPIRED"}};
   size_t refusals = 0;
   for (const JsonLine& line : lines) refusals += line.count("code");
   EXPECT_EQ(refusals, expected.size()) << ReadAll(log_);
