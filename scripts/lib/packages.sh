@@ -11,8 +11,9 @@ VERDICT_PACKAGES=(
   postgresql-15-auto-failover pg-auto-failover-cli
   # the example ingest clients (examples/go, examples/python) and the test that runs them
   golang-go python3
-  # promtool, for the alert rules' unit tests (packaging/prometheus), and curl for the scrape
-  prometheus curl
+  # promtool, for the alert rules' unit tests (packaging/prometheus), curl for the scrape, and
+  # python3-yaml for the check of the rules' runbooks and the dashboard's queries
+  prometheus curl python3-yaml
   # the replicated tier's tests (three-member clusters) and etcdctl for operators
   etcd-server etcd-client
 )
