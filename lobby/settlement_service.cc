@@ -261,14 +261,14 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
           "Rooms an operator released to a pending settlement or aborted.", "action")),
       settle_latency_(registry.AddHistogram("verdict_lobby_settle_seconds",
                                             "Time to answer a settlement request.")),
-      unsettled_log_limit_(LogRateLimitOptions{.clock = options_.clock}),
+      refusal_log_limit_(LogRateLimitOptions{.clock = options_.clock}),
       committer_(std::make_unique<StoreCommitter>(store, hub)),
       scheduler_(std::make_unique<SettlementScheduler>(*committer_, options_, registry)) {
   registry.AddCounterReading(
       "verdict_lobby_refusal_log_lines_suppressed_total",
-      "Log lines of refused or failed settlements not written, over the rate limit (each such "
+      "Log lines of refused settlements not written, over the rate limit (each such "
       "settlement is still counted in verdict_lobby_settlements_total).",
-      [this] { return static_cast<double>(unsettled_log_limit_.suppressed_total()); });
+      [this] { return static_cast<double>(refusal_log_limit_.suppressed_total()); });
 }
 
 SettlementService::~SettlementService() = default;
@@ -578,13 +578,13 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
   v1::BattleResult result;
   if (Status decoded = wire::DecodeBody(request.body, *format, &result); !decoded.ok()) {
     const ErrorCode code = server::ProblemOfUndecodable(decoded);
-    LogUnsettled(0, caller.node_id, code, decoded.message());
+    LogRefusal(0, caller.node_id, code, decoded.message());
     return answer(InfoOf(code).code, ProblemReply(code, decoded.message(), path));
   }
   const uint64_t room_id = result.room_id();
   auto attempt = PrepareAttempt(std::move(result), caller);
   if (!attempt.ok()) {
-    LogUnsettled(room_id, caller.node_id, ErrorCode::kInvalidArgument, attempt.status().message());
+    LogRefusal(room_id, caller.node_id, ErrorCode::kInvalidArgument, attempt.status().message());
     return answer("INVALID_ARGUMENT",
                   ProblemReply(ErrorCode::kInvalidArgument, attempt.status().message(), path));
   }
@@ -594,7 +594,7 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
                          HttpRequest{"", "", request.content_type, request.accept, "", ""},
                      room = attempt->result.room_id(),
                      node = caller.node_id](const Result<SettleOutcome>& outcome) {
-    LogIfUnsettled(room, node, outcome);
+    LogIfRefused(room, node, outcome);
     const HttpReply reply = SettlementReply(request_format, outcome, room);
     answer(CodeOf(outcome), reply);
   };
@@ -648,7 +648,7 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
   v1::SettlementBatch batch;
   if (Status decoded = wire::DecodeBody(request.body, *format, &batch); !decoded.ok()) {
     const ErrorCode code = server::ProblemOfUndecodable(decoded);
-    LogUnsettled(0, caller.node_id, code, decoded.message());
+    LogRefusal(0, caller.node_id, code, decoded.message());
     return done(ProblemReply(code, decoded.message(), path));
   }
   auto collect = std::make_shared<BatchReply>();
@@ -669,13 +669,13 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
     const uint64_t room = batch.results(i).room_id();
     if (!rooms.insert(room).second) {
       const std::string detail = "room " + std::to_string(room) + " appears earlier in this batch";
-      LogUnsettled(room, caller.node_id, ErrorCode::kInvalidArgument, detail);
+      LogRefusal(room, caller.node_id, ErrorCode::kInvalidArgument, detail);
       SetProblem(item, ErrorCode::kInvalidArgument, detail);
       continue;
     }
     auto attempt = PrepareAttempt(std::move(*batch.mutable_results(i)), caller);
     if (!attempt.ok()) {
-      LogUnsettled(room, caller.node_id, ErrorCode::kInvalidArgument, attempt.status().message());
+      LogRefusal(room, caller.node_id, ErrorCode::kInvalidArgument, attempt.status().message());
       SetProblem(item, ErrorCode::kInvalidArgument, attempt.status().message());
       continue;
     }
@@ -683,7 +683,7 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
     attempt->finish = [this, collect, finish_batch, i, room,
                        node = caller.node_id](const Result<SettleOutcome>& outcome) {
       settlements_.Add(CodeOf(outcome));
-      LogIfUnsettled(room, node, outcome);
+      LogIfRefused(room, node, outcome);
       std::unique_lock lock(collect->mu);
       SetItem(collect->reply.mutable_items(i), outcome, room);
       ++collect->settled_items;
@@ -754,27 +754,28 @@ HttpReply SettlementService::FailureReply(const Status& failed, const std::strin
 
 // A lobby refusing every result of a node (a node pointed at the wrong lobby, say) writes 50 of
 // these lines at once and then one a second: bounded, and each line says how many it stands for.
-void SettlementService::LogUnsettled(uint64_t room, const std::string& node, ErrorCode code,
-                                     const std::string& detail) {
+void SettlementService::LogRefusal(uint64_t room, const std::string& node, ErrorCode code,
+                                   const std::string& detail) {
   uint64_t suppressed = 0;
-  if (!unsettled_log_limit_.Admit(&suppressed)) return;
+  if (!refusal_log_limit_.Admit(&suppressed)) return;
   const auto& info = InfoOf(code);
   std::string fields = room ? "room=" + std::to_string(room) + " " : "";
   fields += "node=" + node + " code=" + info.code;
   if (suppressed) fields += " suppressed=" + std::to_string(suppressed);
-  spdlog::warn("{}: {}: {}", fields,
-               info.retryable ? "settlement not made, the node retries" : "settlement refused",
-               detail);
+  spdlog::warn("{}: settlement refused: {}", fields, detail);
 }
 
-void SettlementService::LogIfUnsettled(uint64_t room, const std::string& node,
-                                       const Result<SettleOutcome>& outcome) {
+// A settlement answered 503 (the database away, a room another transaction holds) is retried by
+// its node and counted in verdict_lobby_settlements_total: no line of its own.
+void SettlementService::LogIfRefused(uint64_t room, const std::string& node,
+                                     const Result<SettleOutcome>& outcome) {
   if (!outcome.ok()) {
-    return LogUnsettled(room, node, ProblemOf(outcome.status()), outcome.status().ToString());
+    const ErrorCode code = ProblemOf(outcome.status());
+    if (!InfoOf(code).retryable) LogRefusal(room, node, code, outcome.status().ToString());
+    return;
   }
-  // A room another transaction holds is answered 503 and retried: nothing to look into.
   if (auto refused = RefusalOf(*outcome); refused && !InfoOf(refused->code).retryable) {
-    LogUnsettled(room, node, refused->code, refused->detail);
+    LogRefusal(room, node, refused->code, refused->detail);
   }
 }
 
