@@ -9,8 +9,9 @@ VERDICT_PACKAGES=(
   postgresql postgresql-common
   # pg_auto_failover, for the failover test and the HA formation of scripts/lib/ha.sh
   postgresql-15-auto-failover pg-auto-failover-cli
-  # the example ingest clients (examples/go, examples/python) and the test that runs them
-  golang-go python3
+  # the example ingest clients (examples/go, examples/python, examples/csharp) and the test that
+  # runs them
+  golang-go python3 mono-mcs mono-runtime
   # promtool, for the alert rules' unit tests (packaging/prometheus), curl for the scrape, and
   # python3-yaml for the check of the rules' runbooks and the dashboard's queries
   prometheus curl python3-yaml
