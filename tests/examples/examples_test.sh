@@ -199,6 +199,21 @@ mcs -warnaserror -out:"$work/verdict-ingest.exe" "$source/examples/csharp/Verdic
   "$source/examples/csharp/VerdictIngestCommand.cs" >"$work/mcs.log" 2>&1 ||
   { cat "$work/mcs.log" >&2; fail "the C# example does not compile"; }
 csingest() { mono "$work/verdict-ingest.exe" --timeout 20 "$@"; }
+# ingest EXAMPLE SOCKET FILE|ROOM [TIMEOUT_S]: EXAMPLE (goingest, pyingest or csingest) posts
+# FILE, or room ROOM won by team 1 of players 1 and 2, to the node at SOCKET, its flags spelt its
+# way.
+ingest() {
+  local example=$1 socket=$2 what=$3 timeout=${4:-} dash=-- unit=""
+  [ "$example" = goingest ] && dash=- unit=s
+  local args=("${dash}socket" "$socket")
+  if [ -f "$what" ]; then
+    args+=("${dash}file" "$what")
+  else
+    args+=("${dash}room" "$what" "${dash}winner" 1 "${dash}ended-at-ms" "$ended" "${dash}players" 1:1,2:2)
+  fi
+  [ -n "$timeout" ] && args+=("${dash}timeout" "$timeout$unit")
+  "$example" "${args[@]}"
+}
 
 # While the lobby is stopped the node delivers nothing, so every result posted stays in its
 # outbox: a repeat is then answered as a duplicate by the node itself.
@@ -310,11 +325,7 @@ asked=$(ingest_answers "$node_tcp")
 for file in misspelt misspelt-item misspelt-batch misspelt-player; do
   for example in goingest pyingest csingest; do
     status=0
-    case $example in
-      goingest) goingest -socket "$work/node.sock" -file "$work/$file.json" ;;
-      pyingest) pyingest --socket "$work/node.sock" --file "$work/$file.json" ;;
-      csingest) csingest --socket "$work/node.sock" --file "$work/$file.json" ;;
-    esac >"$work/out" 2>"$work/err" || status=$?
+    ingest "$example" "$work/node.sock" "$work/$file.json" >"$work/out" 2>"$work/err" || status=$?
     echo "$example $file: status $status: $(head -c 200 "$work/err")"
     [ "$status" -eq 1 ] && grep -qiE "unknown field.*(winer_team|sent_at|kils)" "$work/err" ||
       fail "$example took $file.json (status $status): $(cat "$work/out" "$work/err")"
@@ -454,14 +465,7 @@ for example in goingest pyingest csingest; do
   wait "$fake_pid" 2>/dev/null || true
   fake_pid=""
   [ -S "$work/fake.sock" ] || fail "the killed stand-in left no socket file"
-  case $example in
-    goingest) goingest -timeout 30s -socket "$work/fake.sock" -room 202 -winner 1 -ended-at-ms "$ended" \
-                -players 1:1,2:2 ;;
-    pyingest) python3 "$py" --timeout 30 --socket "$work/fake.sock" --room 202 --winner 1 \
-                --ended-at-ms "$ended" --players 1:1,2:2 ;;
-    csingest) mono "$work/verdict-ingest.exe" --timeout 30 --socket "$work/fake.sock" --room 202 \
-                --winner 1 --ended-at-ms "$ended" --players 1:1,2:2 ;;
-  esac >"$work/refused.out" 2>"$work/refused.err" &
+  ingest "$example" "$work/fake.sock" 202 30 >"$work/refused.out" 2>"$work/refused.err" &
   client_pid=$!
   wait_for_line "$work/refused.err" '/[Rr]efused/p' "$client_pid" >/dev/null ||
     fail "$example: no retry on a refused socket: $(cat "$work/refused.err")"
@@ -473,14 +477,7 @@ for example in goingest pyingest csingest; do
   for answer in "${answers[@]}"; do
     IFS=';' read -r room expected says requests <<<"$answer"
     status=0
-    case $example in
-      goingest) goingest -socket "$work/fake.sock" -room "$room" -winner 1 -ended-at-ms "$ended" \
-                  -players 1:1,2:2 ;;
-      pyingest) pyingest --socket "$work/fake.sock" --room "$room" --winner 1 --ended-at-ms "$ended" \
-                  --players 1:1,2:2 ;;
-      csingest) csingest --socket "$work/fake.sock" --room "$room" --winner 1 --ended-at-ms "$ended" \
-                  --players 1:1,2:2 ;;
-    esac >"$work/out" 2>"$work/err" || status=$?
+    ingest "$example" "$work/fake.sock" "$room" >"$work/out" 2>"$work/err" || status=$?
     [ "$status" -eq "$expected" ] && grep -qE "$says" "$work/out" "$work/err" ||
       fail "$example, room $room: status $status, not $expected with '$says': $(cat "$work/out" "$work/err")"
     [ "$(asked "$room")" = "$requests" ] ||
@@ -489,11 +486,7 @@ for example in goingest pyingest csingest; do
   echo "$example: 201, 200, 503 then 201, a closed connection then 201, and 8 final refusals"
   printf '{"results":[%s,%s,%s]}\n' "$(result 7000)" "$(result 7001)" "$(result 7002)" >"$work/batch.json"
   status=0
-  case $example in
-    goingest) goingest -socket "$work/fake.sock" -file "$work/batch.json" ;;
-    pyingest) pyingest --socket "$work/fake.sock" --file "$work/batch.json" ;;
-    csingest) csingest --socket "$work/fake.sock" --file "$work/batch.json" ;;
-  esac >"$work/out" 2>"$work/err" || status=$?
+  ingest "$example" "$work/fake.sock" "$work/batch.json" >"$work/out" 2>"$work/err" || status=$?
   out=$(cat "$work/out")
   [ "$status" -eq 1 ] && [ "$(field "$out" items 0 stored room_id)" = 7000 ] &&
     [ "$(field "$out" items 1 stored room_id)" = 7001 ] &&
