@@ -302,6 +302,17 @@ TEST(NodeLogFormatTest, EveryNodeLineIsOneJsonObjectWithTheShardItConcerns) {
   EXPECT_EQ(why[0].at("logger"), "node");
   EXPECT_EQ(why[0].at("message"), "--token or --lobby-token-file is required");
 
+  // The same from a --config file.
+  std::ofstream(dir.Sub("node.conf")) << "log-format = json\n";
+  const ExitAndOutput configured =
+      RunToExit({NodeBinary(), "--config", dir.Sub("node.conf"), "run", "--node-id", "node-a",
+                 "--outbox", dir.Sub("outbox"), "--lobby", "http://127.0.0.1:1"});
+  EXPECT_EQ(configured.code, 1);
+  EXPECT_TRUE(configured.output.starts_with("{\"time\":")) << configured.output;
+  EXPECT_NE(configured.output.find("\"message\":\"--token or --lobby-token-file is required\""),
+            std::string::npos)
+      << configured.output;
+
   // The default stays text.
   const ExitAndOutput text = RunToExit({NodeBinary(), "run", "--node-id", "node-a", "--outbox",
                                         dir.Sub("outbox"), "--lobby", "http://127.0.0.1:1"});
