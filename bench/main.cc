@@ -19,6 +19,7 @@
 #include "bench/replicate.h"
 #include "bench/retention.h"
 #include "bench/scale.h"
+#include "cli/version.h"
 
 namespace {
 
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
       "verdict-bench: durable ingest measured side by side with the file-per-result "
       "design and raw RocksDB."};
   app.require_subcommand(1);
+  verdict::cli::AddVersionOption(app, "verdict-bench");
   verdict::bench::IngestOptions ingest;
   CLI::App* ingest_cmd = app.add_subcommand(
       "ingest", "results made durable per second: verdict, file per result, RocksDB ceiling");

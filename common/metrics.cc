@@ -9,6 +9,7 @@ namespace {
 
 std::string FormatNumber(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
   std::ostringstream out;
   out.precision(12);
   out << v;
@@ -131,6 +132,33 @@ void Registry::AddLabeledGauge(const std::string& name, const std::string& help,
   entries_.push_back(std::move(e));
 }
 
+void Registry::AddCounterReading(const std::string& name, const std::string& help,
+                                 std::function<double()> read) {
+  auto e = std::make_unique<Entry>();
+  e->name = name;
+  e->help = help;
+  e->type = "counter";
+  e->gauge = std::move(read);
+  std::lock_guard lock(mu_);
+  entries_.push_back(std::move(e));
+}
+
+void Registry::AddInfo(const std::string& name, const std::string& help,
+                       const std::vector<std::pair<std::string, std::string>>& labels) {
+  auto e = std::make_unique<Entry>();
+  e->name = name;
+  e->help = help;
+  e->type = "gauge";
+  e->gauge = [] { return 1.0; };
+  for (const auto& [label, value] : labels) {
+    e->fixed_labels +=
+        (e->fixed_labels.empty() ? "{" : ",") + label + "=\"" + EscapeLabel(value) + '"';
+  }
+  if (!e->fixed_labels.empty()) e->fixed_labels += '}';
+  std::lock_guard lock(mu_);
+  entries_.push_back(std::move(e));
+}
+
 std::string Registry::RenderText() const {
   std::ostringstream out;
   std::lock_guard lock(mu_);
@@ -158,7 +186,7 @@ std::string Registry::RenderText() const {
             << FormatNumber(v) << '\n';
       }
     } else if (e->gauge) {
-      out << e->name << ' ' << FormatNumber(e->gauge()) << '\n';
+      out << e->name << e->fixed_labels << ' ' << FormatNumber(e->gauge()) << '\n';
     }
   }
   return out.str();

@@ -75,6 +75,14 @@ class Registry {
   // Gauges with one label, read together when rendered.
   void AddLabeledGauge(const std::string& name, const std::string& help, const std::string& label,
                        std::function<std::vector<std::pair<std::string, double>>()> read);
+  // A counter kept elsewhere (the kernel's count of CPU seconds, say), read when rendered. `read`
+  // must stay callable for the registry's lifetime.
+  void AddCounterReading(const std::string& name, const std::string& help,
+                         std::function<double()> read);
+  // A gauge of constant value 1 whose labels carry the information: Prometheus' "info" idiom
+  // (verdict_build_info{version="0.1.0",revision="…"} 1). Labels are rendered in the order given.
+  void AddInfo(const std::string& name, const std::string& help,
+               const std::vector<std::pair<std::string, std::string>>& labels);
 
   std::string RenderText() const;
 
@@ -84,7 +92,8 @@ class Registry {
     std::unique_ptr<Counter> counter;
     std::unique_ptr<LabeledCounter> labeled;
     std::unique_ptr<Histogram> histogram;
-    std::function<double()> gauge;
+    std::function<double()> gauge;  // a gauge, or a counter read when rendered
+    std::string fixed_labels;       // `{a="x",b="y"}` of an info metric, else empty
     std::string gauge_label;
     std::function<std::vector<std::pair<std::string, double>>()> labeled_gauge;
   };

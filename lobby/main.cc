@@ -17,9 +17,12 @@
 
 #include "cli/config_file.h"
 #include "cli/duration.h"
+#include "cli/log_format.h"
 #include "cli/log_level.h"
+#include "cli/version.h"
 #include "common/bearer_token.h"
 #include "common/host_port.h"
+#include "common/process_metrics.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
 #include "lobby/maintenance.h"
@@ -40,6 +43,7 @@ using namespace verdict::lobby;
 struct Flags {
   std::string db;
   std::string log_level = "info";
+  std::string log_format = "text";
   std::string listen = ServerOptions{}.host + ":" + std::to_string(ServerOptions{}.port);
   std::vector<std::string> node_tokens;
   std::string node_tokens_file;
@@ -91,7 +95,7 @@ pg::ConnectionOptions ConnectionFrom(const Flags& flags, bool operator_command) 
 }
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "verdict-lobby: %s\n", message.c_str());
+  cli::PrintError("verdict-lobby", message);
   return 1;
 }
 
@@ -532,6 +536,7 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   readiness.Start();
 
   metrics::Registry registry;
+  metrics::AddProcessMetrics(registry);
   EventHub hub(**feed_store, store_options.connection, hub_options, registry);
   SettlementService service(**store, &hub, service_options, registry, &readiness);
   server_options.http.io_threads = flags.threads;
@@ -607,6 +612,8 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
   cli::AddConfigOption(app);
   app.add_option("--db", flags.db, "libpq connection string (default: PG* environment)");
   cli::AddLogLevelOption(app, &flags.log_level);
+  cli::AddLogFormatOption(app, &flags.log_format);
+  cli::AddVersionOption(app, "verdict-lobby");
 
   CLI::App* migrate = app.add_subcommand(
       "migrate", "apply the schema migrations this binary has, and make partitions ahead");
@@ -761,6 +768,7 @@ int main(int argc, char** argv) {
   const Commands commands = DefineFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
   cli::ApplyLogLevel(flags.log_level);
+  cli::ApplyLogFormat(flags.log_format);
 
   if (commands.migrate->parsed()) return RunMigrate(flags);
   if (commands.serve->parsed()) return RunServe(flags, argc, argv);

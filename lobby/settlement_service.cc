@@ -322,7 +322,7 @@ std::optional<SettlementRefusal> RefusalOf(const SettleOutcome& outcome) {
 
 namespace {
 
-// The store's settlement call, and what a commit means beyond the replies: a log line per room
+// The store's settlement call, and what a commit means beyond the replies: a debug line per room
 // settled, the event hub's news, and the failpoint where a lobby that dies loses only replies.
 class StoreCommitter final : public BatchSettler {
  public:
@@ -337,8 +337,8 @@ class StoreCommitter final : public BatchSettler {
     for (size_t k = 0; k < outcomes.size(); ++k) {
       if (outcomes[k].ok() && outcomes[k]->status == SettleStatus::kSettled) {
         committed = true;
-        spdlog::info("room={} node={}: settled as match {}", requests[k].result->room_id(),
-                     requests[k].node_id, outcomes[k]->receipt.match_id());
+        spdlog::debug("room={} node={}: settled as match {}", requests[k].result->room_id(),
+                      requests[k].node_id, outcomes[k]->receipt.match_id());
       }
     }
     if (!committed) return outcomes;
@@ -381,8 +381,15 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
           "Rooms an operator released to a pending settlement or aborted.", "action")),
       settle_latency_(registry.AddHistogram("verdict_lobby_settle_seconds",
                                             "Time to answer a settlement request.")),
+      refusal_log_limit_(LogRateLimitOptions{.clock = options_.clock}),
       committer_(std::make_unique<StoreCommitter>(store, hub)),
-      scheduler_(std::make_unique<SettlementScheduler>(*committer_, options_, registry)) {}
+      scheduler_(std::make_unique<SettlementScheduler>(*committer_, options_, registry)) {
+  registry.AddCounterReading(
+      "verdict_lobby_refusal_log_lines_suppressed_total",
+      "Log lines of refused settlements not written, over the rate limit (each such "
+      "settlement is still counted in verdict_lobby_settlements_total).",
+      [this] { return static_cast<double>(refusal_log_limit_.suppressed_total()); });
+}
 
 SettlementService::~SettlementService() = default;
 
@@ -688,10 +695,13 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
   v1::BattleResult result;
   if (Status decoded = wire::DecodeBody(request.body, *format, &result); !decoded.ok()) {
     const ErrorCode code = server::ProblemOfUndecodable(decoded);
+    LogRefusal(0, caller.node_id, code, decoded.message());
     return answer(InfoOf(code).code, ProblemReply(code, decoded.message(), path));
   }
+  const uint64_t room_id = result.room_id();
   auto attempt = PrepareAttempt(std::move(result), caller, *format);
   if (!attempt.ok()) {
+    LogRefusal(room_id, caller.node_id, ErrorCode::kInvalidArgument, attempt.status().message());
     return answer("INVALID_ARGUMENT",
                   ProblemReply(ErrorCode::kInvalidArgument, attempt.status().message(), path));
   }
@@ -701,10 +711,7 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
                          HttpRequest{"", "", request.content_type, request.accept, "", ""},
                      room = attempt->result.room_id(),
                      node = caller.node_id](const Result<SettleOutcome>& outcome) {
-    if (!outcome.ok()) {
-      spdlog::warn("room={} node={}: settlement failed: {}", room, node,
-                   outcome.status().ToString());
-    }
+    LogIfRefused(room, node, outcome);
     const HttpReply reply = SettlementReply(request_format, outcome, room);
     answer(CodeOf(outcome), reply);
   };
@@ -757,7 +764,9 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
   // The decoding refuses more than wire::kMaxBatchResults results (413) before it parses them.
   v1::SettlementBatch batch;
   if (Status decoded = wire::DecodeBody(request.body, *format, &batch); !decoded.ok()) {
-    return done(ProblemReply(server::ProblemOfUndecodable(decoded), decoded.message(), path));
+    const ErrorCode code = server::ProblemOfUndecodable(decoded);
+    LogRefusal(0, caller.node_id, code, decoded.message());
+    return done(ProblemReply(code, decoded.message(), path));
   }
   auto collect = std::make_shared<BatchReply>();
   collect->format = HttpRequest{"", "", request.content_type, request.accept, "", ""};
@@ -776,18 +785,22 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
     v1::SettlementItem* item = collect->reply.add_items();
     const uint64_t room = batch.results(i).room_id();
     if (!rooms.insert(room).second) {
-      SetProblem(item, ErrorCode::kInvalidArgument,
-                 "room " + std::to_string(room) + " appears earlier in this batch");
+      const std::string detail = "room " + std::to_string(room) + " appears earlier in this batch";
+      LogRefusal(room, caller.node_id, ErrorCode::kInvalidArgument, detail);
+      SetProblem(item, ErrorCode::kInvalidArgument, detail);
       continue;
     }
     auto attempt = PrepareAttempt(std::move(*batch.mutable_results(i)), caller, *format);
     if (!attempt.ok()) {
+      LogRefusal(room, caller.node_id, ErrorCode::kInvalidArgument, attempt.status().message());
       SetProblem(item, ErrorCode::kInvalidArgument, attempt.status().message());
       continue;
     }
     attempt->cancel = cancel;
-    attempt->finish = [this, collect, finish_batch, i, room](const Result<SettleOutcome>& outcome) {
+    attempt->finish = [this, collect, finish_batch, i, room,
+                       node = caller.node_id](const Result<SettleOutcome>& outcome) {
       settlements_.Add(CodeOf(outcome));
+      LogIfRefused(room, node, outcome);
       std::unique_lock lock(collect->mu);
       SetItem(collect->reply.mutable_items(i), outcome, room);
       ++collect->settled_items;
@@ -845,6 +858,33 @@ HttpReply SettlementService::Unavailable(const std::string& detail,
 
 HttpReply SettlementService::FailureReply(const Status& failed, const std::string& instance) {
   return ProblemReply(ProblemOf(failed), failed.message(), instance, options_.retry_after_s);
+}
+
+// A lobby refusing every result of a node (a node pointed at the wrong lobby, say) writes 50 of
+// these lines at once and then one a second: bounded, and each line says how many it stands for.
+void SettlementService::LogRefusal(uint64_t room, const std::string& node, ErrorCode code,
+                                   const std::string& detail) {
+  uint64_t suppressed = 0;
+  if (!refusal_log_limit_.Admit(&suppressed)) return;
+  const auto& info = InfoOf(code);
+  std::string fields = room ? "room=" + std::to_string(room) + " " : "";
+  fields += "node=" + node + " code=" + info.code;
+  if (suppressed) fields += " suppressed=" + std::to_string(suppressed);
+  spdlog::warn("{}: settlement refused: {}", fields, detail);
+}
+
+// A settlement answered 503 (the database away, a room another transaction holds) is retried by
+// its node and counted in verdict_lobby_settlements_total: no line of its own.
+void SettlementService::LogIfRefused(uint64_t room, const std::string& node,
+                                     const Result<SettleOutcome>& outcome) {
+  if (!outcome.ok()) {
+    const ErrorCode code = ProblemOf(outcome.status());
+    if (!InfoOf(code).retryable) LogRefusal(room, node, code, outcome.status().ToString());
+    return;
+  }
+  if (auto refused = RefusalOf(*outcome); refused && !InfoOf(refused->code).retryable) {
+    LogRefusal(room, node, refused->code, refused->detail);
+  }
 }
 
 HttpReply SettlementService::MessageReply(int status, const google::protobuf::Message& message,

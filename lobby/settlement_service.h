@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/log_rate_limit.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/status.h"
@@ -172,6 +173,14 @@ class SettlementService {
   HttpReply FailureReply(const Status& failed, const std::string& instance);
   HttpReply MessageReply(int status, const google::protobuf::Message& message,
                          const HttpRequest& request);
+  // Logs a result refused for good (room 0: the body named none): once per result, at warning,
+  // with its room, node and code; at most 50 lines at once and then one a second
+  // (refusal_log_limit_), each saying how many it stands for.
+  void LogRefusal(uint64_t room, const std::string& node, ErrorCode code,
+                  const std::string& detail);
+  // LogRefusal for an outcome of the store that is final: a refusal, or a failure a retry would
+  // meet again (INTERNAL).
+  void LogIfRefused(uint64_t room, const std::string& node, const Result<SettleOutcome>& outcome);
 
   SettlementStore& store_;
   EventHub* hub_;
@@ -186,6 +195,7 @@ class SettlementService {
   metrics::LabeledCounter& allocations_;
   metrics::LabeledCounter& room_actions_;
   metrics::Histogram& settle_latency_;
+  LogRateLimit refusal_log_limit_;
   // The store's settlement call, and what a commit means beyond the replies (the event hub's
   // news, the log); the group commit that makes it (lobby/settlement_scheduler.h).
   const std::unique_ptr<BatchSettler> committer_;

@@ -7,6 +7,7 @@
 
 #include "common/bearer_token.h"
 #include "common/log.h"
+#include "common/process_metrics.h"
 #include "delivery/deliverer.h"
 #include "node/ingest.h"
 #include "node/outbox_writer.h"
@@ -342,6 +343,7 @@ size_t BattleNode::Shutdown() {
 }
 
 void BattleNode::ExportMetrics() {
+  metrics::AddProcessMetrics(registry_);
   using Series = std::vector<std::pair<std::string, double>>;
   auto per_shard = [this](auto field) {
     return [this, field]() {

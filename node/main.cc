@@ -19,7 +19,9 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/config_file.h"
+#include "cli/log_format.h"
 #include "cli/log_level.h"
+#include "cli/version.h"
 #include "common/bearer_token.h"
 #include "node/battle_node.h"
 #include "node/outbox_cli.h"
@@ -38,6 +40,7 @@ using namespace verdict::node;
 
 struct Flags {
   std::string log_level = "info";
+  std::string log_format = "text";
   std::string node_id, outbox, lobby, token, token_file, metrics_listen, admin_token;
   uint32_t shards = 16;
   size_t batch = delivery::DelivererOptions{}.batch;
@@ -67,7 +70,7 @@ struct Flags {
 };
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "verdict-node: %s\n", message.c_str());
+  cli::PrintError("verdict-node", message);
   return 1;
 }
 
@@ -398,11 +401,9 @@ int RunNode(const Flags& flags, const std::function<Tokens()>& reread) {
   }
   if (drain && !drained) {
     auto stats = node.OutboxStats();
-    std::fprintf(stderr,
-                 "verdict-node: %s result(s) remain undelivered in the outbox %s; a node started "
-                 "on it delivers them\n",
-                 stats.ok() ? std::to_string(stats->records).c_str() : "some",
-                 flags.outbox.c_str());
+    cli::PrintError("verdict-node", (stats.ok() ? std::to_string(stats->records) : "some") +
+                                        " result(s) remain undelivered in the outbox " +
+                                        flags.outbox + "; a node started on it delivers them");
     return kExitResultsRemain;
   }
   if (drain) std::printf("drained: the outbox is empty\n");
@@ -657,6 +658,8 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
   app.fallthrough();  // program flags may follow the subcommand
   cli::AddConfigOption(app);
   cli::AddLogLevelOption(app, &flags.log_level);
+  cli::AddLogFormatOption(app, &flags.log_format);
+  cli::AddVersionOption(app, "verdict-node");
 
   c.run = app.add_subcommand("run", "deliver the outbox to the lobby (and simulate)");
   c.run->add_option("--node-id", flags.node_id, "this node's id at the lobby")->required();
@@ -795,6 +798,7 @@ int main(int argc, char** argv) {
   const Commands c = DeclareFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
   cli::ApplyLogLevel(flags.log_level);
+  cli::ApplyLogFormat(flags.log_format);
 
   if (c.run->parsed()) return RunNode(flags, [argc, argv] { return RereadTokens(argc, argv); });
   pthread_sigmask(SIG_UNBLOCK, &hangup, nullptr);  // a hang-up ends them, as it ends any command

@@ -5,8 +5,20 @@
 // A result the node answers 2xx is fsync-durable in the node's outbox: from then on the node
 // delivers it to the lobby, exactly once as far as the lobby's settlements go. Until then the
 // client retries: on transport errors and on 503 UNAVAILABLE (honouring Retry-After), never on
-// any other answer. A retry of the identical result is always safe, since the node answers an
-// identical result it already has 200 with duplicate set.
+// any other answer. A retry of the identical result is always safe. What the client does about
+// the node's ways:
+//
+//   - 200 and 201 are the same success. The node answers 200 (duplicate) only while its outbox
+//     still holds the first copy; once that copy is delivered, the same post is stored again
+//     (201), and the lobby answers the redelivery as the duplicate it is.
+//   - A restarting node removes its Unix socket: connecting then fails with "no such file or
+//     directory" (ENOENT), not only "connection refused". Both are retried, as is every failure
+//     to connect: nothing was sent.
+//   - The node closes a connection idle for 10 s. Pooled connections are dropped after 5 s idle,
+//     and a request on a connection the node closed meanwhile is a transport error: retried on a
+//     new connection.
+//   - A batch's items are retried by their own "retryable" member: only those items are posted
+//     again, alone of the others; the rest are final.
 package ingest
 
 import (
@@ -24,9 +36,11 @@ import (
 	"time"
 )
 
-// PlayerResult is one player's line in a finished battle (verdict.v1.PlayerResult).
+// PlayerResult is one player's line in a finished battle (verdict.v1.PlayerResult). A player id
+// is a string: the lobby takes any id of 1 to 64 bytes of UTF-8 (an integer id is its decimal
+// string).
 type PlayerResult struct {
-	PlayerID     uint64 `json:"player_id,string"`
+	PlayerID     string `json:"player_id"`
 	Team         uint32 `json:"team"` // 1 or 2
 	Kills        uint32 `json:"kills"`
 	Deaths       uint32 `json:"deaths"`
@@ -95,6 +109,9 @@ type Client struct {
 	// FirstBackoff and MaxBackoff bound the wait between attempts when the node gave no
 	// Retry-After: it doubles from FirstBackoff up to MaxBackoff, with jitter.
 	FirstBackoff, MaxBackoff time.Duration
+	// OnRetry, if set, is told of each failed attempt before the wait that follows it (to log
+	// it, say). It is called from the goroutine that posts.
+	OnRetry func(err error, wait time.Duration)
 }
 
 // NewUnixClient returns a Client for the node's Unix socket at path (its --ingest-listen
@@ -106,7 +123,7 @@ func NewUnixClient(path string) *Client {
 			return d.DialContext(ctx, "unix", path)
 		},
 		MaxIdleConns:    4,
-		IdleConnTimeout: 5 * time.Second, // below the node's 10 s keep-alive limit
+		IdleConnTimeout: idleTimeout,
 	}
 	return newClient("http://verdict-node", "", transport)
 }
@@ -115,9 +132,13 @@ func NewUnixClient(path string) *Client {
 // which requires the node's ingest token.
 func NewTCPClient(baseURL, token string) *Client {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.IdleConnTimeout = 5 * time.Second
+	transport.IdleConnTimeout = idleTimeout
 	return newClient(baseURL, token, transport)
 }
+
+// idleTimeout drops a pooled connection well before the node closes it (10 s idle), so that a
+// request seldom meets a connection closed under it; one that does is retried.
+const idleTimeout = 5 * time.Second
 
 func newClient(baseURL, token string, transport http.RoundTripper) *Client {
 	return &Client{
@@ -130,7 +151,8 @@ func newClient(baseURL, token string, transport http.RoundTripper) *Client {
 }
 
 // PostResult stores one result (POST /v1/results) and returns where it is stored; Duplicate
-// is set when the node already had it. It retries until the node answers, the answer is not
+// is set when the node still held it (200), and unset when it stored it now (201), which is
+// also what a result already delivered gets. It retries until the node answers, the answer is not
 // retryable, or ctx is done: give ctx a deadline. A refusal is a *Problem (400
 // INVALID_ARGUMENT, 422 IDEMPOTENCY_MISMATCH, ...); retrying it would not help.
 func (c *Client) PostResult(ctx context.Context, result *BattleResult) (StoredResult, error) {
@@ -165,7 +187,12 @@ func (c *Client) PostBatch(ctx context.Context, results []BattleResult) ([]Store
 	}
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt > 0 {
-			if err := sleep(ctx, c.backoff(attempt)); err != nil {
+			wait := c.backoff(attempt)
+			if c.OnRetry != nil {
+				c.OnRetry(fmt.Errorf("%d item(s) answered retryable, first: %w", len(pending),
+					items[pending[0]].Problem), wait)
+			}
+			if err := sleep(ctx, wait); err != nil {
 				return items, err
 			}
 		}
@@ -219,6 +246,9 @@ func (c *Client) post(ctx context.Context, path string, body []byte, out any) er
 		if wait == 0 {
 			wait = c.backoff(retry)
 		}
+		if c.OnRetry != nil && ctx.Err() == nil {
+			c.OnRetry(err, wait)
+		}
 		if done := sleep(ctx, wait); done != nil {
 			return fmt.Errorf("%w (last answer: %v)", done, last)
 		}
@@ -241,14 +271,18 @@ func (c *Client) attempt(ctx context.Context, path string, body []byte,
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return 0, err // transport: retried
+		// Transport: no socket (ENOENT, a restarting node), refused, reset, or a connection the
+		// node closed as it was reused. Retried.
+		return 0, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
 		return 0, err
 	}
+	// 200 (the node still held it) and 201 (stored now) are the same success.
 	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated {
+		// Read leniently: a newer node may add members to its answers.
 		if err := json.Unmarshal(data, out); err != nil {
 			return 0, &Problem{Status: resp.StatusCode, Code: "BAD_REPLY",
 				Detail: "undecodable reply: " + err.Error()}

@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -21,7 +25,7 @@ func testClient(url string) *Client {
 
 func result(room uint64) *BattleResult {
 	return &BattleResult{RoomID: room, Outcome: "SETTLED", WinnerTeam: 1, EndedAtMs: 1700000000000,
-		Players: []PlayerResult{{PlayerID: 1, Team: 1}, {PlayerID: 2, Team: 2}}}
+		Players: []PlayerResult{{PlayerID: "1", Team: 1}, {PlayerID: "2", Team: 2}}}
 }
 
 func problem(w http.ResponseWriter, status int, code string, retryable bool) {
@@ -108,5 +112,106 @@ func TestPostBatchRetriesOnlyRetryableItems(t *testing.T) {
 	if items[0].Stored == nil || items[1].Stored == nil || items[1].Stored.RoomID != 2 ||
 		items[2].Problem == nil || items[2].Problem.Code != "INVALID_ARGUMENT" {
 		t.Fatalf("got items %+v", items)
+	}
+}
+
+func TestPostResultSendsPlayerIdsAsStrings(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), `"player_id":"1"`) {
+			t.Errorf("player_id is not a JSON string: %s", body)
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"room_id":"42","shard":3,"sequence":"17","duplicate":false}`)
+	}))
+	defer server.Close()
+	if _, err := testClient(server.URL).PostResult(context.Background(), result(42)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// 200 (the node still held the first copy) and 201 (stored now, which is also what a result
+// the node already delivered gets) are the same success.
+func TestPostResultTakes200And201Alike(t *testing.T) {
+	for _, status := range []int{http.StatusOK, http.StatusCreated} {
+		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			io.WriteString(w, `{"room_id":"42","shard":3,"sequence":"17","duplicate":`+
+				map[int]string{200: "true", 201: "false"}[status]+`}`)
+		}))
+		stored, err := testClient(server.URL).PostResult(context.Background(), result(42))
+		server.Close()
+		if err != nil || stored.Duplicate != (status == http.StatusOK) {
+			t.Fatalf("%d: got %+v, %v", status, stored, err)
+		}
+	}
+}
+
+// A restarting node removes its socket: the client sees "connection refused" while the file is
+// there but nobody answers, then "no such file or directory" once it is gone, and retries both
+// until the node listens again.
+func TestPostResultRetriesARefusedAndAMissingSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.sock")
+	dead, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.SetUnlinkOnClose(false)
+	dead.Close() // the file stays, nobody listens: ECONNREFUSED
+	client := NewUnixClient(path)
+	client.FirstBackoff, client.MaxBackoff = time.Millisecond, 4*time.Millisecond
+	var seen []error
+	var server *http.Server
+	client.OnRetry = func(err error, _ time.Duration) {
+		seen = append(seen, err)
+		switch len(seen) {
+		case 1: // the node stops: its socket goes
+			os.Remove(path)
+		case 2: // the node is back
+			listener, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusCreated)
+				io.WriteString(w, `{"room_id":"42","shard":3,"sequence":"17","duplicate":false}`)
+			})}
+			go server.Serve(listener)
+		}
+	}
+	stored, err := client.PostResult(context.Background(), result(42))
+	if server != nil {
+		defer server.Close()
+	}
+	if err != nil || stored.RoomID != 42 {
+		t.Fatalf("got %+v, %v after %v", stored, err, seen)
+	}
+	if len(seen) != 2 || !errors.Is(seen[0], syscall.ECONNREFUSED) || !errors.Is(seen[1], syscall.ENOENT) {
+		t.Fatalf("retried on %v, not on ECONNREFUSED then ENOENT", seen)
+	}
+}
+
+// A request on a connection the node closes before answering (its idle close, as the request
+// arrived) is retried on a new connection.
+func TestPostResultRetriesOnAConnectionTheNodeClosed(t *testing.T) {
+	var calls int32
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if atomic.AddInt32(&calls, 1) == 1 {
+			io.ReadAll(r.Body)
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			conn.Close() // no answer
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"room_id":"42","shard":3,"sequence":"17","duplicate":false}`)
+	}))
+	defer server.Close()
+	stored, err := testClient(server.URL).PostResult(context.Background(), result(42))
+	if err != nil || stored.RoomID != 42 || calls != 2 {
+		t.Fatalf("got %+v, %v after %d calls", stored, err, calls)
 	}
 }

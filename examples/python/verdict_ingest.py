@@ -6,13 +6,26 @@ Python 3 standard library only: copy this file into a battle host, or run it.
     from verdict_ingest import IngestClient, battle_result
     node = IngestClient(socket_path="node.sock")            # the node's --ingest-listen unix:PATH
     node = IngestClient(url="http://127.0.0.1:9465", token="...")   # a TCP listener and its token
-    stored = node.post_result(battle_result(42, [(1, 1), (2, 2)], winner_team=1))
+    stored = node.post_result(battle_result(42, [("1", 1), ("2", 2)], winner_team=1))
     # {'room_id': '42', 'shard': 5, 'sequence': '17', 'duplicate': False}
 
 A result the node answers 2xx is fsync-durable in the node's outbox, and the node delivers it
 to the lobby from then on. Until then the client retries, on transport errors and on 503
 UNAVAILABLE (honouring Retry-After), never on any other answer: those raise Problem. A retry of
-the identical result is always safe: the node answers 200 with "duplicate": true.
+the identical result is always safe. What the client does about the node's ways:
+
+- 200 and 201 are the same success. The node answers 200 ("duplicate": true) only while its
+  outbox still holds the first copy; once delivered, the same post is stored again (201) and
+  the lobby answers that redelivery as the duplicate it is.
+- A restarting node removes its Unix socket: connecting fails with FileNotFoundError (ENOENT)
+  as well as ConnectionRefusedError. Both are retried, as is every failure to connect.
+- The node closes a connection idle for 10 s. The client keeps one connection and drops it
+  after 5 s idle; a request on a connection the node closed meanwhile is retried on a new one.
+- A batch's items are retried by their own "retryable" member, alone of the others.
+
+A result or batch with a member the schema does not have (a misspelt "winer_team") is refused
+with ValueError before anything is posted, as the node would refuse it. Player ids are strings
+(any 1 to 64 bytes of UTF-8; an integer id is its decimal string).
 
 As a command (exit 0 stored or already stored, 1 refused or not stored in time, 2 usage):
 
@@ -31,6 +44,12 @@ import time
 import urllib.parse
 
 MAX_BATCH = 256  # results per batch request (and 4 MiB)
+IDLE_S = 5.0  # a kept connection idle longer is dropped: the node closes it at 10 s
+
+# The members of verdict.v1.BattleResult and PlayerResult (proto/verdict/v1/verdict.proto).
+RESULT_MEMBERS = {"room_id", "outcome", "winner_team", "suspect", "ended_at_ms", "node_id",
+                  "replay_path", "players", "abort_reason"}
+PLAYER_MEMBERS = {"player_id", "team", "kills", "deaths", "assists", "score", "disconnected"}
 
 
 class Problem(Exception):
@@ -62,12 +81,47 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+def check_result(result):
+    """Raises ValueError naming a member of `result` (or of one of its players) that a
+    BattleResult does not have: the node would refuse it, and dropping it would change it."""
+    if not isinstance(result, dict):
+        raise ValueError(f"a result is a JSON object, not {type(result).__name__}")
+    unknown = sorted(set(result) - RESULT_MEMBERS)
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r} in the result of room {result.get('room_id')}")
+    for player in result.get("players") or []:
+        unknown = sorted(set(player) - PLAYER_MEMBERS) if isinstance(player, dict) else ["?"]
+        if unknown:
+            raise ValueError(f"unknown field {unknown[0]!r} in a player of room "
+                             f"{result.get('room_id')}")
+
+
+def read_results(text):
+    """Reads a file's JSON: one result, or a batch {"results": [...]}. Returns (results, batch);
+    raises ValueError for anything else, a member the schema does not have included."""
+    document = json.loads(text)
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")
+    if "results" not in document:
+        check_result(document)
+        return [document], False
+    unknown = sorted(set(document) - {"results"})
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r} in the batch")
+    results = document["results"]
+    if not isinstance(results, list) or not results:
+        raise ValueError("the batch holds no results")
+    for result in results:
+        check_result(result)
+    return results, True
+
+
 def battle_result(room_id, players, outcome="SETTLED", winner_team=0, ended_at_ms=None,
                   **fields):
     """A verdict.v1.BattleResult in protobuf's JSON mapping (64-bit integers as strings).
 
-    players: (player_id, team) pairs or dicts of PlayerResult fields. ended_at_ms defaults to
-    now; keep the value when retrying, as it is part of the result. Other BattleResult fields
+    players: (player_id, team) pairs or dicts of PlayerResult fields; a player id is a string
+    (an integer is written as its decimal string). ended_at_ms defaults to now; keep the value when retrying, as it is part of the result. Other BattleResult fields
     (node_id, suspect, replay_path, abort_reason) may be given by name.
     """
     if ended_at_ms is None:
@@ -90,11 +144,12 @@ class IngestClient:
 
     Give socket_path, or url ("http://HOST:PORT") and token. timeout bounds one attempt;
     first_backoff and max_backoff bound the wait between attempts when the node gave no
-    Retry-After. Not shared between threads: make one client per thread.
+    Retry-After. on_retry, if given, is called as on_retry(problem, wait_s) before each wait (to
+    log it). Not shared between threads: make one client per thread.
     """
 
     def __init__(self, socket_path=None, url=None, token=None, timeout=30.0,
-                 first_backoff=0.1, max_backoff=5.0):
+                 first_backoff=0.1, max_backoff=5.0, on_retry=None):
         if (socket_path is None) == (url is None):
             raise ValueError("give exactly one of socket_path and url")
         if socket_path is None:
@@ -109,14 +164,19 @@ class IngestClient:
         self._timeout = timeout
         self._first_backoff = first_backoff
         self._max_backoff = max_backoff
+        self._on_retry = on_retry
+        self._conn = None  # kept between requests
+        self._conn_used_at = 0.0
 
     def post_result(self, result, deadline_s=60.0):
         """Stores one result (POST /v1/results) and returns the node's StoredResult as a dict.
 
         "duplicate" is true when the node already had it. Retries for up to deadline_s
         seconds; raises Problem for a refusal (400, 401, 413, 415, 422) or when the time is up
-        (with the last answer).
+        (with the last answer), and ValueError (nothing posted) for a member the schema does not
+        have.
         """
+        check_result(result)
         stored = self._post("/v1/results", result, deadline_s)
         if stored.get("room_id") != str(result["room_id"]):
             raise Problem(0, "BAD_REPLY", f"an answer for room {stored.get('room_id')}")
@@ -132,13 +192,21 @@ class IngestClient:
         """
         if len(results) > MAX_BATCH:
             raise ValueError(f"a batch holds at most {MAX_BATCH} results")
+        for result in results:
+            check_result(result)
         end = time.monotonic() + deadline_s
         items = [None] * len(results)
         pending = list(range(len(results)))
         retry = 0
         while pending:
             if retry:
-                self._sleep_until(self._backoff(retry), end)
+                wait = self._backoff(retry)
+                if self._on_retry:
+                    first = items[pending[0]]["problem"]
+                    self._on_retry(Problem(first.get("status"), first.get("code"),
+                                           f"{len(pending)} item(s) retryable, first: "
+                                           f"{first.get('detail')}", retryable=True), wait)
+                self._sleep_until(wait, end)
             retry += 1
             reply = self._post("/v1/results:batch",
                                {"results": [results[i] for i in pending]},
@@ -176,13 +244,31 @@ class IngestClient:
                 raise Problem(last.status, last.code,
                               f"not stored within {deadline_s:.0f} s; last answer: {last.detail}",
                               retryable=True)
+            if self._on_retry:
+                self._on_retry(last, wait)
             time.sleep(wait)
 
+    def _connection(self):
+        """The kept connection, or a new one if there is none or it was idle past IDLE_S."""
+        if self._conn is not None and time.monotonic() - self._conn_used_at > IDLE_S:
+            self._conn.close()
+            self._conn = None
+        if self._conn is None:
+            if self._socket_path is not None:
+                self._conn = _UnixConnection(self._socket_path, self._timeout)
+            else:
+                self._conn = http.client.HTTPConnection(self._host, self._port,
+                                                        timeout=self._timeout)
+        return self._conn
+
+    def close(self):
+        """Closes the kept connection (a later request opens another)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
     def _attempt(self, path, body):
-        if self._socket_path is not None:
-            conn = _UnixConnection(self._socket_path, self._timeout)
-        else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+        conn = self._connection()
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._token:
             headers["Authorization"] = "Bearer " + self._token
@@ -190,8 +276,15 @@ class IngestClient:
             conn.request("POST", path, body=body, headers=headers)
             response = conn.getresponse()
             data = response.read()
-        finally:
-            conn.close()
+        except BaseException:
+            # No socket (FileNotFoundError: a restarting node), refused, reset, or a kept
+            # connection the node closed: the caller retries on a new connection.
+            self.close()
+            raise
+        self._conn_used_at = time.monotonic()
+        if response.will_close:
+            self.close()
+        # 200 (the node still held it) and 201 (stored now) are the same success.
         if response.status in (200, 201):
             try:
                 return json.loads(data)
@@ -225,12 +318,16 @@ class IngestClient:
 def _players(spec):
     players = []
     for item in spec.split(","):
-        parts = [int(v) for v in item.split(":")]
-        if len(parts) not in (2, 5):
+        parts = item.split(":")
+        if len(parts) not in (2, 5) or not parts[0]:
             raise argparse.ArgumentTypeError(f"{item!r} is not PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS]")
-        line = {"player_id": parts[0], "team": parts[1]}
+        try:
+            numbers = [int(v) for v in parts[1:]]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r}: TEAM, KILLS, DEATHS, ASSISTS are numbers")
+        line = {"player_id": parts[0], "team": numbers[0]}
         if len(parts) == 5:
-            line.update(kills=parts[2], deaths=parts[3], assists=parts[4])
+            line.update(kills=numbers[1], deaths=numbers[2], assists=numbers[3])
         players.append(line)
     return players
 
@@ -257,18 +354,25 @@ def main(argv=None):
     if args.token_file:
         with open(args.token_file) as f:
             token = f.read().strip()
+    def on_retry(problem, wait):
+        print(f"verdict_ingest: retrying in {wait:.3f} s: {problem}", file=sys.stderr)
+
     try:
         client = IngestClient(socket_path=args.socket, url=args.url,
-                              token=token if args.url else None)
+                              token=token if args.url else None, on_retry=on_retry)
     except ValueError as error:
         parser.error(str(error))
 
     try:
         if args.file:
             text = sys.stdin.read() if args.file == "-" else open(args.file).read()
-            document = json.loads(text)
-            if "results" in document:
-                items = client.post_batch(document["results"], args.timeout)
+            try:
+                results, batch = read_results(text)
+            except ValueError as error:  # json.JSONDecodeError is one
+                print(f"verdict_ingest: {args.file}: {error} (nothing was posted)", file=sys.stderr)
+                return 1
+            if batch:
+                items = client.post_batch(results, args.timeout)
                 print(json.dumps({"items": items}))
                 refused = [item["problem"] for item in items if "problem" in item]
                 if refused:
@@ -277,7 +381,7 @@ def main(argv=None):
                           file=sys.stderr)
                     return 1
                 return 0
-            result = document
+            result = results[0]
         elif args.room and args.players:
             result = battle_result(args.room, args.players, args.outcome, args.winner,
                                    args.ended_at_ms)

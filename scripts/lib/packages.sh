@@ -21,10 +21,10 @@ VERDICT_TEST_PACKAGES=(
   postgresql-common
   # pg_auto_failover, for the failover test and the HA formation of scripts/lib/ha.sh
   postgresql-15-auto-failover pg-auto-failover-cli
-  # the example ingest clients (examples/go, examples/python) and the tests that run them and
-  # check the docs and api/openapi.yaml
-  golang-go python3 python3-yaml
-  # promtool, for the alert rules' unit tests (packaging/prometheus), and curl for the scrape
+  # the example ingest clients (examples/go, examples/python, examples/csharp), the test that
+  # runs them, and the tests that check the docs and api/openapi.yaml
+  golang-go python3 python3-yaml mono-mcs mono-runtime
+  # promtool, for the alert rules' unit tests (packaging/prometheus)
   prometheus
   # the replicated tier's tests (three-member clusters) and etcdctl for operators
   etcd-server etcd-client

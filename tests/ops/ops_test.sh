@@ -61,7 +61,7 @@ untested=$(comm -23 <(echo "$alerts") <(echo "$tested"))
 [ "$(echo "$alerts" | wc -l)" -ge 10 ] || fail "fewer alerts than expected in $rules"
 
 # The metric names a file mentions: its expressions, and the names its descriptions cite.
-names_in() { grep -oE '\bverdict_[a-z0-9_]+' "$1" | sort -u; }
+names_in() { grep -oE '\b(verdict|process)_[a-z0-9_]+' "$1" | sort -u; }
 
 # missing EXPORTED NAME...: prints each NAME that is not exported (a histogram's _bucket, _sum
 # and _count count as its own name); fails if any.

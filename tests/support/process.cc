@@ -99,11 +99,14 @@ std::unique_ptr<LobbyProcess> LobbyProcess::Start(const std::string& conninfo,
                                                   const std::string& listen,
                                                   const std::string& binary,
                                                   const std::string& log_path) {
-  std::vector<std::string> argv = {
-      binary,         "--db",           conninfo,        "--log-level",  "warn",
-      "serve",        "--listen",       listen,          "--node-token", "node-a=token-a",
-      "--node-token", "node-b=token-b", "--admin-token", "admin-token"};
-  if (std::find(extra_args.begin(), extra_args.end(), "--db-pool") == extra_args.end()) {
+  const auto given = [&](const char* flag) {
+    return std::find(extra_args.begin(), extra_args.end(), flag) != extra_args.end();
+  };
+  std::vector<std::string> argv = {binary, "--db", conninfo};
+  if (!given("--log-level")) argv.insert(argv.end(), {"--log-level", "warn"});
+  argv.insert(argv.end(), {"serve", "--listen", listen, "--node-token", "node-a=token-a",
+                           "--node-token", "node-b=token-b", "--admin-token", "admin-token"});
+  if (!given("--db-pool")) {
     argv.insert(argv.end(), {"--db-pool", "4"});
   }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());

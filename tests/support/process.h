@@ -35,7 +35,8 @@ class LobbyProcess {
  public:
   // Starts the lobby on `conninfo` with the standard test tokens (node-a=token-a,
   // node-b=token-b, admin token "admin-token"), four DB workers unless `extra_args` sets
-  // --db-pool, plus `extra_args`, and waits until it prints
+  // --db-pool, --log-level warn unless it sets --log-level, plus `extra_args`, and waits until
+  // it prints
   // its port. Returns null (after printing why) if it does not come up.
   // `listen` may name a fixed port, so that a restarted lobby is found where the last one was.
   // `binary` is the program to run (LobbyTestingBinary() for a negative control's switch).

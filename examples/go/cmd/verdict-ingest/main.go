@@ -6,8 +6,10 @@
 //	verdict-ingest -socket node.sock -file - < batch.json    # {"results": [...]}: a batch
 //
 // The file holds one BattleResult in protobuf's JSON mapping (room_id, ended_at_ms, player_id
-// and score as strings) or a batch {"results": [...]}. Exit status: 0 stored (or already
-// stored), 1 refused or not stored in time, 2 usage.
+// and score as strings) or a batch {"results": [...]}. A member the schema does not have (a
+// misspelt "winer_team") refuses the whole file before anything is posted. Each retry is said on
+// standard error. Exit status: 0 stored (or already stored), 1 refused or not stored in time, 2
+// usage.
 package main
 
 import (
@@ -37,13 +39,16 @@ func main() {
 	outcome := flag.String("outcome", "SETTLED", "SETTLED or ABORTED")
 	winner := flag.Uint("winner", 0, "winner_team: 1, 2, or 0 for a draw")
 	endedAt := flag.Int64("ended-at-ms", 0, "ended_at_ms (default: now); the same value makes a retry a duplicate")
-	players := flag.String("players", "", "PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS],...")
+	players := flag.String("players", "", "PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS],... (ids are strings)")
 	timeout := flag.Duration("timeout", time.Minute, "give up retrying after this long")
 	flag.Parse()
 
 	client, err := newClient(*socket, *url, *token, *tokenFile)
 	if err != nil {
 		usage(err)
+	}
+	client.OnRetry = func(err error, wait time.Duration) {
+		fmt.Fprintf(os.Stderr, "verdict-ingest: retrying in %v: %v\n", wait.Round(time.Millisecond), err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -58,12 +63,20 @@ func main() {
 		}
 		reply, err = client.PostResult(ctx, result)
 	}
+	// A batch's items are printed even when some were refused: the others are stored.
+	if batch, ok := reply.(batchReply); err == nil || (ok && len(batch.Items) > 0) {
+		out, _ := json.Marshal(reply)
+		fmt.Println(string(out))
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "verdict-ingest:", err)
 		os.Exit(1)
 	}
-	out, _ := json.Marshal(reply)
-	fmt.Println(string(out))
+}
+
+// batchReply is what a batch file's post prints: {"items": [...]}.
+type batchReply struct {
+	Items []ingest.StoredItem `json:"items"`
 }
 
 func usage(err error) {
@@ -93,7 +106,7 @@ func newClient(socket, url, token, tokenFile string) (*ingest.Client, error) {
 }
 
 // postFile posts the result or batch in path ("-": standard input). A batch's reply is
-// returned as {"items": [...]}; it fails if any item was refused.
+// returned as a batchReply; it fails if any item was refused.
 func postFile(ctx context.Context, client *ingest.Client, path string) (any, error) {
 	var data []byte
 	var err error
@@ -105,30 +118,52 @@ func postFile(ctx context.Context, client *ingest.Client, path string) (any, err
 	if err != nil {
 		return nil, err
 	}
-	var batch struct {
-		Results []ingest.BattleResult `json:"results"`
+	results, batch, err := readResults(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (nothing was posted)", path, err)
 	}
-	if json.Unmarshal(data, &batch) == nil && batch.Results != nil {
-		items, err := client.PostBatch(ctx, batch.Results)
-		if err == nil {
-			for i, item := range items {
-				if item.Problem != nil {
-					err = fmt.Errorf("result %d (room %d): %w", i, batch.Results[i].RoomID, item.Problem)
-					break
-				}
+	if !batch {
+		return client.PostResult(ctx, &results[0])
+	}
+	items, err := client.PostBatch(ctx, results)
+	if err == nil {
+		for i, item := range items {
+			if item.Problem != nil {
+				err = fmt.Errorf("result %d (room %d): %w", i, results[i].RoomID, item.Problem)
+				break
 			}
 		}
-		return struct {
-			Items []ingest.StoredItem `json:"items"`
-		}{items}, err
 	}
-	var result ingest.BattleResult
+	return batchReply{items}, err
+}
+
+// readResults reads a file's JSON: one BattleResult, or a batch {"results": [...]} (batch is
+// then true). It refuses a member the schema does not have, anywhere in it, as the node does:
+// a misspelt "winer_team" dropped would post a win as a draw.
+func readResults(data []byte) (results []ingest.BattleResult, batch bool, err error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil {
+		return nil, false, fmt.Errorf("not a JSON object: %w", err)
+	}
 	decoder := json.NewDecoder(bytes.NewReader(data))
 	decoder.DisallowUnknownFields()
-	if err := decoder.Decode(&result); err != nil {
-		return nil, fmt.Errorf("%s: not a BattleResult: %w", path, err)
+	if _, batch = members["results"]; batch {
+		var file struct {
+			Results []ingest.BattleResult `json:"results"`
+		}
+		if err := decoder.Decode(&file); err != nil {
+			return nil, true, fmt.Errorf("not a batch of BattleResults: %w", err)
+		}
+		if len(file.Results) == 0 {
+			return nil, true, errors.New("the batch holds no results")
+		}
+		return file.Results, true, nil
 	}
-	return client.PostResult(ctx, &result)
+	var result ingest.BattleResult
+	if err := decoder.Decode(&result); err != nil {
+		return nil, false, fmt.Errorf("not a BattleResult: %w", err)
+	}
+	return []ingest.BattleResult{result}, false, nil
 }
 
 func resultFromFlags(room uint64, outcome string, winner uint, endedAt int64,
@@ -142,20 +177,20 @@ func resultFromFlags(room uint64, outcome string, winner uint, endedAt int64,
 	result := &ingest.BattleResult{RoomID: room, Outcome: outcome, WinnerTeam: uint32(winner),
 		EndedAtMs: endedAt}
 	for _, spec := range strings.Split(players, ",") {
-		var fields [5]uint64
+		var fields [5]uint64 // fields[0], the player id, is a string: parts[0]
 		parts := strings.Split(spec, ":")
-		if len(parts) != 2 && len(parts) != 5 {
+		if (len(parts) != 2 && len(parts) != 5) || parts[0] == "" {
 			return nil, fmt.Errorf("-players: %q is not PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS]", spec)
 		}
-		for i, part := range parts {
-			v, err := strconv.ParseUint(part, 10, 64)
+		for i, part := range parts[1:] {
+			v, err := strconv.ParseUint(part, 10, 32)
 			if err != nil {
 				return nil, fmt.Errorf("-players: %q: %w", spec, err)
 			}
-			fields[i] = v
+			fields[i+1] = v
 		}
 		result.Players = append(result.Players, ingest.PlayerResult{
-			PlayerID: fields[0], Team: uint32(fields[1]), Kills: uint32(fields[2]),
+			PlayerID: parts[0], Team: uint32(fields[1]), Kills: uint32(fields[2]),
 			Deaths: uint32(fields[3]), Assists: uint32(fields[4]),
 		})
 	}

@@ -1,0 +1,167 @@
+// verdict-ingest.exe: posts a battle result to a running verdict-node with VerdictIngest.cs and
+// prints where it was stored (a StoredResult, as JSON), as the Go and Python examples do.
+//
+//   mcs -out:verdict-ingest.exe VerdictIngest.cs VerdictIngestCommand.cs
+//   mono verdict-ingest.exe --socket node.sock --room 42 --winner 1 --players 1:1,2:2
+//   mono verdict-ingest.exe --url http://127.0.0.1:9465 --token-file ingest.token --file result.json
+//   mono verdict-ingest.exe --socket node.sock --file - < batch.json    # {"results": [...]}
+//
+// A file holds one BattleResult in protobuf's JSON mapping or a batch {"results": [...]}; a
+// member the schema does not have refuses the whole file before anything is posted. Each retry
+// is said on standard error. Exit status: 0 stored (or already stored), 1 refused or not stored
+// in time, 2 usage.
+using System;
+using System.Collections.Generic;
+using System.Globalization;
+using System.IO;
+using System.Text;
+using Verdict.Ingest;
+
+static class VerdictIngestCommand
+{
+    const string Usage =
+        "usage: verdict-ingest.exe (--socket PATH | --url http://HOST:PORT [--token T | --token-file F])\n" +
+        "                          (--file FILE|- | --room ID --players ID:TEAM[:K:D:A],... [--winner N]\n" +
+        "                           [--outcome SETTLED|ABORTED] [--ended-at-ms MS]) [--timeout SECONDS]";
+
+    static int Main(string[] args)
+    {
+        var flags = new Dictionary<string, string>();
+        for (int i = 0; i < args.Length; i++)
+        {
+            if (!args[i].StartsWith("--") || i + 1 >= args.Length) return Fail(2, "bad argument " + args[i]);
+            flags[args[i].Substring(2)] = args[++i];
+        }
+        string socket = Get(flags, "socket"), url = Get(flags, "url");
+        if ((socket == null) == (url == null)) return Fail(2, "give exactly one of --socket and --url");
+        string token = Get(flags, "token") ?? Environment.GetEnvironmentVariable("VERDICT_INGEST_TOKEN");
+        if (Get(flags, "token-file") != null) token = File.ReadAllText(Get(flags, "token-file")).Trim();
+        double timeoutS = 60;
+        if (Get(flags, "timeout") != null &&
+            !double.TryParse(Get(flags, "timeout"), NumberStyles.Float, CultureInfo.InvariantCulture, out timeoutS))
+        {
+            return Fail(2, "--timeout takes seconds");
+        }
+        TimeSpan deadline = TimeSpan.FromSeconds(timeoutS);
+
+        IngestClient client;
+        try
+        {
+            client = socket != null ? IngestClient.ForUnixSocket(socket) : IngestClient.ForTcp(url, token);
+        }
+        catch (ArgumentException e)
+        {
+            return Fail(2, e.Message);
+        }
+        client.OnRetry = (error, wait) => Console.Error.WriteLine(
+            "verdict-ingest: retrying in " + wait.TotalSeconds.ToString("0.000", CultureInfo.InvariantCulture) +
+            " s: " + error.Message);
+        using (client)
+        {
+            try
+            {
+                if (Get(flags, "file") != null) return PostFile(client, Get(flags, "file"), deadline);
+                BattleResult result;
+                string usage = ResultFromFlags(flags, out result);
+                if (usage != null) return Fail(2, usage);
+                Console.WriteLine(client.PostResult(result, deadline).ToJson());
+                return 0;
+            }
+            catch (ProblemException problem)
+            {
+                return Fail(1, problem.Message);
+            }
+        }
+    }
+
+    static int PostFile(IngestClient client, string path, TimeSpan deadline)
+    {
+        string text = path == "-" ? Console.In.ReadToEnd() : File.ReadAllText(path);
+        List<BattleResult> results;
+        bool batch;
+        try
+        {
+            results = BattleResult.ListFromJson(text, out batch);
+        }
+        catch (FormatException e)
+        {
+            return Fail(1, path + ": " + e.Message + " (nothing was posted)");
+        }
+        if (!batch)
+        {
+            Console.WriteLine(client.PostResult(results[0], deadline).ToJson());
+            return 0;
+        }
+        List<StoredItem> items = client.PostBatch(results, deadline);
+        var output = new StringBuilder("{\"items\":[");
+        ProblemException refused = null;
+        int refusedIndex = 0;
+        for (int i = 0; i < items.Count; i++)
+        {
+            if (i > 0) output.Append(',');
+            output.Append(items[i].ToJson());
+            if (items[i].Problem != null && refused == null)
+            {
+                refused = items[i].Problem;
+                refusedIndex = i;
+            }
+        }
+        Console.WriteLine(output.Append("]}").ToString());
+        if (refused == null) return 0;
+        return Fail(1, "result " + refusedIndex + " (room " + results[refusedIndex].RoomId + "): " + refused.Message);
+    }
+
+    // The result the flags describe; returns a usage error, or null.
+    static string ResultFromFlags(Dictionary<string, string> flags, out BattleResult result)
+    {
+        result = new BattleResult();
+        string room = Get(flags, "room"), players = Get(flags, "players");
+        if (room == null || players == null) return "give --room and --players, or --file";
+        if (!ulong.TryParse(room, NumberStyles.None, CultureInfo.InvariantCulture, out result.RoomId))
+        {
+            return "--room takes a room id";
+        }
+        string outcome = Get(flags, "outcome") ?? "SETTLED";
+        if (outcome != "SETTLED" && outcome != "ABORTED") return "--outcome is SETTLED or ABORTED";
+        result.Outcome = outcome == "ABORTED" ? Outcome.Aborted : Outcome.Settled;
+        if (Get(flags, "winner") != null &&
+            !uint.TryParse(Get(flags, "winner"), NumberStyles.None, CultureInfo.InvariantCulture, out result.WinnerTeam))
+        {
+            return "--winner takes a team number, or 0 for a draw";
+        }
+        result.EndedAtMs = DateTimeOffset.UtcNow.ToUnixTimeMilliseconds();
+        if (Get(flags, "ended-at-ms") != null &&
+            !long.TryParse(Get(flags, "ended-at-ms"), NumberStyles.None, CultureInfo.InvariantCulture, out result.EndedAtMs))
+        {
+            return "--ended-at-ms takes milliseconds since the epoch";
+        }
+        foreach (string spec in players.Split(','))
+        {
+            string[] parts = spec.Split(':');
+            var numbers = new uint[5];
+            bool ok = (parts.Length == 2 || parts.Length == 5) && parts[0].Length > 0;
+            for (int i = 1; ok && i < parts.Length; i++)
+            {
+                ok = uint.TryParse(parts[i], NumberStyles.None, CultureInfo.InvariantCulture, out numbers[i]);
+            }
+            if (!ok) return "--players: '" + spec + "' is not PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS]";
+            result.Players.Add(new PlayerResult {
+                PlayerId = parts[0], Team = numbers[1], Kills = numbers[2], Deaths = numbers[3], Assists = numbers[4]
+            });
+        }
+        return null;
+    }
+
+    static string Get(Dictionary<string, string> flags, string name)
+    {
+        string value;
+        return flags.TryGetValue(name, out value) ? value : null;
+    }
+
+    static int Fail(int status, string message)
+    {
+        Console.Error.WriteLine("verdict-ingest: " + message);
+        if (status == 2) Console.Error.WriteLine(Usage);
+        return status;
+    }
+}
