@@ -49,9 +49,10 @@ KillReport RunKillScenario(LobbyFixture& f, bool unsafe) {
   KillReport report;
   auto lobby = f.StartLobby();
   if (!lobby) return report;
-  f.db_->Exec("SELECT count(*) FROM generate_series(1, " + std::to_string(kRooms) +
-              ") r, LATERAL verdict_allocate(r, 'node-a', ARRAY(SELECT r * 10 + g FROM "
-              "generate_series(1, 10) g), '{1,1,1,1,1,2,2,2,2,2}')");
+  f.db_->Exec(
+      "SELECT count(*) FROM generate_series(1, " + std::to_string(kRooms) +
+      ") r, LATERAL verdict_allocate(r, 'node-a', 'default', ARRAY(SELECT (r * 10 + g)::text "
+      "FROM generate_series(1, 10) g), '{1,1,1,1,1,2,2,2,2,2}')");
   TempDir dir;
   {
     auto outbox = storage::OpenOutbox(dir.path(), {});
