@@ -358,7 +358,7 @@ def run(spec, documented, node_bin, lobby_bin, work, db, start):
             ("/v1/settlements/{room_id}", "/v1/settlements/200", "/v1/settlements/999",
              "/v1/settlements/abc"),
             ("/v1/players/{player_id}", "/v1/players/2001", "/v1/players/999999",
-             "/v1/players/abc")):
+             "/v1/players/" + "x" * 65)):
         ask("lobby", L, "GET", path, good, token=admin)
         ask("lobby", L, "GET", path, missing, token=admin, what="absent")
         ask("lobby", L, "GET", path, bad, token=admin, what="not an id")
@@ -366,6 +366,53 @@ def run(spec, documented, node_bin, lobby_bin, work, db, start):
         ask("lobby", L, "GET", path, good, token=admin, host=False, what="no Host")
         ask("lobby", L, "GET", path, good, token=admin, length=10, raw=b"0123456789",
             what="a GET with a body")
+    # Modes, their ladders, and ratings carried over into one.
+    m, lb = "/v1/modes/{mode}", "/v1/modes/{mode}/leaderboard"
+    imp = "/v1/players/{player_id}/ratings/{mode}"
+    ranked = {"rating": {"system": "openskill"}}
+    ask("lobby", L, "PUT", m, "/v1/modes/ranked", token=admin, body=ranked, what="new")
+    ask("lobby", L, "PUT", m, "/v1/modes/ranked", token=admin, body=ranked, what="the same again")
+    ask("lobby", L, "PUT", m, "/v1/modes/ranked", token=admin,
+        body={"rating": {"system": "chess"}}, what="an unknown rating system")
+    ask("lobby", L, "PUT", m, "/v1/modes/ranked", body=ranked, what="no token")
+    ask("lobby", L, "PUT", m, "/v1/modes/ranked", token=admin, body=ranked, host=False,
+        what="no Host")
+    ask("lobby", L, "PUT", m, "/v1/modes/ranked", token=admin, raw=b"", length=big,
+        what="over the body limit")
+    ask("lobby", L, "PUT", m, "/v1/modes/ranked", token=admin, raw=b"x",
+        content_type="text/plain", what="text/plain")
+    ask("lobby", L, "POST", "/v1/rooms", token=admin, what="a room of the mode", body={
+        "room_id": "207", "node_id": "node-a", "mode": "ranked",
+        "seats": [{"player_id": "2071", "team": 1}, {"player_id": "2072", "team": 2}]})
+    ask("lobby", L, "PUT", m, "/v1/modes/ranked", token=admin,
+        body={"rating": {"system": "elo"}}, what="another declaration of a mode in use")
+    for path, good, missing, bad in (
+            (m, "/v1/modes/ranked", "/v1/modes/never", "/v1/modes/Not%20A%20Mode"),
+            (lb, "/v1/modes/ranked/leaderboard", "/v1/modes/never/leaderboard",
+             "/v1/modes/ranked/leaderboard?limit=0")):
+        ask("lobby", L, "GET", path, good, token=admin)
+        ask("lobby", L, "GET", path, missing, token=admin, what="a mode never declared")
+        ask("lobby", L, "GET", path, bad, token=admin, what="not a mode name, or limit 0")
+        ask("lobby", L, "GET", path, good, what="no token")
+        ask("lobby", L, "GET", path, good, token=admin, host=False, what="no Host")
+        ask("lobby", L, "GET", path, good, token=admin, length=10, raw=b"0123456789",
+            what="a GET with a body")
+    carried = {"rating": 27.5, "deviation": 6.1}
+    ask("lobby", L, "PUT", imp, "/v1/players/3001/ratings/ranked", token=admin, body=carried,
+        what="an import")
+    ask("lobby", L, "PUT", imp, "/v1/players/3001/ratings/ranked", token=admin,
+        body={"rating": 27.5, "deviation": -1}, what="a negative deviation")
+    ask("lobby", L, "PUT", imp, "/v1/players/3001/ratings/never", token=admin, body=carried,
+        what="a mode never declared")
+    ask("lobby", L, "PUT", imp, "/v1/players/2071/ratings/ranked", token=admin, body=carried,
+        what="a player in a room")
+    ask("lobby", L, "PUT", imp, "/v1/players/3001/ratings/ranked", body=carried, what="no token")
+    ask("lobby", L, "PUT", imp, "/v1/players/3001/ratings/ranked", token=admin, body=carried,
+        host=False, what="no Host")
+    ask("lobby", L, "PUT", imp, "/v1/players/3001/ratings/ranked", token=admin, raw=b"",
+        length=big, what="over the body limit")
+    ask("lobby", L, "PUT", imp, "/v1/players/3001/ratings/ranked", token=admin, raw=b"x",
+        content_type="text/plain", what="text/plain")
     ev = "/v1/events"
     upgrade = (("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13"),
                ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="))
@@ -414,6 +461,11 @@ def run(spec, documented, node_bin, lobby_bin, work, db, start):
     ask("lobby", D, "GET", "/v1/players/{player_id}", "/v1/players/4001", token=admin,
         what="database away")
     ask("lobby", D, "GET", ev, token=admin, extra=upgrade, what="database away")
+    ask("lobby", D, "PUT", m, "/v1/modes/ranked", token=admin, body=ranked, what="database away")
+    ask("lobby", D, "GET", m, "/v1/modes/ranked", token=admin, what="database away")
+    ask("lobby", D, "GET", lb, "/v1/modes/ranked/leaderboard", token=admin, what="database away")
+    ask("lobby", D, "PUT", imp, "/v1/players/3001/ratings/ranked", token=admin, body=carried,
+        what="database away")
     ask("lobby", D, "GET", "/readyz", what="database away")
 
     # The connection cap: a second connection is answered 503, whatever it asks.
@@ -424,7 +476,8 @@ def run(spec, documented, node_bin, lobby_bin, work, db, start):
     time.sleep(0.2)
     for (tag, method, path) in sorted(documented):
         if tag == "lobby":
-            target = path.replace("{room_id}", "200").replace("{player_id}", "2001")
+            target = (path.replace("{room_id}", "200").replace("{player_id}", "2001")
+                      .replace("{mode}", "ranked"))
             ask("lobby", capped_l, method, path, target, what="at the connection cap")
     held.close()
 
