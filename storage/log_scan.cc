@@ -16,6 +16,11 @@ namespace {
 constexpr size_t kBlockSize = 32768;
 constexpr size_t kHeaderSize = 7;
 constexpr size_t kRecyclableHeaderSize = 11;
+// RocksDB's record types (db/log_format.h). 1–4 carry write batches, 5–8 are the same in a
+// recycled log; the others carry the log's own metadata, never a batch: 9 its compression, 10 and
+// 11 (recycled) the user-defined timestamp sizes, 130 and 131 (recycled) the preceding log's
+// identity. A type RocksDB does not know is damage, unless its high bit says a reader may skip it
+// (kRecordTypeSafeIgnoreMask): that is how RocksDB adds types older readers must pass over.
 enum RecordType : uint8_t {
   kZeroType = 0,
   kFullType = 1,
@@ -25,7 +30,23 @@ enum RecordType : uint8_t {
   kRecyclableFullType = 5,
   kRecyclableLastType = 8,
   kSetCompressionType = 9,
+  kUserDefinedTimestampSizeType = 10,
+  kRecyclableUserDefinedTimestampSizeType = 11,
+  kPredecessorWalInfoType = 130,
+  kRecyclePredecessorWalInfoType = 131,
 };
+constexpr uint8_t kRecordTypeSafeIgnoreMask = 1 << 7;
+
+// A recycled log's records name the log in 4 more header bytes.
+bool IsRecyclable(uint8_t type) {
+  return (type >= kRecyclableFullType && type <= kRecyclableLastType) ||
+         type == kRecyclableUserDefinedTimestampSizeType || type == kRecyclePredecessorWalInfoType;
+}
+
+bool IsKnown(uint8_t type) {
+  return type <= kRecyclableUserDefinedTimestampSizeType || type == kPredecessorWalInfoType ||
+         type == kRecyclePredecessorWalInfoType;
+}
 // RocksDB stores CRCs masked (rotated, plus a constant), so that a CRC of data that itself
 // holds CRCs is not trivially a valid record.
 constexpr uint32_t kCrcMaskDelta = 0xa282ead8u;
@@ -136,7 +157,7 @@ class LogReader {
     p.type = static_cast<uint8_t>(h[6]);
     p.length = static_cast<unsigned char>(h[4]) |
                (static_cast<size_t>(static_cast<unsigned char>(h[5])) << 8);
-    const bool recyclable = p.type >= kRecyclableFullType && p.type <= kRecyclableLastType;
+    const bool recyclable = IsRecyclable(p.type);
     p.header = recyclable ? kRecyclableHeaderSize : kHeaderSize;
     p.length_fits = pos + p.header + p.length <= block.size();
     p.verdict = Physical::Verdict::kDamaged;
@@ -158,7 +179,7 @@ class LogReader {
       p.verdict = Physical::Verdict::kOld;
       return p;
     }
-    if (p.type > kSetCompressionType) {
+    if (!IsKnown(p.type) && !(p.type & kRecordTypeSafeIgnoreMask)) {
       p.what = "unknown record type " + std::to_string(p.type);
       return p;
     }
@@ -203,7 +224,7 @@ class LogReader {
           if (type == kLastType) broken_ = false;
         }
         break;
-      default:  // kSetCompressionType: not a batch
+      default:  // the log's metadata, or a type a reader may skip: not a batch
         break;
     }
   }

@@ -10,7 +10,9 @@
 // little-endian) and the type (1 byte: 1 a whole logical record, 2 its first fragment, 3 a middle
 // one, 4 its last). A physical record never crosses a block; a block's last 1–6 bytes, too few
 // for a header, are zeros. Types 5–8 are the same four in a recycled log, with the log's number in
-// 4 more header bytes. A logical record is one WriteBatch.
+// 4 more header bytes. A logical record is one WriteBatch. The other types RocksDB writes hold the
+// log's metadata and are passed over, and so is a type RocksDB does not know whose high bit marks
+// it safe to ignore; any other unknown type is damage, as RocksDB's own reader calls it.
 #pragma once
 
 #include <cstdint>
