@@ -134,8 +134,12 @@ class IngestEndToEndTest : public LobbyFixture {
                           {{"VERDICT_FAILPOINTS", "writer.before_sync=delay"}});
     if (!node) return std::nullopt;
     const std::set<uint64_t> acked = PostConcurrently(kFirst, kCount, 16);
+    // A node that died on its own before the kill would prove nothing about answering early: the
+    // loss must be the kill's.
+    EXPECT_TRUE(node->Running()) << "the node died before it was killed\n" << Log();
     ::kill(node->pid(), SIGKILL);
     node->WaitFor(10s);
+    EXPECT_TRUE(node->killed_by_signal()) << Log();
     *acked_out = acked;
     // Restart without the slow disk, and let it deliver everything it has.
     auto args = NodeArgs(lobby->port());
