@@ -6,18 +6,26 @@
 
 namespace verdict::bench {
 
-v1::BattleResult ResultFor(uint64_t base, uint64_t slot) {
+v1::BattleResult ResultFor(uint64_t base, uint64_t slot, const BacklogShape& shape) {
   v1::BattleResult r;
   r.set_room_id(base + slot);
   r.set_outcome(v1::SETTLED);
-  r.set_winner_team(1);
+  if (shape.teams == 2) {
+    r.set_winner_team(1);
+  } else {
+    for (uint32_t t = 1; t <= shape.teams; ++t) {
+      v1::TeamPlacement* placement = r.add_placements();
+      placement->set_team(t);
+      placement->set_rank(t);
+    }
+  }
   r.set_ended_at_ms(1'700'000'000'000);
   r.set_node_id(kBacklogNode);
   r.set_replay_path("replays/" + std::to_string(base + slot));
-  for (uint32_t g = 1; g <= 10; ++g) {
+  for (uint32_t g = 1; g <= shape.seats(); ++g) {
     v1::PlayerResult* p = r.add_players();
-    p->set_player_id(std::to_string(slot * 10 + g));
-    p->set_team(g <= 5 ? 1 : 2);
+    p->set_player_id(std::to_string(slot * shape.seats() + g));
+    p->set_team((g - 1) / shape.size + 1);
     p->set_kills(g);
     p->set_score(100 * g);
   }
@@ -35,18 +43,26 @@ v1::BattleResult ResultFor(uint64_t base, uint64_t slot) {
 //     page it has, and foreign-key checks cached at the start of a run then scan it throughout;
 //   - checkpoints, so that the run does not pay for the writes of the runs before it (a
 //     checkpoint under load slows every commit's fsync).
-void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count) {
+void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count,
+                   const BacklogShape& shape) {
   pqxx::connection conn(conninfo);
   constexpr uint64_t kChunk = 1000;
   for (uint64_t first = 1; first <= count; first += kChunk) {
     const uint64_t last = std::min(count, first + kChunk - 1);
     pqxx::work tx(conn);
-    tx.exec_params(
-        "SELECT count(*) FROM generate_series($1::bigint, $2::bigint) r, LATERAL "
-        "verdict_allocate(r, $3, 'default', ARRAY(SELECT ((r - $4::bigint) * 10 + g)::text FROM "
-        "generate_series(1, 10) g), '{1,1,1,1,1,2,2,2,2,2}')",
-        base + first, base + last, std::string(kBacklogNode), base);
+    const auto refused = tx.exec_params1(
+        "SELECT count(*) FILTER (WHERE a.status NOT IN ('allocated', 'duplicate')) FROM "
+        "generate_series($1::bigint, $2::bigint) r, LATERAL verdict_allocate(r, $3, $5, "
+        "ARRAY(SELECT ((r - $4::bigint) * $6 + g)::text FROM "
+        "generate_series(1, $6) g), ARRAY(SELECT ((g - 1) / $7 + 1)::smallint FROM "
+        "generate_series(1, $6) g)) a",
+        base + first, base + last, std::string(kBacklogNode), base, shape.mode,
+        static_cast<int64_t>(shape.seats()), static_cast<int64_t>(shape.size))[0];
     tx.commit();
+    if (refused.as<int64_t>() > 0) {
+      std::fprintf(stderr, "    warning: %s rooms of mode %s not allocated\n", refused.c_str(),
+                   shape.mode.c_str());
+    }
   }
   try {
     pqxx::nontransaction(conn).exec("VACUUM ANALYZE players, battle_rooms, battle_room_seats");

@@ -10,6 +10,7 @@
 #include "common/metrics.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
+#include "lobby/modes.h"
 #include "lobby/settlement_service.h"
 #include "lobby/settlement_store.h"
 #include "verdict/v1/verdict.pb.h"
@@ -20,13 +21,24 @@ namespace verdict::bench {
 inline constexpr char kBacklogNode[] = "bench-node";
 inline constexpr char kBacklogToken[] = "bench-token";
 
-// Room `base + slot` seats players slot * 10 + 1 … + 10 (team 1: the first five). Every run
-// reuses the same players: they are free again once the previous run has drained.
-v1::BattleResult ResultFor(uint64_t base, uint64_t slot);
+// The rooms of a backlog: `teams` teams of `size` players, in `mode`. The default is a 5v5 of
+// the mode "default" (an Elo).
+struct BacklogShape {
+  std::string mode = "default";
+  uint32_t teams = 2;
+  uint32_t size = 5;
+  uint32_t seats() const { return teams * size; }
+};
+
+// Room `base + slot` seats players slot * S + 1 … + S (S seats; team 1 the first `size`, team 2
+// the next, …). Every run reuses the same players: they are free again once the previous run has
+// drained. Team 1 wins; with more than two teams they place in team order (placements).
+v1::BattleResult ResultFor(uint64_t base, uint64_t slot, const BacklogShape& shape = {});
 
 // Allocates rooms base + 1 … base + count to kBacklogNode, then brings the database to where it
 // would be after the outage the backlog stands for (drain.cc says how).
-void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count);
+void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count,
+                   const BacklogShape& shape = {});
 
 // Receipts of rooms base + 1 … base + count.
 uint64_t ReceiptsBetween(const std::string& conninfo, uint64_t base, uint64_t count);
@@ -57,6 +69,16 @@ class InProcessLobby {
     hub_.Stop();
   }
   uint16_t port() const { return port_; }
+  // Declares `mode` (as PUT /v1/modes/{mode} would, every parameter left out defaulted).
+  Status Declare(const v1::Mode& mode) {
+    auto complete = lobby::CompleteMode(mode.mode(), mode);
+    if (!complete.ok()) return complete.status();
+    auto declared = store_->DeclareMode(*complete);
+    if (!declared.ok()) return declared.status();
+    return declared->status == lobby::DeclareStatus::kInUse
+               ? FailedPreconditionError("mode " + mode.mode() + " is declared otherwise")
+               : Status::Ok();
+  }
 
  private:
   lobby::SettlementStore& Store(const std::string& conninfo, int pool) {

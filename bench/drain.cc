@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <pqxx/pqxx>
 #include <sstream>
 #include <thread>
@@ -97,17 +98,38 @@ struct Row {
   double coalesce_ms = 0;        // the lobby's group-commit wait
 };
 
+// How a drain's backlog is made.
+struct BacklogKind {
+  BacklogShape shape;        // its rooms
+  bool allocate = true;      // allocate its rooms first (in SQL, by this build's schema)
+  bool integer_ids = false;  // players as integer ids (legacy_player_id), as a lobby from before
+                             // string ids reads them; a lobby of this build reads the same players
+};
+
+// The result for room base + slot, as BacklogKind says.
+v1::BattleResult BacklogResult(uint64_t base, uint64_t slot, const BacklogKind& kind) {
+  v1::BattleResult r = ResultFor(base, slot, kind.shape);
+  if (kind.integer_ids) {
+    for (v1::PlayerResult& p : *r.mutable_players()) {
+      p.set_legacy_player_id(std::stoull(p.player_id()));
+      p.clear_player_id();
+    }
+  }
+  return r;
+}
+
 // Fills an outbox with `n` results while nothing delivers, then times the deliverers until
 // the outbox is empty. With `produce_rate` > 0 new results keep arriving at that rate while
 // it drains (up to n more, pre-allocated), as on a host whose battles go on.
 Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t shards, size_t batch,
-               uint64_t base, uint64_t n, const std::string& lobby_url, double produce_rate = 0) {
+               uint64_t base, uint64_t n, const std::string& lobby_url, double produce_rate = 0,
+               const BacklogKind& kind = {}) {
   const char* mode = produce_rate > 0 ? "verdict_producing" : "verdict";
-  std::fprintf(stderr, "  verdict, %u shard%s, batch %zu%s: allocating and filling %llu results\n",
-               shards, shards == 1 ? "" : "s", batch,
-               produce_rate > 0 ? ", producing meanwhile" : "", static_cast<unsigned long long>(n));
+  std::fprintf(stderr, "  verdict, %u shard%s, batch %zu%s: %sfilling %llu results\n", shards,
+               shards == 1 ? "" : "s", batch, produce_rate > 0 ? ", producing meanwhile" : "",
+               kind.allocate ? "allocating and " : "", static_cast<unsigned long long>(n));
   const uint64_t extra = produce_rate > 0 ? n : 0;
-  AllocateRooms(conninfo, base, n + extra);
+  if (kind.allocate) AllocateRooms(conninfo, base, n + extra, kind.shape);
   auto outbox = storage::OpenOutbox(dir, {.shard_count = shards});
   if (!outbox.ok()) {
     std::fprintf(stderr, "outbox: %s\n", outbox.status().ToString().c_str());
@@ -116,7 +138,7 @@ Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t sha
   for (uint64_t first = 1; first <= n; first += 1000) {
     std::vector<v1::BattleResult> results;
     for (uint64_t slot = first; slot <= std::min(n, first + 999); ++slot) {
-      results.push_back(ResultFor(base, slot));
+      results.push_back(BacklogResult(base, slot, kind));
     }
     if (!(*outbox)->Enqueue(results).ok()) return {mode, shards, batch};
   }
@@ -145,7 +167,9 @@ Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t sha
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       const auto due = static_cast<uint64_t>(Seconds(SteadyClock::now() - start) * produce_rate);
       std::vector<v1::BattleResult> results;
-      while (produced < std::min(due, extra)) results.push_back(ResultFor(base, n + ++produced));
+      while (produced < std::min(due, extra)) {
+        results.push_back(BacklogResult(base, n + ++produced, kind));
+      }
       if (!results.empty() && (*outbox)->Enqueue(results).ok()) deliverer.Wake();
     }
   });
@@ -486,6 +510,90 @@ std::vector<Row> RunAll(const DrainOptions& o, const std::string& conninfo, cons
   return rows;
 }
 
+// A drain of `--modes`: its mode, and what it measured.
+struct ModeRow {
+  std::string spec;  // as given, "20x3:openskill"
+  BacklogShape shape;
+  Row row;
+};
+
+// "TxS:SYSTEM" as a shape in a mode named after it ("bench-openskill-20x3"), and the mode's
+// declaration; nullopt if it is not of that form.
+std::optional<std::pair<BacklogShape, v1::Mode>> ParseModeSpec(const std::string& spec) {
+  unsigned teams = 0, size = 0;
+  char system[32] = {};
+  int used = 0;
+  if (std::sscanf(spec.c_str(), "%ux%u:%31[a-z0-9_]%n", &teams, &size, system, &used) != 3 ||
+      used != static_cast<int>(spec.size()) || teams < 2 || size < 1) {
+    return std::nullopt;
+  }
+  BacklogShape shape{.mode = "bench-" + std::string(system) + "-" + std::to_string(teams) + "x" +
+                             std::to_string(size),
+                     .teams = teams,
+                     .size = size};
+  v1::Mode mode;
+  mode.set_mode(shape.mode);
+  mode.mutable_rating()->set_system(system);
+  return std::make_pair(shape, mode);
+}
+
+// A drain of each mode of `--modes` at the headline shards and the largest batch.
+std::vector<ModeRow> RunModes(const DrainOptions& o, const std::string& conninfo,
+                              const std::string& root, InProcessLobby& lobby,
+                              const std::string& url, uint32_t shards, size_t batch) {
+  uint64_t run = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count() %
+                 100'000 * 10;
+  std::vector<ModeRow> rows;
+  for (const std::string& spec : o.modes) {
+    const auto parsed = ParseModeSpec(spec);
+    if (!parsed) {
+      std::fprintf(stderr, "--modes: %s is not TEAMSxSIZE:SYSTEM (20x3:openskill)\n", spec.c_str());
+      return {};
+    }
+    if (Status declared = lobby.Declare(parsed->second); !declared.ok()) {
+      std::fprintf(stderr, "--modes %s: %s\n", spec.c_str(), declared.ToString().c_str());
+      return {};
+    }
+    std::fprintf(stderr, "  mode %s (%u teams of %u, %s)\n", parsed->first.mode.c_str(),
+                 parsed->first.teams, parsed->first.size, parsed->second.rating().system().c_str());
+    const Row row = RunVerdict(conninfo, root + "/" + parsed->first.mode, shards, batch,
+                               ++run * kRunSpan, o.backlog, url, 0, {.shape = parsed->first});
+    if (row.per_s <= 0) return {};
+    rows.push_back({spec, parsed->first, row});
+  }
+  return rows;
+}
+
+// The table of `--modes`: rooms/s and player results/s of each, and each against the first.
+int SummarizeModes(const DrainOptions& o, const std::vector<ModeRow>& rows) {
+  if (rows.size() != o.modes.size()) return 1;
+  FILE* table = o.output.json ? stderr : stdout;
+  std::fprintf(table, "\n%-16s %6s %8s %10s %16s %8s %12s %12s\n", "mode", "batch", "shards",
+               "rooms/s", "player results/s", "p99 ms", "rooms vs 1st", "players vs 1st");
+  Report report("drain_modes");
+  const double first_rooms = rows.front().row.per_s;
+  const double first_players = first_rooms * rows.front().shape.seats();
+  for (const ModeRow& m : rows) {
+    const double players = m.row.per_s * m.shape.seats();
+    std::fprintf(table, "%-16s %6zu %8u %10.0f %16.0f %8.1f %12.2f %12.2f\n", m.spec.c_str(),
+                 m.row.batch, m.row.shards, m.row.per_s, players, m.row.p99_ms,
+                 m.row.per_s / first_rooms, players / first_players);
+    report.Row({{"mode", m.shape.mode}, {"spec", m.spec}},
+               {{"shards", double(m.row.shards)},
+                {"batch", double(m.row.batch)},
+                {"seats", double(m.shape.seats())},
+                {"rooms_per_s", m.row.per_s},
+                {"player_results_per_s", players},
+                {"p99_ms", m.row.p99_ms},
+                {"rooms_vs_first", m.row.per_s / first_rooms},
+                {"players_vs_first", players / first_players}});
+  }
+  report.Field("backlog", static_cast<double>(o.backlog));
+  return report.Emit(o.output);
+}
+
 // One line of the table: the design, its batch and shards, the rate, the p99, the time to empty.
 void PrintRow(FILE* table, const Row& r) {
   const char* label = r.mode == "verdict"               ? "verdict deliverers"
@@ -595,6 +703,13 @@ double DrainLobby::Drain(const std::string& dir, uint32_t shards, size_t batch, 
   return RunVerdict(conninfo_, dir, shards, batch, base, n, impl_->endpoint.url).per_s;
 }
 
+double DrainAllocated(const std::string& conninfo, const std::string& dir, uint32_t shards,
+                      size_t batch, uint64_t base, uint64_t n, const std::string& lobby_url) {
+  return RunVerdict(conninfo, dir, shards, batch, base, n, lobby_url, 0,
+                    {.allocate = false, .integer_ids = true})
+      .per_s;
+}
+
 BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count) {
   const std::string fill = "ARRAY[" + count + "]";
   const auto fill_of = [&fill](const std::string& value) {
@@ -687,6 +802,19 @@ int RunDrain(const DrainOptions& o) {
     if (uncoalesced->port == 0) return 1;
   }
   const std::string root = TempRoot();
+  if (!o.modes.empty()) {
+    const uint32_t shards = std::find(o.shards.begin(), o.shards.end(), 16u) != o.shards.end()
+                                ? 16
+                                : *std::max_element(o.shards.begin(), o.shards.end());
+    const size_t batch = *std::max_element(o.batches.begin(), o.batches.end());
+    std::fprintf(stderr, "drain by mode: backlog %llu rooms each, %u shards, batch %zu\n",
+                 static_cast<unsigned long long>(o.backlog), shards, batch);
+    const std::vector<ModeRow> rows =
+        RunModes(o, conninfo, root, lobby.lobby, lobby.url, shards, batch);
+    std::error_code ignored;
+    std::filesystem::remove_all(root, ignored);
+    return SummarizeModes(o, rows);
+  }
   std::fprintf(stderr, "drain: backlog %llu, shards", static_cast<unsigned long long>(o.backlog));
   for (uint32_t s : o.shards) std::fprintf(stderr, " %u", s);
   std::fprintf(stderr, ", batch");

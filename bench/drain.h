@@ -22,8 +22,20 @@ struct DrainOptions {
   double produce_rate = 0;       // results/s produced during a second drain per shard count
   std::string svg;               // write the drain-rate chart here when set
   std::string db;                // libpq conninfo; empty: PG* environment
+  // Room shapes and rating systems, "TxS:SYSTEM" (20x3:openskill: 20 teams of 3): with them, only
+  // a drain of each, in a mode of its own, at the headline shards and the largest batch; the first
+  // is the reference the others are measured against.
+  std::vector<std::string> modes;
+  // With a baseline: only the same drain through two verdict-lobby binaries, alternating, each on
+  // a database of its own (bench/lobby_compare.cc).
+  std::string baseline_lobby;  // the other build's verdict-lobby
+  std::string lobby_binary;    // this build's (default: the one built with the benchmark)
+  int rounds = 2;              // drains through each binary
   OutputOptions output;
 };
+
+// The drain through `baseline_lobby` and through `lobby_binary`, alternating (lobby_compare.cc).
+int RunLobbyComparison(const DrainOptions& options);
 
 int RunDrain(const DrainOptions& options);
 
@@ -38,6 +50,13 @@ struct BenchSettle {
   std::string write;    // a call returning verdict_settle_write's rows
 };
 BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count);
+
+// A drain of results for rooms base + 1 … base + n that are allocated already, into the lobby at
+// `lobby_url`, through deliverers of `shards` shards sending batches of `batch` (outbox files in
+// `dir`); the receipts are counted in `conninfo`. The players go as integer ids, which every
+// lobby build reads, those from before string ids too. Results per second, 0 if it could not run.
+double DrainAllocated(const std::string& conninfo, const std::string& dir, uint32_t shards,
+                      size_t batch, uint64_t base, uint64_t n, const std::string& lobby_url);
 
 // One drain on its own, for the modes that measure a drain under other conditions (retention):
 // a lobby in this process on `conninfo` with `pool` DB workers, its default group commit and the

@@ -30,8 +30,6 @@
 #include "lobby/schema.h"
 #include "lobby/settlement_store.h"
 
-extern char** environ;
-
 namespace verdict::bench {
 namespace {
 
@@ -42,14 +40,6 @@ using SteadyClock = std::chrono::steady_clock;
 
 constexpr uint64_t kSeedChunk = 50'000;
 constexpr std::chrono::seconds kFeedStall{60};  // no event for this long fails the catch-up
-
-std::string LobbyBinary(const EventsOptions& o) {
-  if (!o.lobby_binary.empty()) return o.lobby_binary;
-#ifdef VERDICT_LOBBY_BINARY
-  if (std::filesystem::exists(VERDICT_LOBBY_BINARY)) return VERDICT_LOBBY_BINARY;
-#endif
-  return "verdict-lobby";  // from PATH
-}
 
 // Writes the history, already numbered 1..N, in chunks.
 void Seed(const std::string& conninfo, const EventsOptions& o) {
@@ -72,50 +62,14 @@ void Seed(const std::string& conninfo, const EventsOptions& o) {
   pqxx::nontransaction(conn).exec("VACUUM ANALYZE settlement_events");
 }
 
-struct Lobby {
-  pid_t pid = -1;
-  uint16_t port = 0;
-};
-
-// Starts verdict-lobby on `conninfo` and waits for its "listening on HOST:PORT" line.
-Result<Lobby> StartLobby(const EventsOptions& o, const std::string& conninfo,
-                         const std::string& log) {
-  std::vector<std::string> args = {
-      LobbyBinary(o), "--db",     conninfo,      "--log-level",  "warn",
-      "serve",        "--listen", "127.0.0.1:0", "--node-token", "bench-node=bench-token"};
+// Starts verdict-lobby on `conninfo`.
+Result<LobbyChild> StartLobby(const EventsOptions& o, const std::string& conninfo,
+                              const std::string& log) {
+  std::vector<std::string> args = {"--node-token", "bench-node=bench-token"};
   if (o.buffer_bytes > 0) {
     args.insert(args.end(), {"--subscriber-buffer-bytes", std::to_string(o.buffer_bytes)});
   }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int out[2];
-  if (::pipe(out) != 0) return InternalError("pipe failed");
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_adddup2(&files, out[1], 1);
-  posix_spawn_file_actions_addopen(&files, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addclose(&files, out[0]);
-  Lobby lobby;
-  const int rc = posix_spawnp(&lobby.pid, argv[0], &files, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&files);
-  ::close(out[1]);
-  if (rc != 0) {
-    ::close(out[0]);
-    return UnavailableError("cannot start " + args[0] + ": " + std::strerror(rc));
-  }
-  std::string line;
-  char c;
-  while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
-  ::close(out[0]);
-  const size_t colon = line.rfind(':');
-  if (!line.starts_with("listening on") || colon == std::string::npos) {
-    ::kill(lobby.pid, SIGKILL);
-    ::waitpid(lobby.pid, nullptr, 0);
-    return UnavailableError("verdict-lobby did not come up; see " + log);
-  }
-  lobby.port = static_cast<uint16_t>(std::stoi(line.substr(colon + 1)));
-  return lobby;
+  return SpawnLobby(LobbyBinary(o.lobby_binary), conninfo, args, log);
 }
 
 // Reads the whole feed from the start; returns how many events arrived in order, once each.

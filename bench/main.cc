@@ -1,6 +1,6 @@
 // verdict-bench: measures verdict side by side with the design it replaces and with the
 // physical ceiling, in one run, and reports ratios. Modes: ingest, ingest-memory, drain, scale,
-// events, replicate, retention.
+// events, ladder, replicate, retention.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -16,6 +16,7 @@
 #include "bench/events.h"
 #include "bench/ingest.h"
 #include "bench/ingest_memory.h"
+#include "bench/ladder.h"
 #include "bench/replicate.h"
 #include "bench/retention.h"
 #include "bench/scale.h"
@@ -135,6 +136,27 @@ int main(int argc, char** argv) {
   drain_cmd->add_option("--db", drain.db,
                         "libpq conninfo; without it (and without PGHOST) the benchmark runs "
                         "itself inside pg_virtualenv");
+  drain_cmd
+      ->add_option("--modes", drain.modes,
+                   "room shapes and rating systems, TEAMSxSIZE:SYSTEM comma-separated (2x5:elo, "
+                   "2x5:openskill, 20x3:openskill): only a drain of each, in a mode of its own, "
+                   "at 16 shards (or the most given) and the largest --batch, in rooms/s and "
+                   "player results/s against the first")
+      ->delimiter(',');
+  drain_cmd
+      ->add_option("--baseline-lobby", drain.baseline_lobby,
+                   "another build's verdict-lobby: drain --backlog results through it and through "
+                   "this build's, alternating, each on a database of its own, and report the "
+                   "ratio (at 16 shards, or the most given, and the largest --batch); nothing else "
+                   "runs")
+      ->check(CLI::ExistingFile);
+  drain_cmd->add_option("--lobby-binary", drain.lobby_binary,
+                        "this build's verdict-lobby for --baseline-lobby (default: the one built "
+                        "with this benchmark)");
+  drain_cmd
+      ->add_option("--rounds", drain.rounds, "drains through each lobby, with --baseline-lobby")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   drain_cmd->add_flag("--json", drain.output.json, "print one JSON object on stdout");
   drain_cmd->add_option("--csv", drain.output.csv_dir, "write the raw rows to DIR/drain.csv");
 
@@ -179,6 +201,28 @@ int main(int argc, char** argv) {
                          "itself inside pg_virtualenv");
   events_cmd->add_flag("--json", events.output.json, "print one JSON object on stdout");
   events_cmd->add_option("--csv", events.output.csv_dir, "write the raw rows to DIR/events.csv");
+
+  verdict::bench::LadderOptions ladder;
+  CLI::App* ladder_cmd = app.add_subcommand(
+      "ladder",
+      "at millions of rated players: a leaderboard page of 100 and the release of a room, beside "
+      "a count(*) of the ratings and a scan of the players");
+  ladder_cmd->add_option("--players", ladder.players, "players, each rated in the mode default")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1000}, uint64_t{100'000'000}));
+  ladder_cmd->add_option("--pages", ladder.pages, "leaderboard pages of 100 read, top down")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100'000));
+  ladder_cmd->add_option("--rooms", ladder.rooms, "rooms of ten allocated, then released")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10'000));
+  ladder_cmd->add_option("--lobby-binary", ladder.lobby_binary,
+                         "verdict-lobby to run (default: the one built with this benchmark)");
+  ladder_cmd->add_option("--db", ladder.db,
+                         "libpq conninfo; without it (and without PGHOST) the benchmark runs "
+                         "itself inside pg_virtualenv");
+  ladder_cmd->add_flag("--json", ladder.output.json, "print one JSON object on stdout");
+  ladder_cmd->add_option("--csv", ladder.output.csv_dir, "write the raw rows to DIR/ladder.csv");
 
   verdict::bench::ReplicateOptions replicate;
   CLI::App* replicate_cmd = app.add_subcommand(
@@ -254,11 +298,12 @@ int main(int argc, char** argv) {
   if (scale_cmd->parsed()) return verdict::bench::RunScale(scale);
   if (memory_cmd->parsed()) return verdict::bench::RunIngestMemory(memory);
   const bool needs_db = drain_cmd->parsed() || events_cmd->parsed() || replicate_cmd->parsed() ||
-                        retention_cmd->parsed();
+                        retention_cmd->parsed() || ladder_cmd->parsed();
   if (needs_db) {
     const std::string& db = drain_cmd->parsed()       ? drain.db
                             : events_cmd->parsed()    ? events.db
                             : replicate_cmd->parsed() ? replicate.db
+                            : ladder_cmd->parsed()    ? ladder.db
                                                       : retention.db;
     if (const char* fd = std::getenv(kStdoutFdVariable)) {
       // Inside pg_virtualenv: take back the stdout it was started with (see below).
@@ -288,6 +333,10 @@ int main(int argc, char** argv) {
     }
     if (replicate_cmd->parsed()) return verdict::bench::RunReplicate(replicate);
     if (retention_cmd->parsed()) return verdict::bench::RunRetentionBench(retention);
+    if (ladder_cmd->parsed()) return verdict::bench::RunLadder(ladder);
+    if (drain_cmd->parsed() && !drain.baseline_lobby.empty()) {
+      return verdict::bench::RunLobbyComparison(drain);
+    }
     return drain_cmd->parsed() ? verdict::bench::RunDrain(drain)
                                : verdict::bench::RunEvents(events);
   }

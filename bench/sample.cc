@@ -108,6 +108,51 @@ Result<pid_t> SpawnWithLog(const std::vector<std::string>& args, const std::stri
   return pid;
 }
 
+std::string LobbyBinary(const std::string& given) {
+  if (!given.empty()) return given;
+#ifdef VERDICT_LOBBY_BINARY
+  if (std::filesystem::exists(VERDICT_LOBBY_BINARY)) return VERDICT_LOBBY_BINARY;
+#endif
+  return "verdict-lobby";  // from PATH
+}
+
+Result<LobbyChild> SpawnLobby(const std::string& binary, const std::string& conninfo,
+                              const std::vector<std::string>& serve_args, const std::string& log) {
+  std::vector<std::string> args = {binary, "--db",  conninfo,   "--log-level",
+                                   "warn", "serve", "--listen", "127.0.0.1:0"};
+  args.insert(args.end(), serve_args.begin(), serve_args.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int out[2];
+  if (::pipe(out) != 0) return InternalError("pipe failed");
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_adddup2(&files, out[1], 1);
+  posix_spawn_file_actions_addopen(&files, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addclose(&files, out[0]);
+  LobbyChild lobby;
+  const int rc = posix_spawnp(&lobby.pid, argv[0], &files, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    return UnavailableError("cannot start " + args[0] + ": " + std::strerror(rc));
+  }
+  std::string line;
+  char c;
+  while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(out[0]);
+  const size_t colon = line.rfind(':');
+  if (!line.starts_with("listening on") || colon == std::string::npos) {
+    ::kill(lobby.pid, SIGKILL);
+    ::waitpid(lobby.pid, nullptr, 0);
+    return UnavailableError(binary + " did not come up; see " + log);
+  }
+  lobby.port = static_cast<uint16_t>(std::stoi(line.substr(colon + 1)));
+  return lobby;
+}
+
 Status StopChild(pid_t pid, const std::string& what, std::chrono::seconds grace) {
   ::kill(pid, SIGTERM);
   const auto deadline = std::chrono::steady_clock::now() + grace;

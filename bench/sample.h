@@ -53,6 +53,22 @@ std::string NodeBinary(const std::string& given);
 // Starts `args` (args[0] from PATH if it has no slash) with its stdout and stderr in `log`.
 Result<pid_t> SpawnWithLog(const std::vector<std::string>& args, const std::string& log);
 
+// The verdict-lobby to run: `given` if set, else the one built with this benchmark, else the one
+// on PATH.
+std::string LobbyBinary(const std::string& given);
+
+// A verdict-lobby process, and the port it listens on.
+struct LobbyChild {
+  pid_t pid = -1;
+  uint16_t port = 0;
+};
+
+// Starts `binary --db conninfo --log-level warn serve --listen 127.0.0.1:0 ARGS…` with its stderr
+// in `log`, and waits for its "listening on HOST:PORT" line. UNAVAILABLE if it does not come up
+// (it is then killed).
+Result<LobbyChild> SpawnLobby(const std::string& binary, const std::string& conninfo,
+                              const std::vector<std::string>& serve_args, const std::string& log);
+
 // Stops child `pid` (named `what` in errors) with SIGTERM and reaps it, waiting at most
 // `grace` (twice the node's own 30 s shutdown deadline by default); a child still running then
 // is killed with SIGKILL. OK only if it exited with status 0: a verdict process that crashes or
