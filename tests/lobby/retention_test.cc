@@ -659,6 +659,32 @@ TEST_F(RetentionTest, ReleaseAfterPassesOverARoomWhosePlayerIsLockedAndReleasesT
   })) << "the room whose player was locked was not released once the lock went";
 }
 
+// A release reads the room's players through its seats, each by its key: it never scans players
+// (in_battle_room has no index, and a scan took seconds at millions of players). The function the
+// lobby runs for :release and --release-after is called in one transaction over 20,000 analyzed
+// players, and that transaction's own statistics (pg_stat_xact_user_tables) must show no
+// sequential scan of players. bench `ladder` times the same release at ten million players.
+TEST_F(RetentionTest, AReleaseReadsItsPlayersByTheirKeysAndNeverScansPlayers) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  db_->Exec("INSERT INTO players (player_id) SELECT 'seed-' || g FROM generate_series(1, 20000) g");
+  MustAllocate(lobby->port(), 89);  // players 891..900
+  db_->Exec("ANALYZE players");
+  auto conn = db_->Connect();
+  pqxx::work tx(*conn);
+  const pqxx::row released =
+      tx.exec1("SELECT status, players_released FROM verdict_release_room(89)");
+  EXPECT_EQ(released[0].as<std::string>(), "released");
+  EXPECT_EQ(released[1].as<int>(), 10);
+  EXPECT_EQ(tx.exec1("SELECT coalesce(seq_scan, 0) FROM pg_stat_xact_user_tables "
+                     "WHERE relname = 'players'")[0]
+                .as<int64_t>(),
+            0)
+      << "the release scanned players";
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM players WHERE in_battle_room = 89")[0].as<int>(), 0);
+  tx.commit();
+}
+
 // reconcile, completed: lost rooms are aborted after being listed (--abort-lost); a receipt
 // without its event is reported; rooms of nodes without a listing have their own exit status;
 // and the lobby exports how long the oldest unsettled room has waited.
