@@ -31,10 +31,19 @@ BEGIN
       WHERE x.room = ANY (v_settle))
     ORDER BY p.player_id FOR UPDATE SKIP LOCKED) l;
   -- A player may be in two rooms of the call (a released room and the player's next one), so
-  -- every room's players are all locked exactly when no player of any is missing.
+  -- every room's players are all locked exactly when no player of any is missing: when this call
+  -- locked as many players as those rooms name, nobody is busy (the common case, decided in one
+  -- pass). Otherwise the rooms of the missing players, by a hashed anti-join: a per-row
+  -- `<> ALL (v_locked)` compared every player with every locked one.
+  IF cardinality(v_locked) = (SELECT count(DISTINCT x.pid)
+                              FROM unnest(p_player_rooms, p_player_ids) AS x(room, pid)
+                              WHERE x.room = ANY (v_settle)) THEN
+    RETURN p_verdicts;
+  END IF;
   SELECT array_agg(DISTINCT x.room) INTO v_busy
   FROM unnest(p_player_rooms, p_player_ids) AS x(room, pid)
-  WHERE x.room = ANY (v_settle) AND x.pid <> ALL (v_locked);
+  WHERE x.room = ANY (v_settle)
+    AND NOT EXISTS (SELECT 1 FROM unnest(v_locked) AS l(pid) WHERE l.pid = x.pid);
   IF v_busy IS NULL THEN
     RETURN p_verdicts;
   END IF;
