@@ -138,6 +138,7 @@ void EventHub::SequenceAndPublish() {
     epoch_ = state->epoch;
     head_.store(cursor_);
   }
+  if (MoveHeadIfNobodyListens()) return;
   for (;;) {
     reads_.Add("hub");
     auto page = store_.EventsAfter(cursor_, std::nullopt, options_.page_events);
@@ -152,6 +153,28 @@ void EventHub::SequenceAndPublish() {
     Publish(std::make_shared<const FeedPage>(std::move(*page)));
     if (!full) return;
   }
+}
+
+bool EventHub::MoveHeadIfNobodyListens() {
+  if (LiveSubscribers().empty() == false) return false;
+  reads_.Add("hub");
+  auto state = store_.GetFeedState(std::nullopt);
+  if (!state.ok()) {
+    spdlog::warn("event feed: cannot read where it stands: {}", state.status().ToString());
+    return true;
+  }
+  if (state->head < cursor_ || state->epoch != epoch_) {
+    Rewind(FeedPage{.after = cursor_, .last = cursor_, .epoch = state->epoch, .head = state->head});
+    return true;
+  }
+  // Under the subscribers' lock: a subscriber that joins after this reads the moved head and
+  // catches up to it by itself; one that joined before it makes the hub read and publish pages.
+  MutexLock lock(&mu_);
+  std::erase_if(subscribers_, [](const auto& w) { return w.expired(); });
+  if (!subscribers_.empty()) return false;
+  cursor_ = state->head;
+  head_.store(cursor_);
+  return true;
 }
 
 void EventHub::Publish(std::shared_ptr<const FeedPage> page) {

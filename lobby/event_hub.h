@@ -106,6 +106,11 @@ class EventHub {
   // Numbers committed events, then reads and publishes the feed past cursor_, page by page.
   void SequenceAndPublish();
   void Publish(std::shared_ptr<const FeedPage> page);
+  // With no subscriber, moves cursor_ and the head to the feed's head without reading its
+  // events (what every commit would otherwise read and convert for nobody), noticing a feed that
+  // went back in time as a page would; true if it did (or could not read), false if there are
+  // subscribers and the pages must be read.
+  bool MoveHeadIfNobodyListens();
   // The feed went back in time to `page` (its head is below cursor_, or its epoch is another):
   // goes on from its head and epoch, and tells every subscriber.
   void Rewind(const FeedPage& page);
