@@ -14,6 +14,14 @@
 //   StoredResult stored = node.PostResult(result, TimeSpan.FromMinutes(1));
 //   // from Unity's main thread: await node.PostResultAsync(result, TimeSpan.FromMinutes(1));
 //
+//   // A free-for-all, or any room of more than two teams, is placed team by team (1 best, equal
+//   // ranks tie) instead of by WinnerTeam; a player who left halfway played a Share of 0.5.
+//   var ffa = new BattleResult { RoomId = 43, EndedAtMs = endedAtMs };
+//   ffa.Placements.Add(new TeamPlacement { Team = 1, Rank = 2 });
+//   ffa.Placements.Add(new TeamPlacement { Team = 2, Rank = 1 });
+//   ffa.Placements.Add(new TeamPlacement { Team = 3, Rank = 3 });
+//   ffa.Players.Add(new PlayerResult { PlayerId = "a", Team = 1, Share = 0.5 });  // and b, c
+//
 // A result the node answers 2xx is fsync-durable in the node's outbox, and the node delivers it
 // to the lobby from then on. Until then the client retries, on transport errors and on 503
 // UNAVAILABLE (honouring Retry-After), never on any other answer: those throw ProblemException.
@@ -31,9 +39,10 @@
 // - A batch's items are retried by their own "retryable" member, alone of the others.
 //
 // Player ids are strings (any 1 to 64 bytes of UTF-8; an integer id is its decimal string).
-// BattleResult.FromJson refuses a member the schema does not have (a misspelt "winer_team"), as
-// the node does. An IngestClient may be shared by threads: their requests take turns on its one
-// connection, and their waits between attempts do not hold it.
+// BattleResult.FromJson refuses a member the schema does not have (a misspelt "winer_team", a
+// placement's "rnk"), as the node does, and ToJson writes what was read: a member the file left
+// out (winner_team, a share) stays out. An IngestClient may be shared by threads: their requests
+// take turns on its one connection, and their waits between attempts do not hold it.
 using System;
 using System.Collections.Generic;
 using System.Globalization;
@@ -56,15 +65,31 @@ namespace Verdict.Ingest
         public uint Kills, Deaths, Assists;
         public long Score;
         public bool Disconnected;
+        // The part of the battle the player played, 0 to 1 (one who left halfway: 0.5); null, the
+        // whole battle. OpenSkill modes move a player by it.
+        public double? Share;
+    }
+
+    // Where one team of a room placed (verdict.v1.TeamPlacement): rank 1 is best, equal ranks tie.
+    public sealed class TeamPlacement
+    {
+        public uint Team;
+        public uint Rank;
     }
 
     // What a battle reports when its room finishes (verdict.v1.BattleResult). NodeId may be left
     // empty: the node fills in its own.
+    //
+    // A SETTLED result says where its teams placed by one of two members: Placements, one rank per
+    // team, for a room of any number of teams; or WinnerTeam, for two teams (1 or 2, or 0 for a
+    // draw). WinnerTeam is nullable because the node tells an absent winner_team from a 0: a
+    // result that gives neither is refused, never taken for a draw.
     public sealed class BattleResult
     {
         public ulong RoomId;
         public Outcome Outcome = Outcome.Settled;
-        public uint WinnerTeam;  // 0 is a draw
+        public uint? WinnerTeam;
+        public List<TeamPlacement> Placements = new List<TeamPlacement>();
         public bool Suspect;
         public long EndedAtMs;
         public string NodeId = "";
@@ -85,7 +110,22 @@ namespace Verdict.Ingest
             w.Append("{\"room_id\":");
             Json.WriteString(w, RoomId.ToString(CultureInfo.InvariantCulture));
             w.Append(",\"outcome\":").Append(Outcome == Outcome.Aborted ? "\"ABORTED\"" : "\"SETTLED\"");
-            w.Append(",\"winner_team\":").Append(WinnerTeam.ToString(CultureInfo.InvariantCulture));
+            if (WinnerTeam.HasValue)
+            {
+                w.Append(",\"winner_team\":").Append(WinnerTeam.Value.ToString(CultureInfo.InvariantCulture));
+            }
+            if (Placements.Count > 0)
+            {
+                w.Append(",\"placements\":[");
+                for (int i = 0; i < Placements.Count; i++)
+                {
+                    if (i > 0) w.Append(',');
+                    w.Append("{\"team\":").Append(Placements[i].Team.ToString(CultureInfo.InvariantCulture));
+                    w.Append(",\"rank\":").Append(Placements[i].Rank.ToString(CultureInfo.InvariantCulture));
+                    w.Append('}');
+                }
+                w.Append(']');
+            }
             if (Suspect) w.Append(",\"suspect\":true");
             w.Append(",\"ended_at_ms\":");
             Json.WriteString(w, EndedAtMs.ToString(CultureInfo.InvariantCulture));
@@ -106,6 +146,11 @@ namespace Verdict.Ingest
                 w.Append(",\"score\":");
                 Json.WriteString(w, p.Score.ToString(CultureInfo.InvariantCulture));
                 if (p.Disconnected) w.Append(",\"disconnected\":true");
+                if (p.Share.HasValue)
+                {
+                    w.Append(",\"share\":");
+                    Json.WriteDouble(w, p.Share.Value);
+                }
                 w.Append('}');
             }
             w.Append("]}");
@@ -163,6 +208,11 @@ namespace Verdict.Ingest
                     case "node_id": r.NodeId = Json.ToStr(m.Value, m.Key); break;
                     case "replay_path": r.ReplayPath = Json.ToStr(m.Value, m.Key); break;
                     case "abort_reason": r.AbortReason = Json.ToStr(m.Value, m.Key); break;
+                    case "placements":
+                        var placements = m.Value as List<object>;
+                        if (placements == null) throw new FormatException("placements must be an array");
+                        foreach (object p in placements) r.Placements.Add(PlacementFromValue(p, what));
+                        break;
                     case "players":
                         var players = m.Value as List<object>;
                         if (players == null) throw new FormatException("players must be an array");
@@ -191,8 +241,27 @@ namespace Verdict.Ingest
                     case "assists": p.Assists = Json.ToUInt32(m.Value, m.Key); break;
                     case "score": p.Score = Json.ToInt64(m.Value, m.Key); break;
                     case "disconnected": p.Disconnected = Json.ToBool(m.Value, m.Key); break;
+                    case "share": p.Share = Json.ToDouble(m.Value, m.Key); break;
                     default:
                         throw new FormatException("unknown field '" + m.Key + "' in a player of " + what);
+                }
+            }
+            return p;
+        }
+
+        static TeamPlacement PlacementFromValue(object value, string what)
+        {
+            var o = value as Dictionary<string, object>;
+            if (o == null) throw new FormatException("a placement of " + what + " is not a JSON object");
+            var p = new TeamPlacement();
+            foreach (KeyValuePair<string, object> m in o)
+            {
+                switch (m.Key)
+                {
+                    case "team": p.Team = Json.ToUInt32(m.Value, m.Key); break;
+                    case "rank": p.Rank = Json.ToUInt32(m.Value, m.Key); break;
+                    default:
+                        throw new FormatException("unknown field '" + m.Key + "' in a placement of " + what);
                 }
             }
             return p;
@@ -921,6 +990,18 @@ namespace Verdict.Ingest
             w.Append('"');
         }
 
+        // The shortest text that reads back as the same double: "R", unless the runtime's "R" does
+        // not round-trip (the .NET Framework's may not), then all 17 digits.
+        public static void WriteDouble(StringBuilder w, double value)
+        {
+            string text = value.ToString("R", CultureInfo.InvariantCulture);
+            if (double.Parse(text, NumberStyles.Float, CultureInfo.InvariantCulture) != value)
+            {
+                text = value.ToString("G17", CultureInfo.InvariantCulture);
+            }
+            w.Append(text);
+        }
+
         // A 64-bit integer is a JSON number or a decimal string (protobuf's JSON mapping).
         static string IntegerText(object v, string name)
         {
@@ -959,6 +1040,13 @@ namespace Verdict.Ingest
                 throw new FormatException(name + " must be a non-negative 32-bit integer");
             }
             return n;
+        }
+
+        public static double ToDouble(object v, string name)
+        {
+            var number = v as JsonNumber;
+            if (number == null) throw new FormatException(name + " must be a number");
+            return double.Parse(number.Text, NumberStyles.Float, CultureInfo.InvariantCulture);
         }
 
         public static bool ToBool(object v, string name)

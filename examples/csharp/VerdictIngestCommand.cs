@@ -3,13 +3,17 @@
 //
 //   mcs -out:verdict-ingest.exe VerdictIngest.cs VerdictIngestCommand.cs
 //   mono verdict-ingest.exe --socket node.sock --room 42 --winner 1 --players 1:1,2:2
+//   mono verdict-ingest.exe --socket node.sock --room 43 --placements 1:2,2:1,3:3 --players a:1,b:2,c:3
 //   mono verdict-ingest.exe --url http://127.0.0.1:9465 --token-file ingest.token --file result.json
 //   mono verdict-ingest.exe --socket node.sock --file - < batch.json    # {"results": [...]}
 //
-// A file holds one BattleResult in protobuf's JSON mapping or a batch {"results": [...]}; a
-// member the schema does not have refuses the whole file before anything is posted. Each retry
-// is said on standard error. Exit status: 0 stored (or already stored), 1 refused or not stored
-// in time, 2 usage.
+// --placements ranks every team of a room of any number of teams (TEAM:RANK, 1 best, equal ranks
+// tie), in place of --winner, which is for two teams and defaults to 0, a draw.
+//
+// A file holds one BattleResult in protobuf's JSON mapping or a batch {"results": [...]}, and is
+// posted as it says; a member the schema does not have (a misspelt "winer_team", a placement's
+// "rnk") refuses the whole file before anything is posted. Each retry is said on standard error.
+// Exit status: 0 stored (or already stored), 1 refused or not stored in time, 2 usage.
 using System;
 using System.Collections.Generic;
 using System.Globalization;
@@ -21,7 +25,8 @@ static class VerdictIngestCommand
 {
     const string Usage =
         "usage: verdict-ingest.exe (--socket PATH | --url http://HOST:PORT [--token T | --token-file F])\n" +
-        "                          (--file FILE|- | --room ID --players ID:TEAM[:K:D:A],... [--winner N]\n" +
+        "                          (--file FILE|- | --room ID --players ID:TEAM[:K:D:A],...\n" +
+        "                           [--winner N | --placements TEAM:RANK,...]\n" +
         "                           [--outcome SETTLED|ABORTED] [--ended-at-ms MS]) [--timeout SECONDS]";
 
     static int Main(string[] args)
@@ -112,7 +117,7 @@ static class VerdictIngestCommand
     }
 
     // The result the flags describe; returns a usage error, or null.
-    static string ResultFromFlags(Dictionary<string, string> flags, out BattleResult result)
+    internal static string ResultFromFlags(Dictionary<string, string> flags, out BattleResult result)
     {
         result = new BattleResult();
         string room = Get(flags, "room"), players = Get(flags, "players");
@@ -124,10 +129,31 @@ static class VerdictIngestCommand
         string outcome = Get(flags, "outcome") ?? "SETTLED";
         if (outcome != "SETTLED" && outcome != "ABORTED") return "--outcome is SETTLED or ABORTED";
         result.Outcome = outcome == "ABORTED" ? Outcome.Aborted : Outcome.Settled;
-        if (Get(flags, "winner") != null &&
-            !uint.TryParse(Get(flags, "winner"), NumberStyles.None, CultureInfo.InvariantCulture, out result.WinnerTeam))
+        string winner = Get(flags, "winner"), placements = Get(flags, "placements");
+        if (winner != null && placements != null) return "give --winner (two teams) or --placements, not both";
+        if (placements != null)
         {
-            return "--winner takes a team number, or 0 for a draw";
+            foreach (string spec in placements.Split(','))
+            {
+                string[] parts = spec.Split(':');
+                var placement = new TeamPlacement();
+                if (parts.Length != 2 ||
+                    !uint.TryParse(parts[0], NumberStyles.None, CultureInfo.InvariantCulture, out placement.Team) ||
+                    !uint.TryParse(parts[1], NumberStyles.None, CultureInfo.InvariantCulture, out placement.Rank))
+                {
+                    return "--placements: '" + spec + "' is not TEAM:RANK";
+                }
+                result.Placements.Add(placement);
+            }
+        }
+        else
+        {
+            uint team = 0;  // without --winner: a draw
+            if (winner != null && !uint.TryParse(winner, NumberStyles.None, CultureInfo.InvariantCulture, out team))
+            {
+                return "--winner takes a team number, or 0 for a draw";
+            }
+            result.WinnerTeam = team;
         }
         result.EndedAtMs = DateTimeOffset.UtcNow.ToUnixTimeMilliseconds();
         if (Get(flags, "ended-at-ms") != null &&

@@ -41,28 +41,50 @@ import (
 // string).
 type PlayerResult struct {
 	PlayerID     string `json:"player_id"`
-	Team         uint32 `json:"team"` // 1 or 2
+	Team         uint32 `json:"team"` // teams are numbered from 1
 	Kills        uint32 `json:"kills"`
 	Deaths       uint32 `json:"deaths"`
 	Assists      uint32 `json:"assists"`
 	Score        int64  `json:"score,string"`
 	Disconnected bool   `json:"disconnected"`
+	// Share is the part of the battle the player played, 0 to 1 (one who left halfway: 0.5); nil
+	// is the whole battle. A pointer, as 0 is a share too. OpenSkill modes move a player by it.
+	Share *float64 `json:"share,omitempty"`
+}
+
+// TeamPlacement is where one team of a room placed (verdict.v1.TeamPlacement): rank 1 is best,
+// equal ranks tie.
+type TeamPlacement struct {
+	Team uint32 `json:"team"`
+	Rank uint32 `json:"rank"`
 }
 
 // BattleResult is what a battle reports when its room finishes (verdict.v1.BattleResult), in
 // protobuf's JSON mapping: 64-bit integers are JSON strings, the outcome is "SETTLED" or
 // "ABORTED". NodeID may be left empty: the node fills in its own.
+//
+// A SETTLED result says where its teams placed by one of two members: Placements, one rank per
+// team, for a room of any number of teams; or WinnerTeam, for two teams (Winner(1), Winner(2),
+// or Winner(0) for a draw). WinnerTeam is a pointer because the node tells an absent
+// winner_team from a 0: a result that gives neither is refused, never taken for a draw.
 type BattleResult struct {
-	RoomID      uint64         `json:"room_id,string"`
-	Outcome     string         `json:"outcome"`
-	WinnerTeam  uint32         `json:"winner_team"` // 0 is a draw
-	Suspect     bool           `json:"suspect,omitempty"`
-	EndedAtMs   int64          `json:"ended_at_ms,string"`
-	NodeID      string         `json:"node_id,omitempty"`
-	ReplayPath  string         `json:"replay_path,omitempty"`
-	Players     []PlayerResult `json:"players"`
-	AbortReason string         `json:"abort_reason,omitempty"`
+	RoomID      uint64          `json:"room_id,string"`
+	Outcome     string          `json:"outcome"`
+	WinnerTeam  *uint32         `json:"winner_team,omitempty"`
+	Placements  []TeamPlacement `json:"placements,omitempty"`
+	Suspect     bool            `json:"suspect,omitempty"`
+	EndedAtMs   int64           `json:"ended_at_ms,string"`
+	NodeID      string          `json:"node_id,omitempty"`
+	ReplayPath  string          `json:"replay_path,omitempty"`
+	Players     []PlayerResult  `json:"players"`
+	AbortReason string          `json:"abort_reason,omitempty"`
 }
+
+// Winner is a BattleResult's WinnerTeam: the winning team of two, or 0 for a draw.
+func Winner(team uint32) *uint32 { return &team }
+
+// Share is a PlayerResult's Share: the part of the battle played, 0 to 1.
+func Share(part float64) *float64 { return &part }
 
 // StoredResult is the node's answer for a stored result (verdict.v1.StoredResult): where it
 // waits in the outbox for delivery. Duplicate is set when an identical result was stored

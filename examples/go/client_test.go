@@ -24,7 +24,7 @@ func testClient(url string) *Client {
 }
 
 func result(room uint64) *BattleResult {
-	return &BattleResult{RoomID: room, Outcome: "SETTLED", WinnerTeam: 1, EndedAtMs: 1700000000000,
+	return &BattleResult{RoomID: room, Outcome: "SETTLED", WinnerTeam: Winner(1), EndedAtMs: 1700000000000,
 		Players: []PlayerResult{{PlayerID: "1", Team: 1}, {PlayerID: "2", Team: 2}}}
 }
 

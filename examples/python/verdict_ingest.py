@@ -8,6 +8,8 @@ Python 3 standard library only: copy this file into a battle host, or run it.
     node = IngestClient(url="http://127.0.0.1:9465", token="...")   # a TCP listener and its token
     stored = node.post_result(battle_result(42, [("1", 1), ("2", 2)], winner_team=1))
     # {'room_id': '42', 'shard': 5, 'sequence': '17', 'duplicate': False}
+    node.post_result(battle_result(43, [("a", 1), {"player_id": "b", "team": 2, "share": 0.5},
+                                        ("c", 3)], placements=[(1, 2), (2, 1), (3, 2)]))
 
 A result the node answers 2xx is fsync-durable in the node's outbox, and the node delivers it
 to the lobby from then on. Until then the client retries, on transport errors and on 503
@@ -23,13 +25,17 @@ the identical result is always safe. What the client does about the node's ways:
   after 5 s idle; a request on a connection the node closed meanwhile is retried on a new one.
 - A batch's items are retried by their own "retryable" member, alone of the others.
 
-A result or batch with a member the schema does not have (a misspelt "winer_team") is refused
-with ValueError before anything is posted, as the node would refuse it. Player ids are strings
-(any 1 to 64 bytes of UTF-8; an integer id is its decimal string).
+A SETTLED result places its teams by "placements", one {"team": t, "rank": r} per team (rank 1
+best, equal ranks tie) for a room of any number of teams, or by "winner_team" for two (0 a draw);
+a player may carry "share", the part of the battle it played (0 to 1; absent: all of it). A
+result or batch with a member the schema does not have (a misspelt "winer_team", a placement's
+"rnk") is refused with ValueError before anything is posted, as the node would refuse it. Player
+ids are strings (any 1 to 64 bytes of UTF-8; an integer id is its decimal string).
 
 As a command (exit 0 stored or already stored, 1 refused or not stored in time, 2 usage):
 
     verdict_ingest.py --socket node.sock --room 42 --winner 1 --players 1:1,2:2
+    verdict_ingest.py --socket node.sock --room 43 --placements 1:2,2:1,3:3 --players a:1,b:2,c:3
     verdict_ingest.py --url http://127.0.0.1:9465 --token-file ingest.token --file result.json
 """
 
@@ -46,10 +52,13 @@ import urllib.parse
 MAX_BATCH = 256  # results per batch request (and 4 MiB)
 IDLE_S = 5.0  # a kept connection idle longer is dropped: the node closes it at 10 s
 
-# The members of verdict.v1.BattleResult and PlayerResult (proto/verdict/v1/verdict.proto).
-RESULT_MEMBERS = {"room_id", "outcome", "winner_team", "suspect", "ended_at_ms", "node_id",
-                  "replay_path", "players", "abort_reason"}
-PLAYER_MEMBERS = {"player_id", "team", "kills", "deaths", "assists", "score", "disconnected"}
+# The members of verdict.v1.BattleResult, PlayerResult and TeamPlacement
+# (proto/verdict/v1/verdict.proto).
+RESULT_MEMBERS = {"room_id", "outcome", "winner_team", "placements", "suspect", "ended_at_ms",
+                  "node_id", "replay_path", "players", "abort_reason"}
+PLAYER_MEMBERS = {"player_id", "team", "kills", "deaths", "assists", "score", "disconnected",
+                  "share"}
+PLACEMENT_MEMBERS = {"team", "rank"}
 
 
 class Problem(Exception):
@@ -82,18 +91,21 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 def check_result(result):
-    """Raises ValueError naming a member of `result` (or of one of its players) that a
-    BattleResult does not have: the node would refuse it, and dropping it would change it."""
+    """Raises ValueError naming a member of `result` (or of one of its players or placements)
+    that a BattleResult does not have: the node would refuse it, and dropping it would change
+    it."""
     if not isinstance(result, dict):
         raise ValueError(f"a result is a JSON object, not {type(result).__name__}")
     unknown = sorted(set(result) - RESULT_MEMBERS)
     if unknown:
         raise ValueError(f"unknown field {unknown[0]!r} in the result of room {result.get('room_id')}")
-    for player in result.get("players") or []:
-        unknown = sorted(set(player) - PLAYER_MEMBERS) if isinstance(player, dict) else ["?"]
-        if unknown:
-            raise ValueError(f"unknown field {unknown[0]!r} in a player of room "
-                             f"{result.get('room_id')}")
+    for list_name, members, what in (("players", PLAYER_MEMBERS, "a player"),
+                                     ("placements", PLACEMENT_MEMBERS, "a placement")):
+        for item in result.get(list_name) or []:
+            unknown = sorted(set(item) - members) if isinstance(item, dict) else ["?"]
+            if unknown:
+                raise ValueError(f"unknown field {unknown[0]!r} in {what} of room "
+                                 f"{result.get('room_id')}")
 
 
 def read_results(text):
@@ -116,13 +128,17 @@ def read_results(text):
     return results, True
 
 
-def battle_result(room_id, players, outcome="SETTLED", winner_team=0, ended_at_ms=None,
-                  **fields):
+def battle_result(room_id, players, outcome="SETTLED", winner_team=None, ended_at_ms=None,
+                  placements=None, **fields):
     """A verdict.v1.BattleResult in protobuf's JSON mapping (64-bit integers as strings).
 
-    players: (player_id, team) pairs or dicts of PlayerResult fields; a player id is a string
-    (an integer is written as its decimal string). ended_at_ms defaults to now; keep the value when retrying, as it is part of the result. Other BattleResult fields
-    (node_id, suspect, replay_path, abort_reason) may be given by name.
+    players: (player_id, team) pairs or dicts of PlayerResult fields (a dict may carry "share");
+    a player id is a string (an integer is written as its decimal string). A SETTLED result
+    places its teams by winner_team, for two teams (1, 2, or 0 for a draw), or by placements,
+    (team, rank) pairs or dicts, one per team of a room of any number of teams; each is written
+    only when given, so a result given neither is refused by the node, never taken for a draw.
+    ended_at_ms defaults to now; keep the value when retrying, as it is part of the result. Other
+    BattleResult fields (node_id, suspect, replay_path, abort_reason) may be given by name.
     """
     if ended_at_ms is None:
         ended_at_ms = int(time.time() * 1000)
@@ -133,8 +149,13 @@ def battle_result(room_id, players, outcome="SETTLED", winner_team=0, ended_at_m
         if "score" in line:
             line["score"] = str(line["score"])
         lines.append(line)
-    result = {"room_id": str(room_id), "outcome": outcome, "winner_team": winner_team,
-              "ended_at_ms": str(ended_at_ms), "players": lines}
+    result = {"room_id": str(room_id), "outcome": outcome, "ended_at_ms": str(ended_at_ms),
+              "players": lines}
+    if winner_team is not None:
+        result["winner_team"] = winner_team
+    if placements is not None:
+        result["placements"] = [dict(p) if isinstance(p, dict) else {"team": p[0], "rank": p[1]}
+                                for p in placements]
     result.update(fields)
     return result
 
@@ -332,6 +353,16 @@ def _players(spec):
     return players
 
 
+def _placements(spec):
+    placements = []
+    for item in spec.split(","):
+        parts = item.split(":")
+        if len(parts) != 2 or not all(v.isascii() and v.isdigit() for v in parts):
+            raise argparse.ArgumentTypeError(f"{item!r} is not TEAM:RANK")
+        placements.append({"team": int(parts[0]), "rank": int(parts[1])})
+    return placements
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description="Post a battle result to a running verdict-node; prints the StoredResult.")
@@ -344,7 +375,12 @@ def main(argv=None):
     parser.add_argument("--file", help='JSON BattleResult or {"results": [...]}; - for stdin')
     parser.add_argument("--room", type=int, help="room_id (without --file)")
     parser.add_argument("--outcome", default="SETTLED", choices=["SETTLED", "ABORTED"])
-    parser.add_argument("--winner", type=int, default=0, help="winner_team: 1, 2, or 0 (draw)")
+    placed = parser.add_mutually_exclusive_group()
+    placed.add_argument("--winner", type=int,
+                        help="winner_team of two teams: 1, 2, or 0 (a draw, the default)")
+    placed.add_argument("--placements", type=_placements,
+                        help="TEAM:RANK,... one rank per team, 1 best, equal ranks tie "
+                             "(any number of teams)")
     parser.add_argument("--ended-at-ms", type=int, help="ended_at_ms (default: now)")
     parser.add_argument("--players", type=_players, help="PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS],...")
     parser.add_argument("--timeout", type=float, default=60.0, help="give up after SECONDS")
@@ -365,7 +401,11 @@ def main(argv=None):
 
     try:
         if args.file:
-            text = sys.stdin.read() if args.file == "-" else open(args.file).read()
+            if args.file == "-":
+                text = sys.stdin.read()
+            else:
+                with open(args.file) as f:
+                    text = f.read()
             try:
                 results, batch = read_results(text)
             except ValueError as error:  # json.JSONDecodeError is one
@@ -383,8 +423,11 @@ def main(argv=None):
                 return 0
             result = results[0]
         elif args.room and args.players:
-            result = battle_result(args.room, args.players, args.outcome, args.winner,
-                                   args.ended_at_ms)
+            winner = args.winner
+            if winner is None and args.placements is None:
+                winner = 0  # --winner's default: a draw
+            result = battle_result(args.room, args.players, args.outcome, winner,
+                                   args.ended_at_ms, args.placements)
         else:
             parser.error("give --room and --players, or --file")
         print(json.dumps(client.post_result(result, args.timeout)))
@@ -392,6 +435,8 @@ def main(argv=None):
     except Problem as problem:
         print(f"verdict_ingest: {problem}", file=sys.stderr)
         return 1
+    finally:
+        client.close()
 
 
 if __name__ == "__main__":

@@ -2,14 +2,19 @@
 // was stored (a StoredResult, as JSON). The result comes from flags or from a JSON file:
 //
 //	verdict-ingest -socket node.sock -room 42 -winner 1 -players 1:1,2:2
+//	verdict-ingest -socket node.sock -room 43 -placements 1:2,2:1,3:3 -players a:1,b:2,c:3
 //	verdict-ingest -url http://127.0.0.1:9465 -token-file ingest.token -file result.json
 //	verdict-ingest -socket node.sock -file - < batch.json    # {"results": [...]}: a batch
 //
+// -placements ranks every team of a room of any number of teams (TEAM:RANK, 1 best, equal ranks
+// tie), in place of -winner, which is for two teams and defaults to 0, a draw.
+//
 // The file holds one BattleResult in protobuf's JSON mapping (room_id, ended_at_ms, player_id
-// and score as strings) or a batch {"results": [...]}. A member the schema does not have (a
-// misspelt "winer_team") refuses the whole file before anything is posted. Each retry is said on
-// standard error. Exit status: 0 stored (or already stored), 1 refused or not stored in time, 2
-// usage.
+// and score as strings) or a batch {"results": [...]}, and is posted as it says: a member it
+// leaves out (winner_team, a player's share) is left out. A member the schema does not have (a
+// misspelt "winer_team", a placement's "rnk") refuses the whole file before anything is posted.
+// Each retry is said on standard error. Exit status: 0 stored (or already stored), 1 refused or
+// not stored in time, 2 usage.
 package main
 
 import (
@@ -37,11 +42,19 @@ func main() {
 	file := flag.String("file", "", "JSON BattleResult or {\"results\": [...]} to post; - for stdin")
 	room := flag.Uint64("room", 0, "room_id (without -file)")
 	outcome := flag.String("outcome", "SETTLED", "SETTLED or ABORTED")
-	winner := flag.Uint("winner", 0, "winner_team: 1, 2, or 0 for a draw")
+	winner := flag.Uint("winner", 0, "winner_team of two teams: 1, 2, or 0 for a draw")
+	placements := flag.String("placements", "",
+		"TEAM:RANK,... one rank per team, 1 best, equal ranks tie (any number of teams; instead of -winner)")
 	endedAt := flag.Int64("ended-at-ms", 0, "ended_at_ms (default: now); the same value makes a retry a duplicate")
 	players := flag.String("players", "", "PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS],... (ids are strings)")
 	timeout := flag.Duration("timeout", time.Minute, "give up retrying after this long")
 	flag.Parse()
+	var winnerTeam *uint32 // nil unless -winner was given
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "winner" {
+			winnerTeam = ingest.Winner(uint32(*winner))
+		}
+	})
 
 	client, err := newClient(*socket, *url, *token, *tokenFile)
 	if err != nil {
@@ -58,7 +71,8 @@ func main() {
 		reply, err = postFile(ctx, client, *file)
 	} else {
 		var result *ingest.BattleResult
-		if result, err = resultFromFlags(*room, *outcome, *winner, *endedAt, *players); err != nil {
+		if result, err = resultFromFlags(*room, *outcome, winnerTeam, *placements, *endedAt,
+			*players); err != nil {
 			usage(err)
 		}
 		reply, err = client.PostResult(ctx, result)
@@ -138,8 +152,8 @@ func postFile(ctx context.Context, client *ingest.Client, path string) (any, err
 }
 
 // readResults reads a file's JSON: one BattleResult, or a batch {"results": [...]} (batch is
-// then true). It refuses a member the schema does not have, anywhere in it, as the node does:
-// a misspelt "winer_team" dropped would post a win as a draw.
+// then true). It refuses a member the schema does not have, anywhere in it (a result, a player,
+// a placement), as the node does: a misspelt "winer_team" dropped would post a win as a draw.
 func readResults(data []byte) (results []ingest.BattleResult, batch bool, err error) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(data, &members); err != nil {
@@ -166,16 +180,42 @@ func readResults(data []byte) (results []ingest.BattleResult, batch bool, err er
 	return []ingest.BattleResult{result}, false, nil
 }
 
-func resultFromFlags(room uint64, outcome string, winner uint, endedAt int64,
-	players string) (*ingest.BattleResult, error) {
+// resultFromFlags is the result the flags describe. winner is nil when -winner was not given:
+// without -placements the result is then a draw.
+func resultFromFlags(room uint64, outcome string, winner *uint32, placements string,
+	endedAt int64, players string) (*ingest.BattleResult, error) {
 	if room == 0 || players == "" {
 		return nil, errors.New("give -room and -players, or -file")
 	}
 	if endedAt == 0 {
 		endedAt = time.Now().UnixMilli()
 	}
-	result := &ingest.BattleResult{RoomID: room, Outcome: outcome, WinnerTeam: uint32(winner),
-		EndedAtMs: endedAt}
+	result := &ingest.BattleResult{RoomID: room, Outcome: outcome, EndedAtMs: endedAt}
+	switch {
+	case placements != "" && winner != nil:
+		return nil, errors.New("give -winner (two teams) or -placements, not both")
+	case placements != "":
+		for _, spec := range strings.Split(placements, ",") {
+			parts := strings.Split(spec, ":")
+			if len(parts) != 2 {
+				return nil, fmt.Errorf("-placements: %q is not TEAM:RANK", spec)
+			}
+			team, err := strconv.ParseUint(parts[0], 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("-placements: %q: %w", spec, err)
+			}
+			rank, err := strconv.ParseUint(parts[1], 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("-placements: %q: %w", spec, err)
+			}
+			result.Placements = append(result.Placements,
+				ingest.TeamPlacement{Team: uint32(team), Rank: uint32(rank)})
+		}
+	case winner != nil:
+		result.WinnerTeam = winner
+	default:
+		result.WinnerTeam = ingest.Winner(0)
+	}
 	for _, spec := range strings.Split(players, ",") {
 		var fields [5]uint64 // fields[0], the player id, is a string: parts[0]
 		parts := strings.Split(spec, ":")
