@@ -72,8 +72,8 @@ class BattleNode {
 
   // Creates the room the lobby allocated to this node with this roster, and returns the host's
   // handle to it. INVALID_ARGUMENT unless the allocation passes the lobby's own rules (a
-  // positive room id; 2 to 100 seats on teams 1 and 2 of equal size; no player twice) and names
-  // this node; ALREADY_EXISTS while a room with that id is held.
+  // positive room id; 2 to 200 seats on teams 1 to T, 2 <= T <= 100, each seated; no player twice)
+  // and names this node; ALREADY_EXISTS while a room with that id is held.
   Result<RoomHandle> AddRoom(const v1::RoomAllocation& allocation, RoomOptions options = {});
   // A handle to a held room; one that answers NOT_FOUND for an unknown or released room.
   RoomHandle FindRoom(uint64_t room_id) const;

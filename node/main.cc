@@ -50,6 +50,7 @@ struct Flags {
   uint64_t simulate_first_player = 1;
   double simulate_rate = 50;
   int simulate_battle_ms = 2000;
+  std::string simulate_modes;  // empty: SimulatorOptions' default
   bool exit_when_drained = false;
   std::string stored_log;
   std::string tls_ca;
@@ -260,9 +261,10 @@ void PrintInitialBacklog(BattleNode& node, const Flags& flags) {
 
 // The --simulate-* battle host, started; null without --simulate-rooms.
 std::unique_ptr<Simulator> StartSimulator(const Flags& flags, const NodeOptions& options,
-                                          BattleNode& node) {
+                                          std::vector<SimulatedMode> modes, BattleNode& node) {
   if (flags.simulate_rooms == 0) return nullptr;
   SimulatorOptions sim;
+  if (!modes.empty()) sim.modes = std::move(modes);
   sim.rooms = flags.simulate_rooms;
   sim.rooms_per_s = flags.simulate_rate;
   sim.battle = std::chrono::milliseconds(flags.simulate_battle_ms);
@@ -374,6 +376,12 @@ int RunNode(const Flags& flags, const std::function<Tokens()>& reread) {
   if (flags.simulate_rooms > 0 && flags.admin_token.empty()) {
     return Fail("--simulate-rooms needs --admin-token to allocate rooms at the lobby");
   }
+  std::vector<SimulatedMode> simulate_modes;
+  if (!flags.simulate_modes.empty()) {
+    auto parsed = ParseSimulatedModes(flags.simulate_modes);
+    if (!parsed.ok()) return Fail(parsed.status().message());
+    simulate_modes = std::move(*parsed);
+  }
   const sigset_t signals = BlockStopSignals();  // before any thread starts
   RaiseDescriptorLimit();
 
@@ -383,7 +391,8 @@ int RunNode(const Flags& flags, const std::function<Tokens()>& reread) {
   auto rescue_watcher = StartRescueWatcher(flags.replication, *options, &node.metrics());
   if (!rescue_watcher.ok()) return Fail(rescue_watcher.status().ToString());
   PrintInitialBacklog(node, flags);
-  std::unique_ptr<Simulator> simulator = StartSimulator(flags, *options, node);
+  std::unique_ptr<Simulator> simulator =
+      StartSimulator(flags, *options, std::move(simulate_modes), node);
   const bool signalled = ServeUntilStopped(flags, node, simulator.get(), signals, reread);
   const bool drain = signalled && flags.drain_on_exit_s > 0;
   if (drain && simulator) simulator->RequestStop();
@@ -722,6 +731,10 @@ Commands DeclareFlags(CLI::App& app, Flags& flags) {
   c.run->add_option("--simulate-battle-ms", flags.simulate_battle_ms, "length of a battle")
       ->capture_default_str()
       ->check(CLI::Range(0, 3'600'000));
+  c.run->add_option("--simulate-modes", flags.simulate_modes,
+                    "the kinds of simulated battle, played in turn: MODE=TEAMSxSIZE,… (for "
+                    "example ranked-5v5=2x5,ffa-8=8x1,royale-trios=20x3; each mode declared at "
+                    "the lobby); default: 5v5s in the lobby's default mode");
   c.run->add_option("--admin-token", flags.admin_token, "lobby admin token (room allocation)");
   c.run->add_option("--simulate-first-room", flags.simulate_first_room,
                     "first simulated room id (default: from the clock)");

@@ -14,6 +14,29 @@ Status Released(uint64_t room_id) {
   return NotFoundError("room " + std::to_string(room_id) + " is not held (released, or unknown)");
 }
 
+// Adds team t's rank, ranks[t - 1], to `result`'s placements for every t.
+void AddPlacements(const std::vector<uint32_t>& ranks, v1::BattleResult* result) {
+  for (size_t t = 0; t < ranks.size(); ++t) {
+    v1::TeamPlacement* placed = result->add_placements();
+    placed->set_team(static_cast<uint32_t>(t + 1));
+    placed->set_rank(ranks[t]);
+  }
+}
+
+// Says `ranks` in `result` (SETTLED, its players set): with winner_team where that can say it,
+// as wire::RanksOf reads it (two teams: 1, 2, or 0 for a draw), else with placements. So a
+// two-team room's result is, byte for byte, what it was before placements.
+void Place(const std::vector<uint32_t>& ranks, v1::BattleResult* result) {
+  if (ranks.size() == 2) {
+    for (uint32_t winner_team : {1u, 2u, 0u}) {
+      result->set_winner_team(winner_team);
+      if (wire::RanksOf(*result) == ranks) return;
+    }
+    result->clear_winner_team();
+  }
+  AddPlacements(ranks, result);
+}
+
 }  // namespace
 
 // --- RoomHandle
@@ -43,6 +66,12 @@ Status RoomHandle::RecordStats(const std::string& player_id, uint32_t kills, uin
                                uint32_t assists, int64_t score) {
   auto room = Lock();
   return room.ok() ? (*room)->RecordStats(player_id, kills, deaths, assists, score) : room.status();
+}
+
+Status RoomHandle::ReportPlacements(const std::string& player_id,
+                                    const std::vector<uint32_t>& ranks) {
+  auto room = Lock();
+  return room.ok() ? (*room)->ReportPlacements(player_id, ranks) : room.status();
 }
 
 Status RoomHandle::Report(const std::string& player_id, uint32_t winner_team) {
@@ -196,7 +225,19 @@ Status Room::RecordStats(const std::string& player_id, uint32_t kills, uint32_t 
   return Status::Ok();
 }
 
+Status Room::ReportPlacements(const std::string& player_id, const std::vector<uint32_t>& ranks) {
+  v1::BattleResult stated;
+  AddPlacements(ranks, &stated);
+  return Vote(player_id, stated);
+}
+
 Status Room::Report(const std::string& player_id, uint32_t winner_team) {
+  v1::BattleResult stated;
+  stated.set_winner_team(winner_team);
+  return Vote(player_id, stated);
+}
+
+Status Room::Vote(const std::string& player_id, const v1::BattleResult& stated) {
   std::optional<Decision> decided;
   {
     MutexLock lock(&mu_);
@@ -204,12 +245,18 @@ Status Room::Report(const std::string& player_id, uint32_t winner_team) {
     auto it = seats_.find(player_id);
     if (it == seats_.end()) return NotFoundError("no seat for this player");
     if (it->second.kicked) return FailedPreconditionError("a kicked player cannot report");
-    bool team_exists = winner_team == 0;
-    for (const auto& [id, seat] : seats_) team_exists |= seat.team == winner_team;
-    if (!team_exists) {
-      return InvalidArgumentError("room has no team " + std::to_string(winner_team));
+    // A vote is what the lobby would take as this room's result: checked by the lobby's own
+    // rules, and kept in the form the lobby reads a placement in, so that winner_team 1 and the
+    // placements (1, 2) are the same vote. Checked as a JSON body is, which must say its
+    // placement: in protobuf a result saying nothing is a draw, and an empty list of ranks is not.
+    v1::BattleResult result = RosterLocked();
+    result.set_outcome(v1::SETTLED);
+    result.MergeFrom(stated);
+    if (Status valid = wire::ValidateResult(result, wire::BodyFormat::kJson); !valid.ok()) {
+      return InvalidArgumentError("room " + std::to_string(room_id_) +
+                                  ": a report the lobby would refuse: " + valid.message());
     }
-    it->second.vote = winner_team;
+    it->second.vote = wire::RanksOf(result);
     if (!first_report_ms_) first_report_ms_ = clock_->MonotonicMs();
     decided = MajorityLocked();
   }
@@ -247,48 +294,43 @@ Status Room::Abort(const std::string& reason) {
 
 std::optional<Room::Decision> Room::MajorityLocked() const {
   size_t eligible = 0;
-  std::map<uint32_t, size_t> votes;
+  std::map<Placement, size_t> votes;
   for (const auto& [id, seat] : seats_) {
     if (!seat.online || seat.kicked) continue;
     ++eligible;
     if (seat.vote) ++votes[*seat.vote];
   }
-  for (const auto& [team, count] : votes) {
-    if (2 * count > eligible) return Decision{v1::SETTLED, team, false, ""};
+  for (const auto& [placement, count] : votes) {
+    if (2 * count > eligible) return Decision{v1::SETTLED, placement, false, ""};
   }
   return std::nullopt;
 }
 
 Room::Decision Room::FallbackLocked() const {
-  std::map<uint32_t, size_t> votes;
+  std::map<Placement, size_t> votes;
   for (const auto& [id, seat] : seats_) {
     if (seat.online && !seat.kicked && seat.vote) ++votes[*seat.vote];
   }
-  uint32_t best = 0;
+  const Placement* best = nullptr;
   size_t best_count = 0;
   bool tie = false;
-  for (const auto& [team, count] : votes) {
+  for (const auto& [placement, count] : votes) {
     if (count > best_count) {
-      best = team;
+      best = &placement;
       best_count = count;
       tie = false;
     } else if (count == best_count) {
       tie = true;
     }
   }
-  if (best_count == 0 || tie) return Decision{v1::ABORTED, 0, false, "no_consensus"};
-  return Decision{v1::SETTLED, best, true, ""};
+  if (best == nullptr || tie) return Decision{v1::ABORTED, {}, false, "no_consensus"};
+  return Decision{v1::SETTLED, *best, true, ""};
 }
 
-v1::BattleResult Room::ResultLocked(const Decision& decision) const {
+v1::BattleResult Room::RosterLocked() const {
   v1::BattleResult result;
   result.set_room_id(room_id_);
   result.set_node_id(context_.node_id);
-  result.set_ended_at_ms(clock_->NowMs());
-  result.set_outcome(decision.outcome);
-  result.set_winner_team(decision.outcome == v1::SETTLED ? decision.winner_team : 0);
-  result.set_suspect(decision.suspect);
-  result.set_abort_reason(decision.abort_reason);
   for (const auto& [id, seat] : seats_) {
     v1::PlayerResult* p = result.add_players();
     p->set_player_id(id);
@@ -298,6 +340,20 @@ v1::BattleResult Room::ResultLocked(const Decision& decision) const {
     p->set_assists(seat.assists);
     p->set_score(seat.score);
     p->set_disconnected(!seat.online || seat.kicked);
+  }
+  return result;
+}
+
+v1::BattleResult Room::ResultLocked(const Decision& decision) const {
+  v1::BattleResult result = RosterLocked();
+  result.set_ended_at_ms(clock_->NowMs());
+  result.set_outcome(decision.outcome);
+  result.set_suspect(decision.suspect);
+  result.set_abort_reason(decision.abort_reason);
+  if (decision.outcome == v1::SETTLED) {
+    Place(decision.placement, &result);
+  } else {
+    result.set_winner_team(0);  // as an aborted result always said it
   }
   return result;
 }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "verdict/common/status.h"
 #include "verdict/v1/verdict.pb.h"
@@ -40,10 +41,10 @@ class ReplayStore {
 // is for as long as the outbox cannot write (a full disk: P6, results wait, they are never
 // dropped).
 enum class Finishing {
-  // On the thread of the call that decided the room: Report, SetOnline, Kick, Finish or Abort
-  // (or the node's maintenance thread, for the ten-second fallback). That call may block, for as
-  // long as the disk is full; when it returns OK the result is in the channel. For hosts that
-  // call rooms from worker threads.
+  // On the thread of the call that decided the room: ReportPlacements, Report, SetOnline, Kick,
+  // Finish or Abort (or the node's maintenance thread, for the ten-second fallback). That call
+  // may block, for as long as the disk is full; when it returns OK the result is in the channel.
+  // For hosts that call rooms from worker threads.
   kOnCallingThread,
   // On the node's finishing thread: the call returns at once, and the result waits in memory
   // (in the room) while the channel is full, exactly as a blocked caller's would. For hosts that
@@ -89,16 +90,28 @@ class RoomHandle {
   // 2^31 - 1).
   Status RecordStats(const std::string& player_id, uint32_t kills, uint32_t deaths,
                      uint32_t assists, int64_t score);
-  // A player's report of the winning team (0 = draw); a later report replaces an earlier one.
-  // Only eligible seats (online, not kicked) count. As soon as one choice has strictly more than
-  // half of the eligible seats, the room finishes with it (see Finishing: this call may block).
-  // INVALID_ARGUMENT for a team the room does not have; FAILED_PRECONDITION from a kicked seat,
-  // once finished, or once the node is shutting down (the room then stays playing and nothing
-  // is stored: the result would be lost).
+  // A player's report of where the teams placed: `ranks[t - 1]` is team t's rank, 1 the best,
+  // equal ranks a tie ({1, 1} is a draw of two teams); a later report replaces an earlier one.
+  // Only eligible seats (online, not kicked) count. As soon as one placement, the whole of it,
+  // is reported by strictly more than half of the eligible seats, the room finishes with it (see
+  // Finishing: this call may block). The result says the placement with `winner_team` where that
+  // can (two teams: {1, 2} is 1, {2, 1} is 2, {1, 1} is 0, as before placements), else with
+  // `placements`.
+  // INVALID_ARGUMENT, and the seat's earlier vote stands, for a placement the lobby would refuse
+  // (its own check, proto/validation.h): not one rank for each team of the room, or a rank
+  // outside 1 to the number of teams. NOT_FOUND for a player without a seat. FAILED_PRECONDITION
+  // from a kicked seat, once finished, or once the node is shutting down (the room then stays
+  // playing and nothing is stored: the result would be lost).
+  Status ReportPlacements(const std::string& player_id, const std::vector<uint32_t>& ranks);
+  // The two-team shorthand of ReportPlacements: `winner_team` 1 reports {1, 2}, 2 reports
+  // {2, 1}, 0 (a draw) reports {1, 1}; the same vote, and the same result. INVALID_ARGUMENT for
+  // another team, and in a room of more than two teams (they report placements); otherwise as
+  // ReportPlacements.
   Status Report(const std::string& player_id, uint32_t winner_team);
-  // Ends the battle now: by majority if there is one, else as the fallback would (the plurality,
-  // suspect; a tie aborts with "no_consensus"). OK at once if already finished.
-  // FAILED_PRECONDITION once the node is shutting down, as for Report. May block (Finishing).
+  // Ends the battle now: by majority if there is one, else as the fallback would (the plurality
+  // placement, suspect; a tie, or no report at all, aborts with "no_consensus"). OK at once if
+  // already finished. FAILED_PRECONDITION once the node is shutting down, as for Report. May block
+  // (Finishing).
   Status Finish();
   // Ends the battle now as aborted, with `reason` (valid UTF-8, at most 4096 bytes, else
   // INVALID_ARGUMENT and the room plays on). OK at once if already finished.

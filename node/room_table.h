@@ -1,6 +1,6 @@
-// Room: one battle on a battle host — its seats, the players' votes on who won, and the one
-// result it hands to the ResultChannel when it finishes. RoomTable keeps a node's rooms by id,
-// hands hosts RoomHandles to them (node/room.h), and releases Finished rooms after they have
+// Room: one battle on a battle host — its seats, the players' votes on how the teams placed, and
+// the one result it hands to the ResultChannel when it finishes. RoomTable keeps a node's rooms by
+// id, hands hosts RoomHandles to them (node/room.h), and releases Finished rooms after they have
 // lingered for late clients. Rooms are shared: a room is freed only once the table has released
 // it and no call on it (a host's, a tick, a handed-off finish) is still running.
 // RoomFinisher runs the slow end of handed-off finishes (Finishing::kHandedOff) on a thread of
@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/mutex.h"
@@ -71,7 +72,7 @@ class Room : public std::enable_shared_from_this<Room> {
  public:
   using State = RoomState;
 
-  // Undecided this long after the first report, the plurality wins (marked suspect).
+  // Undecided this long after the first report, the plurality placement wins (marked suspect).
   static constexpr int64_t kFallbackMs = 10'000;
   // A Finished room stays this long for late clients before it is released, counted from when
   // its result was handed to the channel (Push returned).
@@ -79,8 +80,9 @@ class Room : public std::enable_shared_from_this<Room> {
 
   // A room for `allocation`, the roster the lobby accepted. INVALID_ARGUMENT unless the
   // allocation passes the lobby's own rules (wire::ValidateAllocation: a positive room id, 2 to
-  // 100 seats on teams 1 and 2 of equal size, no player twice, a valid node id) and names
-  // context.node_id; nothing the room could finish with would be settled otherwise.
+  // 200 seats on teams numbered 1 to T, 2 <= T <= 100, each with a seat, no player twice, a valid
+  // node id) and names context.node_id; nothing the room could finish with would be settled
+  // otherwise.
   static Result<std::shared_ptr<Room>> Create(const v1::RoomAllocation& allocation,
                                               RoomContext context);
   Room(const Room&) = delete;
@@ -93,13 +95,14 @@ class Room : public std::enable_shared_from_this<Room> {
   Status Kick(const std::string& player_id);
   Status RecordStats(const std::string& player_id, uint32_t kills, uint32_t deaths,
                      uint32_t assists, int64_t score);
+  Status ReportPlacements(const std::string& player_id, const std::vector<uint32_t>& ranks);
   Status Report(const std::string& player_id, uint32_t winner_team);
   Status Finish();
   Status Abort(const std::string& reason);
 
   // Applies the fallback when due: ten seconds after the first report, an undecided room
-  // finishes with the plurality (suspect), or aborted with "no_consensus" on a tie. The node's
-  // maintenance thread calls it every second.
+  // finishes with the plurality placement (suspect), or aborted with "no_consensus" on a tie. The
+  // node's maintenance thread calls it every second.
   void Tick();
 
   State state() const;
@@ -110,27 +113,36 @@ class Room : public std::enable_shared_from_this<Room> {
   int64_t finished_monotonic_ms() const;
 
  private:
+  // How the teams placed: team t's rank at index t - 1 (wire::RanksOf's form). Votes compare
+  // whole placements.
+  using Placement = std::vector<uint32_t>;
   struct Seat {
     uint32_t team = 0;
     bool online = true;
     bool kicked = false;
-    std::optional<uint32_t> vote;
+    std::optional<Placement> vote;
     uint32_t kills = 0, deaths = 0, assists = 0;
     int64_t score = 0;
   };
   struct Decision {
     v1::Outcome outcome = v1::SETTLED;
-    uint32_t winner_team = 0;
+    Placement placement;  // SETTLED only
     bool suspect = false;
     std::string abort_reason;
   };
 
   Room(const v1::RoomAllocation& allocation, RoomContext context);
 
+  // Records the vote of `player_id` for the placement `stated` says (its winner_team or its
+  // placements, nothing else set), if the lobby would take a result of this room that says it,
+  // and finishes the room if that makes a majority.
+  Status Vote(const std::string& player_id, const v1::BattleResult& stated) EXCLUDES(mu_);
   // The majority decision, if the eligible votes make one.
   std::optional<Decision> MajorityLocked() const REQUIRES(mu_);
   // The fallback decision (plurality, or no_consensus on a tie).
   Decision FallbackLocked() const REQUIRES(mu_);
+  // The room's id, node and players as they stand: a result that does not yet say how it ended.
+  v1::BattleResult RosterLocked() const REQUIRES(mu_);
   // The result of `decision` as it stands (no replay yet).
   v1::BattleResult ResultLocked(const Decision& decision) const REQUIRES(mu_);
   // Marks the room finished (once) and hands its result on, here or through the finisher.

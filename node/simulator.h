@@ -1,13 +1,16 @@
 // Simulator: a stand-in battle host for `verdict-node run --simulate-*` and the demo. It
-// allocates ten-player rooms at the lobby at a steady rate, lets each battle run for a while,
-// then plays out the end the way real clients do — disconnects, the odd kick, votes that mostly
-// agree, occasional aborts — and finishes the room through the node. Runs on its own thread.
+// allocates rooms at the lobby at a steady rate, of each kind of battle in turn (a 5v5, a
+// free-for-all, a battle royale: SimulatedMode), lets each battle run for a while, then plays out
+// the end the way real clients do — disconnects, the odd kick, placements reported by every
+// player that mostly agree, occasional aborts — and finishes the room through the node. Runs on
+// its own thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -15,6 +18,21 @@
 #include "node/lobby_admin_client.h"
 
 namespace verdict::node {
+
+// A kind of battle: `teams` teams of `team_size` players, allocated in `mode`.
+struct SimulatedMode {
+  // The allocation's mode, declared at the lobby beforehand. Default: none named, which the
+  // lobby reads as "default".
+  std::string mode;
+  uint32_t teams = 2;      // Default: 2
+  uint32_t team_size = 5;  // Default: 5
+};
+
+// The kinds of battle of `--simulate-modes`: "MODE=TEAMSxSIZE,…", for example
+// "ranked-5v5=2x5,ffa-8=8x1,royale-trios=20x3". INVALID_ARGUMENT naming the item that is not
+// one, or whose room the lobby would refuse (wire::ValidateAllocation: a mode name of
+// [a-z0-9._-], 2 to 100 teams, at most 200 seats).
+Result<std::vector<SimulatedMode>> ParseSimulatedModes(std::string_view list);
 
 struct SimulatorOptions {
   uint64_t rooms = 0;                      // battles to play in all
@@ -28,6 +46,10 @@ struct SimulatorOptions {
   // battles were cut short may want fresh ones).
   uint64_t first_player_id = 1;
   uint64_t seed = 0;  // 0: random
+  // The kinds of battle, played in turn: the first room of the first kind, the next of the
+  // second, and round again. The players are one pool, so a player plays in several modes.
+  // Default: 5v5s in no named mode, as before modes.
+  std::vector<SimulatedMode> modes = {SimulatedMode{}};
 };
 
 struct SimulatorCounts {

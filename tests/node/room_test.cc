@@ -2,8 +2,11 @@
 // it refuses to finish with; its table's linger.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "node/result_channel.h"
 #include "node/room_table.h"
+#include "proto/validation.h"
 
 #include "tests/support/results.h"
 
@@ -13,6 +16,26 @@ namespace {
 // Players 1..10; 1-5 on team 1, 6-10 on team 2.
 v1::RoomAllocation TenSeats(uint64_t room_id = 77) {
   return testing::MakeAllocation(room_id, "node-a", 1, 10);
+}
+
+// `teams` teams of `size` players: players 1, 2, … seated team by team (team 1 first).
+v1::RoomAllocation TeamsOf(uint32_t teams, uint32_t size, uint64_t room_id = 80) {
+  v1::RoomAllocation a;
+  a.set_room_id(room_id);
+  a.set_node_id("node-a");
+  for (uint32_t i = 0; i < teams * size; ++i) {
+    v1::Seat* seat = a.add_seats();
+    seat->set_player_id(std::to_string(i + 1));
+    seat->set_team(i / size + 1);
+  }
+  return a;
+}
+
+// The lobby's own check of what a node sends, in either body format.
+void ExpectTheLobbyTakes(const v1::BattleResult& result) {
+  EXPECT_TRUE(wire::ValidateResult(result).ok()) << wire::ValidateResult(result).ToString();
+  EXPECT_TRUE(wire::ValidateResult(result, wire::BodyFormat::kJson).ok())
+      << wire::ValidateResult(result, wire::BodyFormat::kJson).ToString();
 }
 
 class RecordingNotifier : public BattleEndNotifier {
@@ -48,7 +71,11 @@ class RoomTest : public ::testing::Test {
     return RoomContext{"node-a", &clock_, notifier_, std::move(replays), &channel_, nullptr};
   }
   std::shared_ptr<Room> MakeRoom(std::shared_ptr<ReplayStore> replays = nullptr) {
-    auto room = Room::Create(TenSeats(), Context(std::move(replays)));
+    return MakeRoomOf(TenSeats(), std::move(replays));
+  }
+  std::shared_ptr<Room> MakeRoomOf(const v1::RoomAllocation& allocation,
+                                   std::shared_ptr<ReplayStore> replays = nullptr) {
+    auto room = Room::Create(allocation, Context(std::move(replays)));
     EXPECT_TRUE(room.ok()) << room.status().ToString();
     return room.ok() ? *room : nullptr;
   }
@@ -59,6 +86,13 @@ class RoomTest : public ::testing::Test {
   static void Vote(Room& room, std::initializer_list<uint64_t> players, uint32_t team) {
     for (uint64_t p : players)
       ASSERT_TRUE(room.Report(std::to_string(p), team).ok()) << "player " << p;
+  }
+  // Players first … last report `ranks`.
+  static void Place(Room& room, uint64_t first, uint64_t last, const std::vector<uint32_t>& ranks) {
+    for (uint64_t p = first; p <= last; ++p) {
+      const Status reported = room.ReportPlacements(std::to_string(p), ranks);
+      ASSERT_TRUE(reported.ok()) << "player " << p << ": " << reported.ToString();
+    }
   }
 
   FakeClock clock_;
@@ -266,6 +300,214 @@ TEST_F(RoomTest, BadReportsAreRefused) {
   EXPECT_EQ(room->Report(std::to_string(1), 3).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(room->Report(std::to_string(99), 1).code(), StatusCode::kNotFound);
   EXPECT_EQ(room->SetOnline(std::to_string(99), false).code(), StatusCode::kNotFound);
+}
+
+// Rooms of any shape vote on the whole placement: votes that agree on the winner but not on
+// the places below it are different votes.
+TEST_F(RoomTest, StrictMajorityOfEligibleSeatsDecidesTheWholePlacement) {
+  auto room = MakeRoomOf(TeamsOf(3, 3));  // a 3v3v3: players 1-3, 4-6, 7-9
+  Place(*room, 1, 4, {1, 2, 3});
+  Place(*room, 5, 8, {1, 3, 2});
+  EXPECT_EQ(room->state(), Room::State::kPlaying)
+      << "eight of nine agree team 1 won, but no placement has five votes";
+  Place(*room, 8, 8, {1, 2, 3});  // player 8 changes its vote: five of nine
+  ASSERT_EQ(room->state(), Room::State::kFinished);
+  const auto sent = Sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].outcome(), v1::SETTLED);
+  EXPECT_FALSE(sent[0].suspect());
+  EXPECT_FALSE(sent[0].has_winner_team()) << "a room of three teams is placed by placements";
+  EXPECT_EQ(sent[0].winner_team(), 0u);
+  ASSERT_EQ(sent[0].placements_size(), 3);
+  for (uint32_t t = 1; t <= 3; ++t) {
+    EXPECT_EQ(sent[0].placements(t - 1).team(), t);
+    EXPECT_EQ(sent[0].placements(t - 1).rank(), t);
+  }
+  EXPECT_EQ(sent[0].players_size(), 9);
+  ExpectTheLobbyTakes(sent[0]);
+}
+
+TEST_F(RoomTest, OfflineSeatsAreNotEligibleInARoomOfManyTeams) {
+  auto room = MakeRoomOf(TeamsOf(3, 3));
+  for (uint64_t p : {7, 8, 9}) ASSERT_TRUE(room->SetOnline(std::to_string(p), false).ok());
+  Place(*room, 1, 3, {2, 1, 3});  // three of six eligible: half is not a majority
+  EXPECT_EQ(room->state(), Room::State::kPlaying);
+  ASSERT_TRUE(room->Kick(std::to_string(6)).ok());  // three of five
+  ASSERT_EQ(room->state(), Room::State::kFinished);
+  const auto sent = Sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(wire::RanksOf(sent[0]), (std::vector<uint32_t>{2, 1, 3}));
+  ExpectTheLobbyTakes(sent[0]);
+}
+
+TEST_F(RoomTest, FreeForAllOfEightSoloPlayersSettlesWithEveryPlace) {
+  auto room = MakeRoomOf(TeamsOf(8, 1));
+  const std::vector<uint32_t> placed = {3, 1, 5, 2, 8, 5, 7, 4};  // players 3 and 6 tie for 5th
+  Place(*room, 1, 4, placed);
+  Place(*room, 5, 5, {1, 3, 5, 2, 8, 5, 7, 4});
+  EXPECT_EQ(room->state(), Room::State::kPlaying) << "four of eight is not a majority";
+  Place(*room, 6, 6, placed);
+  ASSERT_EQ(room->state(), Room::State::kFinished);
+  const auto sent = Sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].outcome(), v1::SETTLED);
+  EXPECT_FALSE(sent[0].has_winner_team());
+  ASSERT_EQ(sent[0].placements_size(), 8);
+  EXPECT_EQ(wire::RanksOf(sent[0]), placed);
+  for (const auto& p : sent[0].players()) EXPECT_EQ(std::to_string(p.team()), p.player_id());
+  ExpectTheLobbyTakes(sent[0]);
+}
+
+TEST_F(RoomTest, BattleRoyaleOfTwentyTriosIsPlacedOneToTwenty) {
+  auto room = MakeRoomOf(TeamsOf(20, 3));
+  std::vector<uint32_t> placed(20);
+  for (uint32_t t = 0; t < 20; ++t) placed[t] = 20 - t;  // the last squad seated won
+  Place(*room, 1, 30, placed);
+  EXPECT_EQ(room->state(), Room::State::kPlaying) << "30 of 60 is not a majority";
+  Place(*room, 31, 31, placed);
+  const auto sent = Sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(wire::RanksOf(sent[0]), placed);
+  EXPECT_EQ(sent[0].players_size(), 60);
+  ExpectTheLobbyTakes(sent[0]);
+}
+
+TEST_F(RoomTest, FallbackPicksThePluralityPlacementAsSuspect) {
+  auto room = MakeRoomOf(TeamsOf(3, 3));
+  Place(*room, 1, 3, {3, 2, 1});
+  Place(*room, 4, 5, {1, 2, 3});
+  Place(*room, 6, 7, {3, 1, 2});
+  clock_.AdvanceMs(9'999);
+  room->Tick();
+  EXPECT_EQ(room->state(), Room::State::kPlaying);
+  clock_.AdvanceMs(1);
+  room->Tick();
+  const auto sent = Sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].outcome(), v1::SETTLED);
+  EXPECT_TRUE(sent[0].suspect());
+  EXPECT_EQ(wire::RanksOf(sent[0]), (std::vector<uint32_t>{3, 2, 1}));
+  ExpectTheLobbyTakes(sent[0]);
+}
+
+TEST_F(RoomTest, TieOfPlacementsAtTheFallbackAbortsWithNoConsensus) {
+  auto room = MakeRoomOf(TeamsOf(3, 3));
+  Place(*room, 1, 3, {1, 2, 3});
+  Place(*room, 4, 6, {1, 3, 2});  // the same winner, another placement: a tie
+  Place(*room, 7, 7, {2, 1, 3});
+  clock_.AdvanceMs(10'000);
+  room->Tick();
+  const auto sent = Sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].outcome(), v1::ABORTED);
+  EXPECT_EQ(sent[0].abort_reason(), "no_consensus");
+  EXPECT_EQ(sent[0].placements_size(), 0);
+  EXPECT_EQ(sent[0].winner_team(), 0u);
+  ExpectTheLobbyTakes(sent[0]);
+}
+
+// A placement is checked as the lobby will check the result (wire::ValidateResult): one rank for
+// each team of the room, each between 1 and the number of teams. Since a report gives team t's
+// rank at index t - 1, a team cannot be ranked twice; it can be left out, or a team the room
+// does not have can be ranked. A refused report changes no vote and starts no fallback.
+TEST_F(RoomTest, APlacementTheLobbyWouldRefuseIsRefusedAndChangesNoVote) {
+  auto room = MakeRoomOf(TeamsOf(3, 3));
+  Place(*room, 1, 1, {1, 2, 3});
+  const std::vector<std::vector<uint32_t>> refused = {
+      {1, 2},        // team 3 missing
+      {1, 2, 3, 4},  // a team 4 the room does not have
+      {0, 1, 2},     // rank 0
+      {1, 2, 4},     // rank beyond the number of teams
+      {},            // nothing
+  };
+  for (const auto& ranks : refused) {
+    const Status report = room->ReportPlacements(std::to_string(1), ranks);
+    EXPECT_EQ(report.code(), StatusCode::kInvalidArgument) << report.ToString();
+    EXPECT_NE(report.message().find("placements"), std::string::npos) << report.message();
+  }
+  const Status shorthand = room->Report(std::to_string(1), 1);
+  EXPECT_EQ(shorthand.code(), StatusCode::kInvalidArgument)
+      << "winner_team is for two teams: " << shorthand.ToString();
+  Place(*room, 2, 5, {1, 2, 3});
+  EXPECT_EQ(room->state(), Room::State::kFinished) << "player 1's vote was lost to a refusal";
+  ASSERT_EQ(Sent().size(), 1u);
+
+  auto quiet = MakeRoomOf(TeamsOf(3, 3, 81));
+  EXPECT_EQ(quiet->ReportPlacements(std::to_string(1), {1, 1}).code(),
+            StatusCode::kInvalidArgument);
+  clock_.AdvanceMs(60'000);
+  quiet->Tick();
+  EXPECT_EQ(quiet->state(), Room::State::kPlaying) << "a refused report started the fallback";
+
+  auto two = MakeRoom();
+  EXPECT_EQ(two->ReportPlacements(std::to_string(1), {1, 3}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(two->ReportPlacements(std::to_string(1), {1}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(two->ReportPlacements(std::to_string(1), {}).code(), StatusCode::kInvalidArgument)
+      << "no placement at all is not a draw";
+  EXPECT_EQ(two->Report(std::to_string(1), 3).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Sent().empty());
+}
+
+// A two-team client written before placements works unchanged: Report(winner_team) and the
+// placement it means are one vote and one result, and that result is, byte for byte, the one
+// the room built before placements: winner_team set (0 too), no placements.
+TEST_F(RoomTest, TwoTeamReportIsByteForByteThePlacementItMeans) {
+  const std::vector<std::pair<uint32_t, std::vector<uint32_t>>> meanings = {
+      {1, {1, 2}}, {2, {2, 1}}, {0, {1, 1}}};
+  for (const auto& [winner_team, ranks] : meanings) {
+    SCOPED_TRACE("winner_team " + std::to_string(winner_team));
+    auto by_team = MakeRoom();
+    ASSERT_TRUE(by_team->RecordStats(std::to_string(2), 7, 1, 3, 1200).ok());
+    ASSERT_TRUE(by_team->SetOnline(std::to_string(9), false).ok());
+    Vote(*by_team, {1, 2, 3, 4, 5}, winner_team);  // five of nine
+    auto by_placement = MakeRoom();
+    ASSERT_TRUE(by_placement->RecordStats(std::to_string(2), 7, 1, 3, 1200).ok());
+    ASSERT_TRUE(by_placement->SetOnline(std::to_string(9), false).ok());
+    Place(*by_placement, 1, 3, ranks);
+    Vote(*by_placement, {4, 5}, winner_team);  // the same vote as the placement's: five of nine
+    const auto sent = Sent();
+    ASSERT_EQ(sent.size(), 2u);
+
+    // The result as the room built it before placements.
+    v1::BattleResult before;
+    before.set_room_id(77);
+    before.set_node_id("node-a");
+    before.set_ended_at_ms(clock_.NowMs());
+    before.set_outcome(v1::SETTLED);
+    before.set_winner_team(winner_team);
+    const v1::RoomAllocation seated = TenSeats();
+    for (const auto& seat : seated.seats()) {
+      v1::PlayerResult* p = before.add_players();
+      p->set_player_id(seat.player_id());
+      p->set_team(seat.team());
+      p->set_disconnected(seat.player_id() == "9");
+      if (seat.player_id() == "2") {
+        p->set_kills(7);
+        p->set_deaths(1);
+        p->set_assists(3);
+        p->set_score(1200);
+      }
+    }
+    std::sort(before.mutable_players()->begin(), before.mutable_players()->end(),
+              [](const auto& a, const auto& b) { return a.player_id() < b.player_id(); });
+    for (const auto& result : sent) {
+      EXPECT_TRUE(result.has_winner_team());
+      EXPECT_EQ(result.placements_size(), 0);
+      EXPECT_EQ(result.SerializeAsString(), before.SerializeAsString())
+          << result.DebugString() << "\nbefore placements:\n"
+          << before.DebugString();
+      ExpectTheLobbyTakes(result);
+    }
+  }
+
+  // A placement winner_team cannot say (both teams second) goes out as placements.
+  auto room = MakeRoom();
+  Place(*room, 1, 6, {2, 2});
+  const auto sent = Sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_FALSE(sent[0].has_winner_team());
+  EXPECT_EQ(wire::RanksOf(sent[0]), (std::vector<uint32_t>{2, 2}));
+  ExpectTheLobbyTakes(sent[0]);
 }
 
 TEST_F(RoomTest, FinishedRoomsLingerThirtySecondsThenAreReleased) {
