@@ -164,7 +164,11 @@ bool EventHub::MoveHeadIfNobodyListens() {
     return true;
   }
   if (state->head < cursor_ || state->epoch != epoch_) {
-    Rewind(FeedPage{.after = cursor_, .last = cursor_, .epoch = state->epoch, .head = state->head});
+    FeedPage where;  // no events: only where the feed stands
+    where.after = where.last = cursor_;
+    where.epoch = state->epoch;
+    where.head = state->head;
+    Rewind(where);
     return true;
   }
   // Under the subscribers' lock: a subscriber that joins after this reads the moved head and
