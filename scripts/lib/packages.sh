@@ -78,10 +78,19 @@ build_verdict() {
 }
 
 # A run killed mid-way can leave pg_virtualenv's cluster behind, which blocks the next one.
+# One killed before its cluster had a data directory leaves only the configuration directory,
+# which pg_lsclusters does not list and pg_dropcluster does not remove, yet pg_virtualenv refuses
+# to overwrite: that is removed when pg_virtualenv's own marker says it made it.
 clear_stale_test_cluster() {
-  local version
+  local version config
   for version in $(pg_lsclusters -h 2>/dev/null | awk '$2 == "regress" {print $1}'); do
     echo "removing stale test cluster $version/regress"
     pg_dropcluster --stop "$version" regress || true
+  done
+  for config in /etc/postgresql/*/regress; do
+    if [ -f "$config/.by_pg_virtualenv" ] && [ ! -f "$config/postgresql.conf" ]; then
+      echo "removing the remains of a test cluster in $config"
+      rm -rf "$config"
+    fi
   done
 }
