@@ -27,7 +27,6 @@
 #include <string>
 
 #include "bench/sample.h"
-#include "lobby/schema.h"
 #include "lobby/settlement_store.h"
 
 namespace verdict::bench {
@@ -116,19 +115,9 @@ Result<uint64_t> CatchUp(uint16_t port, uint64_t events) {
 }  // namespace
 
 int RunEvents(const EventsOptions& o) {
-  std::unique_ptr<ScratchDatabase> database;
-  try {
-    database = std::make_unique<ScratchDatabase>(o.db, "events");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cannot reach PostgreSQL (%s): %s\n",
-                 o.db.empty() ? "PG* environment" : o.db.c_str(), e.what());
-    return 1;
-  }
+  const std::unique_ptr<ScratchDatabase> database = MigratedScratchDatabase(o.db, "events");
+  if (!database) return 1;
   const std::string conninfo = database->conninfo();
-  if (auto migrated = lobby::Migrate({.conninfo = conninfo}); !migrated.ok()) {
-    std::fprintf(stderr, "%s\n", migrated.status().ToString().c_str());
-    return 1;
-  }
   const auto seed_start = SteadyClock::now();
   Seed(conninfo, o);
   const double seed_s = std::chrono::duration<double>(SteadyClock::now() - seed_start).count();

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "bench/sample.h"
-#include "lobby/schema.h"
 #include "server/http_client.h"
 
 namespace verdict::bench {
@@ -146,19 +145,9 @@ Result<std::vector<double>> AllocateAndRelease(server::BlockingHttpClient& clien
 }  // namespace
 
 int RunLadder(const LadderOptions& o) {
-  std::unique_ptr<ScratchDatabase> database;
-  try {
-    database = std::make_unique<ScratchDatabase>(o.db, "ladder");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cannot reach PostgreSQL (%s): %s\n",
-                 o.db.empty() ? "PG* environment" : o.db.c_str(), e.what());
-    return 1;
-  }
+  const std::unique_ptr<ScratchDatabase> database = MigratedScratchDatabase(o.db, "ladder");
+  if (!database) return 1;
   const std::string conninfo = database->conninfo();
-  if (auto migrated = lobby::Migrate({.conninfo = conninfo}); !migrated.ok()) {
-    std::fprintf(stderr, "%s\n", migrated.status().ToString().c_str());
-    return 1;
-  }
   const auto seed_start = SteadyClock::now();
   double count_ms = 0, scan_ms = 0;
   try {

@@ -16,6 +16,7 @@
 
 #include <pqxx/pqxx>
 
+#include "lobby/schema.h"
 #include "proto/wire.h"
 
 extern char** environ;
@@ -196,6 +197,23 @@ ScratchDatabase::~ScratchDatabase() {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "could not drop the bench database %s: %s\n", name_.c_str(), e.what());
   }
+}
+
+std::unique_ptr<ScratchDatabase> MigratedScratchDatabase(const std::string& admin_conninfo,
+                                                         const std::string& mode) {
+  std::unique_ptr<ScratchDatabase> database;
+  try {
+    database = std::make_unique<ScratchDatabase>(admin_conninfo, mode);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cannot reach PostgreSQL (%s): %s\n",
+                 admin_conninfo.empty() ? "PG* environment" : admin_conninfo.c_str(), e.what());
+    return nullptr;
+  }
+  if (auto migrated = lobby::Migrate({.conninfo = database->conninfo()}); !migrated.ok()) {
+    std::fprintf(stderr, "%s\n", migrated.status().ToString().c_str());
+    return nullptr;
+  }
+  return database;
 }
 
 }  // namespace verdict::bench

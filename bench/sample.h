@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -93,5 +94,10 @@ class ScratchDatabase {
   std::string admin_;
   std::string name_;
 };
+
+// A ScratchDatabase with this build's lobby schema in it; null, having said why on stderr, if the
+// server cannot be reached or the schema cannot be applied.
+std::unique_ptr<ScratchDatabase> MigratedScratchDatabase(const std::string& admin_conninfo,
+                                                         const std::string& mode);
 
 }  // namespace verdict::bench
