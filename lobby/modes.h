@@ -12,6 +12,10 @@
 
 namespace verdict::lobby {
 
+// The mode of a room whose allocation names none: the ladder every room had before modes, an Elo
+// with K = 32 until the operator declares it otherwise.
+inline constexpr char kDefaultMode[] = "default";
+
 // `given` (PUT /v1/modes/{name}, or an entry of --modes-file) as it is stored: the mode named
 // `name` (a `mode` in the body must be the same), the rating spec with every parameter its system
 // uses, rated unless it says otherwise, and every shape bound given or defaulted (2 to 100 teams

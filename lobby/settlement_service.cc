@@ -12,6 +12,7 @@
 #include "common/bearer_token.h"
 #include "common/constant_time.h"
 #include "common/failpoint.h"
+#include "lobby/modes.h"
 #include "lobby/settlement_scheduler.h"
 #include "proto/validation.h"
 #include "proto/wire.h"
@@ -627,6 +628,8 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
     allocations_.Add("INVALID_ARGUMENT");
     return ProblemReply(ErrorCode::kInvalidArgument, valid.message(), path);
   }
+  // Stored and answered with the mode it is played in, so the answer says which ladder it is.
+  if (allocation.mode().empty()) allocation.set_mode(kDefaultMode);
   if (!HasToken(allocation.node_id())) {
     allocations_.Add("INVALID_ARGUMENT");
     return ProblemReply(ErrorCode::kInvalidArgument,

@@ -108,11 +108,10 @@ class PgSettlementStore final : public SettlementStore {
       ids.AddText(seat.player_id());
       teams.Add(seat.team());
     }
-    const std::string mode = a.mode().empty() ? "default" : a.mode();
     auto allocated = pool_->Run<AllocateOutcome>("allocate", [&](pg::Pool::Lease& lease) {
       pqxx::work tx(lease.conn());
       pqxx::row row =
-          tx.exec_prepared1("allocate", a.room_id(), a.node_id(), mode, ids.str(), teams.str());
+          tx.exec_prepared1("allocate", a.room_id(), a.node_id(), a.mode(), ids.str(), teams.str());
       auto status = AllocateStatusFromSql(row[0].as<std::string>());
       if (!status.ok()) {
         spdlog::error("room={}: {}; answering INTERNAL", a.room_id(), status.status().message());

@@ -176,7 +176,8 @@ class SettlementStore {
   // The connections of its pool: how many DB workers can use it at once.
   virtual int workers() const = 0;
 
-  // Allocates a validated room (see RoomAllocation rules in the service).
+  // Allocates a validated room (see RoomAllocation rules in the service), in its mode, which the
+  // service has filled in (kDefaultMode when the request named none).
   virtual Result<AllocateOutcome> AllocateRoom(const v1::RoomAllocation& allocation) = 0;
 
   // Settles `requests` (distinct rooms, each validated) in one transaction, and returns one
