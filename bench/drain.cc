@@ -459,14 +459,20 @@ struct LobbyEndpoint {
   std::string url;
 };
 
+// The number of a bench invocation's first run: each run settles its own range of room ids
+// (run * kRunSpan + 1 …), so one database serves them all, and invocations one after another
+// start far apart.
+uint64_t FirstRun() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+             .count() %
+         100'000 * 10;
+}
+
 // Every drain the options ask for, then the serial design and the pgbench ceilings; one row each.
 std::vector<Row> RunAll(const DrainOptions& o, const std::string& conninfo, const std::string& root,
                         const LobbyEndpoint& lobby, const LobbyEndpoint* uncoalesced) {
-  // Each run settles its own range of room ids, so one database serves them all.
-  uint64_t run = std::chrono::duration_cast<std::chrono::seconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count() %
-                 100'000 * 10;
+  uint64_t run = FirstRun();
   std::vector<Row> rows;
   const auto drain = [&](const std::string& dir, uint32_t shards, size_t batch,
                          const LobbyEndpoint& to, double produce_rate = 0) {
@@ -541,10 +547,7 @@ std::optional<std::pair<BacklogShape, v1::Mode>> ParseModeSpec(const std::string
 std::vector<ModeRow> RunModes(const DrainOptions& o, const std::string& conninfo,
                               const std::string& root, InProcessLobby& lobby,
                               const std::string& url, uint32_t shards, size_t batch) {
-  uint64_t run = std::chrono::duration_cast<std::chrono::seconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count() %
-                 100'000 * 10;
+  uint64_t run = FirstRun();
   std::vector<ModeRow> rows;
   for (const std::string& spec : o.modes) {
     const auto parsed = ParseModeSpec(spec);
@@ -625,10 +628,7 @@ int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
                "p99 ms", "empty after");
   // The headline compares 16 shards (or the most measured) at the deliverer's default batch (or
   // the largest measured).
-  const uint32_t headline_shards =
-      std::find(o.shards.begin(), o.shards.end(), 16u) != o.shards.end()
-          ? 16
-          : *std::max_element(o.shards.begin(), o.shards.end());
+  const uint32_t headline_shards = HeadlineShards(o);
   const size_t default_batch = delivery::DelivererOptions{}.batch;
   const size_t headline_batch =
       std::find(o.batches.begin(), o.batches.end(), default_batch) != o.batches.end()
@@ -777,6 +777,12 @@ BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count)
   return calls;
 }
 
+uint32_t HeadlineShards(const DrainOptions& o) {
+  return std::find(o.shards.begin(), o.shards.end(), 16u) != o.shards.end()
+             ? 16
+             : *std::max_element(o.shards.begin(), o.shards.end());
+}
+
 int RunDrain(const DrainOptions& o) {
   const std::string& conninfo = o.db;
   try {
@@ -795,17 +801,9 @@ int RunDrain(const DrainOptions& o) {
   // only queue up on a 2-core machine. A second one without group commit measures it at batch 1.
   LobbyEndpoint lobby(conninfo, o.lobby_db_pool, o.lobby_coalesce_ms, o.rtt_ms);
   if (lobby.port == 0) return 1;
-  std::unique_ptr<LobbyEndpoint> uncoalesced;
-  if (o.lobby_coalesce_ms > 0 &&
-      std::find(o.batches.begin(), o.batches.end(), size_t{1}) != o.batches.end()) {
-    uncoalesced = std::make_unique<LobbyEndpoint>(conninfo, o.lobby_db_pool, 0, o.rtt_ms);
-    if (uncoalesced->port == 0) return 1;
-  }
   const std::string root = TempRoot();
   if (!o.modes.empty()) {
-    const uint32_t shards = std::find(o.shards.begin(), o.shards.end(), 16u) != o.shards.end()
-                                ? 16
-                                : *std::max_element(o.shards.begin(), o.shards.end());
+    const uint32_t shards = HeadlineShards(o);
     const size_t batch = *std::max_element(o.batches.begin(), o.batches.end());
     std::fprintf(stderr, "drain by mode: backlog %llu rooms each, %u shards, batch %zu\n",
                  static_cast<unsigned long long>(o.backlog), shards, batch);
@@ -814,6 +812,12 @@ int RunDrain(const DrainOptions& o) {
     std::error_code ignored;
     std::filesystem::remove_all(root, ignored);
     return SummarizeModes(o, rows);
+  }
+  std::unique_ptr<LobbyEndpoint> uncoalesced;
+  if (o.lobby_coalesce_ms > 0 &&
+      std::find(o.batches.begin(), o.batches.end(), size_t{1}) != o.batches.end()) {
+    uncoalesced = std::make_unique<LobbyEndpoint>(conninfo, o.lobby_db_pool, 0, o.rtt_ms);
+    if (uncoalesced->port == 0) return 1;
   }
   std::fprintf(stderr, "drain: backlog %llu, shards", static_cast<unsigned long long>(o.backlog));
   for (uint32_t s : o.shards) std::fprintf(stderr, " %u", s);

@@ -34,6 +34,9 @@ struct DrainOptions {
   OutputOptions output;
 };
 
+// The shard count the headline figures are measured at: 16 if `shards` has it, else the most.
+uint32_t HeadlineShards(const DrainOptions& options);
+
 // The drain through `baseline_lobby` and through `lobby_binary`, alternating (lobby_compare.cc).
 int RunLobbyComparison(const DrainOptions& options);
 

@@ -127,9 +127,7 @@ double Mean(const std::vector<double>& v) {
 
 int RunLobbyComparison(const DrainOptions& o) {
   const std::string current = LobbyBinary(o.lobby_binary);
-  const uint32_t shards = std::find(o.shards.begin(), o.shards.end(), 16u) != o.shards.end()
-                              ? 16
-                              : *std::max_element(o.shards.begin(), o.shards.end());
+  const uint32_t shards = HeadlineShards(o);
   const size_t batch = *std::max_element(o.batches.begin(), o.batches.end());
   const std::string root = TempRoot();
   std::fprintf(stderr,

@@ -8,13 +8,8 @@ set -euo pipefail
 source=$1
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
-command -v go >/dev/null ||
-  fail "go is missing: install the Debian package golang-go (apt-get install golang-go)"
-command -v python3 >/dev/null || fail "python3 is missing: install the Debian package python3"
-command -v mcs >/dev/null ||
-  fail "mcs is missing: install the Debian package mono-mcs (apt-get install mono-mcs)"
-command -v mono >/dev/null ||
-  fail "mono is missing: install the Debian package mono-runtime (apt-get install mono-runtime)"
+. "$source/tests/examples/client_tools.sh"
+require_client_tools
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

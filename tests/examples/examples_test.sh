@@ -22,13 +22,8 @@ fail() {
 }
 step() { echo "== $*"; }
 
-command -v go >/dev/null ||
-  fail "go is missing: install the Debian package golang-go (apt-get install golang-go)"
-command -v python3 >/dev/null || fail "python3 is missing: install the Debian package python3"
-command -v mcs >/dev/null ||
-  fail "mcs is missing: install the Debian package mono-mcs (apt-get install mono-mcs)"
-command -v mono >/dev/null ||
-  fail "mono is missing: install the Debian package mono-runtime (apt-get install mono-runtime)"
+. "$source/tests/examples/client_tools.sh"
+require_client_tools
 command -v createdb >/dev/null && command -v psql >/dev/null ||
   fail "createdb and psql are missing: install the Debian package postgresql-client"
 psql -Atqc 'SELECT 1' postgres >/dev/null 2>&1 ||
