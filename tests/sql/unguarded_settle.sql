@@ -15,7 +15,7 @@ LANGUAGE sql AS $$
 $$;
 
 CREATE OR REPLACE FUNCTION verdict_settle_lock_players(
-  p_verdicts text[], p_room_ids bigint[], p_player_rooms bigint[], p_player_ids bigint[],
+  p_verdicts text[], p_room_ids bigint[], p_player_rooms bigint[], p_player_ids text[],
   p_wait boolean)
 RETURNS text[] LANGUAGE plpgsql AS $$
 BEGIN
@@ -23,5 +23,16 @@ BEGIN
     PERFORM pg_sleep(0.5);  -- checks done, nothing written yet: the window the guard closes
   END IF;
   RETURN p_verdicts;
+END
+$$;
+
+-- CREATE OR REPLACE with another parameter list adds an overload instead of replacing, and the
+-- live function goes on being called: the control would then test nothing. Refuse that here.
+DO $$
+BEGIN
+  IF (SELECT count(*) FROM pg_proc
+      WHERE proname IN ('verdict_settle_guard', 'verdict_settle_lock_players')) <> 2 THEN
+    RAISE EXCEPTION 'unguarded_settle.sql added overloads instead of replacing the live functions';
+  END IF;
 END
 $$;
