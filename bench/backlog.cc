@@ -50,18 +50,22 @@ void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count,
   for (uint64_t first = 1; first <= count; first += kChunk) {
     const uint64_t last = std::min(count, first + kChunk - 1);
     pqxx::work tx(conn);
+    // The refusals, counted by status and first detail: nothing when every room was allocated.
     const auto refused = tx.exec_params1(
-        "SELECT count(*) FILTER (WHERE a.status NOT IN ('allocated', 'duplicate')) FROM "
+        "SELECT coalesce(string_agg(r.n || ' ' || r.status || coalesce(' (' || r.detail || ')', "
+        "''), ', '), '') FROM (SELECT a.status, min(coalesce(a.detail, a.busy_player)) AS "
+        "detail, count(*) AS n FROM "
         "generate_series($1::bigint, $2::bigint) r, LATERAL verdict_allocate(r, $3, $5, "
         "ARRAY(SELECT ((r - $4::bigint) * $6 + g)::text FROM "
         "generate_series(1, $6) g), ARRAY(SELECT ((g - 1) / $7 + 1)::smallint FROM "
-        "generate_series(1, $6) g)) a",
+        "generate_series(1, $6) g)) a WHERE a.status NOT IN ('allocated', 'duplicate') "
+        "GROUP BY a.status) r",
         base + first, base + last, std::string(kBacklogNode), base, shape.mode,
         static_cast<int64_t>(shape.seats()), static_cast<int64_t>(shape.size))[0];
     tx.commit();
-    if (refused.as<int64_t>() > 0) {
-      std::fprintf(stderr, "    warning: %s rooms of mode %s not allocated\n", refused.c_str(),
-                   shape.mode.c_str());
+    if (!refused.as<std::string>().empty()) {
+      std::fprintf(stderr, "    warning: rooms of mode %s not allocated: %s\n", shape.mode.c_str(),
+                   refused.c_str());
     }
   }
   try {

@@ -44,6 +44,7 @@
 #include "delivery/deliverer.h"
 #include "delivery/http_client.h"
 #include "lobby/event_hub.h"
+#include "lobby/event_players.h"
 #include "lobby/http_server.h"
 #include "lobby/schema.h"
 #include "lobby/settle_calls.h"
@@ -710,6 +711,25 @@ double DrainAllocated(const std::string& conninfo, const std::string& dir, uint3
       .per_s;
 }
 
+// The "players" of a 2x5 room's event as the lobby builds them (lobby/event_players.h), team 1
+// winning 16 at equal ratings, as a format() template whose player ids carry the room (%1$s).
+std::string EventPlayersTemplate() {
+  std::vector<v1::PlayerResult> players(10);
+  std::vector<lobby::RatedSeat> seats;
+  for (int g = 1; g <= 10; ++g) {
+    players[g - 1].set_player_id("%1$s." + std::to_string(g));
+    players[g - 1].set_team(g <= 5 ? 1 : 2);
+  }
+  for (const v1::PlayerResult& p : players) {
+    const bool won = p.team() == 1;
+    seats.push_back(
+        {0, &p, won ? 1u : 2u, won ? "win" : "loss", {1500, 0, 0}, {won ? 1516.0 : 1484.0, 0, 0}});
+  }
+  std::vector<const lobby::RatedSeat*> room;
+  for (const lobby::RatedSeat& s : seats) room.push_back(&s);
+  return lobby::EventPlayersJson(room, true);
+}
+
 BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count) {
   const std::string fill = "ARRAY[" + count + "]";
   const auto fill_of = [&fill](const std::string& value) {
@@ -743,6 +763,9 @@ BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count)
   write[lobby::kSettleWrite["p_abort_reasons"]] = fill_of("''::text");
   write[lobby::kSettleWrite["p_fingerprints"]] = fill_of("decode(repeat('ab', 32), 'hex')");
   write[lobby::kSettleWrite["p_modes"]] = fill_of("'default'::text");
+  // One text per room, read as jsonb per room, as the lobby's parameter is.
+  write[lobby::kSettleWrite["p_event_players"]] = "ARRAY(SELECT format('" + EventPlayersTemplate() +
+                                                  "', r)::jsonb FROM unnest(" + rooms + ") r)";
   write[lobby::kSettleWrite["p_player_rooms"]] = "p.rooms";
   write[lobby::kSettleWrite["p_player_ids"]] = "p.ids";
   write[lobby::kSettleWrite["p_teams"]] = "p.teams";
@@ -771,7 +794,6 @@ BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count)
   write[lobby::kSettleWrite["p_losses"]] = by_team("0", "1");
   write[lobby::kSettleWrite["p_draws"]] = "array_fill(0, " + players + ")";
   write[lobby::kSettleWrite["p_placements"]] = by_team("1", "2");
-  write[lobby::kSettleWrite["p_elo_modes"]] = "ARRAY['default']";
   write[lobby::kSettleWrite["p_attempt_id"]] = "0";
   calls.write = lobby::kSettleWrite.Call(write);
   return calls;

@@ -37,6 +37,7 @@ inline constexpr pg::SqlFunction kSettleWrite{
                                 {"p_abort_reasons", "text[]"},
                                 {"p_fingerprints", "bytea[]"},
                                 {"p_modes", "text[]"},
+                                {"p_event_players", "jsonb[]"},
                                 // One element per player of those rooms.
                                 {"p_player_rooms", "bigint[]"},
                                 {"p_player_ids", "text[]"},
@@ -67,7 +68,6 @@ inline constexpr pg::SqlFunction kSettleWrite{
                                 {"p_draws", "integer[]"},
                                 {"p_placements", "integer[]"},
                                 // The call's own.
-                                {"p_elo_modes", "text[]"},
                                 {"p_attempt_id", "bigint"},
                             }}};
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <random>
 
@@ -13,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/failpoint.h"
+#include "lobby/event_players.h"
 #include "lobby/pg/array_literal.h"
 #include "lobby/pg/errors.h"
 #include "lobby/pg/schema.h"
@@ -234,8 +236,10 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
                                        const std::vector<RoomRow>& rooms,
                                        const std::vector<size_t>& settle, const RatedCall& rated,
                                        int64_t attempt_id) {
+  std::map<uint64_t, std::vector<const RatedSeat*>> seats_of;  // by room
+  for (const RatedSeat& s : rated.seats) seats_of[s.room_id].push_back(&s);
   ArrayLiteral ids, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes,
-      elo_modes;
+      event_players;
   for (size_t i : settle) {
     const v1::BattleResult& r = *requests[i].result;
     ids.Add(r.room_id());
@@ -248,7 +252,8 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
     reasons.AddText(r.abort_reason());
     prints.AddHexBytes(Hex(requests[i].fingerprint));
     modes.AddText(rooms[i].mode);
-    if (rooms[i].system->spec().system == "elo") elo_modes.AddText(rooms[i].mode);
+    event_players.AddText(
+        EventPlayersJson(seats_of[r.room_id()], rooms[i].system->spec().system == "elo"));
   }
   ArrayLiteral player_rooms, players, teams, ranks, kills, deaths, assists, scores, disconnected,
       results, rating_before, rating_after, deviation_before, deviation_after, volatility_before,
@@ -297,6 +302,7 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
   args[kSettleWrite["p_abort_reasons"]] = reasons.str();
   args[kSettleWrite["p_fingerprints"]] = prints.str();
   args[kSettleWrite["p_modes"]] = modes.str();
+  args[kSettleWrite["p_event_players"]] = event_players.str();
   args[kSettleWrite["p_player_rooms"]] = player_rooms.str();
   args[kSettleWrite["p_player_ids"]] = players.str();
   args[kSettleWrite["p_teams"]] = teams.str();
@@ -324,7 +330,6 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
   args[kSettleWrite["p_losses"]] = losses.str();
   args[kSettleWrite["p_draws"]] = draws.str();
   args[kSettleWrite["p_placements"]] = placements.str();
-  args[kSettleWrite["p_elo_modes"]] = elo_modes.str();
   args[kSettleWrite["p_attempt_id"]] = std::to_string(attempt_id);
   return args;
 }

@@ -6,7 +6,8 @@
 -- Inputs, parallel arrays:
 --   one element per room written: p_room_ids, p_node_ids, p_outcomes, p_winner_teams (the team
 --   placed first alone, 0 if none), p_suspects, p_ended_at_ms, p_replay_paths ('' for none),
---   p_abort_reasons, p_fingerprints, p_modes;
+--   p_abort_reasons, p_fingerprints, p_modes, p_event_players (the "players" of the room's
+--   battle.settled event, built by the lobby: lobby/event_players.h);
 --   one element per player of those rooms, each with its room: p_player_rooms, p_player_ids,
 --   p_teams, p_ranks (0 for an ABORTED room), p_kills, p_deaths, p_assists, p_scores,
 --   p_disconnected, p_results ('win' | 'loss' | 'draw' | 'aborted'), and the player's rating in
@@ -17,8 +18,6 @@
 --   p_final_ratings, p_final_deviations, p_final_volatilities, p_final_displayed (the rating the
 --   player ends the call with), p_games, p_wins, p_losses, p_draws, p_placements (what the call
 --   adds: the ranks placed, summed);
---   p_elo_modes, the modes of those rooms whose system is Elo (their events keep elo_before and
---   elo_after, as integers);
 --   p_attempt_id, the caller's random id for this call, written into every receipt.
 -- One source row per target row: an UPDATE … FROM (or an upsert) with two source rows for one
 -- target row applies only one of them, which one unpredictably.
@@ -33,7 +32,7 @@
 CREATE OR REPLACE FUNCTION verdict_settle_write(
   p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_winner_teams smallint[],
   p_suspects boolean[], p_ended_at_ms bigint[], p_replay_paths text[], p_abort_reasons text[],
-  p_fingerprints bytea[], p_modes text[],
+  p_fingerprints bytea[], p_modes text[], p_event_players jsonb[],
   p_player_rooms bigint[], p_player_ids text[], p_teams smallint[], p_ranks smallint[],
   p_kills integer[], p_deaths integer[], p_assists integer[], p_scores bigint[],
   p_disconnected boolean[], p_results text[],
@@ -44,7 +43,7 @@ CREATE OR REPLACE FUNCTION verdict_settle_write(
   p_final_deviations double precision[], p_final_volatilities double precision[],
   p_final_displayed double precision[], p_games integer[], p_wins integer[], p_losses integer[],
   p_draws integer[], p_placements integer[],
-  p_elo_modes text[], p_attempt_id bigint)
+  p_attempt_id bigint)
 RETURNS TABLE (room_id bigint, match_id bigint, settled_at_ms bigint)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -74,11 +73,12 @@ BEGIN
   -- arrays, seated each of its players with theirs, and every write takes from those.
   WITH settled AS (
     SELECT mm.match_id, x.room_id, x.node_id, x.outcome, x.winner_team, x.suspect,
-           x.replay_path, x.fingerprint, x.mode
+           x.replay_path, x.fingerprint, x.mode, x.event_players
     FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id)
     JOIN unnest(p_room_ids, p_node_ids, p_outcomes, p_winner_teams, p_suspects, p_replay_paths,
-                p_fingerprints, p_modes)
-           AS x(room_id, node_id, outcome, winner_team, suspect, replay_path, fingerprint, mode)
+                p_fingerprints, p_modes, p_event_players)
+           AS x(room_id, node_id, outcome, winner_team, suspect, replay_path, fingerprint, mode,
+                event_players)
       ON x.room_id = mm.room_id),
   seated AS (
     SELECT m.match_id, m.mode, x.*
@@ -143,20 +143,8 @@ BEGIN
     'winner_team', m.winner_team,
     'suspect', m.suspect,
     'settled_at_ms', v_now_ms::text,
-    'players', s.players)
+    'players', m.event_players)
   FROM settled m
-  LEFT JOIN (
-    SELECT s.match_id, jsonb_agg(jsonb_build_object(
-             'player_id', s.pid, 'team', s.team, 'rank', s.rank, 'result', s.result,
-             'rating_before', s.rating_before, 'rating_after', s.rating_after,
-             'deviation_before', s.deviation_before, 'deviation_after', s.deviation_after,
-             'volatility_before', s.volatility_before, 'volatility_after', s.volatility_after)
-             || CASE WHEN s.mode = ANY (p_elo_modes) THEN jsonb_build_object(
-                  'elo_before', round(s.rating_before)::integer,
-                  'elo_after', round(s.rating_after)::integer)
-                ELSE '{}'::jsonb END
-             ORDER BY s.pid COLLATE "C") AS players
-    FROM seated s GROUP BY s.match_id) s ON s.match_id = m.match_id
   ORDER BY m.room_id;
 
   DELETE FROM battle_rooms b WHERE b.room_id = ANY (v_match_rooms);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <latch>
 #include <random>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include <pqxx/pqxx>
 
+#include "lobby/event_players.h"
 #include "lobby/pg/array_literal.h"
 #include "lobby/settle_calls.h"
 #include "tests/lobby/lobby_fixture.h"
@@ -394,7 +396,8 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   for (uint64_t room = 1; room <= kRooms; ++room) MustAllocate(lobby->port(), room);
 
   using lobby::pg::ArrayLiteral;
-  ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes;
+  ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes,
+      event_players;
   ArrayLiteral player_rooms, ids, teams, ranks, stats, scores, disconnected, results, before, after,
       zeros, rated_modes, games, wins, losses, draws;
   for (uint64_t room = 1; room <= kRooms; ++room) {
@@ -409,6 +412,7 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
     reasons.AddText("");
     prints.AddHexBytes(std::string(64, 'a'));
     modes.AddText("default");
+    event_players.AddText("[{\"room\":" + std::to_string(room) + "}]");  // stored as given
     for (const v1::PlayerResult& p : r.players()) {
       const bool won = p.team() == 1;
       player_rooms.Add(room);
@@ -450,6 +454,7 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   write[lobby::kSettleWrite["p_abort_reasons"]] = quoted(reasons);
   write[lobby::kSettleWrite["p_fingerprints"]] = quoted(prints);
   write[lobby::kSettleWrite["p_modes"]] = quoted(modes);
+  write[lobby::kSettleWrite["p_event_players"]] = quoted(event_players);
   write[lobby::kSettleWrite["p_player_rooms"]] = quoted(player_rooms);
   write[lobby::kSettleWrite["p_player_ids"]] = quoted(ids);
   write[lobby::kSettleWrite["p_teams"]] = quoted(teams);
@@ -477,7 +482,6 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   write[lobby::kSettleWrite["p_losses"]] = quoted(losses);
   write[lobby::kSettleWrite["p_draws"]] = quoted(draws);
   write[lobby::kSettleWrite["p_placements"]] = quoted(ranks);
-  write[lobby::kSettleWrite["p_elo_modes"]] = "'{default}'";
   write[lobby::kSettleWrite["p_attempt_id"]] = "7";
 
   auto conn = db_->Connect();
@@ -510,8 +514,8 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   EXPECT_EQ(count("Insert on match_players"), 1u) << collector.plans;
   EXPECT_EQ(count(" on match_players"), 1u) << "a plan reads match_players:\n" << collector.plans;
 
-  // What was written is what was given: each player rated once, released, and each event
-  // listing its match's players in id order with their match rows' values.
+  // What was written is what was given: each player rated once and released, and each event
+  // holding the players given for its room (the lobby builds them: the test below).
   EXPECT_EQ(Q("SELECT count(*) FROM match_players"), std::to_string(kRooms * 10));
   EXPECT_EQ(Q("SELECT sum(rating_after - rating_before) FROM match_players"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM players p JOIN match_players mp USING (player_id)"
@@ -519,14 +523,89 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
               " WHERE r.rating = mp.rating_after AND r.games = 1 AND r.wins + r.losses = 1"
               " AND p.in_battle_room = 0"),
             std::to_string(kRooms * 10));
-  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events e,"
-              " jsonb_array_elements(e.payload->'players') WITH ORDINALITY AS x(p, i)"
-              " JOIN match_players mp ON mp.player_id = x.p->>'player_id'"
-              " WHERE mp.match_id = e.match_id AND mp.team = (x.p->>'team')::int"
-              " AND mp.result = x.p->>'result' AND mp.rating_before = (x.p->>'elo_before')::int"
-              " AND mp.rating_after = (x.p->>'elo_after')::int AND x.i = (SELECT count(*) FROM"
-              " match_players o WHERE o.match_id = e.match_id AND o.player_id <= mp.player_id)"),
-            std::to_string(kRooms * 10));
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_events e JOIN matches m USING (match_id)"
+              " WHERE (e.payload->'players'->0->>'room')::bigint = m.room_id"
+              " AND jsonb_array_length(e.payload->'players') = 1"),
+            std::to_string(kRooms));
+}
+
+// The event's players, built by the lobby (lobby/event_players.h), are the jsonb the write built
+// from the same values before: jsonb_agg of jsonb_build_object per player, ordered by id in byte
+// order, with Elo's rounded members. Compared by PostgreSQL as jsonb, on values whose text is
+// easy to get wrong: thirds, tiny and huge magnitudes, a negative zero, halves (PostgreSQL rounds
+// them to even), NaN and the infinities, and ids that need escaping or sort differently by byte.
+TEST_F(BatchSettlementTest, EventPlayersAreTheJsonbTheDatabaseWouldBuild) {
+  // Ratings are finite (Elo's are rounded to integers); deviations and volatilities take every
+  // value.
+  const std::vector<double> ratings = {1500,     1516.5, 1483.5,    2.5,         -2.5,
+                                       1.0 / 3,  -0.0,   1e-7,      0.1 + 0.2,   123456789.125,
+                                       25.0 / 3, 1.5e-5, 1e9 + 0.5, -1483.49999, 3.5};
+  const std::vector<double> values = {1e21,  1.0 / 3,  -0.0,         1e-7,     1.5e-5,    0.1 + 0.2,
+                                      1e300, 25.0 / 3, std::nan(""), HUGE_VAL, -HUGE_VAL, 5e-324};
+  const std::vector<std::string> ids = {
+      "b", "a\"quote", "\u00e9t\u00e9", "Z", "back\\", "tab\there", "10", "9"};
+  std::vector<v1::PlayerResult> players(ids.size());
+  std::vector<lobby::RatedSeat> seats;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    players[i].set_player_id(ids[i]);
+    players[i].set_team(i % 2 + 1);
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto r = [&](size_t k) { return ratings[(i * 2 + k) % ratings.size()]; };
+    const auto v = [&](size_t k) { return values[(i * 4 + k) % values.size()]; };
+    seats.push_back({1,
+                     &players[i],
+                     static_cast<uint32_t>(i % 2 + 1),
+                     i % 2 ? "loss" : "win",
+                     {r(0), v(0), v(1)},
+                     {r(1), v(2), v(3)}});
+  }
+  std::vector<const lobby::RatedSeat*> room;
+  for (const lobby::RatedSeat& seat : seats) room.push_back(&seat);
+
+  using lobby::pg::ArrayLiteral;
+  ArrayLiteral pid, team, rank, result, before, after, dev_before, dev_after, vol_before, vol_after;
+  for (const lobby::RatedSeat& seat : seats) {
+    pid.AddText(seat.player->player_id());
+    team.Add(seat.player->team());
+    rank.Add(seat.rank);
+    result.AddText(seat.result);
+    const auto add = [](ArrayLiteral& a, double x) {
+      if (std::isnan(x)) {
+        a.AddText("NaN");
+      } else if (std::isinf(x)) {
+        a.AddText(x > 0 ? "Infinity" : "-Infinity");
+      } else {
+        a.Add(x);
+      }
+    };
+    add(before, seat.before.value);
+    add(after, seat.after.value);
+    add(dev_before, seat.before.deviation);
+    add(dev_after, seat.after.deviation);
+    add(vol_before, seat.before.volatility);
+    add(vol_after, seat.after.volatility);
+  }
+  auto conn = db_->Connect();
+  pqxx::nontransaction tx(*conn);
+  for (const bool elo : {false, true}) {
+    // The write's expression of 74e874d..this change, on the same values.
+    const pqxx::row same = tx.exec_params1(
+        "SELECT $11::jsonb = (SELECT jsonb_agg(jsonb_build_object("
+        "  'player_id', s.pid, 'team', s.team, 'rank', s.rank, 'result', s.result,"
+        "  'rating_before', s.rb, 'rating_after', s.ra, 'deviation_before', s.db,"
+        "  'deviation_after', s.da, 'volatility_before', s.vb, 'volatility_after', s.va)"
+        "  || CASE WHEN $12 THEN jsonb_build_object('elo_before', round(s.rb)::integer,"
+        "       'elo_after', round(s.ra)::integer) ELSE '{}'::jsonb END"
+        "  ORDER BY s.pid COLLATE \"C\")"
+        " FROM unnest($1::text[], $2::smallint[], $3::smallint[], $4::text[], $5::float8[],"
+        "             $6::float8[], $7::float8[], $8::float8[], $9::float8[], $10::float8[])"
+        "   AS s(pid, team, rank, result, rb, ra, db, da, vb, va)), $11::jsonb::text",
+        pid.str(), team.str(), rank.str(), result.str(), before.str(), after.str(),
+        dev_before.str(), dev_after.str(), vol_before.str(), vol_after.str(),
+        lobby::EventPlayersJson(room, elo), elo);
+    EXPECT_TRUE(same[0].as<bool>()) << "elo=" << elo << ": " << same[1].as<std::string>();
+  }
 }
 
 TEST_F(BatchSettlementTest, ProtobufBatchesWork) {
