@@ -102,8 +102,6 @@ BEGIN
     last_match_at = v_now
   FROM match_players mp
   WHERE mp.match_id = v_match_id AND r.mode = 'default' AND r.player_id = mp.player_id;
-  UPDATE players p SET in_battle_room = 0
-  WHERE p.player_id = ANY (p_player_ids) AND p.in_battle_room = p_room_id;
 
   IF p_replay_path <> '' THEN
     INSERT INTO replays (match_id, room_id, path) VALUES (v_match_id, p_room_id, p_replay_path);

@@ -117,7 +117,7 @@ std::vector<std::pair<std::string, std::string>> LadderStatements() {
       {"import_rating",
        "SELECT status, rating, deviation, volatility, displayed, games, wins, losses, draws, "
        "placements, last_match_at_ms FROM verdict_import_rating($1, $2, $3, $4, $5, $6)"},
-      {"player", "SELECT in_battle_room FROM players WHERE player_id = $1"},
+      {"player", "SELECT verdict_player_room(player_id) FROM players WHERE player_id = $1"},
       {"player_ratings", std::string("SELECT r.mode, m.system, ") + kRatingColumns +
                              " FROM player_ratings r JOIN modes m ON m.mode = r.mode "
                              "WHERE r.player_id = $1 ORDER BY r.mode"},

@@ -363,7 +363,8 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
       if (options_.unsafe_release_before_commit_for_test) {
         pqxx::nontransaction early(conn);
         early.exec_params(
-            "UPDATE players SET in_battle_room = 0 WHERE in_battle_room = ANY ($1::bigint[])",
+            "UPDATE battle_rooms SET released_at = clock_timestamp() "
+            "WHERE room_id = ANY ($1::bigint[]) AND released_at IS NULL",
             call.rooms);
       }
       pqxx::work tx(conn);

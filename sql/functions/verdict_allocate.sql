@@ -1,11 +1,11 @@
 -- Allocates a room to a node with its roster in a mode, recording each player's rating in the
 -- mode with the seats (a room is rated from those, verdict_settle_prepare). Returns one of
---   'allocated'      new room; players created if new and marked in battle
+--   'allocated'      new room; players created if new, and seated (busy: verdict_player_room)
 --   'duplicate'      the same room, node, mode and roster were allocated before (idempotent retry)
 --   'room_exists'    the room id is taken by a different allocation
 --   'room_id_reused' the room id was settled before (it has a receipt or a compact record, read
 --                    in one statement)
---   'player_busy'    a player is in another room's battle (busy_player says which)
+--   'player_busy'    a room not released seats a player (busy_player says which)
 --   'mode_unknown'   no mode of that name is declared
 --   'shape_refused'  the mode does not accept a room of this shape (detail says why)
 -- The roster is valid (proto/validation.h: teams 1 to T, each seated, each player once). The
@@ -67,11 +67,12 @@ BEGIN
   SELECT pid FROM unnest(p_player_ids) AS pid ORDER BY pid
   ON CONFLICT (player_id) DO NOTHING;
   -- Lock the roster in player-id order, the order every transaction uses, so two rooms
-  -- sharing players cannot deadlock.
-  SELECT player_id INTO v_busy FROM (
-    SELECT player_id, in_battle_room FROM players
-    WHERE player_id = ANY (p_player_ids) ORDER BY player_id FOR UPDATE) locked
-  WHERE in_battle_room <> 0 ORDER BY player_id LIMIT 1;
+  -- sharing players cannot deadlock; then, in a statement of its own (so a snapshot taken after
+  -- the locks: an allocation that held one of them has committed its seats), look for a player a
+  -- room not released still seats.
+  PERFORM 1 FROM players WHERE player_id = ANY (p_player_ids) ORDER BY player_id FOR UPDATE;
+  SELECT x.pid INTO v_busy FROM unnest(p_player_ids) AS x(pid)
+  WHERE verdict_player_room(x.pid) <> 0 ORDER BY x.pid LIMIT 1;
   IF FOUND THEN
     RETURN QUERY SELECT 'player_busy', v_busy, NULL::text;
     RETURN;
@@ -83,7 +84,6 @@ BEGIN
   SELECT p_room_id, x.pid, x.team, r.rating, r.deviation, r.volatility
   FROM unnest(p_player_ids, p_teams) AS x(pid, team)
   LEFT JOIN player_ratings r ON r.mode = p_mode AND r.player_id = x.pid;
-  UPDATE players SET in_battle_room = p_room_id WHERE player_id = ANY (p_player_ids);
   RETURN QUERY SELECT 'allocated', NULL::text, NULL::text;
 END
 $$;

@@ -14,8 +14,6 @@ RETURNS TABLE (status text, rating double precision, deviation double precision,
                last_match_at_ms bigint)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
-DECLARE
-  v_in_battle bigint;
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM modes m WHERE m.mode = p_mode) THEN
     RETURN QUERY SELECT 'mode_unknown', NULL::float8, NULL::float8, NULL::float8, NULL::float8,
@@ -24,9 +22,8 @@ BEGIN
     RETURN;
   END IF;
   INSERT INTO players (player_id) VALUES (p_player_id) ON CONFLICT (player_id) DO NOTHING;
-  SELECT p.in_battle_room INTO v_in_battle FROM players p WHERE p.player_id = p_player_id
-  FOR UPDATE;
-  IF v_in_battle <> 0 THEN
+  PERFORM 1 FROM players p WHERE p.player_id = p_player_id FOR UPDATE;
+  IF verdict_player_room(p_player_id) <> 0 THEN
     RETURN QUERY SELECT 'player_busy', NULL::float8, NULL::float8, NULL::float8, NULL::float8,
                         NULL::integer, NULL::integer, NULL::integer, NULL::integer,
                         NULL::bigint, NULL::bigint;

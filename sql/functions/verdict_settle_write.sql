@@ -120,11 +120,6 @@ BEGIN
       draws = r.draws + excluded.draws,
       placements = r.placements + excluded.placements,
       last_match_at = coalesce(excluded.last_match_at, r.last_match_at)),
-  -- By the players' keys (an index scan of the primary key for the array): a join with the ids
-  -- was planned as a scan of all of players, which grows with every player ever seen.
-  freed AS (
-    UPDATE players p SET in_battle_room = 0
-    WHERE p.player_id = ANY (p_player_ids) AND p.in_battle_room = ANY (v_match_rooms)),
   replayed AS (
     INSERT INTO replays (match_id, room_id, path)
     SELECT m.match_id, m.room_id, m.replay_path FROM settled m WHERE m.replay_path <> ''),

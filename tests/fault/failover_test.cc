@@ -323,7 +323,7 @@ TEST_F(FailoverSuite, SynchronousStandbyLosesNothingWhenThePrimaryDies) {
   EXPECT_TRUE(outage.retry_after) << "the 503 carried no Retry-After";
   EXPECT_EQ(report.settled, static_cast<uint64_t>(kRooms));
   EXPECT_EQ(report.dead_lettered, 0u);
-  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) <> 0"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0");
 }
 

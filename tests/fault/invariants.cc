@@ -186,16 +186,18 @@ InvariantReport CheckOnce(pqxx::connection& conn, const v1::OutboxListing& listi
                       "P2: Elo is not zero-sum over all players", &report);
 
   // P5: nothing released early, nothing left behind.
+  // A player is held by the rooms not released that seat them (verdict_player_room): never by
+  // two. The suite releases no room, so a room released is one whose players went free before
+  // its settlement committed.
   EachRowIsAViolation(tx, R"(
-      SELECT 'player ' || player_id, 'in_battle_room ' || in_battle_room
-      FROM players p WHERE in_battle_room <> 0
-        AND NOT EXISTS (SELECT 1 FROM battle_rooms b WHERE b.room_id = p.in_battle_room))",
-                      "P5: in battle without an active room", &report);
+      SELECT 'player ' || s.player_id, count(*) || ' rooms not released seat them'
+      FROM battle_room_seats s JOIN battle_rooms b USING (room_id)
+      WHERE b.released_at IS NULL GROUP BY s.player_id HAVING count(*) > 1)",
+                      "P5: a player held by two rooms", &report);
   EachRowIsAViolation(tx, R"(
-      SELECT 'room ' || s.room_id, 'player ' || s.player_id || ' is free'
-      FROM battle_room_seats s JOIN players p USING (player_id)
-      WHERE p.in_battle_room <> s.room_id)",
-                      "P5: an active room's player was released", &report);
+      SELECT 'room ' || b.room_id, 'its players were released before it settled'
+      FROM battle_rooms b WHERE b.released_at IS NOT NULL)",
+                      "P5: an active room's players were released", &report);
   EachRowIsAViolation(tx, R"(
       SELECT 'room ' || b.room_id, 'settled but still active'
       FROM battle_rooms b

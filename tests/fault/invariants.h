@@ -8,8 +8,8 @@
 //       matches, every match's Elo changes sum to zero and so do all ratings together, every
 //       settled room has exactly one match and every match a settled room, and no settled room's
 //       result was dead-lettered (a redelivery is a duplicate, or ORIGINAL_EXPIRED);
-//   P5  no player is in battle without an active room, every seat of an active room still
-//       holds its player, and no settled room is still active;
+//   P5  no player is held by two rooms, no active room has let its players go (the suite
+//       releases none), and no settled room is still active;
 //   P4  every record set aside names its reason; the undecodable ones are exactly those the
 //       suite wrote.
 // Rooms allocated whose result was never reported stored (the node was killed mid-battle, the

@@ -122,7 +122,7 @@ class LobbyFixture : public ::testing::Test {
             Q("SELECT count(*) FROM battle_room_seats"),
             Q("SELECT coalesce(sum(rating), 0) FROM player_ratings"),
             Q("SELECT coalesce(sum(games), 0) FROM player_ratings"),
-            Q("SELECT count(*) FROM players WHERE in_battle_room <> 0")};
+            Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) <> 0")};
   }
 
   std::unique_ptr<TestDatabase> db_;

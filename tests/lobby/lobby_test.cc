@@ -56,7 +56,7 @@ TEST_F(LobbyTest, FirstSettlementThenReplayIsDuplicateAndEloMovesOnce) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
   MustAllocate(lobby->port(), 1);
-  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room = 1"), "10");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) = 1"), "10");
 
   const HttpResponse first = Settle(lobby->port(), MakeResult(1));
   ASSERT_EQ(first.status, 200) << first.body;
@@ -81,7 +81,7 @@ TEST_F(LobbyTest, FirstSettlementThenReplayIsDuplicateAndEloMovesOnce) {
   EXPECT_EQ(Q("SELECT count(*) FROM settlement_events"), "1");
   EXPECT_EQ(Q("SELECT count(*) FROM replays"), "1");
   EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0");
-  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) <> 0"), "0");
   EXPECT_EQ(Q("SELECT sum(rating_after - rating_before) FROM match_players"), "0");
 }
 
@@ -118,7 +118,7 @@ TEST_F(LobbyTest, AbortedReleasesPlayersWithoutTouchingRatings) {
   const HttpResponse r = Settle(lobby->port(), aborted);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Receipt(r).outcome(), v1::ABORTED);
-  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) <> 0"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM player_ratings"), "0") << "an abort rated someone";
   EXPECT_EQ(Q("SELECT abort_reason FROM matches"), "no_consensus");
 }
@@ -395,8 +395,8 @@ FailureProbe SettleWithFailureBeforeCommit(LobbyFixture& f, LobbyProcess& lobby,
   probe.rooms = f.Q("SELECT count(*) FROM battle_rooms WHERE room_id = " + std::to_string(room));
   probe.seats =
       f.Q("SELECT count(*) FROM battle_room_seats WHERE room_id = " + std::to_string(room));
-  probe.in_battle =
-      f.Q("SELECT count(*) FROM players WHERE in_battle_room = " + std::to_string(room));
+  probe.in_battle = f.Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) = " +
+                        std::to_string(room));
   probe.receipts = f.Q("SELECT count(*) FROM settlement_receipts");
   return probe;
 }
@@ -417,7 +417,7 @@ TEST_F(LobbyTest, DatabaseFailingBeforeCommitIs503AndLeavesTheRoomIntact) {
   ASSERT_EQ(retry.status, 200) << retry.body;
   EXPECT_FALSE(Receipt(retry).duplicate());
   EXPECT_EQ(Q("SELECT max(games) || ':' || count(*) FROM player_ratings"), "1:10");
-  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) <> 0"), "0");
 }
 
 // Negative control: releasing in_battle in its own transaction before the settlement commits
@@ -537,7 +537,7 @@ TEST_F(LobbyTest, SettlementTheDatabaseRefusesIsATerminalInternalProblemAndChang
   ASSERT_EQ(fixed.status, 200) << fixed.body;
   EXPECT_FALSE(Receipt(fixed).duplicate());
   EXPECT_EQ(Q("SELECT count(*) FROM matches"), "2");
-  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) <> 0"), "0");
 }
 
 TEST_F(LobbyTest, DatabaseErrorsAreRetryableExactlyWhenARetryMaySucceed) {

@@ -121,7 +121,7 @@ TEST_F(RatingsTest, AReleasedRoomAndTheNextOneInOneBatchBothCount) {
             "1468/2/2");
   EXPECT_EQ(ChainOf(11), "1500>1516 1516>1532");
   EXPECT_EQ(ChainOf(20), "1500>1484 1484>1468");
-  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) <> 0"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0");
   // Free for a next room.
   EXPECT_EQ(AllocateRoster(lobby->port(), MakeAllocation(3, "node-a", 11, 10)).status, 201);
@@ -150,7 +150,7 @@ TEST_F(RatingsTest, AnAbortOfAReleasedRoomBesideTheNextRoomLeavesThePlayersFree)
               "WHERE player_id::int BETWEEN 11 AND 15"),
             "1484/1");
   EXPECT_EQ(ChainOf(11), "1500>1500 1500>1484");
-  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) <> 0"), "0");
   EXPECT_EQ(AllocateRoster(lobby->port(), MakeAllocation(3, "node-a", 11, 10)).status, 201);
 }
 

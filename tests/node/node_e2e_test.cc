@@ -60,7 +60,7 @@ TEST_F(NodeEndToEndTest, SimulatedRoomsEachEndWithExactlyOneReceipt) {
   EXPECT_EQ(Q("SELECT sum(games) FROM player_ratings"),
             Q("SELECT 10 * count(*) FROM matches WHERE outcome = 'SETTLED'"));
   EXPECT_EQ(Q("SELECT coalesce(sum(rating_after - rating_before), 0) FROM match_players"), "0");
-  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) <> 0"), "0");
 }
 
 // A full disk under simulated battles: the outbox cannot write, the channel fills and the

@@ -76,7 +76,7 @@ TEST_F(SimulatorEndToEndTest, MixedModesEachSettleInTheirModeWithEveryTeamPlaced
 
   EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), std::to_string(rooms));
   EXPECT_EQ(Q("SELECT count(*) FROM battle_rooms"), "0") << "an allocated room has no receipt";
-  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE in_battle_room <> 0"), "0");
+  EXPECT_EQ(Q("SELECT count(*) FROM players WHERE verdict_player_room(player_id) <> 0"), "0");
   for (const DemoMode& m : kDemoModes) {
     SCOPED_TRACE(m.mode);
     const std::string mode = std::string("'") + m.mode + "'";
