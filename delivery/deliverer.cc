@@ -222,19 +222,28 @@ class ShardLoop {
   // Cuts every wait of this shard short (Deliverer::RetryNow): rooms backing off and the shard
   // itself go again at once, their failures counted afresh. A shard stopped for damage stays
   // stopped.
+  // An attempt in flight at that moment is answered by a lobby from before it: its answer sets
+  // no wait either (Run cuts them again after applying it).
   void RetryNow() {
     net::post(strand_, [this] {
-      const int64_t now = owner_.clock_->MonotonicMs();
-      for (auto& [room, b] : backoff_) {
-        b.until_ms = std::min(b.until_ms, now);
-        b.failures = 0;
-      }
-      if (shard_until_ms_ != kForever) shard_until_ms_ = std::min(shard_until_ms_, now);
-      connection_failures_ = 0;
-      maybe_more_ = true;
-      woken_ = true;
-      timer_.cancel();
+      ++retries_now_;
+      CutWaits();
     });
+  }
+
+  // On the strand: every room backing off, and the shard, go again at once, their failures
+  // counted afresh.
+  void CutWaits() {
+    const int64_t now = owner_.clock_->MonotonicMs();
+    for (auto& [room, b] : backoff_) {
+      b.until_ms = std::min(b.until_ms, now);
+      b.failures = 0;
+    }
+    if (shard_until_ms_ != kForever) shard_until_ms_ = std::min(shard_until_ms_, now);
+    connection_failures_ = 0;
+    maybe_more_ = true;
+    woken_ = true;
+    timer_.cancel();
   }
 
   void Stop() {
@@ -308,8 +317,10 @@ class ShardLoop {
       }
       std::vector<storage::OutboxRecord> records;
       for (size_t i : picked) records.push_back(window_[i]);
+      const uint64_t retries_now = retries_now_;
       const std::vector<Attempt> attempts = co_await Deliver(records, limit > 1);
       co_await ApplyAll(records, attempts);
+      if (retries_now != retries_now_) CutWaits();  // answered from before a RetryNow
     }
     connection_.Close();
   }
@@ -706,6 +717,7 @@ class ShardLoop {
   std::map<uint64_t, Backoff> backoff_;
   std::atomic<size_t> rooms_in_backoff_{0};
   int64_t shard_until_ms_ = 0;
+  uint64_t retries_now_ = 0;  // RetryNow calls so far, on the strand
   bool woken_ = false;
   bool stopping_ = false;
   std::atomic<bool> wake_posted_{false};  // a Wake is on its way to the strand (any thread)

@@ -47,9 +47,10 @@ class Deliverer {
 
   // Cuts every wait short, for a drain before exit: rooms and shards backing off (after
   // failures, a lobby's Retry-After, or a refused token) are tried again at once, with their
-  // failures counted afresh. A lobby that is healthy again gets everything at once; one that
-  // still fails gets one attempt per room (in batches) and then the backoff from initial_backoff
-  // doubling as after any first failure, never a tight loop.
+  // failures counted afresh; so are the records of a request in flight at the call, whatever its
+  // answer (given by the lobby before the call) says. A lobby that is healthy again gets everything
+  // at once; one that still fails gets one attempt per room (in batches) and then the backoff from
+  // initial_backoff doubling as after any first failure, never a tight loop.
   void RetryNow();
 
   // Replaces the bearer token from the next attempt on (a rotated or corrected token, reloaded

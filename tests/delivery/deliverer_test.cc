@@ -370,6 +370,34 @@ TEST_F(DelivererTest, RetryNowProbesEveryBackedOffRoomOnceAndDeliversToALobbyTha
   deliverer_.reset();  // before `failing` goes out of scope
 }
 
+// RetryNow while a request is in flight: its answer was given by a lobby from before the call,
+// so the wait it asks for is cut too, and the room goes again at once, with no time passing. (A
+// drain on exit began while one attempt was out; its 503 with Retry-After: 30 came back after
+// the drain's RetryNow, and the room waited past the drain's deadline.)
+TEST_F(DelivererTest, RetryNowAlsoCutsTheWaitOfAnAttemptInFlightAtTheCall) {
+  std::promise<void> retried;
+  std::shared_future<void> answer = retried.get_future().share();
+  std::atomic<int> calls{0};
+  lobby_.SetHandler([&calls, answer](const FakeRequest&) {
+    if (++calls > 1) return FakeReply{};
+    answer.wait();  // the lobby answers once RetryNow has been called
+    FakeReply reply = testing::ProblemReply(503, "UNAVAILABLE", true);
+    reply.headers.emplace_back("Retry-After", "30");
+    return reply;
+  });
+  OpenOutbox(/*shards=*/1);
+  StartDeliverer();
+  Enqueue({MakeResult(23)});
+  ASSERT_TRUE(WaitUntil([&] { return calls == 1; }));
+  deliverer_->RetryNow();
+  retried.set_value();
+  EXPECT_TRUE(WaitUntil([&] { return Pending() == 0; }))
+      << "the room waited out what the answer in flight asked for";
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(lobby_.accepted().size(), 1u);
+  deliverer_.reset();  // before the handler's captures go out of scope
+}
+
 // What the lobby says goes into the node's log escaped: an ANSI sequence does not reach the
 // terminal and a newline in a problem's detail cannot forge a log line of its own.
 TEST_F(DelivererTest, TheLobbysProblemDetailIsEscapedInTheLog) {
