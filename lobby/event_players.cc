@@ -9,6 +9,19 @@
 namespace verdict::lobby {
 namespace {
 
+// Appends `value` as PostgreSQL's to_jsonb(value::double precision) writes it.
+void AppendJsonDouble(double value, std::string* out) {
+  if (std::isnan(value)) {
+    *out += "\"NaN\"";
+  } else if (std::isinf(value)) {
+    *out += value > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+  } else {
+    char text[32];
+    const auto written = std::to_chars(text, text + sizeof(text), value);  // shortest round trip
+    out->append(text, written.ptr);
+  }
+}
+
 void AppendMember(const char* name, std::string* out) {
   out->push_back(',');
   out->push_back('"');
@@ -30,18 +43,6 @@ void AppendIntegerMember(const char* name, int64_t value, std::string* out) {
 int64_t RoundedAsPostgres(double value) { return static_cast<int64_t>(std::nearbyint(value)); }
 
 }  // namespace
-
-void AppendJsonDouble(double value, std::string* out) {
-  if (std::isnan(value)) {
-    *out += "\"NaN\"";
-  } else if (std::isinf(value)) {
-    *out += value > 0 ? "\"Infinity\"" : "\"-Infinity\"";
-  } else {
-    char text[32];
-    const auto written = std::to_chars(text, text + sizeof(text), value);  // shortest round trip
-    out->append(text, written.ptr);
-  }
-}
 
 std::string EventPlayersJson(std::vector<const RatedSeat*> seats, bool elo) {
   std::sort(seats.begin(), seats.end(), [](const RatedSeat* a, const RatedSeat* b) {

@@ -14,9 +14,6 @@
 
 namespace verdict::lobby {
 
-// Appends `value` as PostgreSQL's to_jsonb(value::double precision) writes it.
-void AppendJsonDouble(double value, std::string* out);
-
 // The players of one room, any order, as a JSON array; `elo`: the room's mode rates by Elo.
 std::string EventPlayersJson(std::vector<const RatedSeat*> seats, bool elo);
 

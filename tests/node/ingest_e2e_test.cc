@@ -35,22 +35,9 @@ class IngestEndToEndTest : public LobbyFixture {
   // verdict-node run with an ingest socket in dir_, delivering to `lobby_port`.
   std::vector<std::string> NodeArgs(uint16_t lobby_port, const std::string& binary = NodeBinary(),
                                     const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {binary,
-                                     "--log-level",
-                                     "warn",
-                                     "run",
-                                     "--node-id",
-                                     "node-a",
-                                     "--outbox",
-                                     outbox_,
-                                     "--lobby",
-                                     "http://127.0.0.1:" + std::to_string(lobby_port),
-                                     "--token",
-                                     "token-a",
-                                     "--ingest-listen",
-                                     "unix:" + socket_,
-                                     "--progress-ms",
-                                     "500"};
+    std::vector<std::string> args =
+        NodeRunArgs(outbox_, lobby_port,
+                    {"--ingest-listen", "unix:" + socket_, "--progress-ms", "500"}, binary);
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }

@@ -22,21 +22,7 @@ using namespace std::chrono_literals;
 using NodeEndToEndTest = LobbyFixture;
 
 std::vector<std::string> RunArgs(const std::string& outbox, uint16_t port) {
-  return {NodeBinary(),
-          "--log-level",
-          "warn",
-          "run",
-          "--node-id",
-          "node-a",
-          "--outbox",
-          outbox,
-          "--lobby",
-          "http://127.0.0.1:" + std::to_string(port),
-          "--token",
-          "token-a",
-          "--exit-when-drained",
-          "--progress-ms",
-          "500"};
+  return NodeRunArgs(outbox, port, {"--exit-when-drained", "--progress-ms", "500"});
 }
 
 TEST_F(NodeEndToEndTest, SimulatedRoomsEachEndWithExactlyOneReceipt) {

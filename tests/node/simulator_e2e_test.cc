@@ -43,31 +43,11 @@ TEST_F(SimulatorEndToEndTest, MixedModesEachSettleInTheirModeWithEveryTeamPlaced
 
   TempDir dir;
   const int rooms = kRoomsPerMode * static_cast<int>(std::size(kDemoModes));
-  const CommandResult run = RunCommand({NodeBinary(),
-                                        "--log-level",
-                                        "warn",
-                                        "run",
-                                        "--node-id",
-                                        "node-a",
-                                        "--outbox",
-                                        dir.Sub("outbox"),
-                                        "--lobby",
-                                        "http://127.0.0.1:" + std::to_string(lobby->port()),
-                                        "--token",
-                                        "token-a",
-                                        "--exit-when-drained",
-                                        "--progress-ms",
-                                        "500",
-                                        "--admin-token",
-                                        "admin-token",
-                                        "--simulate-rooms",
-                                        std::to_string(rooms),
-                                        "--simulate-rate",
-                                        "50",
-                                        "--simulate-battle-ms",
-                                        "200",
-                                        "--simulate-modes",
-                                        simulate_modes});
+  const CommandResult run = RunCommand(
+      NodeRunArgs(dir.Sub("outbox"), lobby->port(),
+                  {"--exit-when-drained", "--progress-ms", "500", "--admin-token", "admin-token",
+                   "--simulate-rooms", std::to_string(rooms), "--simulate-rate", "50",
+                   "--simulate-battle-ms", "200", "--simulate-modes", simulate_modes}));
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_NE(
       run.out.find("rooms " + std::to_string(rooms) + "/" + std::to_string(rooms) + " finished"),

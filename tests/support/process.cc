@@ -74,6 +74,17 @@ uint16_t FreeLoopbackPort() {
   return port;
 }
 std::string NodeBinary() { return VERDICT_NODE_BINARY; }
+
+std::vector<std::string> NodeRunArgs(const std::string& outbox, uint16_t lobby_port,
+                                     const std::vector<std::string>& extra,
+                                     const std::string& binary) {
+  std::vector<std::string> args = {
+      binary,    "--log-level", "warn", "run",     "--node-id",
+      "node-a",  "--outbox",    outbox, "--lobby", "http://127.0.0.1:" + std::to_string(lobby_port),
+      "--token", "token-a"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
 std::string LobbyTestingBinary() { return VERDICT_LOBBY_TESTING_BINARY; }
 std::string NodeTestingBinary() { return VERDICT_NODE_TESTING_BINARY; }
 

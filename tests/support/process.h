@@ -25,6 +25,12 @@ std::string NodeBinary();
 std::string LobbyTestingBinary();
 std::string NodeTestingBinary();
 
+// `binary` (verdict-node or a build of it) run as node-a with token-a, its outbox at `outbox`,
+// delivering to the lobby at 127.0.0.1:`lobby_port`, logging warnings and above; then `extra`.
+std::vector<std::string> NodeRunArgs(const std::string& outbox, uint16_t lobby_port,
+                                     const std::vector<std::string>& extra = {},
+                                     const std::string& binary = NodeBinary());
+
 // Runs argv[0] with `env` added to this process's environment; waits for it.
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env = {});
