@@ -38,6 +38,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace verdict::testing {
 namespace {
@@ -252,7 +253,11 @@ class FailoverSuite : public ::testing::Test {
     outage.settled_during = (Receipts() - receipts_at_kill) / seconds;
     const CommandResult primary = Ha({"primary", ha_dir_});
     EXPECT_EQ(primary.out, "node2\n") << "the standby was not promoted";
-    EXPECT_EQ(HttpCall(lobbies_[1]->port(), "GET", "/readyz").status, 200);
+    // The second lobby finds the new primary on its own next try: wait for that, not a moment.
+    EXPECT_TRUE(WaitUntil(
+        [&] { return HttpCall(lobbies_[1]->port(), "GET", "/readyz", {}, "", 2s).status == 200; },
+        60s))
+        << "the second lobby was not ready on the new primary within 60 s";
   }
 
   // Lets the simulation finish, drains the outbox with a clean node, reconciles and checks.
