@@ -15,7 +15,8 @@ BEGIN
   PERFORM verdict_lock_partition_family(p_family);
   FOR t IN SELECT * FROM verdict_partition_tables(p_family) LOOP
     v_name := t.parent || '_p' || p_lower;
-    EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING CONSTRAINTS)', v_name, t.parent);
+    EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING CONSTRAINTS INCLUDING COMPRESSION)', v_name,
+                   t.parent);
     EXECUTE format('WITH moved AS (DELETE FROM %I WHERE %I >= %s AND %I < %s RETURNING *) '
                    'INSERT INTO %I SELECT * FROM moved',
                    t.parent || '_default', t.key, p_lower, t.key, p_upper, v_name);

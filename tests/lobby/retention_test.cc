@@ -430,6 +430,29 @@ TEST_F(RetentionTest, EventsWithoutTheirPlaceInTheFeedAreNeverDropped) {
   EXPECT_EQ(Q("SELECT seq FROM settlement_events"), "3") << "a place was handed out twice";
 }
 
+// Migration 006: payloads are compressed by lz4, in the partitions migrate made and in those made
+// after it, and an event over the 2 kB threshold is written so.
+TEST_F(RetentionTest, EventPayloadsAreCompressedByLz4InEveryPartitionOldAndNew) {
+  DropPartitionsAhead();
+  db_->Exec("SELECT verdict_ensure_partitions('events', 2, 3)");
+  const std::string not_lz4 =
+      "SELECT count(*) FROM pg_attribute a WHERE a.attname = 'payload' AND a.attcompression <> 'l'"
+      " AND a.attrelid IN (SELECT 'settlement_events'::regclass UNION ALL SELECT inhrelid FROM"
+      " pg_inherits WHERE inhparent = 'settlement_events'::regclass)";
+  EXPECT_EQ(Q(not_lz4), "0");
+  EXPECT_GE(std::stoi(Q("SELECT count(*) FROM pg_inherits "
+                        "WHERE inhparent = 'settlement_events'::regclass")),
+            4);  // the first, the default, and those ahead
+  db_->Exec(
+      "INSERT INTO settlement_events (room_id, node_id, match_id, payload) "
+      "SELECT g, 'node-a', g, jsonb_build_object('players', (SELECT jsonb_agg(jsonb_build_object("
+      "'player_id', 'p' || i, 'rating_before', i * 1.25)) FROM generate_series(1, 100) i)) "
+      "FROM generate_series(1, 5) g");
+  EXPECT_EQ(Q("SELECT string_agg(DISTINCT pg_column_compression(payload), ',') "
+              "FROM settlement_events"),
+            "lz4");
+}
+
 // A partition goes in two transactions: detached under the family's locks, then its tables
 // dropped, each locking only itself. A pass that ended in between (here the first half run by
 // hand) leaves detached tables, which no query of the family reads, and the next pass drops them
