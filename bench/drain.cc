@@ -707,7 +707,7 @@ double DrainLobby::Drain(const std::string& dir, uint32_t shards, size_t batch, 
 double DrainAllocated(const std::string& conninfo, const std::string& dir, uint32_t shards,
                       size_t batch, uint64_t base, uint64_t n, const std::string& lobby_url) {
   return RunVerdict(conninfo, dir, shards, batch, base, n, lobby_url, 0,
-                    {.allocate = false, .integer_ids = true})
+                    {.shape = {}, .allocate = false, .integer_ids = true})
       .per_s;
 }
 
@@ -763,9 +763,10 @@ BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count)
   write[lobby::kSettleWrite["p_abort_reasons"]] = fill_of("''::text");
   write[lobby::kSettleWrite["p_fingerprints"]] = fill_of("decode(repeat('ab', 32), 'hex')");
   write[lobby::kSettleWrite["p_modes"]] = fill_of("'default'::text");
-  // One text per room, read as jsonb per room, as the lobby's parameter is.
-  write[lobby::kSettleWrite["p_event_players"]] = "ARRAY(SELECT format('" + EventPlayersTemplate() +
-                                                  "', r)::jsonb FROM unnest(" + rooms + ") r)";
+  // One text of every room's players, read as jsonb once, as the lobby's parameter is.
+  write[lobby::kSettleWrite["p_event_players"]] =
+      "('[' || (SELECT string_agg(format('" + EventPlayersTemplate() + "', r), ',') FROM unnest(" +
+      rooms + ") r) || ']')::jsonb";
   write[lobby::kSettleWrite["p_player_rooms"]] = "p.rooms";
   write[lobby::kSettleWrite["p_player_ids"]] = "p.ids";
   write[lobby::kSettleWrite["p_teams"]] = "p.teams";

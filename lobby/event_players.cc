@@ -49,24 +49,27 @@ std::string EventPlayersJson(std::vector<const RatedSeat*> seats, bool elo) {
     return a->player->player_id() < b->player->player_id();  // bytes, as COLLATE "C"
   });
   std::string out = "[";
+  out.reserve(seats.size() * 300);
   for (const RatedSeat* s : seats) {
     if (out.size() > 1) out.push_back(',');
-    out += "{\"player_id\":";
-    AppendJsonString(s->player->player_id(), &out);
+    // The members in the order jsonb keeps them (shorter keys first, then by bytes), so that
+    // PostgreSQL's sort of each object's keys, as it reads the text, finds them sorted: unsorted,
+    // that sort was a tenth of the database's work on the event.
+    out += "{\"rank\":";
+    out += std::to_string(s->rank);
     AppendIntegerMember("team", s->player->team(), &out);
-    AppendIntegerMember("rank", s->rank, &out);
     AppendMember("result", &out);
     AppendJsonString(s->result, &out);
-    AppendDoubleMember("rating_before", s->before.value, &out);
+    if (elo) AppendIntegerMember("elo_after", RoundedAsPostgres(s->after.value), &out);
+    AppendMember("player_id", &out);
+    AppendJsonString(s->player->player_id(), &out);
+    if (elo) AppendIntegerMember("elo_before", RoundedAsPostgres(s->before.value), &out);
     AppendDoubleMember("rating_after", s->after.value, &out);
-    AppendDoubleMember("deviation_before", s->before.deviation, &out);
+    AppendDoubleMember("rating_before", s->before.value, &out);
     AppendDoubleMember("deviation_after", s->after.deviation, &out);
-    AppendDoubleMember("volatility_before", s->before.volatility, &out);
+    AppendDoubleMember("deviation_before", s->before.deviation, &out);
     AppendDoubleMember("volatility_after", s->after.volatility, &out);
-    if (elo) {
-      AppendIntegerMember("elo_before", RoundedAsPostgres(s->before.value), &out);
-      AppendIntegerMember("elo_after", RoundedAsPostgres(s->after.value), &out);
-    }
+    AppendDoubleMember("volatility_before", s->before.volatility, &out);
     out.push_back('}');
   }
   out.push_back(']');

@@ -4,7 +4,8 @@
 // database time (bench/RESULTS.md, "The event's players, built once"). The text is the value the
 // jsonb functions built: each number as PostgreSQL turns a double precision into jsonb (the
 // shortest text that reads back as the same double; NaN and the infinities as strings), the
-// players in byte order of their ids, and Elo's rounded elo_before and elo_after.
+// players in byte order of their ids, and Elo's rounded elo_before and elo_after; each object's
+// members in the order jsonb keeps them, which is also the order the feed serves them in.
 #pragma once
 
 #include <string>

@@ -238,8 +238,11 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
                                        int64_t attempt_id) {
   std::map<uint64_t, std::vector<const RatedSeat*>> seats_of;  // by room
   for (const RatedSeat& s : rated.seats) seats_of[s.room_id].push_back(&s);
-  ArrayLiteral ids, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes,
-      event_players;
+  ArrayLiteral ids, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes;
+  std::string event_players = "[";  // a JSON array, each room's players an element
+  // About 280 bytes a player: reserved, because grown by doubling such a string maps and faults
+  // in each size it passes through (blocks of 128 KiB and more: lobby/main.cc).
+  event_players.reserve(rated.seats.size() * 300);
   for (size_t i : settle) {
     const v1::BattleResult& r = *requests[i].result;
     ids.Add(r.room_id());
@@ -252,8 +255,9 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
     reasons.AddText(r.abort_reason());
     prints.AddHexBytes(Hex(requests[i].fingerprint));
     modes.AddText(rooms[i].mode);
-    event_players.AddText(
-        EventPlayersJson(seats_of[r.room_id()], rooms[i].system->spec().system == "elo"));
+    if (event_players.size() > 1) event_players.push_back(',');
+    event_players +=
+        EventPlayersJson(seats_of[r.room_id()], rooms[i].system->spec().system == "elo");
   }
   ArrayLiteral player_rooms, players, teams, ranks, kills, deaths, assists, scores, disconnected,
       results, rating_before, rating_after, deviation_before, deviation_after, volatility_before,
@@ -292,44 +296,44 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
     placements.Add(t.placements);
   }
   decltype(kSettleWrite)::Args args;
-  args[kSettleWrite["p_room_ids"]] = ids.str();
-  args[kSettleWrite["p_node_ids"]] = nodes.str();
-  args[kSettleWrite["p_outcomes"]] = outcomes.str();
-  args[kSettleWrite["p_winner_teams"]] = winners.str();
-  args[kSettleWrite["p_suspects"]] = suspects.str();
-  args[kSettleWrite["p_ended_at_ms"]] = ended.str();
-  args[kSettleWrite["p_replay_paths"]] = replays.str();
-  args[kSettleWrite["p_abort_reasons"]] = reasons.str();
-  args[kSettleWrite["p_fingerprints"]] = prints.str();
-  args[kSettleWrite["p_modes"]] = modes.str();
-  args[kSettleWrite["p_event_players"]] = event_players.str();
-  args[kSettleWrite["p_player_rooms"]] = player_rooms.str();
-  args[kSettleWrite["p_player_ids"]] = players.str();
-  args[kSettleWrite["p_teams"]] = teams.str();
-  args[kSettleWrite["p_ranks"]] = ranks.str();
-  args[kSettleWrite["p_kills"]] = kills.str();
-  args[kSettleWrite["p_deaths"]] = deaths.str();
-  args[kSettleWrite["p_assists"]] = assists.str();
-  args[kSettleWrite["p_scores"]] = scores.str();
-  args[kSettleWrite["p_disconnected"]] = disconnected.str();
-  args[kSettleWrite["p_results"]] = results.str();
-  args[kSettleWrite["p_ratings_before"]] = rating_before.str();
-  args[kSettleWrite["p_ratings_after"]] = rating_after.str();
-  args[kSettleWrite["p_deviations_before"]] = deviation_before.str();
-  args[kSettleWrite["p_deviations_after"]] = deviation_after.str();
-  args[kSettleWrite["p_volatilities_before"]] = volatility_before.str();
-  args[kSettleWrite["p_volatilities_after"]] = volatility_after.str();
-  args[kSettleWrite["p_rated_modes"]] = rated_modes.str();
-  args[kSettleWrite["p_rated_players"]] = rated_players.str();
-  args[kSettleWrite["p_final_ratings"]] = final_rating.str();
-  args[kSettleWrite["p_final_deviations"]] = final_deviation.str();
-  args[kSettleWrite["p_final_volatilities"]] = final_volatility.str();
-  args[kSettleWrite["p_final_displayed"]] = final_displayed.str();
-  args[kSettleWrite["p_games"]] = games.str();
-  args[kSettleWrite["p_wins"]] = wins.str();
-  args[kSettleWrite["p_losses"]] = losses.str();
-  args[kSettleWrite["p_draws"]] = draws.str();
-  args[kSettleWrite["p_placements"]] = placements.str();
+  args[kSettleWrite["p_room_ids"]] = std::move(ids).str();
+  args[kSettleWrite["p_node_ids"]] = std::move(nodes).str();
+  args[kSettleWrite["p_outcomes"]] = std::move(outcomes).str();
+  args[kSettleWrite["p_winner_teams"]] = std::move(winners).str();
+  args[kSettleWrite["p_suspects"]] = std::move(suspects).str();
+  args[kSettleWrite["p_ended_at_ms"]] = std::move(ended).str();
+  args[kSettleWrite["p_replay_paths"]] = std::move(replays).str();
+  args[kSettleWrite["p_abort_reasons"]] = std::move(reasons).str();
+  args[kSettleWrite["p_fingerprints"]] = std::move(prints).str();
+  args[kSettleWrite["p_modes"]] = std::move(modes).str();
+  args[kSettleWrite["p_event_players"]] = std::move(event_players) + ']';
+  args[kSettleWrite["p_player_rooms"]] = std::move(player_rooms).str();
+  args[kSettleWrite["p_player_ids"]] = std::move(players).str();
+  args[kSettleWrite["p_teams"]] = std::move(teams).str();
+  args[kSettleWrite["p_ranks"]] = std::move(ranks).str();
+  args[kSettleWrite["p_kills"]] = std::move(kills).str();
+  args[kSettleWrite["p_deaths"]] = std::move(deaths).str();
+  args[kSettleWrite["p_assists"]] = std::move(assists).str();
+  args[kSettleWrite["p_scores"]] = std::move(scores).str();
+  args[kSettleWrite["p_disconnected"]] = std::move(disconnected).str();
+  args[kSettleWrite["p_results"]] = std::move(results).str();
+  args[kSettleWrite["p_ratings_before"]] = std::move(rating_before).str();
+  args[kSettleWrite["p_ratings_after"]] = std::move(rating_after).str();
+  args[kSettleWrite["p_deviations_before"]] = std::move(deviation_before).str();
+  args[kSettleWrite["p_deviations_after"]] = std::move(deviation_after).str();
+  args[kSettleWrite["p_volatilities_before"]] = std::move(volatility_before).str();
+  args[kSettleWrite["p_volatilities_after"]] = std::move(volatility_after).str();
+  args[kSettleWrite["p_rated_modes"]] = std::move(rated_modes).str();
+  args[kSettleWrite["p_rated_players"]] = std::move(rated_players).str();
+  args[kSettleWrite["p_final_ratings"]] = std::move(final_rating).str();
+  args[kSettleWrite["p_final_deviations"]] = std::move(final_deviation).str();
+  args[kSettleWrite["p_final_volatilities"]] = std::move(final_volatility).str();
+  args[kSettleWrite["p_final_displayed"]] = std::move(final_displayed).str();
+  args[kSettleWrite["p_games"]] = std::move(games).str();
+  args[kSettleWrite["p_wins"]] = std::move(wins).str();
+  args[kSettleWrite["p_losses"]] = std::move(losses).str();
+  args[kSettleWrite["p_draws"]] = std::move(draws).str();
+  args[kSettleWrite["p_placements"]] = std::move(placements).str();
   args[kSettleWrite["p_attempt_id"]] = std::to_string(attempt_id);
   return args;
 }
@@ -379,9 +383,11 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
                            RatingAt(row, 14)});
           continue;
         }
-        RoomRow room{row[1].as<std::string>(), row[2].is_null() ? 0 : row[2].as<uint64_t>(),
-                     row[3].is_null() ? "" : row[3].as<std::string>(),
-                     row[4].is_null() ? 0 : row[4].as<int64_t>()};
+        RoomRow room;
+        room.status = row[1].as<std::string>();
+        if (!row[2].is_null()) room.match_id = row[2].as<uint64_t>();
+        if (!row[3].is_null()) room.outcome = row[3].as<std::string>();
+        if (!row[4].is_null()) room.settled_at_ms = row[4].as<int64_t>();
         if (room.status == "settle") {
           room.mode = row[5].as<std::string>();
           auto system = systems_.Of(row[6].as<std::string>(), row[7].as<std::string>(),
@@ -404,14 +410,19 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
               {requests[i].result, out.rooms[i].mode, out.rooms[i].system, out.rooms[i].rated});
         }
         const RatedCall rated = RateRooms(rate, seats);
-        const pqxx::result written = tx.exec_prepared(
-            kWriteStatement, pqxx::prepare::make_dynamic_params(
-                                 WriteArgs(requests, out.rooms, settle, rated, call.attempt_id)));
+        auto args = WriteArgs(requests, out.rooms, settle, rated, call.attempt_id);
+        const pqxx::result written = tx.exec_prepared(  // the arguments moved, not copied
+            kWriteStatement,
+            pqxx::prepare::make_dynamic_params(std::make_move_iterator(args.begin()),
+                                               std::make_move_iterator(args.end())));
         for (const auto& row : written) {
+          const auto room_id = row[0].as<uint64_t>();
+          const auto match_id = row[1].as<uint64_t>();
+          const auto settled_at_ms = row[2].as<int64_t>();
           for (size_t i : settle) {
-            if (requests[i].result->room_id() != row[0].as<uint64_t>()) continue;
-            out.rooms[i].match_id = row[1].as<uint64_t>();
-            out.rooms[i].settled_at_ms = row[2].as<int64_t>();
+            if (requests[i].result->room_id() != room_id) continue;
+            out.rooms[i].match_id = match_id;
+            out.rooms[i].settled_at_ms = settled_at_ms;
             out.rooms[i].outcome = OutcomeName(requests[i].result->outcome());
           }
         }

@@ -1,7 +1,10 @@
 #include "lobby/settlement_ratings.h"
 
 #include <algorithm>
-#include <map>
+#include <functional>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -18,10 +21,22 @@ const char* ResultOf(uint32_t rank, const std::vector<uint32_t>& ranks) {
   return std::count(ranks.begin(), ranks.end(), 1u) == 1 ? "win" : "draw";
 }
 
+// A hash of two keys: a call rates some thousands of seats, each looked up by room and player,
+// and each player's totals by mode and player.
+struct PairHash {
+  template <typename A, typename B>
+  size_t operator()(const std::pair<A, B>& key) const {
+    const size_t a = std::hash<A>()(key.first);
+    return a ^ (std::hash<B>()(key.second) + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
+  }
+};
+
 }  // namespace
 
 RatedCall RateRooms(const std::vector<RoomToRate>& rooms, const std::vector<SeatRatings>& seats) {
-  std::map<std::pair<uint64_t, std::string_view>, const SeatRatings*> seat_of;  // (room, player)
+  std::unordered_map<std::pair<uint64_t, std::string_view>, const SeatRatings*, PairHash>
+      seat_of;  // by (room, player)
+  seat_of.reserve(seats.size());
   for (const SeatRatings& s : seats) seat_of[{s.room_id, s.player_id}] = &s;
 
   std::vector<const RoomToRate*> order;
@@ -31,8 +46,11 @@ RatedCall RateRooms(const std::vector<RoomToRate>& rooms, const std::vector<Seat
   });
 
   RatedCall call;
-  // By (mode, player): the rating as the rooms so far left it, and the counts added.
-  std::map<std::pair<std::string, std::string>, PlayerTotals> totals;
+  call.seats.reserve(seats.size());
+  // By (mode, player), both kept by the caller: the rating as the rooms so far left it, and the
+  // counts added.
+  std::unordered_map<std::pair<std::string_view, std::string_view>, PlayerTotals, PairHash> totals;
+  totals.reserve(seats.size());
   for (const RoomToRate* room : order) {
     const v1::BattleResult& result = *room->result;
     const rating::RatingSystem& system = *room->system;
@@ -106,6 +124,10 @@ RatedCall RateRooms(const std::vector<RoomToRate>& rooms, const std::vector<Seat
   for (auto& [key, t] : totals) {
     if (t.games > 0) call.players.push_back(std::move(t));
   }
+  std::sort(call.players.begin(), call.players.end(),
+            [](const PlayerTotals& a, const PlayerTotals& b) {
+              return std::tie(a.mode, a.player_id) < std::tie(b.mode, b.player_id);
+            });
   return call;
 }
 

@@ -6,8 +6,10 @@
 -- Inputs, parallel arrays:
 --   one element per room written: p_room_ids, p_node_ids, p_outcomes, p_winner_teams (the team
 --   placed first alone, 0 if none), p_suspects, p_ended_at_ms, p_replay_paths ('' for none),
---   p_abort_reasons, p_fingerprints, p_modes, p_event_players (the "players" of the room's
---   battle.settled event, built by the lobby: lobby/event_players.h);
+--   p_abort_reasons, p_fingerprints, p_modes; and p_event_players, one jsonb array of an element
+--   per room, in the same order: the "players" of the room's battle.settled event, built by the
+--   lobby (lobby/event_players.h). One document, not a jsonb[]: an array literal is read twice,
+--   once for its elements and once for each element's JSON, and every quote in it is escaped;
 --   one element per player of those rooms, each with its room: p_player_rooms, p_player_ids,
 --   p_teams, p_ranks (0 for an ABORTED room), p_kills, p_deaths, p_assists, p_scores,
 --   p_disconnected, p_results ('win' | 'loss' | 'draw' | 'aborted'), and the player's rating in
@@ -32,7 +34,7 @@
 CREATE OR REPLACE FUNCTION verdict_settle_write(
   p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_winner_teams smallint[],
   p_suspects boolean[], p_ended_at_ms bigint[], p_replay_paths text[], p_abort_reasons text[],
-  p_fingerprints bytea[], p_modes text[], p_event_players jsonb[],
+  p_fingerprints bytea[], p_modes text[], p_event_players jsonb,
   p_player_rooms bigint[], p_player_ids text[], p_teams smallint[], p_ranks smallint[],
   p_kills integer[], p_deaths integer[], p_assists integer[], p_scores bigint[],
   p_disconnected boolean[], p_results text[],
@@ -56,6 +58,11 @@ BEGIN
   IF cardinality(p_room_ids) IS NULL OR cardinality(p_room_ids) = 0 THEN
     RETURN;
   END IF;
+  IF jsonb_typeof(p_event_players) IS DISTINCT FROM 'array'
+     OR jsonb_array_length(p_event_players) <> cardinality(p_room_ids) THEN
+    RAISE EXCEPTION 'verdict_settle_write: % rooms but event players %', cardinality(p_room_ids),
+      coalesce(left(p_event_players::text, 40), 'NULL');
+  END IF;
   WITH inserted AS (
     INSERT INTO matches (room_id, node_id, outcome, winner_team, suspect, abort_reason,
                          ended_at_ms, settled_at, mode)
@@ -75,8 +82,9 @@ BEGIN
     SELECT mm.match_id, x.room_id, x.node_id, x.outcome, x.winner_team, x.suspect,
            x.replay_path, x.fingerprint, x.mode, x.event_players
     FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id)
-    JOIN unnest(p_room_ids, p_node_ids, p_outcomes, p_winner_teams, p_suspects, p_replay_paths,
-                p_fingerprints, p_modes, p_event_players)
+    JOIN ROWS FROM (unnest(p_room_ids), unnest(p_node_ids), unnest(p_outcomes),
+                    unnest(p_winner_teams), unnest(p_suspects), unnest(p_replay_paths),
+                    unnest(p_fingerprints), unnest(p_modes), jsonb_array_elements(p_event_players))
            AS x(room_id, node_id, outcome, winner_team, suspect, replay_path, fingerprint, mode,
                 event_players)
       ON x.room_id = mm.room_id),

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <latch>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -397,8 +398,8 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   for (uint64_t room = 1; room <= kRooms; ++room) MustAllocate(lobby->port(), room);
 
   using lobby::pg::ArrayLiteral;
-  ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes,
-      event_players;
+  ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes;
+  std::string event_players;  // a JSON array, an element a room
   ArrayLiteral player_rooms, ids, teams, ranks, stats, scores, disconnected, results, before, after,
       zeros, rated_modes, games, wins, losses, draws;
   for (uint64_t room = 1; room <= kRooms; ++room) {
@@ -413,7 +414,8 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
     reasons.AddText("");
     prints.AddHexBytes(std::string(64, 'a'));
     modes.AddText("default");
-    event_players.AddText("[{\"room\":" + std::to_string(room) + "}]");  // stored as given
+    event_players += (room == 1 ? "[" : ",");
+    event_players += "[{\"room\":" + std::to_string(room) + "}]";  // stored as given
     for (const v1::PlayerResult& p : r.players()) {
       const bool won = p.team() == 1;
       player_rooms.Add(room);
@@ -455,7 +457,7 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   write[lobby::kSettleWrite["p_abort_reasons"]] = quoted(reasons);
   write[lobby::kSettleWrite["p_fingerprints"]] = quoted(prints);
   write[lobby::kSettleWrite["p_modes"]] = quoted(modes);
-  write[lobby::kSettleWrite["p_event_players"]] = quoted(event_players);
+  write[lobby::kSettleWrite["p_event_players"]] = "'" + event_players + "]'";
   write[lobby::kSettleWrite["p_player_rooms"]] = quoted(player_rooms);
   write[lobby::kSettleWrite["p_player_ids"]] = quoted(ids);
   write[lobby::kSettleWrite["p_teams"]] = quoted(teams);
@@ -535,6 +537,17 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
 // order, with Elo's rounded members. Compared by PostgreSQL as jsonb, on values whose text is
 // easy to get wrong: thirds, tiny and huge magnitudes, a negative zero, halves (PostgreSQL rounds
 // them to even), NaN and the infinities, and ids that need escaping or sort differently by byte.
+// The object keys of JSON `text` in the order they appear (keys of lower-case letters and '_').
+std::vector<std::string> KeysOf(const std::string& text) {
+  static const std::regex key("\"([a-z_]+)\": ?");
+  std::vector<std::string> keys;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), key); it != std::sregex_iterator();
+       ++it) {
+    keys.push_back((*it)[1]);
+  }
+  return keys;
+}
+
 TEST_F(BatchSettlementTest, EventPlayersAreTheJsonbTheDatabaseWouldBuild) {
   // Ratings are finite (Elo's are rounded to integers); deviations and volatilities take every
   // value.
@@ -606,6 +619,10 @@ TEST_F(BatchSettlementTest, EventPlayersAreTheJsonbTheDatabaseWouldBuild) {
         dev_before.str(), dev_after.str(), vol_before.str(), vol_after.str(),
         lobby::EventPlayersJson(room, elo), elo);
     EXPECT_TRUE(same[0].as<bool>()) << "elo=" << elo << ": " << same[1].as<std::string>();
+    // And each object's members are already in the order jsonb keeps them, so PostgreSQL's sort
+    // of the keys as it reads the text has nothing to move.
+    EXPECT_EQ(KeysOf(lobby::EventPlayersJson(room, elo)), KeysOf(same[1].as<std::string>()))
+        << "elo=" << elo;
   }
 }
 

@@ -5,6 +5,8 @@
 #include <google/protobuf/struct.pb.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <future>
 #include <string>
 #include <thread>
@@ -13,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/constant_time.h"
+#include "lobby/pg/array_literal.h"
 #include "lobby/readiness.h"
 #include "lobby/settlement_service.h"
 #include "proto/wire.h"
@@ -467,6 +470,50 @@ TEST(SqlStatusTest, EveryStatusHasItsMeaningAndAnUnknownOneIsInternal) {
     if (refusal && code) {
       EXPECT_EQ(InfoOf(refusal->code).code, InfoOf(*code).code) << static_cast<int>(status);
     }
+  }
+}
+
+// The literal's text, element by element; that PostgreSQL reads these doubles back exactly is
+// BatchSettlementTest.EventPlayersAreTheJsonbTheDatabaseWouldBuild's to show.
+TEST(ArrayLiteralTest, QuotesEveryTextAndWritesEachNumberInFull) {
+  pg::ArrayLiteral empty;
+  EXPECT_EQ(empty.str(), "{}");
+
+  pg::ArrayLiteral text;
+  for (const char* s : {"", "a", "a,b", "{x}", "say \"hi\"", "back\\slash", "\\\"", "NULL"}) {
+    text.AddText(s);
+  }
+  text.AddNull();
+  EXPECT_EQ(text.str(), R"({"","a","a,b","{x}","say \"hi\"","back\\slash","\\\"","NULL",NULL})");
+
+  pg::ArrayLiteral numbers;
+  numbers.Add(true);
+  numbers.Add(false);
+  numbers.Add(uint64_t{18446744073709551615u});
+  numbers.Add(int64_t{-9223372036854775807 - 1});
+  numbers.Add(uint32_t{7});
+  EXPECT_EQ(numbers.str(), "{t,f,18446744073709551615,-9223372036854775808,7}");
+
+  pg::ArrayLiteral special;
+  special.Add(std::nan(""));
+  special.Add(-std::nan(""));
+  special.Add(HUGE_VAL);
+  special.Add(-HUGE_VAL);
+  special.Add(-0.0);
+  special.Add(1.5);
+  EXPECT_EQ(special.str(), "{NaN,NaN,Infinity,-Infinity,-0,1.5}");
+
+  // Each double as the shortest text strtod (float8in's reader) takes back to the same bits.
+  const double hard[] = {
+      0.1,      1.0 / 3,     2.0 / 3, 1516.0000000000002, 1e21, 5e-324, 1.7976931348623157e308,
+      25.0 / 3, 0.5 + 1e-16, 1e-7};
+  for (double x : hard) {
+    pg::ArrayLiteral one;
+    one.Add(x);
+    const std::string literal = one.str();
+    const std::string element = literal.substr(1, literal.size() - 2);
+    EXPECT_EQ(std::strtod(element.c_str(), nullptr), x) << element;
+    EXPECT_LE(element.size(), 24u) << element;
   }
 }
 
