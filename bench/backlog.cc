@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <pqxx/pqxx>
+#include <stdexcept>
+#include <string>
 
 namespace verdict::bench {
 
@@ -64,8 +66,12 @@ void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count,
         static_cast<int64_t>(shape.seats()), static_cast<int64_t>(shape.size))[0];
     tx.commit();
     if (!refused.as<std::string>().empty()) {
-      std::fprintf(stderr, "    warning: rooms of mode %s not allocated: %s\n", shape.mode.c_str(),
-                   refused.c_str());
+      // Their results would be refused (ROOM_UNKNOWN) and the drain could never empty.
+      throw std::runtime_error(
+          "rooms " + std::to_string(base + first) + "-" + std::to_string(base + last) +
+          " of mode " + shape.mode + " not allocated: " + refused.as<std::string>() +
+          "; a player busy means the database holds rooms of another run: give the benchmark a "
+          "database of its own (--db '... dbname=NEW', or no --db)");
     }
   }
   try {

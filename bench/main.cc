@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -331,14 +333,19 @@ int main(int argc, char** argv) {
       std::perror("pg_virtualenv");
       return 1;
     }
-    if (replicate_cmd->parsed()) return verdict::bench::RunReplicate(replicate);
-    if (retention_cmd->parsed()) return verdict::bench::RunRetentionBench(retention);
-    if (ladder_cmd->parsed()) return verdict::bench::RunLadder(ladder);
-    if (drain_cmd->parsed() && !drain.baseline_lobby.empty()) {
-      return verdict::bench::RunLobbyComparison(drain);
+    try {
+      if (replicate_cmd->parsed()) return verdict::bench::RunReplicate(replicate);
+      if (retention_cmd->parsed()) return verdict::bench::RunRetentionBench(retention);
+      if (ladder_cmd->parsed()) return verdict::bench::RunLadder(ladder);
+      if (drain_cmd->parsed() && !drain.baseline_lobby.empty()) {
+        return verdict::bench::RunLobbyComparison(drain);
+      }
+      return drain_cmd->parsed() ? verdict::bench::RunDrain(drain)
+                                 : verdict::bench::RunEvents(events);
+    } catch (const std::exception& e) {  // a run that cannot measure what it set out to
+      std::fprintf(stderr, "verdict-bench: %s\n", e.what());
+      return 1;
     }
-    return drain_cmd->parsed() ? verdict::bench::RunDrain(drain)
-                               : verdict::bench::RunEvents(events);
   }
   return 2;
 }
