@@ -54,7 +54,8 @@ std::string EventPlayersJson(std::vector<const RatedSeat*> seats, bool elo) {
     if (out.size() > 1) out.push_back(',');
     // The members in the order jsonb keeps them (shorter keys first, then by bytes), so that
     // PostgreSQL's sort of each object's keys, as it reads the text, finds them sorted: unsorted,
-    // that sort was a tenth of the database's work on the event.
+    // that sort was 1.3 % of the machine in a drain (bench/RESULTS.md, "The lobby's own share of
+    // the drain").
     out += "{\"rank\":";
     out += std::to_string(s->rank);
     AppendIntegerMember("team", s->player->team(), &out);
