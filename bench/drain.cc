@@ -240,6 +240,9 @@ Row RunSerial(const std::string& conninfo, const std::string& dir, uint64_t base
       if (const auto* res = std::get_if<delivery::HttpResponse>(&outcome)) {
         latencies.push_back(Seconds(SteadyClock::now() - sent) * 1000);
         if (res->status / 100 == 2) break;
+        // A final refusal (a room AllocateRooms could not allocate) is given up, as the node
+        // dead-letters it; retried, the run would never end.
+        if (res->status / 100 == 4 && res->status != 429) break;
       }
       std::this_thread::sleep_for(kSerialRetryPause);
     }
