@@ -411,7 +411,8 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
         }
         const RatedCall rated = RateRooms(rate, seats);
         auto args = WriteArgs(requests, out.rooms, settle, rated, call.attempt_id);
-        const pqxx::result written = tx.exec_prepared(  // the arguments moved, not copied
+        // Moved in: libpqxx still copies each argument once into its own parameters.
+        const pqxx::result written = tx.exec_prepared(
             kWriteStatement,
             pqxx::prepare::make_dynamic_params(std::make_move_iterator(args.begin()),
                                                std::make_move_iterator(args.end())));
