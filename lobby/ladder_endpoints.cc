@@ -43,11 +43,10 @@ HttpReply NeedsAdmin(const std::string& what, const std::string& path) {
 }  // namespace
 
 HttpReply SettlementService::GetPlayer(const HttpRequest& request, const std::string& player_id) {
+  const std::string path = "/v1/players/" + player_id;
   auto player = store_.GetPlayer(player_id);
-  if (!player.ok()) return FailureReply(player.status(), "/v1/players");
-  if (!player->has_value()) {
-    return ProblemReply(ErrorCode::kNotFound, "no such player", "/v1/players");
-  }
+  if (!player.ok()) return FailureReply(player.status(), path);
+  if (!player->has_value()) return ProblemReply(ErrorCode::kNotFound, "no such player", path);
   v1::Player& p = **player;
   // A protobuf reader from before ids were strings reads the id as an integer.
   uint64_t number = 0;

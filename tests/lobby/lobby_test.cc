@@ -735,10 +735,10 @@ TEST_F(LobbyTest, AllocationRulesAndReads) {
   ASSERT_EQ(r.status, 200);
   EXPECT_NE(r.body.find("\"games\":1"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("\"in_battle_room\":\"0\""), std::string::npos) << r.body;
-  EXPECT_EQ(
-      HttpCall(lobby->port(), "GET", "/v1/players/999999", {{"Authorization", "Bearer token-a"}})
-          .status,
-      404);
+  r = HttpCall(lobby->port(), "GET", "/v1/players/999999", {{"Authorization", "Bearer token-a"}});
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(r.body.find("\"instance\":\"/v1/players/999999\""), std::string::npos)
+      << "the problem names the player's own resource: " << r.body;
   EXPECT_EQ(HttpCall(lobby->port(), "GET", "/v1/players/" + std::string(65, 'p'),
                      {{"Authorization", "Bearer token-a"}})
                 .status,
