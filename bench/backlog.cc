@@ -34,16 +34,7 @@ v1::BattleResult ResultFor(uint64_t base, uint64_t slot, const BacklogShape& sha
 }
 
 // Allocates the rooms a run settles, then brings the database to where it would be after the
-// outage the backlog stands for:
-//   - vacuums and analyzes the tables the allocation wrote, as autovacuum would have (otherwise
-//     the run pays for autovacuum starting under it, on statistics from before the rooms existed);
-//   - analyzes the settlement's tables that the runs before it wrote, so that each design is
-//     planned on the database as it is (on none, or on statistics from a smaller table, the old
-//     single-room settlement scans all of players for each room). Empty ones are left alone:
-//     PostgreSQL plans a table never analyzed as at least ten pages, one analyzed empty as the
-//     page it has, and foreign-key checks cached at the start of a run then scan it throughout;
-//   - checkpoints, so that the run does not pay for the writes of the runs before it (a
-//     checkpoint under load slows every commit's fsync).
+// outage the backlog stands for (SettleDatabaseAsAfterOutage).
 void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count,
                    const BacklogShape& shape) {
   pqxx::connection conn(conninfo);
@@ -73,10 +64,25 @@ void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count,
                    shape.mode.c_str(), refused.c_str());
     }
   }
+  SettleDatabaseAsAfterOutage(conninfo);
+}
+
+// What autovacuum would have done during the outage: the allocation's tables vacuumed and analyzed,
+// the settlement's non-empty ones analyzed, then a checkpoint (backlog.h says why each). A table
+// that a build's schema lacks is passed over: --baseline-lobby drains through older schemas too.
+void SettleDatabaseAsAfterOutage(const std::string& conninfo) {
   try {
-    pqxx::nontransaction(conn).exec("VACUUM ANALYZE players, battle_rooms, battle_room_seats");
+    pqxx::connection conn(conninfo);
+    const auto exists = [&conn](const std::string& table) {
+      pqxx::nontransaction tx(conn);
+      return !tx.exec_params1("SELECT to_regclass($1)", table)[0].is_null();
+    };
+    for (const char* table : {"players", "battle_rooms", "battle_room_seats"}) {
+      if (exists(table)) pqxx::nontransaction(conn).exec("VACUUM ANALYZE " + std::string(table));
+    }
     for (const char* table :
          {"matches", "match_players", "replays", "settlement_events", "settlement_receipts"}) {
+      if (!exists(table)) continue;
       pqxx::nontransaction tx(conn);
       if (tx.exec1("SELECT EXISTS (SELECT 1 FROM " + std::string(table) + ")")[0].as<bool>()) {
         tx.exec("ANALYZE " + std::string(table));
@@ -86,6 +92,15 @@ void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count,
   } catch (const std::exception& e) {
     std::fprintf(stderr, "    (no vacuum, analyze or checkpoint before the run: %s)\n", e.what());
   }
+}
+
+void ReleaseRooms(const std::string& conninfo, uint64_t first, uint64_t last) {
+  pqxx::connection conn(conninfo);
+  pqxx::nontransaction tx(conn);
+  tx.exec_params(
+      "SELECT count(*) FROM generate_series($1::bigint, $2::bigint) r, "
+      "LATERAL verdict_release_room(r) x",
+      first, last);
 }
 
 uint64_t ReceiptsBetween(const std::string& conninfo, uint64_t base, uint64_t count) {

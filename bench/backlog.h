@@ -35,10 +35,25 @@ struct BacklogShape {
 // drained. Team 1 wins; with more than two teams they place in team order (placements).
 v1::BattleResult ResultFor(uint64_t base, uint64_t slot, const BacklogShape& shape = {});
 
-// Allocates rooms base + 1 … base + count to kBacklogNode, then brings the database to where it
-// would be after the outage the backlog stands for (drain.cc says how).
+// Allocates rooms base + 1 … base + count to kBacklogNode, then SettleDatabaseAsAfterOutage.
 void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count,
                    const BacklogShape& shape = {});
+
+// Brings the database to where it would be after the outage the backlog stands for:
+//   - vacuums and analyzes the tables the allocation wrote, as autovacuum would have (otherwise
+//     the run pays for autovacuum starting under it, on statistics from before the rooms existed);
+//   - analyzes the settlement's tables that the runs before it wrote, so that each design is
+//     planned on the database as it is (on none, or on statistics from a smaller table, the old
+//     single-room settlement scans all of players for each room). Empty ones are left alone:
+//     PostgreSQL plans a table never analyzed as at least ten pages, one analyzed empty as the
+//     page it has, and foreign-key checks cached at the start of a run then scan it throughout;
+//   - checkpoints, so that the run does not pay for the writes of the runs before it (a
+//     checkpoint under load slows every commit's fsync).
+// Every drain does this before it starts, whoever allocated its rooms.
+void SettleDatabaseAsAfterOutage(const std::string& conninfo);
+
+// Releases rooms first … last (verdict_release_room): their players are free for the next run.
+void ReleaseRooms(const std::string& conninfo, uint64_t first, uint64_t last);
 
 // Receipts of rooms base + 1 … base + count.
 uint64_t ReceiptsBetween(const std::string& conninfo, uint64_t base, uint64_t count);

@@ -188,8 +188,16 @@ Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t sha
   const double elapsed = Seconds(SteadyClock::now() - start);
   drained = true;
   producer.join();
+  // A result the producer enqueued as the outbox emptied is delivered too, before the deliverers
+  // stop: every result produced is settled (or its room would stay allocated, its players busy).
+  while ((*outbox)->Stats()->records > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   deliverer.Stop();
   const uint64_t settled = n + produced;
+  // The rooms allocated for results the run never produced would hold their players, whom the
+  // next run seats again (backlog.h): released, as a host's lost rooms are.
+  if (kind.allocate && settled < n + extra)
+    ReleaseRooms(conninfo, base + settled + 1, base + n + extra);
   const uint64_t receipts = ReceiptsBetween(conninfo, base, n + extra);
   if (receipts < settled) {
     std::fprintf(stderr, "    warning: %llu receipts for %llu results\n",
