@@ -108,6 +108,7 @@ Result<double> DrainThrough(const DrainOptions& o, const std::string& binary,
   Status allocated = AllocateOverHttp(lobby->port, kBase, o.backlog);
   double per_s = 0;
   if (allocated.ok()) {
+    SettleDatabaseAsAfterOutage(conninfo);  // as the in-process drains do
     per_s = DrainAllocated(conninfo, dir + "/outbox", shards, batch, kBase, o.backlog,
                            "http://127.0.0.1:" + std::to_string(lobby->port));
   }
