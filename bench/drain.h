@@ -30,7 +30,11 @@ struct DrainOptions {
   // a database of its own (bench/lobby_compare.cc).
   std::string baseline_lobby;  // the other build's verdict-lobby
   std::string lobby_binary;    // this build's (default: the one built with the benchmark)
-  int rounds = 2;              // drains through each binary
+  // With a baseline node as well: each side's results go through its own verdict-node process
+  // (enqueue, then run) instead of this build's deliverers in the benchmark's process.
+  std::string baseline_node;  // the other build's verdict-node
+  std::string node_binary;    // this build's (default: the one built with the benchmark)
+  int rounds = 2;             // drains through each binary
   OutputOptions output;
 };
 

@@ -4,7 +4,9 @@
 // one machine. Each drain gets a database of its own, made by that binary's own `migrate`, and a
 // lobby process of that binary; its rooms are allocated through the lobby's HTTP API
 // (POST /v1/rooms, which every build serves), and the results go as integer player ids, which
-// every build reads. The node side is this build's deliverer in both: only the lobby differs.
+// every build reads. The node side is this build's deliverer in both, so only the lobby differs;
+// with --baseline-node each side is its own build's verdict-node process instead (enqueue, then
+// run), as an operator would run them, and the ratio covers the node too.
 #include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
 
 #include <sys/wait.h>
@@ -13,6 +15,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -86,11 +89,75 @@ Status AllocateOverHttp(uint16_t port, uint64_t base, uint64_t n) {
   return failed ? UnavailableError(failure) : Status::Ok();
 }
 
-// One drain through `binary`: a fresh database it migrates, the lobby, the rooms, the drain.
+// The results of rooms base + 1 … base + n as `verdict-node enqueue` reads them, one JSON object a
+// line, each as ResultFor makes it and with integer player ids: every build's node reads these.
+void WriteResultsJson(const std::string& path, uint64_t base, uint64_t n) {
+  std::ofstream out(path);
+  for (uint64_t slot = 1; slot <= n; ++slot) {
+    const std::string room = std::to_string(base + slot);
+    out << "{\"room_id\":\"" << room << "\",\"node_id\":\"" << kBacklogNode
+        << "\",\"outcome\":\"SETTLED\",\"winner_team\":1,\"ended_at_ms\":\"1700000000000\","
+           "\"replay_path\":\"replays/"
+        << room << "\",\"players\":[";
+    for (uint32_t g = 1; g <= 10; ++g) {
+      out << (g > 1 ? "," : "") << "{\"player_id\":" << slot * 10 + g
+          << ",\"team\":" << (g <= 5 ? 1 : 2) << ",\"kills\":" << g << ",\"score\":" << 100 * g
+          << "}";
+    }
+    out << "]}\n";
+  }
+}
+
+// The drain through a verdict-node process of `node`: its `enqueue` fills an outbox with the
+// results of rooms base + 1 … base + n while nothing delivers, then its `run` delivers them to
+// `lobby_url`, timed from the start of `run` to the last receipt. Results per second.
+Result<double> DrainWithNode(const std::string& node, const std::string& conninfo,
+                             const std::string& dir, uint32_t shards, size_t batch, uint64_t base,
+                             uint64_t n, const std::string& lobby_url) {
+  const std::string outbox = dir + "/outbox", results = dir + "/results.jsonl";
+  WriteResultsJson(results, base, n);
+  VERDICT_RETURN_IF_ERROR(
+      RunToEnd({node, "enqueue", "--outbox", outbox, "--shards", std::to_string(shards), results},
+               dir + "/enqueue.log"));
+  std::fprintf(stderr, "  verdict-node run, %u shards, batch %zu: %llu results\n", shards, batch,
+               static_cast<unsigned long long>(n));
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto pid = SpawnWithLog(
+      {node, "run", "--node-id", kBacklogNode, "--outbox", outbox, "--lobby", lobby_url, "--token",
+       kBacklogToken, "--shards", std::to_string(shards), "--batch", std::to_string(batch)},
+      dir + "/node.log");
+  if (!pid.ok()) return pid.status();
+  // Until every room has its receipt; a drain that stops moving for a minute (results
+  // dead-lettered, a node that died) is a failed run, not a slow one.
+  uint64_t settled = 0;
+  auto moved = start;
+  Status failed;
+  while (settled < n) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const uint64_t now_settled = ReceiptsBetween(conninfo, base, n);
+    if (now_settled > settled) moved = Clock::now();
+    settled = now_settled;
+    if (Clock::now() - moved > std::chrono::minutes(1)) {
+      failed = UnavailableError("the drain stopped at " + std::to_string(settled) + " of " +
+                                std::to_string(n) + " receipts; see " + dir + "/node.log");
+      break;
+    }
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const Status stopped = StopChild(*pid, "verdict-node");
+  VERDICT_RETURN_IF_ERROR(failed);
+  VERDICT_RETURN_IF_ERROR(stopped);
+  std::filesystem::remove_all(outbox);
+  return n / elapsed;
+}
+
+// One drain through `binary`: a fresh database it migrates, the lobby, the rooms, the drain, by
+// this build's deliverers or, if `node` is given, by a verdict-node process of that binary.
 // Results per second.
 Result<double> DrainThrough(const DrainOptions& o, const std::string& binary,
-                            const std::string& label, const std::string& root, uint32_t shards,
-                            size_t batch) {
+                            const std::string& node, const std::string& label,
+                            const std::string& root, uint32_t shards, size_t batch) {
   ScratchDatabase database(o.db, "compare");
   const std::string conninfo = database.conninfo();
   const std::string dir = root + "/" + label;
@@ -109,8 +176,17 @@ Result<double> DrainThrough(const DrainOptions& o, const std::string& binary,
   double per_s = 0;
   if (allocated.ok()) {
     SettleDatabaseAsAfterOutage(conninfo);  // as the in-process drains do
-    per_s = DrainAllocated(conninfo, dir + "/outbox", shards, batch, kBase, o.backlog,
-                           "http://127.0.0.1:" + std::to_string(lobby->port));
+    const std::string url = "http://127.0.0.1:" + std::to_string(lobby->port);
+    if (node.empty()) {
+      per_s = DrainAllocated(conninfo, dir + "/outbox", shards, batch, kBase, o.backlog, url);
+    } else {
+      auto drained = DrainWithNode(node, conninfo, dir, shards, batch, kBase, o.backlog, url);
+      if (drained.ok()) {
+        per_s = *drained;
+      } else {
+        allocated = drained.status();
+      }
+    }
   }
   const Status stopped = StopChild(lobby->pid, label + " lobby");
   VERDICT_RETURN_IF_ERROR(allocated);
@@ -128,14 +204,20 @@ double Mean(const std::vector<double>& v) {
 
 int RunLobbyComparison(const DrainOptions& o) {
   const std::string current = LobbyBinary(o.lobby_binary);
+  // Each build's own node, or (empty) this build's deliverers in this process for both.
+  const std::string current_node = o.baseline_node.empty() ? "" : NodeBinary(o.node_binary);
   const uint32_t shards = HeadlineShards(o);
   const size_t batch = *std::max_element(o.batches.begin(), o.batches.end());
   const std::string root = TempRoot();
   std::fprintf(stderr,
                "drain through two lobbies: backlog %llu, %u shards, batch %zu, %d rounds\n"
-               "  this build: %s\n  baseline:   %s\n  files in %s\n",
+               "  this build: %s\n  baseline:   %s\n  nodes:      %s\n  files in %s\n",
                static_cast<unsigned long long>(o.backlog), shards, batch, o.rounds, current.c_str(),
-               o.baseline_lobby.c_str(), root.c_str());
+               o.baseline_lobby.c_str(),
+               o.baseline_node.empty()
+                   ? "this build's deliverers in front of both"
+                   : (current_node + " (this build), " + o.baseline_node + " (baseline)").c_str(),
+               root.c_str());
   Report report("drain_compare");
   std::vector<double> ours, theirs;
   for (int round = 1; round <= o.rounds; ++round) {
@@ -147,7 +229,9 @@ int RunLobbyComparison(const DrainOptions& o) {
       const std::string label = (baseline ? "baseline-" : "current-") + std::to_string(round);
       const auto drain = [&]() -> Result<double> {
         try {
-          return DrainThrough(o, baseline ? o.baseline_lobby : current, label, root, shards, batch);
+          return DrainThrough(o, baseline ? o.baseline_lobby : current,
+                              baseline ? o.baseline_node : current_node, label, root, shards,
+                              batch);
         } catch (const std::exception& e) {  // the database, from libpqxx
           return UnavailableError(label + ": " + e.what());
         }
@@ -174,8 +258,8 @@ int RunLobbyComparison(const DrainOptions& o) {
     std::fprintf(table, "%-10s %6zu %8u %12.0f\n%-10s %6zu %8u %12.0f\n", "current", r + 1, shards,
                  ours[r], "baseline", r + 1, shards, theirs[r]);
   }
-  std::fprintf(table, "\nthis build's lobby drains at %.2fx the baseline's (means of %d rounds)\n",
-               ratio, o.rounds);
+  std::fprintf(table, "\nthis build's %s at %.2fx the baseline's (means of %d rounds)\n",
+               o.baseline_node.empty() ? "lobby drains" : "node and lobby drain", ratio, o.rounds);
   report.Field("current_per_s", Mean(ours));
   report.Field("baseline_per_s", Mean(theirs));
   report.Field("ratio", ratio);

@@ -145,15 +145,28 @@ int main(int argc, char** argv) {
                    "at 16 shards (or the most given) and the largest --batch, in rooms/s and "
                    "player results/s against the first")
       ->delimiter(',');
-  drain_cmd
-      ->add_option("--baseline-lobby", drain.baseline_lobby,
-                   "another build's verdict-lobby: drain --backlog results through it and through "
-                   "this build's, alternating, each on a database of its own, and report the "
-                   "ratio (at 16 shards, or the most given, and the largest --batch); nothing else "
-                   "runs")
-      ->check(CLI::ExistingFile);
+  CLI::Option* baseline_lobby =
+      drain_cmd
+          ->add_option(
+              "--baseline-lobby", drain.baseline_lobby,
+              "another build's verdict-lobby: drain --backlog results through it and through "
+              "this build's, alternating, each on a database of its own, and report the "
+              "ratio (at 16 shards, or the most given, and the largest --batch); nothing else "
+              "runs")
+          ->check(CLI::ExistingFile);
   drain_cmd->add_option("--lobby-binary", drain.lobby_binary,
                         "this build's verdict-lobby for --baseline-lobby (default: the one built "
+                        "with this benchmark)");
+  drain_cmd
+      ->add_option("--baseline-node", drain.baseline_node,
+                   "with --baseline-lobby: each build's own verdict-node process delivers (this "
+                   "one the baseline's), from an outbox filled by its `enqueue`, so that the "
+                   "ratio covers the node side too; without it both lobbies get this build's "
+                   "deliverers")
+      ->check(CLI::ExistingFile)
+      ->needs(baseline_lobby);
+  drain_cmd->add_option("--node-binary", drain.node_binary,
+                        "this build's verdict-node for --baseline-node (default: the one built "
                         "with this benchmark)");
   drain_cmd
       ->add_option("--rounds", drain.rounds, "drains through each lobby, with --baseline-lobby")
