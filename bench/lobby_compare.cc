@@ -47,11 +47,12 @@ Status RunToEnd(const std::vector<std::string>& args, const std::string& log) {
 
 // The JSON allocation of room base + slot, seated as ResultFor seats it, with integer ids.
 std::string AllocationJson(uint64_t base, uint64_t slot) {
-  std::string body = "{\"room_id\":\"" + std::to_string(base + slot) + "\",\"node_id\":\"" +
-                     kBacklogNode + "\",\"seats\":[";
-  for (uint32_t g = 1; g <= 10; ++g) {
-    body += (g > 1 ? "," : "") + std::string("{\"player_id\":") + std::to_string(slot * 10 + g) +
-            ",\"team\":" + (g <= 5 ? "1" : "2") + "}";
+  const v1::BattleResult r = ResultFor(base, slot);
+  std::string body = "{\"room_id\":\"" + std::to_string(r.room_id()) + "\",\"node_id\":\"" +
+                     r.node_id() + "\",\"seats\":[";
+  for (const v1::PlayerResult& p : r.players()) {
+    body += (&p == &r.players(0) ? "" : ",") + std::string("{\"player_id\":") + p.player_id() +
+            ",\"team\":" + std::to_string(p.team()) + "}";
   }
   return body + "]}";
 }
@@ -94,14 +95,13 @@ Status AllocateOverHttp(uint16_t port, uint64_t base, uint64_t n) {
 void WriteResultsJson(const std::string& path, uint64_t base, uint64_t n) {
   std::ofstream out(path);
   for (uint64_t slot = 1; slot <= n; ++slot) {
-    const std::string room = std::to_string(base + slot);
-    out << "{\"room_id\":\"" << room << "\",\"node_id\":\"" << kBacklogNode
-        << "\",\"outcome\":\"SETTLED\",\"winner_team\":1,\"ended_at_ms\":\"1700000000000\","
-           "\"replay_path\":\"replays/"
-        << room << "\",\"players\":[";
-    for (uint32_t g = 1; g <= 10; ++g) {
-      out << (g > 1 ? "," : "") << "{\"player_id\":" << slot * 10 + g
-          << ",\"team\":" << (g <= 5 ? 1 : 2) << ",\"kills\":" << g << ",\"score\":" << 100 * g
+    const v1::BattleResult r = ResultFor(base, slot);
+    out << "{\"room_id\":\"" << r.room_id() << "\",\"node_id\":\"" << r.node_id()
+        << "\",\"outcome\":\"SETTLED\",\"winner_team\":" << r.winner_team() << ",\"ended_at_ms\":\""
+        << r.ended_at_ms() << "\",\"replay_path\":\"" << r.replay_path() << "\",\"players\":[";
+    for (const v1::PlayerResult& p : r.players()) {
+      out << (&p == &r.players(0) ? "" : ",") << "{\"player_id\":" << p.player_id()
+          << ",\"team\":" << p.team() << ",\"kills\":" << p.kills() << ",\"score\":" << p.score()
           << "}";
     }
     out << "]}\n";
