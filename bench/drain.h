@@ -46,18 +46,6 @@ int RunLobbyComparison(const DrainOptions& options);
 
 int RunDrain(const DrainOptions& options);
 
-// The calls of the lobby's own settlement statements (lobby/settle_calls.h) that pgbench and the
-// retention bench make of the bench's rooms, in one transaction, prepare then write: `rooms`, an
-// SQL array of the rooms' ids, `count` of them, all of node "bench-node", SETTLED with team 1
-// winning; their players from `p`, a row of arrays rooms, ids, teams, kills, zeros, scores and
-// disconnected (one element per player), five a team. The write rates them as the lobby does two
-// equal teams of players new to the ladder (1500, moving 16).
-struct BenchSettle {
-  std::string prepare;  // a call returning verdict_settle_prepare's rows
-  std::string write;    // a call returning verdict_settle_write's rows
-};
-BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count);
-
 // A drain of results for rooms base + 1 … base + n that are allocated already, into the lobby at
 // `lobby_url`, through deliverers of `shards` shards sending batches of `batch` (outbox files in
 // `dir`); the receipts are counted in `conninfo`. The players go as integer ids, which every

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "bench/drain.h"
+#include "bench/pgbench_settle.h"
 #include "bench/sample.h"
 #include "lobby/retention.h"
 #include "lobby/schema.h"
