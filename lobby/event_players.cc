@@ -3,30 +3,108 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-
-#include "common/json_log.h"
+#include <string_view>
 
 namespace verdict::lobby {
 namespace {
 
-// Appends `value` as PostgreSQL's to_jsonb(value::double precision) writes it.
+// Appends `value` as jsonb prints a double precision: to_jsonb reads the double's own text (the
+// shortest that reads back as the same double) as a numeric, and a numeric prints in plain
+// decimal notation, never with an exponent, with as many decimals as its digits need; a negative
+// zero prints as 0. NaN and the infinities, which a JSON number cannot hold, are strings.
 void AppendJsonDouble(double value, std::string* out) {
   if (std::isnan(value)) {
     *out += "\"NaN\"";
-  } else if (std::isinf(value)) {
+    return;
+  }
+  if (std::isinf(value)) {
     *out += value > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+    return;
+  }
+  if (value == 0) {
+    out->push_back('0');
+    return;
+  }
+  char text[32];  // "-d.dddddddddddddddde-308" at most
+  const auto written =
+      std::to_chars(text, text + sizeof(text), value, std::chars_format::scientific);
+  std::string_view scientific(text, static_cast<size_t>(written.ptr - text));
+  if (scientific.front() == '-') {
+    out->push_back('-');
+    scientific.remove_prefix(1);
+  }
+  const size_t e = scientific.find('e');
+  std::string digits;  // the significant digits, without the point: value = 0.digits × 10^point
+  for (char c : scientific.substr(0, e)) {
+    if (c != '.') digits.push_back(c);
+  }
+  int exponent = 0;
+  std::string_view exponent_text = scientific.substr(e + 1);
+  if (exponent_text.front() == '+') exponent_text.remove_prefix(1);
+  std::from_chars(exponent_text.data(), exponent_text.data() + exponent_text.size(), exponent);
+  const int point = exponent + 1;  // digits before the decimal point
+  const int n = static_cast<int>(digits.size());
+  if (point <= 0) {
+    *out += "0.";
+    out->append(static_cast<size_t>(-point), '0');
+    *out += digits;
+  } else if (point >= n) {
+    *out += digits;
+    out->append(static_cast<size_t>(point - n), '0');
   } else {
-    char text[32];
-    const auto written = std::to_chars(text, text + sizeof(text), value);  // shortest round trip
-    out->append(text, written.ptr);
+    out->append(digits, 0, static_cast<size_t>(point));
+    out->push_back('.');
+    out->append(digits, static_cast<size_t>(point));
   }
 }
 
-void AppendMember(const char* name, std::string* out) {
-  out->push_back(',');
+// Appends `text` as jsonb prints a string (PostgreSQL's escape_json): '"' and '\\' escaped, \b
+// \f \n \r \t by name, any other byte below 0x20 as \u00xx, every other byte as it is (ids are
+// checked to be UTF-8 before they get here).
+void AppendStringAsJsonb(std::string_view text, std::string* out) {
   out->push_back('"');
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\b':
+        *out += "\\b";
+        break;
+      case '\f':
+        *out += "\\f";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          constexpr char kHex[] = "0123456789abcdef";
+          *out += "\\u00";
+          out->push_back(kHex[(c >> 4) & 0xf]);
+          out->push_back(kHex[c & 0xf]);
+        } else {
+          out->push_back(c);
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+// Each member after an object's first, as jsonb prints them: ", " before, ": " after the key.
+void AppendMember(const char* name, std::string* out) {
+  *out += ", \"";
   *out += name;
-  *out += "\":";
+  *out += "\": ";
 }
 
 void AppendDoubleMember(const char* name, double value, std::string* out) {
@@ -51,19 +129,17 @@ std::string EventPlayersJson(std::vector<const RatedSeat*> seats, bool elo) {
   std::string out = "[";
   out.reserve(seats.size() * 300);
   for (const RatedSeat* s : seats) {
-    if (out.size() > 1) out.push_back(',');
-    // The members in the order jsonb keeps them (shorter keys first, then by bytes), so that
-    // PostgreSQL's sort of each object's keys, as it reads the text, finds them sorted: unsorted,
-    // that sort was 1.3 % of the machine in a drain (bench/RESULTS.md, "The lobby's own share of
-    // the drain").
-    out += "{\"rank\":";
+    if (out.size() > 1) out += ", ";
+    // The members in the order jsonb keeps them (shorter keys first, then by bytes): the order
+    // the feed has always served them in, which the event is stored in as it is (migration 007).
+    out += "{\"rank\": ";
     out += std::to_string(s->rank);
     AppendIntegerMember("team", s->player->team(), &out);
     AppendMember("result", &out);
-    AppendJsonString(s->result, &out);
+    AppendStringAsJsonb(s->result, &out);
     if (elo) AppendIntegerMember("elo_after", RoundedAsPostgres(s->after.value), &out);
     AppendMember("player_id", &out);
-    AppendJsonString(s->player->player_id(), &out);
+    AppendStringAsJsonb(s->player->player_id(), &out);
     if (elo) AppendIntegerMember("elo_before", RoundedAsPostgres(s->before.value), &out);
     AppendDoubleMember("rating_after", s->after.value, &out);
     AppendDoubleMember("rating_before", s->before.value, &out);

@@ -1,11 +1,12 @@
 // The "players" member of a battle.settled event (docs/lobby.md, "Events"), as JSON text. The
-// lobby builds it once per room and verdict_settle_write stores it as it is: built in the write
-// by jsonb functions, one object of eleven members per player, it cost a quarter of a drain's
-// database time (bench/RESULTS.md, "The event's players, built once"). The text is the value the
-// jsonb functions built: each number as PostgreSQL turns a double precision into jsonb (the
-// shortest text that reads back as the same double; NaN and the infinities as strings), the
-// players in byte order of their ids, and Elo's rounded elo_before and elo_after; each object's
-// members in the order jsonb keeps them, which is also the order the feed serves them in.
+// lobby builds it once per room and verdict_settle_write stores it as it is, inside the event's
+// json (migration 007): built in the write by jsonb functions, one object of eleven members per
+// player, it cost a quarter of a drain's database time (bench/RESULTS.md, "The event's players,
+// built once"). The text is what jsonb printed for the value the jsonb functions built, byte for
+// byte: each number as jsonb prints a double precision (its shortest round-trip digits, in plain
+// decimal notation; NaN and the infinities as strings), strings escaped as jsonb escapes them,
+// the players in byte order of their ids, Elo's rounded elo_before and elo_after, each object's
+// members in jsonb's key order with ", " and ": " between them.
 #pragma once
 
 #include <string>

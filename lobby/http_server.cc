@@ -239,7 +239,7 @@ class EventsSession final : public EventSubscriber,
   }
 
   void Queue(const SettlementEvent& e) {
-    // The event goes out as the database wrote it (jsonb text), not parsed and printed again
+    // The event goes out as the database stored it (json text), not parsed and printed again
     // through protobuf's JSON mapping, which costs more per event than the feed does in all.
     Message m{e.seq, "{\"event_id\":\"" + std::to_string(e.seq) + "\",\"epoch\":\"" + epoch_ +
                          "\",\"event\":" + e.payload_json + "}"};
