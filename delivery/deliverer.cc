@@ -450,11 +450,11 @@ class ShardLoop {
   }
 
   awaitable<std::vector<Attempt>> ExchangeBatch(const std::vector<storage::OutboxRecord>& records) {
-    v1::SettlementBatch batch;
-    for (const auto& record : records) *batch.add_results() = record.result;
+    std::string batch;  // a SettlementBatch's bytes
+    for (const auto& record : records) wire::AppendToBatchBytes(record.result, &batch);
     owner_.batches_.Add();
     owner_.batch_records_.Observe(static_cast<double>(records.size()));
-    HttpOutcome outcome = co_await Post(kBatchPath, wire::DeterministicBytes(batch));
+    HttpOutcome outcome = co_await Post(kBatchPath, std::move(batch));
     if (const auto* error = std::get_if<HttpError>(&outcome)) {
       co_return std::vector<Attempt>{AttemptOfFailure(*error)};
     }

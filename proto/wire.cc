@@ -8,6 +8,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/type_resolver.h>
 #include <google/protobuf/util/type_resolver_util.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include <algorithm>
 #include <cctype>
@@ -235,6 +236,18 @@ std::string DeterministicBytes(const google::protobuf::Message& message) {
   message.SerializeToCodedStream(&coded);
   coded.Trim();
   return out;
+}
+
+void AppendToBatchBytes(const v1::BattleResult& result, std::string* batch) {
+  google::protobuf::io::StringOutputStream stream(batch);  // appends
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+      v1::SettlementBatch::kResultsFieldNumber,
+      google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+  coded.WriteVarint32(static_cast<uint32_t>(result.ByteSizeLong()));
+  result.SerializeWithCachedSizes(&coded);
+  coded.Trim();
 }
 
 Result<std::string> EncodeBody(const google::protobuf::Message& message, BodyFormat format) {

@@ -13,6 +13,10 @@
 
 #include "common/status.h"
 
+namespace verdict::v1 {
+class BattleResult;
+}  // namespace verdict::v1
+
 namespace verdict::wire {
 
 enum class BodyFormat { kProtobuf, kJson };
@@ -101,6 +105,12 @@ Status ReadLegacyPlayerIds(google::protobuf::Message* message);
 // The canonical bytes of a message: protobuf's deterministic serialization (map entries
 // sorted), the same for a message decoded from protobuf or from JSON.
 std::string DeterministicBytes(const google::protobuf::Message& message);
+
+// Appends `result` to `batch`, the deterministic bytes of a SettlementBatch being built: the
+// field's tag and length, then the result's own deterministic bytes, as protobuf writes an element
+// of a repeated message field. A node's request of 64 results is built so without copying each
+// result into a SettlementBatch first (its player ids are a heap string each).
+void AppendToBatchBytes(const v1::BattleResult& result, std::string* batch);
 
 // Protobuf: deterministic binary. JSON: see ToJson.
 Result<std::string> EncodeBody(const google::protobuf::Message& message, BodyFormat format);

@@ -34,6 +34,26 @@ std::string Field(int number, const std::string& payload) {
   return out + payload;
 }
 
+// A node builds its batch requests result by result (AppendToBatchBytes): the bytes are those of
+// the SettlementBatch holding the same results, whatever the results hold.
+TEST(DecodeBodyTest, ABatchBuiltResultByResultIsTheBatchsOwnBytes) {
+  v1::SettlementBatch batch;
+  std::string built;
+  EXPECT_EQ(built, DeterministicBytes(batch));  // no result: no bytes
+  std::vector<v1::BattleResult> results = {MakeResult(1), v1::BattleResult(), MakeResult(3)};
+  results[2].mutable_players(0)->set_player_id(std::string(300, 'x') + "\u00e9");  // a long one
+  results[2].set_winner_team(0);  // optional: present though zero
+  results[2].add_placements()->set_team(2);
+  for (const v1::BattleResult& r : results) {
+    *batch.add_results() = r;
+    AppendToBatchBytes(r, &built);
+    EXPECT_EQ(built, DeterministicBytes(batch)) << batch.results_size() << " results";
+  }
+  v1::SettlementBatch decoded;
+  ASSERT_TRUE(DecodeBody(built, BodyFormat::kProtobuf, &decoded).ok());
+  EXPECT_EQ(decoded.results_size(), 3);
+}
+
 TEST(DecodeBodyTest, WellFormedBodiesDecodeInBothFormatsAlike) {
   v1::SettlementBatch batch;
   for (uint64_t room = 1; room <= 3; ++room) *batch.add_results() = MakeResult(room);
