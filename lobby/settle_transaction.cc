@@ -377,6 +377,7 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
       // The rooms' rows first, in request order; then the players of the rooms to settle.
       std::vector<size_t> settle;
       std::vector<SeatRatings> seats;
+      seats.reserve(read.size());  // a row a seat, but for the rooms' own
       for (const auto& row : read) {
         if (!row[10].is_null()) {
           seats.push_back({row[0].as<uint64_t>(), row[10].as<std::string>(), RatingAt(row, 11),

@@ -121,6 +121,7 @@ RatedCall RateRooms(const std::vector<RoomToRate>& rooms, const std::vector<Seat
       call.seats.push_back(seat);
     }
   }
+  call.players.reserve(totals.size());
   for (auto& [key, t] : totals) {
     if (t.games > 0) call.players.push_back(std::move(t));
   }
