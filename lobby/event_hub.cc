@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <boost/asio/post.hpp>
 #include <pqxx/pqxx>
@@ -18,14 +19,20 @@ namespace {
 // meanwhile.
 constexpr std::chrono::seconds kListenRetryInterval{1};
 
-// Takes the notifications get_notifs() reads and does nothing with them: a notification only
-// wakes the hub's poll, and its payload is empty, as it only says "read the feed".
+// Notes who sent the notifications get_notifs() reads: a notification only wakes the hub's poll,
+// and its payload is empty, as it only says "read the feed".
 class WakeOnNotify final : public pqxx::notification_receiver {
  public:
   explicit WakeOnNotify(pqxx::connection_base& conn)
       : pqxx::notification_receiver(conn, EventHub::kChannel) {}
-  void operator()(const std::string&, int) override {}
+  void operator()(const std::string&, int backend_pid) override { senders.push_back(backend_pid); }
+  std::vector<int> senders;  // the backend pids of the sessions that sent them
 };
+
+// The sessions of a hub's own sequencer it remembers (its pool's connections, and those that
+// replaced them); past this many it forgets them all and learns them again, at the cost of a
+// pass for each notification of theirs until it has.
+constexpr size_t kMaxSequencerSessions = 64;
 
 // A WebSocket close frame's reason holds at most 123 bytes (RFC 6455, 5.5).
 static_assert(kFeedWentBack.size() <= 123 && kFeedNewEpoch.size() <= 123);
@@ -120,12 +127,14 @@ void EventHub::FetchState(std::optional<std::string> node_id,
 
 void EventHub::SequenceAndPublish() {
   for (;;) {  // number everything committed so far, a bounded transaction at a time
-    auto numbered = store_.SequenceEvents(static_cast<int>(options_.page_events));
-    if (!numbered.ok()) {
-      spdlog::warn("event feed: cannot number events: {}", numbered.status().ToString());
+    auto sequenced = store_.SequenceEvents(static_cast<int>(options_.page_events));
+    if (!sequenced.ok()) {
+      spdlog::warn("event feed: cannot number events: {}", sequenced.status().ToString());
       break;
     }
-    if (*numbered < static_cast<int>(options_.page_events)) break;
+    if (sequencer_sessions_.size() >= kMaxSequencerSessions) sequencer_sessions_.clear();
+    sequencer_sessions_.insert(sequenced->backend_pid);
+    if (sequenced->numbered < static_cast<int>(options_.page_events)) break;
   }
   // Armed in tests only: the hub numbers events but reads none, as if its reads failed, so that
   // its head stays where it was while the feed goes back in time under it.
@@ -220,6 +229,7 @@ void EventHub::Run() {
   std::unique_ptr<pqxx::connection> conn;
   std::unique_ptr<WakeOnNotify> receiver;
   auto next_listen = std::chrono::steady_clock::now();
+  bool pass = true;  // whether the feed may have moved since the last pass read it
   while (!stopping_.load()) {
     if (!conn && std::chrono::steady_clock::now() >= next_listen) {
       try {
@@ -230,6 +240,7 @@ void EventHub::Run() {
         if (!opened.ok()) throw std::runtime_error(opened.status().message());
         conn = std::move(*opened);
         receiver = std::make_unique<WakeOnNotify>(*conn);
+        pass = true;  // what was sent while nobody listened
       } catch (const std::exception& e) {
         receiver.reset();
         conn.reset();
@@ -238,23 +249,32 @@ void EventHub::Run() {
         next_listen = std::chrono::steady_clock::now() + kListenRetryInterval;
       }
     }
-    SequenceAndPublish();
+    if (pass) SequenceAndPublish();
 
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {conn ? conn->sock() : -1, POLLIN, 0}};
-    ::poll(fds, 2, static_cast<int>(options_.poll_interval.count()));
+    const int ready = ::poll(fds, 2, static_cast<int>(options_.poll_interval.count()));
     uint64_t count = 0;
-    if (::read(wake_fd_, &count, sizeof(count)) < 0) {
-      // EAGAIN: woken by the interval or the database, not by Wake; nothing to reset.
-    }
+    // EAGAIN: woken by the interval or the database, not by Wake; nothing to reset.
+    const bool woken = ::read(wake_fd_, &count, sizeof(count)) > 0;
+    bool heard_another = false;
     if (conn && (fds[1].revents & (POLLIN | POLLERR | POLLHUP))) {
       try {
+        receiver->senders.clear();
         conn->get_notifs();
+        heard_another = std::any_of(receiver->senders.begin(), receiver->senders.end(),
+                                    [&](int pid) { return !sequencer_sessions_.contains(pid); });
       } catch (const std::exception& e) {
         spdlog::warn("event feed: LISTEN connection lost: {}", e.what());
         receiver.reset();
         conn.reset();
       }
     }
+    // A notification its own sequencer sent says only what the pass that sequenced has read
+    // already: with one room a transaction, passing again for it made the hub cost the database
+    // as much as the settlements (bench/RESULTS.md, "The event hub, woken by itself"). A commit of
+    // this lobby wakes it by Wake; another lobby's sequencer by its notification; and the
+    // interval, or a lost LISTEN connection, makes it pass anyway.
+    pass = ready <= 0 || woken || heard_another || !conn;
   }
   receiver.reset();
   conn.reset();

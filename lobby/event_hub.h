@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "common/metrics.h"
@@ -126,6 +127,9 @@ class EventHub {
   std::atomic<int64_t> head_{0};
   int64_t cursor_ = -1;  // hub thread only; -1 until the feed's head is known
   std::string epoch_;    // hub thread only, once cursor_ is known: the feed's epoch
+  // Hub thread only: the backend pids of the sessions its sequencer ran in, whose notifications
+  // it then passes over (Run).
+  std::unordered_set<int> sequencer_sessions_;
   metrics::LabeledCounter& reads_;
   metrics::Counter& rewinds_;
   int wake_fd_ = -1;  // an eventfd: Committed and Stop write it, the hub thread polls it

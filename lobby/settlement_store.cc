@@ -72,7 +72,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
      "FROM feed LEFT JOIN LATERAL ("
      "SELECT seq, node_id, payload FROM settlement_events WHERE node_id = $3 AND seq > $1 "
      "ORDER BY seq LIMIT $2) e ON true ORDER BY e.seq"},
-    {"sequence_events", "SELECT verdict_sequence_events($1)"},
+    {"sequence_events", "SELECT verdict_sequence_events($1), pg_backend_pid()"},
     {"feed_state_all", "SELECT * FROM verdict_feed_state(NULL)"},
     {"feed_state_node", "SELECT * FROM verdict_feed_state($1)"},
     {"pending_rooms",
@@ -246,10 +246,11 @@ class PgSettlementStore final : public SettlementStore {
     return imported;
   }
 
-  Result<int> SequenceEvents(int limit) override {
-    return pool_->Run<int>("sequence events", [&](pg::Pool::Lease& l) {
+  Result<Sequenced> SequenceEvents(int limit) override {
+    return pool_->Run<Sequenced>("sequence events", [&](pg::Pool::Lease& l) {
       pqxx::nontransaction tx(l.conn());
-      return std::max(0, tx.exec_prepared1("sequence_events", limit)[0].as<int>());
+      const pqxx::row row = tx.exec_prepared1("sequence_events", limit);
+      return Sequenced{std::max(0, row[0].as<int>()), row[1].as<int>()};
     });
   }
 

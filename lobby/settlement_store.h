@@ -234,9 +234,12 @@ class SettlementStore {
                                              const v1::RatingImport& rating, double displayed) = 0;
 
   // Gives committed events their place in the feed, at most `limit`
-  // (sql/functions/verdict_sequence_events.sql). Returns how many it numbered; 0 also when another
-  // lobby instance is numbering right now.
-  virtual Result<int> SequenceEvents(int limit) = 0;
+  // (sql/functions/verdict_sequence_events.sql).
+  struct Sequenced {
+    int numbered = 0;     // 0 also when another lobby instance is numbering right now
+    int backend_pid = 0;  // the session that ran it, and sent the NOTIFY if it numbered any
+  };
+  virtual Result<Sequenced> SequenceEvents(int limit) = 0;
   // The feed after `after`, at most `limit` events; with a node_id, only that node's events.
   // A page with fewer than `limit` events covers the feed up to its newest numbered event.
   virtual Result<FeedPage> EventsAfter(int64_t after, const std::optional<std::string>& node_id,

@@ -396,6 +396,31 @@ TEST_F(EventFeedTest, ConnectedSubscribersAreClosedWhenTheFeedGetsANewEpoch) {
   EXPECT_EQ(got[0].room_id, "5");
 }
 
+// With one room a transaction, each commit makes the hub pass once (number the event, read where
+// the feed stands). The notification its own sequencer sends for what that pass numbered does not
+// make it pass again: it did before, and at one room a transaction the hub then cost the database
+// as much as the settlements. With nobody subscribed a pass reads the feed once (reads "hub").
+// Besides a pass per commit the hub passes once a poll interval (250 ms), so the bound allows
+// one for every interval the settlements took, however slow the machine.
+TEST_F(EventFeedTest, TheHubPassesOnceACommitNotAgainForItsOwnNotification) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  constexpr int kRooms = 30;
+  for (uint64_t room = 1; room <= kRooms; ++room) MustAllocate(lobby->port(), room);
+  const double before = FeedReads(lobby->port(), "hub");
+  const auto started = std::chrono::steady_clock::now();
+  for (uint64_t room = 1; room <= kRooms; ++room) {
+    ASSERT_EQ(Settle(lobby->port(), MakeResult(room)).status, 200);
+  }
+  ASSERT_TRUE(WaitUntil(
+      [&] { return Q("SELECT count(*) FROM settlement_events WHERE seq IS NULL") == "0"; }, 30s));
+  const double passes = FeedReads(lobby->port(), "hub") - before;
+  const auto intervals = (std::chrono::steady_clock::now() - started) / 250ms + 1;
+  EXPECT_LE(passes, kRooms + static_cast<double>(intervals) + 2)
+      << "the hub passed again for its own notifications (" << intervals << " intervals)";
+  EXPECT_GE(passes, 1);
+}
+
 // Before the hub's next read notices that the feed went back in time, a subscriber may find it
 // first: its catch-up page has a head below the one the hub had read. It is closed with 4409 at
 // once, instead of reading the database in a loop for the hub's head to come (which it would not
