@@ -22,6 +22,7 @@ DECLARE
   v_match_id bigint;
   v_event_id bigint;
   v_now timestamptz := clock_timestamp();
+  v_mode integer := (SELECT mode_id FROM modes WHERE mode = 'default');
   v_score1 double precision;
   v_delta1 double precision := 0;
   v_delta2 double precision := 0;
@@ -59,14 +60,14 @@ BEGIN
 
   -- Lock the players in id order (see verdict_allocate), then rate on the locked values.
   PERFORM 1 FROM players WHERE player_id = ANY (p_player_ids) ORDER BY player_id FOR UPDATE;
-  INSERT INTO player_ratings (mode, player_id, rating, displayed)
-  SELECT 'default', pid, 1500, 1500 FROM unnest(p_player_ids) pid ORDER BY pid
-  ON CONFLICT (mode, player_id) DO NOTHING;
+  INSERT INTO player_ratings (mode_id, player_id, rating, displayed)
+  SELECT v_mode, pid, 1500, 1500 FROM unnest(p_player_ids) pid ORDER BY pid
+  ON CONFLICT (mode_id, player_id) DO NOTHING;
   IF p_outcome = 'SETTLED' THEN
     SELECT avg(r.rating) FILTER (WHERE x.team = 1), avg(r.rating) FILTER (WHERE x.team = 2)
     INTO v_avg1, v_avg2
     FROM unnest(p_player_ids, p_teams) AS x(pid, team)
-    JOIN player_ratings r ON r.mode = 'default' AND r.player_id = x.pid;
+    JOIN player_ratings r ON r.mode_id = v_mode AND r.player_id = x.pid;
     v_score1 := CASE p_winner_team WHEN 1 THEN 1.0 WHEN 2 THEN 0.0 ELSE 0.5 END;
     v_delta1 := round(p_k_factor * (v_score1 - 1.0 / (1.0 + power(10.0, (v_avg2 - v_avg1) / 400.0))));
     v_delta2 := -v_delta1;
@@ -90,7 +91,7 @@ BEGIN
          r.rating + CASE x.team WHEN 1 THEN v_delta1 ELSE v_delta2 END
   FROM unnest(p_player_ids, p_teams, p_kills, p_deaths, p_assists, p_scores, p_disconnected)
          AS x(pid, team, kills, deaths, assists, score, disconnected)
-  JOIN player_ratings r ON r.mode = 'default' AND r.player_id = x.pid;
+  JOIN player_ratings r ON r.mode_id = v_mode AND r.player_id = x.pid;
 
   UPDATE player_ratings r SET
     rating = mp.rating_after,
@@ -101,7 +102,7 @@ BEGIN
     draws = r.draws + CASE WHEN mp.result = 'draw' THEN 1 ELSE 0 END,
     last_match_at = v_now
   FROM match_players mp
-  WHERE mp.match_id = v_match_id AND r.mode = 'default' AND r.player_id = mp.player_id;
+  WHERE mp.match_id = v_match_id AND r.mode_id = v_mode AND r.player_id = mp.player_id;
 
   IF p_replay_path <> '' THEN
     INSERT INTO replays (match_id, room_id, path) VALUES (v_match_id, p_room_id, p_replay_path);

@@ -105,22 +105,24 @@ std::vector<std::pair<std::string, std::string>> LadderStatements() {
        "min_team_size, max_team_size, in_use, declared_at_ms FROM verdict_declare_mode($1, $2, "
        "$3, $4::jsonb, $5, $6, $7, $8, $9)"},
       {"mode", std::string("SELECT ") + kModeColumns + " FROM modes m WHERE m.mode = $1"},
-      // A page of the ladder: the index (mode, displayed DESC, player_id DESC) walked from the
-      // top, or from the row after the cursor by one row comparison.
+      // A page of the ladder: the index (mode_id, displayed DESC, player_id DESC) walked from
+      // the top, or from the row after the cursor by one row comparison.
       {"ladder_top", std::string("SELECT r.player_id, ") + kRatingColumns +
-                         " FROM player_ratings r WHERE r.mode = $1 "
+                         " FROM player_ratings r"
+                         " WHERE r.mode_id = (SELECT m.mode_id FROM modes m WHERE m.mode = $1) "
                          "ORDER BY r.displayed DESC, r.player_id DESC LIMIT $2"},
       {"ladder_after", std::string("SELECT r.player_id, ") + kRatingColumns +
-                           " FROM player_ratings r WHERE r.mode = $1 "
+                           " FROM player_ratings r"
+                           " WHERE r.mode_id = (SELECT m.mode_id FROM modes m WHERE m.mode = $1) "
                            "AND (r.displayed, r.player_id) < ($3::float8, $4::text) "
                            "ORDER BY r.displayed DESC, r.player_id DESC LIMIT $2"},
       {"import_rating",
        "SELECT status, rating, deviation, volatility, displayed, games, wins, losses, draws, "
        "placements, last_match_at_ms FROM verdict_import_rating($1, $2, $3, $4, $5, $6)"},
       {"player", "SELECT verdict_player_room(player_id) FROM players WHERE player_id = $1"},
-      {"player_ratings", std::string("SELECT r.mode, m.system, ") + kRatingColumns +
-                             " FROM player_ratings r JOIN modes m ON m.mode = r.mode "
-                             "WHERE r.player_id = $1 ORDER BY r.mode"},
+      {"player_ratings", std::string("SELECT m.mode, m.system, ") + kRatingColumns +
+                             " FROM player_ratings r JOIN modes m ON m.mode_id = r.mode_id "
+                             "WHERE r.player_id = $1 ORDER BY m.mode"},
   };
 }
 

@@ -83,7 +83,7 @@ BEGIN
                                  deviation_at_allocation, volatility_at_allocation)
   SELECT p_room_id, x.pid, x.team, r.rating, r.deviation, r.volatility
   FROM unnest(p_player_ids, p_teams) AS x(pid, team)
-  LEFT JOIN player_ratings r ON r.mode = p_mode AND r.player_id = x.pid;
+  LEFT JOIN player_ratings r ON r.mode_id = v_mode.mode_id AND r.player_id = x.pid;
   RETURN QUERY SELECT 'allocated', NULL::text, NULL::text;
 END
 $$;

@@ -14,8 +14,11 @@ RETURNS TABLE (status text, rating double precision, deviation double precision,
                last_match_at_ms bigint)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
+DECLARE
+  v_mode_id integer;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM modes m WHERE m.mode = p_mode) THEN
+  SELECT m.mode_id INTO v_mode_id FROM modes m WHERE m.mode = p_mode;
+  IF NOT FOUND THEN
     RETURN QUERY SELECT 'mode_unknown', NULL::float8, NULL::float8, NULL::float8, NULL::float8,
                         NULL::integer, NULL::integer, NULL::integer, NULL::integer,
                         NULL::bigint, NULL::bigint;
@@ -30,9 +33,9 @@ BEGIN
     RETURN;
   END IF;
   RETURN QUERY
-  INSERT INTO player_ratings AS r (mode, player_id, rating, deviation, volatility, displayed)
-  VALUES (p_mode, p_player_id, p_rating, p_deviation, p_volatility, p_displayed)
-  ON CONFLICT (mode, player_id) DO UPDATE SET
+  INSERT INTO player_ratings AS r (mode_id, player_id, rating, deviation, volatility, displayed)
+  VALUES (v_mode_id, p_player_id, p_rating, p_deviation, p_volatility, p_displayed)
+  ON CONFLICT (mode_id, player_id) DO UPDATE SET
     rating = excluded.rating, deviation = excluded.deviation, volatility = excluded.volatility,
     displayed = excluded.displayed
   RETURNING 'imported', r.rating, r.deviation, r.volatility, r.displayed, r.games, r.wins,

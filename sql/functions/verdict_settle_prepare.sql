@@ -49,6 +49,7 @@ DECLARE
   v_settled_ms bigint[];
   v_settle bigint[];
   v_modes text[];  -- each room's mode, as allocated
+  v_mode_ids integer[];  -- and its key (modes.mode_id), which player_ratings is keyed by
 BEGIN
   SELECT array_agg(g.verdict ORDER BY g.ord), array_agg(g.match_id ORDER BY g.ord),
          array_agg(g.outcome ORDER BY g.ord), array_agg(g.settled_at_ms ORDER BY g.ord)
@@ -56,9 +57,12 @@ BEGIN
   FROM verdict_settle_guard(p_room_ids, p_node_ids, p_outcomes, p_fingerprints, p_wait) g;
   -- Each room's mode, read by key right after the guard, which holds the rooms' rows: the mode
   -- the room was allocated in, whatever the rest of the call reads.
-  SELECT array_agg((SELECT b.mode FROM battle_rooms b WHERE b.room_id = x.room) ORDER BY x.i)
-  INTO v_modes
-  FROM unnest(p_room_ids) WITH ORDINALITY AS x(room, i);
+  SELECT array_agg(y.mode ORDER BY y.i),
+         array_agg((SELECT m.mode_id FROM modes m WHERE m.mode = y.mode) ORDER BY y.i)
+  INTO v_modes, v_mode_ids
+  FROM (SELECT x.i, (SELECT b.mode FROM battle_rooms b WHERE b.room_id = x.room) AS mode
+        FROM unnest(p_room_ids) WITH ORDINALITY AS x(room, i)
+        OFFSET 0) y;
   v_verdicts := verdict_settle_check(v_verdicts, p_room_ids, p_node_ids, p_player_rooms,
                                      p_player_ids, p_teams);
   v_verdicts := verdict_settle_lock_players(v_verdicts, p_room_ids, p_player_rooms,
@@ -89,11 +93,12 @@ BEGIN
          (x.seat).volatility_at_allocation
   FROM (
     SELECT p.room, p.pid,
-           (SELECT r FROM player_ratings r WHERE r.mode = rm.mode AND r.player_id = p.pid) AS now,
+           (SELECT r FROM player_ratings r WHERE r.mode_id = rm.mode_id AND r.player_id = p.pid)
+             AS now,
            (SELECT s FROM battle_room_seats s WHERE s.room_id = p.room AND s.player_id = p.pid)
              AS seat
     FROM unnest(p_player_rooms, p_player_ids) AS p(room, pid)
-    JOIN unnest(p_room_ids, v_modes) AS rm(room, mode) ON rm.room = p.room
+    JOIN unnest(p_room_ids, v_mode_ids) AS rm(room, mode_id) ON rm.room = p.room
     WHERE p.room = ANY (v_settle)
     OFFSET 0) x
   ORDER BY x.room, x.pid COLLATE "C";

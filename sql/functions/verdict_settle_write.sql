@@ -117,16 +117,18 @@ BEGIN
            s.deviation_after, s.volatility_before, s.volatility_after
     FROM seated s),
   rated AS (
-    INSERT INTO player_ratings AS r (mode, player_id, rating, deviation, volatility, displayed,
-                                     games, wins, losses, draws, placements, last_match_at)
-    SELECT x.mode, x.pid, x.rating, x.deviation, x.volatility, x.displayed, x.games, x.wins,
+    INSERT INTO player_ratings AS r (mode_id, player_id, rating, deviation, volatility,
+                                     displayed, games, wins, losses, draws, placements,
+                                     last_match_at)
+    SELECT md.mode_id, x.pid, x.rating, x.deviation, x.volatility, x.displayed, x.games, x.wins,
            x.losses, x.draws, x.placements, CASE WHEN x.games > 0 THEN v_now END
     FROM unnest(p_rated_modes, p_rated_players, p_final_ratings, p_final_deviations,
                 p_final_volatilities, p_final_displayed, p_games, p_wins, p_losses, p_draws,
                 p_placements)
            AS x(mode, pid, rating, deviation, volatility, displayed, games, wins, losses, draws,
                 placements)
-    ON CONFLICT (mode, player_id) DO UPDATE SET
+    JOIN modes md ON md.mode = x.mode
+    ON CONFLICT (mode_id, player_id) DO UPDATE SET
       rating = excluded.rating,
       deviation = excluded.deviation,
       volatility = excluded.volatility,

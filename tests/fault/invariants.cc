@@ -124,7 +124,7 @@ InvariantReport CheckOnce(pqxx::connection& conn, const v1::OutboxListing& listi
                     r.games, r.wins, r.losses, r.draws, r.rating,
                     coalesce(m.games, 0), coalesce(m.wins, 0), coalesce(m.losses, 0),
                     coalesce(m.draws, 0), 1500 + coalesce(m.delta, 0))
-      FROM player_ratings r
+      FROM (SELECT m.mode, pr.* FROM player_ratings pr JOIN modes m USING (mode_id)) r
       LEFT JOIN (SELECT mp.player_id, x.mode,
                         count(*) FILTER (WHERE result <> 'aborted') AS games,
                         count(*) FILTER (WHERE result = 'win') AS wins,
@@ -154,7 +154,7 @@ InvariantReport CheckOnce(pqxx::connection& conn, const v1::OutboxListing& listi
       UNION ALL
       SELECT 'player ' || r.player_id,
              format('the last match ends at %s, the player has %s', l.rating_after, r.rating)
-      FROM player_ratings r
+      FROM (SELECT m.mode, pr.* FROM player_ratings pr JOIN modes m USING (mode_id)) r
       JOIN LATERAL (SELECT mp.rating_after FROM match_players mp JOIN matches x USING (match_id)
                     WHERE mp.player_id = r.player_id AND x.mode = r.mode
                     ORDER BY mp.match_id DESC LIMIT 1) l ON true
@@ -182,7 +182,8 @@ InvariantReport CheckOnce(pqxx::connection& conn, const v1::OutboxListing& listi
                       "P2: a match without a settlement", &report);
   EachRowIsAViolation(tx, R"(
       SELECT 'players', 'Elo sums to ' || sum(rating) || ' for ' || count(*) || ' players'
-      FROM player_ratings WHERE mode = 'default' HAVING sum(rating) <> 1500 * count(*))",
+      FROM player_ratings JOIN modes USING (mode_id)
+      WHERE mode = 'default' HAVING sum(rating) <> 1500 * count(*))",
                       "P2: Elo is not zero-sum over all players", &report);
 
   // P5: nothing released early, nothing left behind.

@@ -528,7 +528,8 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   EXPECT_EQ(Q("SELECT count(*) FROM match_players"), std::to_string(kRooms * 10));
   EXPECT_EQ(Q("SELECT sum(rating_after - rating_before) FROM match_players"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM players p JOIN match_players mp USING (player_id)"
-              " JOIN player_ratings r ON r.mode = 'default' AND r.player_id = p.player_id"
+              " JOIN player_ratings r ON r.player_id = p.player_id"
+              " AND r.mode_id = (SELECT mode_id FROM modes WHERE mode = 'default')"
               " WHERE r.rating = mp.rating_after AND r.games = 1 AND r.wins + r.losses = 1"
               " AND verdict_player_room(p.player_id) = 0"),
             std::to_string(kRooms * 10));

@@ -95,8 +95,8 @@ TEST_F(LobbyTest, SettlementUsesTeamAverageRatings) {
       "CASE player_id WHEN '21' THEN 1500 WHEN '22' THEN 1550 WHEN '23' THEN 1600 "
       "WHEN '24' THEN 1650 WHEN '25' THEN 1700 ELSE 1400 END";
   db_->Exec(
-      "INSERT INTO player_ratings (mode, player_id, rating, displayed) SELECT 'default', "
-      "player_id, " +
+      "INSERT INTO player_ratings (mode_id, player_id, rating, displayed) SELECT "
+      "(SELECT mode_id FROM modes WHERE mode = 'default'), player_id, " +
       ratings + ", 0 FROM players");
   db_->Exec("UPDATE battle_room_seats SET rating_at_allocation = " + ratings);
   auto draw = MakeResult(2);

@@ -60,8 +60,9 @@ class RatingsTest : public LobbyFixture {
   // The player's rating in `mode`: "mu/sigma" as numbers, for comparing to 1e-9.
   std::pair<double, double> MuSigma(const std::string& player, const std::string& mode) const {
     const std::string row =
-        Q("SELECT rating || '/' || deviation FROM player_ratings WHERE mode = '" + mode +
-          "' AND player_id = '" + player + "'");
+        Q("SELECT rating || '/' || deviation FROM player_ratings JOIN modes USING (mode_id) "
+          "WHERE mode = '" +
+          mode + "' AND player_id = '" + player + "'");
     EXPECT_FALSE(row.empty()) << player << " has no rating in " << mode;
     if (row.empty()) return {0, 0};
     return {std::stod(row.substr(0, row.find('/'))), std::stod(row.substr(row.find('/') + 1))};
@@ -269,7 +270,8 @@ TEST_F(RatingsTest, EloOverThreeTeamsComparesEveryPair) {
   MustAllocateRoom(lobby->port(), room);
   ASSERT_EQ(Settle(lobby->port(), Placed(room, {1, 2, 3})).status, 200);
   EXPECT_EQ(Q("SELECT string_agg(DISTINCT left(player_id, 1) || rating, ',' ORDER BY "
-              "left(player_id, 1) || rating) FROM player_ratings WHERE mode = 'default'"),
+              "left(player_id, 1) || rating) FROM player_ratings JOIN modes USING (mode_id) "
+              "WHERE mode = 'default'"),
             "a1516,b1500,c1484");
   EXPECT_EQ(Q("SELECT sum(rating_after - rating_before) FROM match_players"), "0");
   EXPECT_EQ(Q("SELECT string_agg(DISTINCT result, ',' ORDER BY result) FROM match_players"),

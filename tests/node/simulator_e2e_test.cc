@@ -80,7 +80,9 @@ TEST_F(SimulatorEndToEndTest, MixedModesEachSettleInTheirModeWithEveryTeamPlaced
                 "HAVING count(DISTINCT p.rank) <> 1) bad"),
               "0");
     // Every player of a settled match has played one more game in the mode.
-    EXPECT_EQ(Q("SELECT coalesce(sum(games), 0) FROM player_ratings WHERE mode = " + mode),
+    EXPECT_EQ(Q("SELECT coalesce(sum(games), 0) FROM player_ratings JOIN modes USING (mode_id) "
+                "WHERE mode = " +
+                mode),
               Q("SELECT " + seats + " * count(*) FROM matches WHERE mode = " + mode +
                 " AND outcome = 'SETTLED'"));
     const HttpResponse top =
