@@ -271,9 +271,10 @@ void EventHub::Run() {
     }
     // A notification its own sequencer sent says only what the pass that sequenced has read
     // already: with one room a transaction, passing again for it made the hub cost the database
-    // as much as the settlements (bench/RESULTS.md, "The event hub, woken by itself"). A commit of
-    // this lobby wakes it by Wake; another lobby's sequencer by its notification; and the
-    // interval, or a lost LISTEN connection, makes it pass anyway.
+    // as much as the settlements (bench/RESULTS.md, "The event as the text it is served as, and
+    // the hub woken by itself"). A commit of this lobby wakes it by Wake; another lobby's
+    // sequencer by its notification; and the interval, or a lost LISTEN connection, makes it pass
+    // anyway.
     pass = ready <= 0 || woken || heard_another || !conn;
   }
   receiver.reset();

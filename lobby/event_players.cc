@@ -34,27 +34,27 @@ void AppendJsonDouble(double value, std::string* out) {
     scientific.remove_prefix(1);
   }
   const size_t e = scientific.find('e');
-  std::string digits;  // the significant digits, without the point: value = 0.digits × 10^point
+  char digits[20];  // the significant digits, without the point: value = 0.digits × 10^point
+  int n = 0;
   for (char c : scientific.substr(0, e)) {
-    if (c != '.') digits.push_back(c);
+    if (c != '.') digits[n++] = c;
   }
-  int exponent = 0;
   std::string_view exponent_text = scientific.substr(e + 1);
   if (exponent_text.front() == '+') exponent_text.remove_prefix(1);
+  int exponent = 0;
   std::from_chars(exponent_text.data(), exponent_text.data() + exponent_text.size(), exponent);
   const int point = exponent + 1;  // digits before the decimal point
-  const int n = static_cast<int>(digits.size());
   if (point <= 0) {
     *out += "0.";
     out->append(static_cast<size_t>(-point), '0');
-    *out += digits;
+    out->append(digits, static_cast<size_t>(n));
   } else if (point >= n) {
-    *out += digits;
+    out->append(digits, static_cast<size_t>(n));
     out->append(static_cast<size_t>(point - n), '0');
   } else {
-    out->append(digits, 0, static_cast<size_t>(point));
-    out->push_back('.');
     out->append(digits, static_cast<size_t>(point));
+    out->push_back('.');
+    out->append(digits + point, static_cast<size_t>(n - point));
   }
 }
 
