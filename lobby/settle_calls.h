@@ -37,7 +37,7 @@ inline constexpr pg::SqlFunction kSettleWrite{
                                 {"p_abort_reasons", "text[]"},
                                 {"p_fingerprints", "bytea[]"},
                                 {"p_modes", "text[]"},
-                                {"p_event_players", "json"},
+                                {"p_event_players", "text[]"},  // sent in binary
                                 // One element per player of those rooms.
                                 {"p_player_rooms", "bigint[]"},
                                 {"p_player_ids", "text[]"},

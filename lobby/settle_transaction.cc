@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include <pqxx/pqxx>
 
@@ -16,6 +17,7 @@
 #include "common/failpoint.h"
 #include "lobby/event_players.h"
 #include "lobby/pg/array_literal.h"
+#include "lobby/pg/binary_text_array.h"
 #include "lobby/pg/errors.h"
 #include "lobby/pg/schema.h"
 #include "lobby/settle_calls.h"
@@ -232,17 +234,21 @@ uint32_t WinnerOf(const v1::BattleResult& r) {
 }
 
 // verdict_settle_write's arguments for the rooms `settle` names, from what the rating step made.
-decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& requests,
-                                       const std::vector<RoomRow>& rooms,
-                                       const std::vector<size_t>& settle, const RatedCall& rated,
-                                       int64_t attempt_id) {
+// p_event_players goes in binary (BinaryTextArray), its slot in `args` left empty.
+struct WriteCall {
+  decltype(kSettleWrite)::Args args;
+  pqxx::binarystring event_players{""};
+};
+
+WriteCall WriteArgs(const std::vector<SettleRequest>& requests, const std::vector<RoomRow>& rooms,
+                    const std::vector<size_t>& settle, const RatedCall& rated, int64_t attempt_id) {
   std::map<uint64_t, std::vector<const RatedSeat*>> seats_of;  // by room
   for (const RatedSeat& s : rated.seats) seats_of[s.room_id].push_back(&s);
   ArrayLiteral ids, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes;
-  std::string event_players = "[";  // a JSON array, each room's players an element
+  pg::BinaryTextArray event_players;  // each room's players, a JSON array
   // About 280 bytes a player: reserved, because grown by doubling such a string maps and faults
   // in each size it passes through (blocks of 128 KiB and more: lobby/main.cc).
-  event_players.reserve(rated.seats.size() * 300);
+  event_players.Reserve(rated.seats.size() * 300);
   for (size_t i : settle) {
     const v1::BattleResult& r = *requests[i].result;
     ids.Add(r.room_id());
@@ -255,9 +261,8 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
     reasons.AddText(r.abort_reason());
     prints.AddHexBytes(Hex(requests[i].fingerprint));
     modes.AddText(rooms[i].mode);
-    if (event_players.size() > 1) event_players.push_back(',');
-    event_players +=
-        EventPlayersJson(seats_of[r.room_id()], rooms[i].system->spec().system == "elo");
+    event_players.Add(
+        EventPlayersJson(seats_of[r.room_id()], rooms[i].system->spec().system == "elo"));
   }
   ArrayLiteral player_rooms, players, teams, ranks, kills, deaths, assists, scores, disconnected,
       results, rating_before, rating_after, deviation_before, deviation_after, volatility_before,
@@ -295,7 +300,8 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
     draws.Add(t.draws);
     placements.Add(t.placements);
   }
-  decltype(kSettleWrite)::Args args;
+  WriteCall call;
+  auto& args = call.args;
   args[kSettleWrite["p_room_ids"]] = std::move(ids).str();
   args[kSettleWrite["p_node_ids"]] = std::move(nodes).str();
   args[kSettleWrite["p_outcomes"]] = std::move(outcomes).str();
@@ -306,7 +312,8 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
   args[kSettleWrite["p_abort_reasons"]] = std::move(reasons).str();
   args[kSettleWrite["p_fingerprints"]] = std::move(prints).str();
   args[kSettleWrite["p_modes"]] = std::move(modes).str();
-  args[kSettleWrite["p_event_players"]] = std::move(event_players) + ']';
+  call.event_players =
+      pqxx::binarystring(event_players.bytes().data(), event_players.bytes().size());
   args[kSettleWrite["p_player_rooms"]] = std::move(player_rooms).str();
   args[kSettleWrite["p_player_ids"]] = std::move(players).str();
   args[kSettleWrite["p_teams"]] = std::move(teams).str();
@@ -335,7 +342,23 @@ decltype(kSettleWrite)::Args WriteArgs(const std::vector<SettleRequest>& request
   args[kSettleWrite["p_draws"]] = std::move(draws).str();
   args[kSettleWrite["p_placements"]] = std::move(placements).str();
   args[kSettleWrite["p_attempt_id"]] = std::to_string(attempt_id);
-  return args;
+  return call;
+}
+
+// Argument I of the write: moved into libpqxx's parameters, which copy what a container of
+// dynamic parameters holds (some hundreds of kilobytes a call), or p_event_players in binary.
+template <size_t I>
+decltype(auto) WriteArg(WriteCall& call) {
+  if constexpr (I == kSettleWrite["p_event_players"]) {
+    return static_cast<const pqxx::binarystring&>(call.event_players);
+  } else {
+    return std::move(call.args[I]);
+  }
+}
+
+template <size_t... I>
+pqxx::result ExecWrite(pqxx::work& tx, WriteCall& call, std::index_sequence<I...>) {
+  return tx.exec_prepared(kWriteStatement, WriteArg<I>(call)...);
 }
 
 }  // namespace
@@ -411,12 +434,9 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
               {requests[i].result, out.rooms[i].mode, out.rooms[i].system, out.rooms[i].rated});
         }
         const RatedCall rated = RateRooms(rate, seats);
-        auto args = WriteArgs(requests, out.rooms, settle, rated, call.attempt_id);
-        // Moved in: libpqxx still copies each argument once into its own parameters.
-        const pqxx::result written = tx.exec_prepared(
-            kWriteStatement,
-            pqxx::prepare::make_dynamic_params(std::make_move_iterator(args.begin()),
-                                               std::make_move_iterator(args.end())));
+        WriteCall write = WriteArgs(requests, out.rooms, settle, rated, call.attempt_id);
+        const pqxx::result written =
+            ExecWrite(tx, write, std::make_index_sequence<kSettleWrite.parameters.size()>());
         for (const auto& row : written) {
           const auto room_id = row[0].as<uint64_t>();
           const auto match_id = row[1].as<uint64_t>();

@@ -6,11 +6,11 @@
 -- Inputs, parallel arrays:
 --   one element per room written: p_room_ids, p_node_ids, p_outcomes, p_winner_teams (the team
 --   placed first alone, 0 if none), p_suspects, p_ended_at_ms, p_replay_paths ('' for none),
---   p_abort_reasons, p_fingerprints, p_modes; and p_event_players, one json array of an element
---   per room, in the same order: the "players" of the room's battle.settled event, as the lobby
---   wrote it (lobby/event_players.h), stored as that text. One document, not a json[]: an array
---   literal is read twice, once for its elements and once for each element's JSON, and every
---   quote in it is escaped;
+--   p_abort_reasons, p_fingerprints, p_modes, p_event_players: the "players" of the room's
+--   battle.settled event as the JSON text the lobby wrote (lobby/event_players.h), stored as that
+--   text. Text, not json: a json parameter is read as JSON on the way in, and again for each
+--   element; the event it goes into is read as JSON once, and that checks it (the lobby sends
+--   this array in binary, so that its quotes are neither escaped nor unescaped);
 --   one element per player of those rooms, each with its room: p_player_rooms, p_player_ids,
 --   p_teams, p_ranks (0 for an ABORTED room), p_kills, p_deaths, p_assists, p_scores,
 --   p_disconnected, p_results ('win' | 'loss' | 'draw' | 'aborted'), and the player's rating in
@@ -35,7 +35,7 @@
 CREATE OR REPLACE FUNCTION verdict_settle_write(
   p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_winner_teams smallint[],
   p_suspects boolean[], p_ended_at_ms bigint[], p_replay_paths text[], p_abort_reasons text[],
-  p_fingerprints bytea[], p_modes text[], p_event_players json,
+  p_fingerprints bytea[], p_modes text[], p_event_players text[],
   p_player_rooms bigint[], p_player_ids text[], p_teams smallint[], p_ranks smallint[],
   p_kills integer[], p_deaths integer[], p_assists integer[], p_scores bigint[],
   p_disconnected boolean[], p_results text[],
@@ -55,22 +55,13 @@ DECLARE
   v_now_ms bigint := (extract(epoch FROM v_now) * 1000)::bigint;
   v_match_ids bigint[]; -- the new matches, in the same order as v_match_rooms
   v_match_rooms bigint[];
-  v_event_players json[];  -- p_event_players' elements, one per room
 BEGIN
   IF cardinality(p_room_ids) IS NULL OR cardinality(p_room_ids) = 0 THEN
     RETURN;
   END IF;
-  IF json_typeof(p_event_players) IS DISTINCT FROM 'array' THEN
-    RAISE EXCEPTION 'verdict_settle_write: event players %, not an array',
-      coalesce(left(p_event_players::text, 40), 'NULL');
-  END IF;
-  -- Each room's players as the text the lobby wrote, read once (json_array_elements hands out
-  -- each element's own text).
-  SELECT array_agg(e.players ORDER BY e.i) INTO v_event_players
-  FROM json_array_elements(p_event_players) WITH ORDINALITY AS e(players, i);
-  IF cardinality(v_event_players) IS DISTINCT FROM cardinality(p_room_ids) THEN
+  IF cardinality(p_event_players) IS DISTINCT FROM cardinality(p_room_ids) THEN
     RAISE EXCEPTION 'verdict_settle_write: % rooms but the players of %', cardinality(p_room_ids),
-      coalesce(cardinality(v_event_players), 0);
+      coalesce(cardinality(p_event_players), 0);
   END IF;
   WITH inserted AS (
     INSERT INTO matches (room_id, node_id, outcome, winner_team, suspect, abort_reason,
@@ -93,7 +84,7 @@ BEGIN
     FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id)
     JOIN ROWS FROM (unnest(p_room_ids), unnest(p_node_ids), unnest(p_outcomes),
                     unnest(p_winner_teams), unnest(p_suspects), unnest(p_replay_paths),
-                    unnest(p_fingerprints), unnest(p_modes), unnest(v_event_players))
+                    unnest(p_fingerprints), unnest(p_modes), unnest(p_event_players))
            AS x(room_id, node_id, outcome, winner_team, suspect, replay_path, fingerprint, mode,
                 event_players)
       ON x.room_id = mm.room_id),

@@ -405,7 +405,7 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
 
   using lobby::pg::ArrayLiteral;
   ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes;
-  std::string event_players;  // a JSON array, an element a room
+  ArrayLiteral event_players;  // a JSON text a room
   ArrayLiteral player_rooms, ids, teams, ranks, stats, scores, disconnected, results, before, after,
       zeros, rated_modes, games, wins, losses, draws;
   for (uint64_t room = 1; room <= kRooms; ++room) {
@@ -420,8 +420,7 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
     reasons.AddText("");
     prints.AddHexBytes(std::string(64, 'a'));
     modes.AddText("default");
-    event_players += (room == 1 ? "[" : ",");
-    event_players += "[{\"room\":" + std::to_string(room) + "}]";  // stored as given
+    event_players.AddText("[{\"room\":" + std::to_string(room) + "}]");  // stored as given
     for (const v1::PlayerResult& p : r.players()) {
       const bool won = p.team() == 1;
       player_rooms.Add(room);
@@ -463,7 +462,7 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   write[lobby::kSettleWrite["p_abort_reasons"]] = quoted(reasons);
   write[lobby::kSettleWrite["p_fingerprints"]] = quoted(prints);
   write[lobby::kSettleWrite["p_modes"]] = quoted(modes);
-  write[lobby::kSettleWrite["p_event_players"]] = "'" + event_players + "]'";
+  write[lobby::kSettleWrite["p_event_players"]] = quoted(event_players);
   write[lobby::kSettleWrite["p_player_rooms"]] = quoted(player_rooms);
   write[lobby::kSettleWrite["p_player_ids"]] = quoted(ids);
   write[lobby::kSettleWrite["p_teams"]] = quoted(teams);
