@@ -47,7 +47,6 @@ DECLARE
   v_match_ids bigint[];
   v_outcomes text[];
   v_settled_ms bigint[];
-  v_settle bigint[];
   v_modes text[];  -- each room's mode, as allocated
   v_mode_ids integer[];  -- and its key (modes.mode_id), which player_ratings is keyed by
 BEGIN
@@ -67,8 +66,6 @@ BEGIN
                                      p_player_ids, p_teams);
   v_verdicts := verdict_settle_lock_players(v_verdicts, p_room_ids, p_player_rooms,
                                             p_player_ids, p_wait);
-  SELECT array_agg(p_room_ids[i]) INTO v_settle
-  FROM generate_subscripts(p_room_ids, 1) i WHERE v_verdicts[i] = 'settle';
 
   -- The rooms, each with its mode's declaration when it is to be settled (a mode in use is fixed:
   -- verdict_allocate).
@@ -80,7 +77,7 @@ BEGIN
          WITH ORDINALITY AS x(room_id, verdict, match_id, outcome, settled_ms, mode, i)
   LEFT JOIN modes m ON x.verdict = 'settle' AND m.mode = x.mode
   ORDER BY x.i;
-  IF v_settle IS NULL THEN
+  IF 'settle' <> ALL (v_verdicts) THEN
     RETURN;
   END IF;
   -- Read after the players' locks, so each is the rating every earlier settlement left. Seats
@@ -98,8 +95,9 @@ BEGIN
            (SELECT s FROM battle_room_seats s WHERE s.room_id = p.room AND s.player_id = p.pid)
              AS seat
     FROM unnest(p_player_rooms, p_player_ids) AS p(room, pid)
-    JOIN unnest(p_room_ids, v_mode_ids) AS rm(room, mode_id) ON rm.room = p.room
-    WHERE p.room = ANY (v_settle)
+    JOIN unnest(p_room_ids, v_mode_ids, v_verdicts) AS rm(room, mode_id, verdict)
+      ON rm.room = p.room
+    WHERE rm.verdict = 'settle'
     OFFSET 0) x
   ORDER BY x.room, x.pid COLLATE "C";
 END
