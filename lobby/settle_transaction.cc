@@ -5,7 +5,7 @@
 #include <map>
 #include <optional>
 #include <random>
-#include <utility>
+#include <string_view>
 
 #include <pqxx/pqxx>
 
@@ -17,7 +17,7 @@
 #include "common/failpoint.h"
 #include "lobby/event_players.h"
 #include "lobby/pg/array_literal.h"
-#include "lobby/pg/binary_text_array.h"
+#include "lobby/pg/binary_array.h"
 #include "lobby/pg/errors.h"
 #include "lobby/pg/schema.h"
 #include "lobby/settle_calls.h"
@@ -233,51 +233,77 @@ uint32_t WinnerOf(const v1::BattleResult& r) {
   return winner;
 }
 
-// verdict_settle_write's arguments for the rooms `settle` names, from what the rating step made.
-// p_event_players goes in binary (BinaryTextArray), its slot in `args` left empty.
-struct WriteCall {
-  decltype(kSettleWrite)::Args args;
-  pqxx::binarystring event_players{""};
-};
+// verdict_settle_write's arguments for the rooms `settle` names, from what the rating step made,
+// each in binary (BinaryArray), in the function's parameter order.
+std::vector<pqxx::binarystring> WriteArgs(const std::vector<SettleRequest>& requests,
+                                          const std::vector<RoomRow>& rooms,
+                                          const std::vector<size_t>& settle, const RatedCall& rated,
+                                          int64_t attempt_id) {
+  using pg::BinaryArray;
+  using pg::Bytea;
+  using Text = std::string_view;
+  std::array<std::string, kSettleWrite.parameters.size()> args;
+  const auto set = [&args](size_t at, auto&& array) { args[at] = std::move(array).bytes(); };
 
-WriteCall WriteArgs(const std::vector<SettleRequest>& requests, const std::vector<RoomRow>& rooms,
-                    const std::vector<size_t>& settle, const RatedCall& rated, int64_t attempt_id) {
   std::map<uint64_t, std::vector<const RatedSeat*>> seats_of;  // by room
   for (const RatedSeat& s : rated.seats) seats_of[s.room_id].push_back(&s);
-  ArrayLiteral ids, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes;
-  pg::BinaryTextArray event_players;  // each room's players, a JSON array
+  BinaryArray<int64_t> ids, ended;
+  BinaryArray<Text> nodes, outcomes, replays, reasons, modes, event_players;
+  BinaryArray<int16_t> winners;
+  BinaryArray<bool> suspects;
+  BinaryArray<Bytea> prints;
   // About 280 bytes a player: reserved, because grown by doubling such a string maps and faults
   // in each size it passes through (blocks of 128 KiB and more: lobby/main.cc).
-  event_players.Reserve(rated.seats.size() * 300);
+  event_players.Reserve(settle.size(),
+                        rated.seats.size() * 300 / std::max<size_t>(1, settle.size()));
   for (size_t i : settle) {
     const v1::BattleResult& r = *requests[i].result;
-    ids.Add(r.room_id());
-    nodes.AddText(requests[i].node_id);
-    outcomes.AddText(OutcomeName(r.outcome()));
-    winners.Add(WinnerOf(r));
+    ids.Add(
+        static_cast<int64_t>(r.room_id()));  // at most 2^63 - 1 (proto/wire.h, proto/validation.h)
+    nodes.Add(requests[i].node_id);
+    outcomes.Add(OutcomeName(r.outcome()));
+    winners.Add(static_cast<int16_t>(WinnerOf(r)));  // a team, at most kMaxTeams
     suspects.Add(r.suspect());
     ended.Add(r.ended_at_ms());
-    replays.AddText(r.replay_path());
-    reasons.AddText(r.abort_reason());
-    prints.AddHexBytes(Hex(requests[i].fingerprint));
-    modes.AddText(rooms[i].mode);
+    replays.Add(r.replay_path());
+    reasons.Add(r.abort_reason());
+    prints.Add(Bytea{requests[i].fingerprint});
+    modes.Add(rooms[i].mode);
     event_players.Add(
         EventPlayersJson(seats_of[r.room_id()], rooms[i].system->spec().system == "elo"));
   }
-  ArrayLiteral player_rooms, players, teams, ranks, kills, deaths, assists, scores, disconnected,
-      results, rating_before, rating_after, deviation_before, deviation_after, volatility_before,
-      volatility_after;
+  set(kSettleWrite["p_room_ids"], ids);
+  set(kSettleWrite["p_node_ids"], nodes);
+  set(kSettleWrite["p_outcomes"], outcomes);
+  set(kSettleWrite["p_winner_teams"], winners);
+  set(kSettleWrite["p_suspects"], suspects);
+  set(kSettleWrite["p_ended_at_ms"], ended);
+  set(kSettleWrite["p_replay_paths"], replays);
+  set(kSettleWrite["p_abort_reasons"], reasons);
+  set(kSettleWrite["p_fingerprints"], prints);
+  set(kSettleWrite["p_modes"], modes);
+  set(kSettleWrite["p_event_players"], event_players);
+
+  BinaryArray<int64_t> player_rooms, scores;
+  BinaryArray<Text> players, results;
+  BinaryArray<int16_t> teams, ranks;
+  BinaryArray<int32_t> kills, deaths, assists;
+  BinaryArray<bool> disconnected;
+  BinaryArray<double> rating_before, rating_after, deviation_before, deviation_after,
+      volatility_before, volatility_after;
   for (const RatedSeat& s : rated.seats) {
-    player_rooms.Add(s.room_id);
-    players.AddText(s.player->player_id());
-    teams.Add(s.player->team());
-    ranks.Add(s.rank);
-    kills.Add(s.player->kills());
-    deaths.Add(s.player->deaths());
-    assists.Add(s.player->assists());
+    player_rooms.Add(static_cast<int64_t>(s.room_id));
+    players.Add(s.player->player_id());
+    // Teams and ranks at most kMaxTeams, the counts at most 2^31 - 1 (proto/wire.h,
+    // proto/validation.h).
+    teams.Add(static_cast<int16_t>(s.player->team()));
+    ranks.Add(static_cast<int16_t>(s.rank));
+    kills.Add(static_cast<int32_t>(s.player->kills()));
+    deaths.Add(static_cast<int32_t>(s.player->deaths()));
+    assists.Add(static_cast<int32_t>(s.player->assists()));
     scores.Add(s.player->score());
     disconnected.Add(s.player->disconnected());
-    results.AddText(s.result);
+    results.Add(s.result);
     rating_before.Add(s.before.value);
     rating_after.Add(s.after.value);
     deviation_before.Add(s.before.deviation);
@@ -285,80 +311,61 @@ WriteCall WriteArgs(const std::vector<SettleRequest>& requests, const std::vecto
     volatility_before.Add(s.before.volatility);
     volatility_after.Add(s.after.volatility);
   }
-  ArrayLiteral rated_modes, rated_players, final_rating, final_deviation, final_volatility,
-      final_displayed, games, wins, losses, draws, placements;
+  set(kSettleWrite["p_player_rooms"], player_rooms);
+  set(kSettleWrite["p_player_ids"], players);
+  set(kSettleWrite["p_teams"], teams);
+  set(kSettleWrite["p_ranks"], ranks);
+  set(kSettleWrite["p_kills"], kills);
+  set(kSettleWrite["p_deaths"], deaths);
+  set(kSettleWrite["p_assists"], assists);
+  set(kSettleWrite["p_scores"], scores);
+  set(kSettleWrite["p_disconnected"], disconnected);
+  set(kSettleWrite["p_results"], results);
+  set(kSettleWrite["p_ratings_before"], rating_before);
+  set(kSettleWrite["p_ratings_after"], rating_after);
+  set(kSettleWrite["p_deviations_before"], deviation_before);
+  set(kSettleWrite["p_deviations_after"], deviation_after);
+  set(kSettleWrite["p_volatilities_before"], volatility_before);
+  set(kSettleWrite["p_volatilities_after"], volatility_after);
+
+  BinaryArray<Text> rated_modes, rated_players;
+  BinaryArray<double> final_rating, final_deviation, final_volatility, final_displayed;
+  BinaryArray<int32_t> games, wins, losses, draws, placements;
   for (const PlayerTotals& t : rated.players) {
-    rated_modes.AddText(t.mode);
-    rated_players.AddText(t.player_id);
+    rated_modes.Add(t.mode);
+    rated_players.Add(t.player_id);
     final_rating.Add(t.rating.value);
     final_deviation.Add(t.rating.deviation);
     final_volatility.Add(t.rating.volatility);
     final_displayed.Add(t.displayed);
+    // One call's counts: at most its rooms, and its ranks summed at most rooms * kMaxTeams.
     games.Add(t.games);
     wins.Add(t.wins);
     losses.Add(t.losses);
     draws.Add(t.draws);
-    placements.Add(t.placements);
+    placements.Add(static_cast<int32_t>(t.placements));
   }
-  WriteCall call;
-  auto& args = call.args;
-  args[kSettleWrite["p_room_ids"]] = std::move(ids).str();
-  args[kSettleWrite["p_node_ids"]] = std::move(nodes).str();
-  args[kSettleWrite["p_outcomes"]] = std::move(outcomes).str();
-  args[kSettleWrite["p_winner_teams"]] = std::move(winners).str();
-  args[kSettleWrite["p_suspects"]] = std::move(suspects).str();
-  args[kSettleWrite["p_ended_at_ms"]] = std::move(ended).str();
-  args[kSettleWrite["p_replay_paths"]] = std::move(replays).str();
-  args[kSettleWrite["p_abort_reasons"]] = std::move(reasons).str();
-  args[kSettleWrite["p_fingerprints"]] = std::move(prints).str();
-  args[kSettleWrite["p_modes"]] = std::move(modes).str();
-  call.event_players =
-      pqxx::binarystring(event_players.bytes().data(), event_players.bytes().size());
-  args[kSettleWrite["p_player_rooms"]] = std::move(player_rooms).str();
-  args[kSettleWrite["p_player_ids"]] = std::move(players).str();
-  args[kSettleWrite["p_teams"]] = std::move(teams).str();
-  args[kSettleWrite["p_ranks"]] = std::move(ranks).str();
-  args[kSettleWrite["p_kills"]] = std::move(kills).str();
-  args[kSettleWrite["p_deaths"]] = std::move(deaths).str();
-  args[kSettleWrite["p_assists"]] = std::move(assists).str();
-  args[kSettleWrite["p_scores"]] = std::move(scores).str();
-  args[kSettleWrite["p_disconnected"]] = std::move(disconnected).str();
-  args[kSettleWrite["p_results"]] = std::move(results).str();
-  args[kSettleWrite["p_ratings_before"]] = std::move(rating_before).str();
-  args[kSettleWrite["p_ratings_after"]] = std::move(rating_after).str();
-  args[kSettleWrite["p_deviations_before"]] = std::move(deviation_before).str();
-  args[kSettleWrite["p_deviations_after"]] = std::move(deviation_after).str();
-  args[kSettleWrite["p_volatilities_before"]] = std::move(volatility_before).str();
-  args[kSettleWrite["p_volatilities_after"]] = std::move(volatility_after).str();
-  args[kSettleWrite["p_rated_modes"]] = std::move(rated_modes).str();
-  args[kSettleWrite["p_rated_players"]] = std::move(rated_players).str();
-  args[kSettleWrite["p_final_ratings"]] = std::move(final_rating).str();
-  args[kSettleWrite["p_final_deviations"]] = std::move(final_deviation).str();
-  args[kSettleWrite["p_final_volatilities"]] = std::move(final_volatility).str();
-  args[kSettleWrite["p_final_displayed"]] = std::move(final_displayed).str();
-  args[kSettleWrite["p_games"]] = std::move(games).str();
-  args[kSettleWrite["p_wins"]] = std::move(wins).str();
-  args[kSettleWrite["p_losses"]] = std::move(losses).str();
-  args[kSettleWrite["p_draws"]] = std::move(draws).str();
-  args[kSettleWrite["p_placements"]] = std::move(placements).str();
-  args[kSettleWrite["p_attempt_id"]] = std::to_string(attempt_id);
-  return call;
-}
+  set(kSettleWrite["p_rated_modes"], rated_modes);
+  set(kSettleWrite["p_rated_players"], rated_players);
+  set(kSettleWrite["p_final_ratings"], final_rating);
+  set(kSettleWrite["p_final_deviations"], final_deviation);
+  set(kSettleWrite["p_final_volatilities"], final_volatility);
+  set(kSettleWrite["p_final_displayed"], final_displayed);
+  set(kSettleWrite["p_games"], games);
+  set(kSettleWrite["p_wins"], wins);
+  set(kSettleWrite["p_losses"], losses);
+  set(kSettleWrite["p_draws"], draws);
+  set(kSettleWrite["p_placements"], placements);
 
-// Argument I of the write: moved into libpqxx's parameters, which copy what a container of
-// dynamic parameters holds (some hundreds of kilobytes a call), or p_event_players in binary.
-template <size_t I>
-decltype(auto) WriteArg(WriteCall& call) {
-  if constexpr (I == kSettleWrite["p_event_players"]) {
-    return static_cast<const pqxx::binarystring&>(call.event_players);
-  } else {
-    return std::move(call.args[I]);
-  }
-}
+  std::string attempt(8, '\0');  // a bigint in binary: big-endian
+  for (int i = 0; i < 8; ++i)
+    attempt[i] = static_cast<char>(static_cast<uint64_t>(attempt_id) >> (56 - 8 * i));
+  args[kSettleWrite["p_attempt_id"]] = std::move(attempt);
 
-template <size_t... I>
-pqxx::result ExecWrite(pqxx::work& tx, WriteCall& call, std::index_sequence<I...>) {
-  return tx.exec_prepared(kWriteStatement, WriteArg<I>(call)...);
+  std::vector<pqxx::binarystring> params;
+  params.reserve(args.size());
+  for (const std::string& a : args) params.emplace_back(a.data(), a.size());
+  return params;
 }
 
 }  // namespace
@@ -434,9 +441,9 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
               {requests[i].result, out.rooms[i].mode, out.rooms[i].system, out.rooms[i].rated});
         }
         const RatedCall rated = RateRooms(rate, seats);
-        WriteCall write = WriteArgs(requests, out.rooms, settle, rated, call.attempt_id);
-        const pqxx::result written =
-            ExecWrite(tx, write, std::make_index_sequence<kSettleWrite.parameters.size()>());
+        const pqxx::result written = tx.exec_prepared(
+            kWriteStatement, pqxx::prepare::make_dynamic_params(
+                                 WriteArgs(requests, out.rooms, settle, rated, call.attempt_id)));
         for (const auto& row : written) {
           const auto room_id = row[0].as<uint64_t>();
           const auto match_id = row[1].as<uint64_t>();
