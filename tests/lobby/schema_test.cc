@@ -2,13 +2,22 @@
 // fresh database gets every numbered migration and every function file; a function file whose
 // text changed is applied again, alone; an unchanged schema applies nothing; a pre-release schema
 // is refused. And the C++ parameter lists of the settlement's two functions (lobby/settle_calls.h)
-// are the ones PostgreSQL records for them. (Two migrations at once: lobby_test.cc,
-// ConcurrentMigrationsBothSucceedAndNewerSchemaIsRefused.)
+// are the ones PostgreSQL records for them, and the binary arrays the lobby passes the write
+// (lobby/pg/binary_array.h) read as the same values as their array literals. (Two migrations at
+// once: lobby_test.cc, ConcurrentMigrationsBothSucceedAndNewerSchemaIsRefused.)
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
+#include <pqxx/pqxx>
 #include <string>
+#include <vector>
+
+#include "lobby/pg/array_literal.h"
+#include "lobby/pg/binary_array.h"
 
 #include "lobby/schema.h"
 #include "lobby/settle_calls.h"
@@ -129,6 +138,63 @@ TEST_F(SchemaTest, SettlementParametersAreTheFunctionsOwn) {
             lobby::kSettlePrepare.IdentityArguments());
   EXPECT_EQ(Q("SELECT pg_get_function_identity_arguments('verdict_settle_write'::regproc)"),
             lobby::kSettleWrite.IdentityArguments());
+}
+
+// Each element type the write is passed in binary, at its edges, is the value its array literal
+// (lobby/pg/array_literal.h, the form the lobby passed before) reads as: equal as arrays, and
+// printed alike. A byte order, an element's length or the array's count written wrong fails here.
+template <typename T, typename Literal>
+void ExpectBinaryReadsAsLiteral(pqxx::connection& conn, const std::string& type,
+                                const std::vector<T>& values, Literal add_to_literal) {
+  lobby::pg::BinaryArray<T> binary;
+  lobby::pg::ArrayLiteral literal;
+  for (const T& v : values) {
+    binary.Add(v);
+    add_to_literal(literal, v);
+  }
+  const std::string bytes = std::move(binary).bytes();
+  pqxx::nontransaction tx(conn);
+  const pqxx::row row = tx.exec_params1(
+      "SELECT $1::" + type + " IS NOT DISTINCT FROM $2::" + type + ", ($1::" + type +
+          ")::text, ($2::" + type + ")::text, cardinality($1::" + type + ")",
+      pqxx::binarystring(bytes.data(), bytes.size()), literal.str());
+  EXPECT_TRUE(row[0].as<bool>()) << type << ": " << row[1].c_str() << " vs " << row[2].c_str();
+  EXPECT_EQ(row[1].as<std::string>(), row[2].as<std::string>()) << type;
+  EXPECT_EQ(row[3].as<size_t>(), values.size()) << type;
+}
+
+TEST_F(SchemaTest, BinaryArraysReadAsTheirArrayLiterals) {
+  pqxx::connection conn(db_->conninfo());
+  const auto add = [](lobby::pg::ArrayLiteral& a, auto v) { a.Add(v); };
+  ExpectBinaryReadsAsLiteral<bool>(conn, "boolean[]", {true, false, true}, add);
+  ExpectBinaryReadsAsLiteral<int16_t>(conn, "smallint[]", {0, 1, -1, 32767, -32768}, add);
+  ExpectBinaryReadsAsLiteral<int32_t>(
+      conn, "integer[]",
+      {0, 7, -7, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()}, add);
+  ExpectBinaryReadsAsLiteral<int64_t>(conn, "bigint[]",
+                                      {0, 1, -1, 7529210000005, std::numeric_limits<int64_t>::max(),
+                                       std::numeric_limits<int64_t>::min()},
+                                      add);
+  ExpectBinaryReadsAsLiteral<double>(
+      conn, "double precision[]",
+      {1500.0, 1516.0 / 3, -0.0, 5e-324, 1e300, -2.5, std::nan(""),
+       std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()},
+      add);
+  const std::string long_text(300, 'x');
+  ExpectBinaryReadsAsLiteral<std::string_view>(
+      conn, "text[]",
+      {"", "a", "NULL", "with \"quotes\"", "back\\slash", "{braces},commas", "ünïcödé ✓",
+       long_text},
+      [](lobby::pg::ArrayLiteral& a, std::string_view v) { a.AddText(v); });
+  const std::string zeros("\0\0\xff\x01", 4);
+  ExpectBinaryReadsAsLiteral<lobby::pg::Bytea>(conn, "bytea[]", {{""}, {zeros}, {"fingerprint"}},
+                                               [](lobby::pg::ArrayLiteral& a, lobby::pg::Bytea v) {
+                                                 static const char* digits = "0123456789abcdef";
+                                                 std::string hex;
+                                                 for (unsigned char c : v.bytes)
+                                                   hex += {digits[c >> 4], digits[c & 15]};
+                                                 a.AddHexBytes(hex);
+                                               });
 }
 
 }  // namespace
