@@ -462,7 +462,12 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   // lobby 100 MiB larger after four bursts, and larger after each (tests/lobby/
   // lobby_memory_test.cc). A fixed threshold keeps blocks of 128 KiB and more in mappings of
   // their own, returned to the system when freed: the RSS is back at idle after every burst.
-  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  // The threshold is 1 MiB, not glibc's initial 128 KiB, and an arena keeps up to 4 MiB free at
+  // its top: a settlement's write builds arguments of some hundreds of kilobytes each call, and
+  // each block in a mapping of its own, or grown anew after a trim, was faulted in page by page
+  // (a seventh of the lobby's CPU in a drain, bench/RESULTS.md "The write's arguments in binary").
+  mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 4 * 1024 * 1024);
   ServerOptions server_options;
   if (!ParseHostPort(flags.listen, &server_options.host, &server_options.port)) {
     return Fail("--listen wants HOST:PORT, got '" + flags.listen + "'");
