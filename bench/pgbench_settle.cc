@@ -153,9 +153,9 @@ BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count)
   write[lobby::kSettleWrite["p_fingerprints"]] = fill_of("decode(repeat('ab', 32), 'hex')");
   write[lobby::kSettleWrite["p_modes"]] = fill_of("'default'::text");
   // Each room's players as text, as the lobby's parameter is.
-  write[lobby::kSettleWrite["p_event_players"]] =
-      "ARRAY(SELECT format('" + EventPlayersTemplate() + "', r) FROM unnest(" + rooms +
-      ") WITH ORDINALITY AS x(r, i) ORDER BY x.i)";
+  write[lobby::kSettleWrite["p_event_players"]] = "ARRAY(SELECT format('" + EventPlayersTemplate() +
+                                                  "', r) FROM unnest(" + rooms +
+                                                  ") WITH ORDINALITY AS x(r, i) ORDER BY x.i)";
   write[lobby::kSettleWrite["p_player_rooms"]] = "p.rooms";
   write[lobby::kSettleWrite["p_player_ids"]] = "p.ids";
   write[lobby::kSettleWrite["p_teams"]] = "p.teams";
