@@ -252,17 +252,16 @@ std::vector<pqxx::binarystring> WriteArgs(const std::vector<SettleRequest>& requ
   BinaryArray<int16_t> winners;
   BinaryArray<bool> suspects;
   BinaryArray<Bytea> prints;
-  // About 280 bytes a player: reserved, because grown by doubling such a string maps and faults
-  // in each size it passes through (blocks of 128 KiB and more: lobby/main.cc).
+  // About 280 bytes a player: reserved, so that it is not copied at each size it doubles through.
   event_players.Reserve(settle.size(),
                         rated.seats.size() * 300 / std::max<size_t>(1, settle.size()));
   for (size_t i : settle) {
     const v1::BattleResult& r = *requests[i].result;
-    ids.Add(
-        static_cast<int64_t>(r.room_id()));  // at most 2^63 - 1 (proto/wire.h, proto/validation.h)
+    // A room id is at most 2^63 - 1, a team at most kMaxTeams (proto/wire.h, validation.h).
+    ids.Add(static_cast<int64_t>(r.room_id()));
     nodes.Add(requests[i].node_id);
     outcomes.Add(OutcomeName(r.outcome()));
-    winners.Add(static_cast<int16_t>(WinnerOf(r)));  // a team, at most kMaxTeams
+    winners.Add(static_cast<int16_t>(WinnerOf(r)));
     suspects.Add(r.suspect());
     ended.Add(r.ended_at_ms());
     replays.Add(r.replay_path());
@@ -357,10 +356,7 @@ std::vector<pqxx::binarystring> WriteArgs(const std::vector<SettleRequest>& requ
   set(kSettleWrite["p_draws"], draws);
   set(kSettleWrite["p_placements"], placements);
 
-  std::string attempt(8, '\0');  // a bigint in binary: big-endian
-  for (int i = 0; i < 8; ++i)
-    attempt[i] = static_cast<char>(static_cast<uint64_t>(attempt_id) >> (56 - 8 * i));
-  args[kSettleWrite["p_attempt_id"]] = std::move(attempt);
+  args[kSettleWrite["p_attempt_id"]] = pg::BinaryInt64(attempt_id);
 
   std::vector<pqxx::binarystring> params;
   params.reserve(args.size());

@@ -15,52 +15,36 @@
 
 namespace verdict::lobby::pg {
 
-// The SQL types an element can be, by their C++ type: each one's OID (pg_type) and its binary
-// form (its type's send function: big-endian integers, an IEEE double's bits as an int8).
+// A bytea element: its bytes (a std::string_view element is a text).
 struct Bytea {
   std::string_view bytes;
 };
 
-template <typename T>
-struct BinaryElement;
-template <>
-struct BinaryElement<bool> {
-  static constexpr uint32_t kOid = 16;
-};
-template <>
-struct BinaryElement<int64_t> {
-  static constexpr uint32_t kOid = 20;
-};
-template <>
-struct BinaryElement<int16_t> {
-  static constexpr uint32_t kOid = 21;
-};
-template <>
-struct BinaryElement<int32_t> {
-  static constexpr uint32_t kOid = 23;
-};
-template <>
-struct BinaryElement<std::string_view> {
-  static constexpr uint32_t kOid = 25;
-};
-template <>
-struct BinaryElement<double> {
-  static constexpr uint32_t kOid = 701;
-};
-template <>
-struct BinaryElement<Bytea> {
-  static constexpr uint32_t kOid = 17;
-};
+// `v` appended as its type's send function writes it: big-endian.
+template <typename U>
+void AppendBigEndian(U v, std::string* out) {
+  static_assert(std::is_unsigned_v<U>);
+  char be[sizeof(U)];
+  for (size_t i = 0; i < sizeof(U); ++i) be[i] = static_cast<char>(v >> (8 * (sizeof(U) - 1 - i)));
+  out->append(be, sizeof(U));
+}
+
+// A bigint parameter in binary.
+inline std::string BinaryInt64(int64_t v) {
+  std::string out;
+  AppendBigEndian(static_cast<uint64_t>(v), &out);
+  return out;
+}
 
 template <typename T>
 class BinaryArray {
  public:
   BinaryArray() {
-    AppendBig<uint32_t>(1);  // dimensions
-    AppendBig<uint32_t>(0);  // no NULL element
-    AppendBig<uint32_t>(BinaryElement<T>::kOid);
-    AppendBig<uint32_t>(0);  // the dimension's size, counted by Add
-    AppendBig<uint32_t>(1);  // its lower bound
+    AppendBigEndian<uint32_t>(1, &out_);  // dimensions
+    AppendBigEndian<uint32_t>(0, &out_);  // no NULL element
+    AppendBigEndian<uint32_t>(kOid, &out_);
+    AppendBigEndian<uint32_t>(0, &out_);  // the dimension's size, counted by Add
+    AppendBigEndian<uint32_t>(1, &out_);  // its lower bound
   }
 
   void Reserve(size_t elements, size_t bytes_each) {
@@ -68,41 +52,50 @@ class BinaryArray {
   }
 
   void Add(T value) {
-    if constexpr (std::is_same_v<T, std::string_view>) {
-      AppendBig<uint32_t>(static_cast<uint32_t>(value.size()));
-      out_.append(value);
-    } else if constexpr (std::is_same_v<T, Bytea>) {
-      AppendBig<uint32_t>(static_cast<uint32_t>(value.bytes.size()));
-      out_.append(value.bytes);
+    if constexpr (std::is_same_v<T, std::string_view> || std::is_same_v<T, Bytea>) {
+      const std::string_view bytes = Bytes(value);
+      AppendBigEndian(static_cast<uint32_t>(bytes.size()), &out_);
+      out_.append(bytes);
     } else if constexpr (std::is_same_v<T, bool>) {
-      AppendBig<uint32_t>(1);
+      AppendBigEndian<uint32_t>(1, &out_);
       out_.push_back(value ? 1 : 0);
-    } else if constexpr (std::is_same_v<T, double>) {
-      AppendBig<uint32_t>(8);
-      AppendBig<uint64_t>(std::bit_cast<uint64_t>(value));
+    } else if constexpr (std::is_same_v<T, double>) {  // float8send: the bits as an int8
+      AppendBigEndian<uint32_t>(8, &out_);
+      AppendBigEndian(std::bit_cast<uint64_t>(value), &out_);
     } else {
-      AppendBig<uint32_t>(sizeof(T));
-      AppendBig<std::make_unsigned_t<T>>(static_cast<std::make_unsigned_t<T>>(value));
+      static_assert(std::is_integral_v<T> && std::is_signed_v<T>, "smallint, integer or bigint");
+      AppendBigEndian<uint32_t>(sizeof(T), &out_);
+      AppendBigEndian(static_cast<std::make_unsigned_t<T>>(value), &out_);
     }
     ++count_;
   }
 
-  uint32_t size() const { return count_; }
-
   // The array's bytes, its size set.
   std::string bytes() && {
-    for (int i = 0; i < 4; ++i) out_[12 + i] = static_cast<char>(count_ >> (24 - 8 * i));
+    std::string size;
+    AppendBigEndian(count_, &size);
+    out_.replace(12, 4, size);
     return std::move(out_);
   }
 
  private:
-  template <typename U>
-  void AppendBig(U v) {
-    char be[sizeof(U)];
-    for (size_t i = 0; i < sizeof(U); ++i)
-      be[i] = static_cast<char>(v >> (8 * (sizeof(U) - 1 - i)));
-    out_.append(be, sizeof(U));
+  // The element type's OID (pg_type).
+  static constexpr uint32_t Oid() {
+    if constexpr (std::is_same_v<T, bool>) return 16;
+    if constexpr (std::is_same_v<T, Bytea>) return 17;
+    if constexpr (std::is_same_v<T, int64_t>) return 20;
+    if constexpr (std::is_same_v<T, int16_t>) return 21;
+    if constexpr (std::is_same_v<T, int32_t>) return 23;
+    if constexpr (std::is_same_v<T, std::string_view>) return 25;
+    if constexpr (std::is_same_v<T, double>) return 701;
+    return 0;
   }
+  static constexpr uint32_t kOid = Oid();
+  static_assert(kOid != 0,
+                "an element is a bool, bytea, smallint, integer, bigint, text or double");
+
+  static std::string_view Bytes(std::string_view text) { return text; }
+  static std::string_view Bytes(Bytea bytea) { return bytea.bytes; }
 
   std::string out_;
   uint32_t count_ = 0;
