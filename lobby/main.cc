@@ -1,7 +1,6 @@
 // verdict-lobby: the settlement service. Subcommands: migrate, serve, reconcile, retain,
 // new-epoch.
 // Flags are parsed here only; everything else takes plain option structs.
-#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -23,6 +22,7 @@
 #include "common/bearer_token.h"
 #include "common/host_port.h"
 #include "common/process_metrics.h"
+#include "lobby/allocator.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
 #include "lobby/maintenance.h"
@@ -456,18 +456,7 @@ void ReloadTokens(int argc, char** argv, SettlementService& service) {
 }
 
 int RunServe(const Flags& flags, int argc, char** argv) {
-  // Request bodies (up to 4 MiB) and the buffers of their decoding are freed when answered, but
-  // glibc raises its mmap threshold to the size of each large block freed, up to 32 MiB, and from
-  // then on serves such blocks from its arenas, which keep them: bursts of 4 MiB bodies left the
-  // lobby 100 MiB larger after four bursts, and larger after each (tests/lobby/
-  // lobby_memory_test.cc). A fixed threshold keeps blocks of 128 KiB and more in mappings of
-  // their own, returned to the system when freed: the RSS is back at idle after every burst.
-  // The threshold is 1 MiB, not glibc's initial 128 KiB, and an arena keeps up to 4 MiB free at
-  // its top: a settlement's write builds arguments of some hundreds of kilobytes each call, and
-  // each block in a mapping of its own, or grown anew after a trim, was faulted in page by page
-  // (a seventh of the lobby's CPU in a drain, bench/RESULTS.md "The write's arguments in binary").
-  mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
-  mallopt(M_TRIM_THRESHOLD, 4 * 1024 * 1024);
+  SetLobbyAllocator();  // lobby/allocator.h says why
   ServerOptions server_options;
   if (!ParseHostPort(flags.listen, &server_options.host, &server_options.port)) {
     return Fail("--listen wants HOST:PORT, got '" + flags.listen + "'");
