@@ -68,7 +68,7 @@ void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count,
 }
 
 // What autovacuum would have done during the outage: the allocation's tables vacuumed and analyzed,
-// the settlement's non-empty ones analyzed, then a checkpoint (backlog.h says why each). A table
+// the settlement's non-empty ones too, then a checkpoint (backlog.h says why each). A table
 // that a build's schema lacks is passed over: --baseline-lobby drains through older schemas too.
 void SettleDatabaseAsAfterOutage(const std::string& conninfo) {
   try {
@@ -80,12 +80,12 @@ void SettleDatabaseAsAfterOutage(const std::string& conninfo) {
     for (const char* table : {"players", "battle_rooms", "battle_room_seats"}) {
       if (exists(table)) pqxx::nontransaction(conn).exec("VACUUM ANALYZE " + std::string(table));
     }
-    for (const char* table :
-         {"matches", "match_players", "replays", "settlement_events", "settlement_receipts"}) {
+    for (const char* table : {"matches", "match_players", "replays", "settlement_events",
+                              "settlement_receipts", "player_ratings"}) {
       if (!exists(table)) continue;
       pqxx::nontransaction tx(conn);
       if (tx.exec1("SELECT EXISTS (SELECT 1 FROM " + std::string(table) + ")")[0].as<bool>()) {
-        tx.exec("ANALYZE " + std::string(table));
+        tx.exec("VACUUM ANALYZE " + std::string(table));
       }
     }
     pqxx::nontransaction(conn).exec("CHECKPOINT");

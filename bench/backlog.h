@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/metrics.h"
+#include "lobby/allocator.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
 #include "lobby/modes.h"
@@ -42,11 +43,16 @@ void AllocateRooms(const std::string& conninfo, uint64_t base, uint64_t count,
 // Brings the database to where it would be after the outage the backlog stands for:
 //   - vacuums and analyzes the tables the allocation wrote, as autovacuum would have (otherwise
 //     the run pays for autovacuum starting under it, on statistics from before the rooms existed);
-//   - analyzes the settlement's tables that the runs before it wrote, so that each design is
-//     planned on the database as it is (on none, or on statistics from a smaller table, the old
-//     single-room settlement scans all of players for each room). Empty ones are left alone:
-//     PostgreSQL plans a table never analyzed as at least ten pages, one analyzed empty as the
-//     page it has, and foreign-key checks cached at the start of a run then scan it throughout;
+//   - vacuums and analyzes the settlement's tables that the runs before it wrote:
+//       - analyzed, so that each design is planned on the database as it is (on none, or on
+//         statistics from a smaller table, the old single-room settlement scans all of players
+//         for each room);
+//       - vacuumed, so that autovacuum, which visits the database once a minute, does not work
+//         through the rows of the runs before it under this one (it did, in whichever run was
+//         under way a minute after them);
+//     Empty ones are left alone: PostgreSQL plans a table never analyzed (or vacuumed) as at
+//     least ten pages, one analyzed empty as the page it has, and foreign-key checks cached at
+//     the start of a run then scan it throughout;
 //   - checkpoints, so that the run does not pay for the writes of the runs before it (a
 //     checkpoint under load slows every commit's fsync).
 // Every drain does this before it starts, whoever allocated its rooms.
@@ -64,6 +70,7 @@ class InProcessLobby {
   InProcessLobby(const std::string& conninfo, int pool, double coalesce_ms)
       : hub_(Store(conninfo, pool), lobby::pg::ConnectionOptions{.conninfo = conninfo}, {},
              registry_) {
+    lobby::SetLobbyAllocator();  // as verdict-lobby serve sets it
     lobby::ServiceOptions service_options;
     service_options.coalesce_wait =
         std::chrono::microseconds(static_cast<int64_t>(coalesce_ms * 1000));
