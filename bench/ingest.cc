@@ -104,7 +104,9 @@ class SyncTimingOutbox final : public storage::Outbox {
                                                        size_t max) override {
     return outbox_.ReadShard(shard, after, max);
   }
-  Status Ack(const storage::OutboxRecord& record) override { return outbox_.Ack(record); }
+  Status AckAll(std::span<const storage::OutboxRecord> records) override {
+    return outbox_.AckAll(records);
+  }
   Status DeadLetter(const storage::OutboxRecord& record, const std::string& code,
                     const std::string& message) override {
     return outbox_.DeadLetter(record, code, message);
@@ -161,7 +163,7 @@ class BareLog final : public storage::Outbox {
   Result<std::vector<storage::OutboxRecord>> ReadShard(uint32_t, uint64_t, size_t) override {
     return Refused();
   }
-  Status Ack(const storage::OutboxRecord&) override { return Refused(); }
+  Status AckAll(std::span<const storage::OutboxRecord>) override { return Refused(); }
   Status DeadLetter(const storage::OutboxRecord&, const std::string&, const std::string&) override {
     return Refused();
   }

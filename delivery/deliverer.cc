@@ -483,6 +483,16 @@ class ShardLoop {
       co_await Apply(records.front(), attempts.front());
       co_return;
     }
+    const bool all_delivered = std::all_of(attempts.begin(), attempts.end(), [](const Attempt& a) {
+      return a.kind == Attempt::Kind::kDelivered;
+    });
+    if (all_delivered && !stopping_) {
+      LobbyAnswered();
+      RequestsRead();
+      owner_.OnAuthAccepted(endpoint_);
+      AcknowledgeAll(records, attempts);
+      co_return;
+    }
     for (size_t i = 0; i < records.size() && !stopping_; ++i) {
       co_await Apply(records[i], attempts[i]);
     }
@@ -527,17 +537,29 @@ class ShardLoop {
   }
 
   void Acknowledge(const storage::OutboxRecord& record, const Attempt& a) {
+    AcknowledgeAll(std::span(&record, 1), std::span(&a, 1));
+  }
+
+  // Records the lobby settled (`attempts`, one each): removed from the outbox in one write (not
+  // synced, so it stays on the I/O thread), then forgotten.
+  void AcknowledgeAll(std::span<const storage::OutboxRecord> records,
+                      std::span<const Attempt> attempts) {
     CheckFailpoint("deliver.after_2xx_before_ack");
     if (!owner_.options_.unsafe_ack_before_send_for_test) {
-      // Not synced, so it stays on the I/O thread.
-      if (Status s = owner_.outbox_.Ack(record); !s.ok()) {
+      if (Status s = owner_.outbox_.AckAll(records); !s.ok()) {
         // Kept in the window: delivered again later, and answered as a duplicate.
-        Log().warn("room={} shard={}: ack failed: {}", record.result.room_id(), shard_,
-                   s.ToString());
-        BackOffRoom(record, /*retry_after_ms=*/0);
+        for (const storage::OutboxRecord& record : records) {
+          Log().warn("room={} shard={}: ack failed: {}", record.result.room_id(), shard_,
+                     s.ToString());
+          BackOffRoom(record, /*retry_after_ms=*/0);
+        }
         return;
       }
     }
+    for (size_t i = 0; i < records.size(); ++i) Acknowledged(records[i], attempts[i]);
+  }
+
+  void Acknowledged(const storage::OutboxRecord& record, const Attempt& a) {
     if (a.expired) {
       owner_.expired_.Add();
       Log().info("room={} shard={}: the lobby settled it long ago (ORIGINAL_EXPIRED); acked",

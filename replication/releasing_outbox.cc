@@ -18,9 +18,11 @@ class ReleasingOutbox final : public storage::Outbox {
                                                        size_t max_records) override {
     return inner_->ReadShard(shard, after_sequence, max_records);
   }
-  Status Ack(const storage::OutboxRecord& record) override {
-    Status s = inner_->Ack(record);
-    if (s.ok()) on_ack_(record);
+  Status AckAll(std::span<const storage::OutboxRecord> records) override {
+    Status s = inner_->AckAll(records);
+    if (s.ok()) {
+      for (const storage::OutboxRecord& record : records) on_ack_(record);
+    }
     return s;
   }
   Status DeadLetter(const storage::OutboxRecord& record, const std::string& code,

@@ -210,9 +210,12 @@ class Outbox {
   virtual Result<std::vector<OutboxRecord>> ReadShard(uint32_t shard, uint64_t after_sequence,
                                                       size_t max_records) = 0;
 
-  // Removes a delivered record and its idempotency entry (not synced; see the file comment).
-  // Each record read must be acked or dead-lettered at most once.
-  virtual Status Ack(const OutboxRecord& record) = 0;
+  // Removes delivered records and their idempotency entries in one write, all or none (not
+  // synced; see the file comment): a batch the lobby settled whole is one write, not one a
+  // record. Each record read must be acked or dead-lettered at most once.
+  virtual Status AckAll(std::span<const OutboxRecord> records) = 0;
+  // One delivered record: AckAll of it alone.
+  Status Ack(const OutboxRecord& record) { return AckAll(std::span(&record, 1)); }
 
   // Moves a record the lobby refused as terminal to dead letter with the lobby's code and
   // message, atomically.

@@ -372,16 +372,21 @@ class OutboxImpl final : public Outbox {
     return records;
   }
 
-  Status Ack(const OutboxRecord& record) override {
+  Status AckAll(std::span<const OutboxRecord> records) override {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
-    if (record.shard >= shard_count_) return InvalidArgumentError("no such shard");
     rocksdb::WriteBatch wb;
-    wb.Delete(ShardCf(record.shard), SequenceKey(record.sequence));
-    wb.Delete(MetaCf(), IndexKey(record.result.room_id(), record.result.ended_at_ms()));
+    for (const OutboxRecord& record : records) {
+      if (record.shard >= shard_count_) return InvalidArgumentError("no such shard");
+      wb.Delete(ShardCf(record.shard), SequenceKey(record.sequence));
+      wb.Delete(MetaCf(), IndexKey(record.result.room_id(), record.result.ended_at_ms()));
+    }
+    if (records.empty()) return Status::Ok();
     VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "ack", unsynced_options_));
     // Into the log file (not synced), so that a crash of the process alone does not lose it.
     VERDICT_RETURN_IF_ERROR(FlushLog(/*sync=*/false));
-    Removed(record.shard, record.sequence, record.stored_bytes);
+    for (const OutboxRecord& record : records) {
+      Removed(record.shard, record.sequence, record.stored_bytes);
+    }
     return Status::Ok();
   }
 

@@ -88,10 +88,12 @@ class AckRecordingOutbox final : public Outbox {
                                               size_t max_records) override {
     return outbox_.ReadShard(shard, after_sequence, max_records);
   }
-  Status Ack(const OutboxRecord& record) override {
+  Status AckAll(std::span<const OutboxRecord> records) override {
     const bool powered = !fs_.is_cut();
-    Status s = outbox_.Ack(record);
-    if (s.ok() && powered) ledger_.Acked(record.result.room_id());
+    Status s = outbox_.AckAll(records);
+    if (s.ok() && powered) {
+      for (const OutboxRecord& record : records) ledger_.Acked(record.result.room_id());
+    }
     return s;
   }
   Status DeadLetter(const OutboxRecord& record, const std::string& code,

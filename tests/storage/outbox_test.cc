@@ -569,6 +569,37 @@ TEST(OutboxTest, AckedRecordIsGoneAfterReopenAndCanBeEnqueuedAgain) {
   EXPECT_FALSE(MustEnqueueOne(*outbox, MakeResult(3)).already_present);
 }
 
+// A batch the lobby settled whole is acked in one write: every record of it is gone, with its
+// idempotency entry, after a reopen; the records left out stay. A batch with one record the
+// outbox cannot ack (a shard it does not have) removes none: all or none.
+TEST(OutboxTest, AckAllRemovesEveryRecordOfTheBatchOrNone) {
+  TempDir dir;
+  const auto rooms = RoomsOfShard(2, 16, 4);
+  {
+    auto outbox = MustOpen(dir.path());
+    for (uint64_t room : rooms) ASSERT_TRUE(MustEnqueueOne(*outbox, MakeResult(room)).status.ok());
+    auto all = ReadAll(*outbox, 2);
+    ASSERT_EQ(all.size(), 4u);
+
+    std::vector<OutboxRecord> bad = {all[0], all[1]};
+    bad[1].shard = 16;
+    EXPECT_EQ(outbox->AckAll(bad).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(ReadAll(*outbox, 2).size(), 4u);
+    EXPECT_EQ(outbox->Stats()->records, 4u);
+
+    ASSERT_TRUE(outbox->AckAll(std::span(all).first(3)).ok());
+    EXPECT_EQ(RoomsIn(ReadAll(*outbox, 2)), std::vector<uint64_t>{rooms[3]});
+    EXPECT_EQ(outbox->Stats()->records, 1u);
+    EXPECT_TRUE(outbox->AckAll({}).ok());
+  }
+  auto outbox = MustOpen(dir.path());
+  EXPECT_EQ(RoomsIn(ReadAll(*outbox, 2)), std::vector<uint64_t>{rooms[3]});
+  EXPECT_EQ(outbox->Stats()->records, 1u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_FALSE(MustEnqueueOne(*outbox, MakeResult(rooms[i])).already_present) << i;
+  }
+}
+
 TEST(OutboxTest, ReadAfterSequenceSkipsEarlierRecords) {
   TempDir dir;
   auto outbox = MustOpen(dir.path());

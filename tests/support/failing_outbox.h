@@ -103,7 +103,7 @@ class FailingOutbox final : public storage::Outbox {
     }
     return page;
   }
-  Status Ack(const storage::OutboxRecord& r) override { return inner_->Ack(r); }
+  Status AckAll(std::span<const storage::OutboxRecord> r) override { return inner_->AckAll(r); }
   Status DeadLetter(const storage::OutboxRecord& r, const std::string& code,
                     const std::string& message) override {
     return inner_->DeadLetter(r, code, message);
