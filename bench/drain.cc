@@ -448,6 +448,16 @@ std::vector<Row> RunAll(const DrainOptions& o, const std::string& conninfo, cons
   if (largest > 1) {
     rows.push_back(PgbenchRow(conninfo, root + "/pgbench-batch", ++run * kRunSpan, o.backlog,
                               o.pg_concurrency, largest));
+    // More rounds of the pair, alternating: the headline ratio is of the medians.
+    for (int round = 2; round <= o.ceiling_rounds; ++round) {
+      std::fprintf(stderr, "  round %d of %d of the headline drain and the batch ceiling\n", round,
+                   o.ceiling_rounds);
+      const std::string suffix = "-round-" + std::to_string(round);
+      rows.push_back(
+          drain(root + "/verdict-headline" + suffix, HeadlineShards(o), HeadlineBatch(o), lobby));
+      rows.push_back(PgbenchRow(conninfo, root + "/pgbench-batch" + suffix, ++run * kRunSpan,
+                                o.backlog, o.pg_concurrency, largest));
+    }
   }
   rows.push_back(
       RunSerial(conninfo, root + "/serial", ++run * kRunSpan, o.serial_backlog, lobby.port));
@@ -564,6 +574,14 @@ void PrintRow(FILE* table, const Row& r) {
                empty.c_str());
 }
 
+// The median of `v` (the mean of the middle two for an even count); 0 for none.
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
 // The table (stdout, or stderr under --json), the headline ratios, the report and the chart.
 int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
   FILE* table = o.output.json ? stderr : stdout;
@@ -572,13 +590,9 @@ int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
   // The headline compares 16 shards (or the most measured) at the deliverer's default batch (or
   // the largest measured).
   const uint32_t headline_shards = HeadlineShards(o);
-  const size_t default_batch = delivery::DelivererOptions{}.batch;
-  const size_t headline_batch =
-      std::find(o.batches.begin(), o.batches.end(), default_batch) != o.batches.end()
-          ? default_batch
-          : *std::max_element(o.batches.begin(), o.batches.end());
-  double serial = 0, pg = 0, pg_batch = 0, pg_reference = 0, headline = 0, coalesced = 0,
-         uncoalesced = 0;
+  const size_t headline_batch = HeadlineBatch(o);
+  double serial = 0, pg = 0, pg_reference = 0, coalesced = 0, uncoalesced = 0;
+  std::vector<double> pg_batches, headlines;  // one a round (--ceiling-rounds)
   Report report("drain");
   for (const Row& r : rows) {
     PrintRow(table, r);
@@ -591,18 +605,24 @@ int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
     if (r.mode == "verdict_producing") values["predicted_empty_s"] = r.predicted_empty_s;
     report.Row({{"mode", r.mode}}, values);
     if (r.mode == "serial") serial = r.per_s;
-    if (r.mode == "pgbench") (r.batch == 1 ? pg : pg_batch) = r.per_s;
+    if (r.mode == "pgbench" && r.batch == 1) pg = r.per_s;
+    if (r.mode == "pgbench" && r.batch > 1) pg_batches.push_back(r.per_s);
     if (r.mode == "pgbench_reference") pg_reference = r.per_s;
     if (r.shards != headline_shards) continue;
-    if (r.mode == "verdict" && r.batch == headline_batch) headline = r.per_s;
+    if (r.mode == "verdict" && r.batch == headline_batch) headlines.push_back(r.per_s);
     if (r.mode == "verdict" && r.batch == 1) coalesced = r.per_s;
     if (r.mode == "verdict_uncoalesced") uncoalesced = r.per_s;
   }
+  const double pg_batch = Median(pg_batches), headline = Median(headlines);
   report.Field("backlog", static_cast<double>(o.backlog));
   report.Field("pg_ceiling_per_s", pg);
   if (pg_batch > 0) report.Field("pg_batch_ceiling_per_s", pg_batch);
   report.Field("pg_reference_ceiling_per_s", pg_reference);
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0; };
+  if (headlines.size() > 1) {
+    std::fprintf(table, "\nthe medians of %zu rounds: verdict %.0f/s, the batch ceiling %.0f/s\n",
+                 headlines.size(), headline, pg_batch);
+  }
   if (headline > 0) {
     std::fprintf(table,
                  "\nat %u shards, batch %zu, verdict drains at %.2fx the single-room design's "
@@ -651,6 +671,13 @@ double DrainAllocated(const std::string& conninfo, const std::string& dir, uint3
   return RunVerdict(conninfo, dir, shards, batch, base, n, lobby_url, 0,
                     {.shape = {}, .allocate = false, .integer_ids = true})
       .per_s;
+}
+
+size_t HeadlineBatch(const DrainOptions& o) {
+  const size_t default_batch = delivery::DelivererOptions{}.batch;
+  return std::find(o.batches.begin(), o.batches.end(), default_batch) != o.batches.end()
+             ? default_batch
+             : *std::max_element(o.batches.begin(), o.batches.end());
 }
 
 uint32_t HeadlineShards(const DrainOptions& o) {

@@ -35,11 +35,16 @@ struct DrainOptions {
   std::string baseline_node;  // the other build's verdict-node
   std::string node_binary;    // this build's (default: the one built with the benchmark)
   int rounds = 2;             // drains through each binary
+  // Without a baseline: how many times the headline drain and the batch ceiling run, alternating
+  // (the first time within the drains); the headline ratio is of their medians.
+  int ceiling_rounds = 1;
   OutputOptions output;
 };
 
 // The shard count the headline figures are measured at: 16 if `shards` has it, else the most.
 uint32_t HeadlineShards(const DrainOptions& options);
+// The batch they are measured at: the deliverer's default if `batches` has it, else the largest.
+size_t HeadlineBatch(const DrainOptions& options);
 
 // The drain through `baseline_lobby` and through `lobby_binary`, alternating (lobby_compare.cc).
 int RunLobbyComparison(const DrainOptions& options);

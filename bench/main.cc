@@ -172,6 +172,13 @@ int main(int argc, char** argv) {
       ->add_option("--rounds", drain.rounds, "drains through each lobby, with --baseline-lobby")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
+  drain_cmd
+      ->add_option("--ceiling-rounds", drain.ceiling_rounds,
+                   "times the headline drain (16 shards, or the most given, at batch 64, or the "
+                   "largest) and the batch statement's pgbench ceiling run, alternating; their "
+                   "ratio is of the medians (a 2-core machine's rounds spread by 10-20%)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 50));
   drain_cmd->add_flag("--json", drain.output.json, "print one JSON object on stdout");
   drain_cmd->add_option("--csv", drain.output.csv_dir, "write the raw rows to DIR/drain.csv");
 
