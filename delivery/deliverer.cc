@@ -487,10 +487,7 @@ class ShardLoop {
       return a.kind == Attempt::Kind::kDelivered;
     });
     if (all_delivered && !stopping_) {
-      LobbyAnswered();
-      RequestsRead();
-      owner_.OnAuthAccepted(endpoint_);
-      AcknowledgeAll(records, attempts);
+      Delivered(records, attempts);
       co_return;
     }
     for (size_t i = 0; i < records.size() && !stopping_; ++i) {
@@ -503,10 +500,7 @@ class ShardLoop {
       case Attempt::Kind::kStopped:
         co_return;
       case Attempt::Kind::kDelivered:
-        LobbyAnswered();
-        RequestsRead();
-        owner_.OnAuthAccepted(endpoint_);
-        Acknowledge(record, a);
+        Delivered(std::span(&record, 1), std::span(&a, 1));
         co_return;
       case Attempt::Kind::kTerminal:
         LobbyAnswered();
@@ -536,14 +530,13 @@ class ShardLoop {
     }
   }
 
-  void Acknowledge(const storage::OutboxRecord& record, const Attempt& a) {
-    AcknowledgeAll(std::span(&record, 1), std::span(&a, 1));
-  }
-
   // Records the lobby settled (`attempts`, one each): removed from the outbox in one write (not
   // synced, so it stays on the I/O thread), then forgotten.
-  void AcknowledgeAll(std::span<const storage::OutboxRecord> records,
-                      std::span<const Attempt> attempts) {
+  void Delivered(std::span<const storage::OutboxRecord> records,
+                 std::span<const Attempt> attempts) {
+    LobbyAnswered();
+    RequestsRead();
+    owner_.OnAuthAccepted(endpoint_);
     CheckFailpoint("deliver.after_2xx_before_ack");
     if (!owner_.options_.unsafe_ack_before_send_for_test) {
       if (Status s = owner_.outbox_.AckAll(records); !s.ok()) {
