@@ -18,7 +18,12 @@
 //     and a request on a connection the node closed meanwhile is a transport error: retried on a
 //     new connection.
 //   - A batch's items are retried by their own "retryable" member: only those items are posted
-//     again, alone of the others; the rest are final.
+//     again, alone of the others, after 1 s, doubling up to 30 s (an item carries no
+//     Retry-After); the rest are final.
+//
+// A result is checked before anything is posted (BattleResult.Check): a SETTLED result that
+// names neither a winner nor placements, or both, and a string that is not UTF-8 are refused
+// here, never sent to be read as a draw or with U+FFFD in place of what the string held.
 package ingest
 
 import (
@@ -34,6 +39,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // PlayerResult is one player's line in a finished battle (verdict.v1.PlayerResult). A player id
@@ -63,10 +69,13 @@ type TeamPlacement struct {
 // protobuf's JSON mapping: 64-bit integers are JSON strings, the outcome is "SETTLED" or
 // "ABORTED". NodeID may be left empty: the node fills in its own.
 //
-// A SETTLED result says where its teams placed by one of two members: Placements, one rank per
-// team, for a room of any number of teams; or WinnerTeam, for two teams (Winner(1), Winner(2),
-// or Winner(0) for a draw). WinnerTeam is a pointer because the node tells an absent
-// winner_team from a 0: a result that gives neither is refused, never taken for a draw.
+// A SETTLED result says where its teams placed by exactly one of two members: Placements, one
+// rank per team with at least one team at rank 1, for a room of any number of teams; or
+// WinnerTeam, for two teams (Winner(1), Winner(2), or Winner(0) for a draw: a draw is said,
+// never implied). WinnerTeam is a pointer because an absent winner_team is not a 0. The node
+// refuses with 400 a SETTLED result that gives neither, one that gives both (a winner_team of 0
+// beside placements too), and placements that rank no team 1; Check refuses the first two before
+// anything is posted.
 type BattleResult struct {
 	RoomID      uint64          `json:"room_id,string"`
 	Outcome     string          `json:"outcome"`
@@ -82,6 +91,35 @@ type BattleResult struct {
 
 // Winner is a BattleResult's WinnerTeam: the winning team of two, or 0 for a draw.
 func Winner(team uint32) *uint32 { return &team }
+
+// Check refuses a result that would be posted as something else than it says: a SETTLED result
+// without a WinnerTeam or Placements (the node would settle it as a draw, or refuse it), or with
+// both, and a string member that is not UTF-8, which encoding/json would send with U+FFFD in
+// place of the bytes it does not read. The node checks everything else.
+func (r *BattleResult) Check() error {
+	if r.Outcome == "SETTLED" {
+		switch {
+		case r.WinnerTeam == nil && len(r.Placements) == 0:
+			return fmt.Errorf("room %d: a SETTLED result names its winner_team (1 or 2, 0 for "+
+				"a draw) or its placements; it has neither", r.RoomID)
+		case r.WinnerTeam != nil && len(r.Placements) > 0:
+			return fmt.Errorf("room %d: give winner_team or placements, not both (a "+
+				"winner_team of 0, a draw, included)", r.RoomID)
+		}
+	}
+	for _, member := range []struct{ name, value string }{{"outcome", r.Outcome},
+		{"node_id", r.NodeID}, {"replay_path", r.ReplayPath}, {"abort_reason", r.AbortReason}} {
+		if !utf8.ValidString(member.value) {
+			return fmt.Errorf("room %d: %s %q is not UTF-8", r.RoomID, member.name, member.value)
+		}
+	}
+	for _, p := range r.Players {
+		if !utf8.ValidString(p.PlayerID) {
+			return fmt.Errorf("room %d: player_id %q is not UTF-8", r.RoomID, p.PlayerID)
+		}
+	}
+	return nil
+}
 
 // Share is a PlayerResult's Share: the part of the battle played, 0 to 1.
 func Share(part float64) *float64 { return &part }
@@ -128,12 +166,37 @@ type Client struct {
 	Token string
 	// HTTP sends the requests. Its Timeout bounds one attempt.
 	HTTP *http.Client
-	// FirstBackoff and MaxBackoff bound the wait between attempts when the node gave no
-	// Retry-After: it doubles from FirstBackoff up to MaxBackoff, with jitter.
+	// FirstBackoff and MaxBackoff bound the wait between attempts of a request when the node
+	// gave no Retry-After: it doubles from FirstBackoff up to MaxBackoff, with jitter. (A
+	// batch's retryable items wait by the documented rule instead: itemBackoff.)
 	FirstBackoff, MaxBackoff time.Duration
 	// OnRetry, if set, is told of each failed attempt before the wait that follows it (to log
 	// it, say). It is called from the goroutine that posts.
 	OnRetry func(err error, wait time.Duration)
+
+	// sleep waits d or until ctx is done (then returns ctx.Err()); nil is a real timer. Tests
+	// replace it to see the waits without spending them.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// The wait before a batch's retryable items are posted again, by docs/sidecar.md's retry rule
+// for batch items: 1 s, doubling up to 30 s.
+const (
+	firstItemBackoff = time.Second
+	maxItemBackoff   = 30 * time.Second
+)
+
+// itemBackoff is the wait before the given resend of a batch's retryable items (1 for the
+// first): firstItemBackoff doubling up to maxItemBackoff.
+func itemBackoff(resend int) time.Duration {
+	d := firstItemBackoff
+	for i := 1; i < resend && d < maxItemBackoff; i++ {
+		d *= 2
+	}
+	if d > maxItemBackoff {
+		d = maxItemBackoff
+	}
+	return d
 }
 
 // NewUnixClient returns a Client for the node's Unix socket at path (its --ingest-listen
@@ -176,8 +239,12 @@ func newClient(baseURL, token string, transport http.RoundTripper) *Client {
 // is set when the node still held it (200), and unset when it stored it now (201), which is
 // also what a result already delivered gets. It retries until the node answers, the answer is not
 // retryable, or ctx is done: give ctx a deadline. A refusal is a *Problem (400
-// INVALID_ARGUMENT, 422 IDEMPOTENCY_MISMATCH, ...); retrying it would not help.
+// INVALID_ARGUMENT, 422 IDEMPOTENCY_MISMATCH, ...); retrying it would not help. A result that
+// fails Check is refused with its error, and nothing is posted.
 func (c *Client) PostResult(ctx context.Context, result *BattleResult) (StoredResult, error) {
+	if err := result.Check(); err != nil {
+		return StoredResult{}, err
+	}
 	body, err := json.Marshal(result)
 	if err != nil {
 		return StoredResult{}, err
@@ -195,12 +262,18 @@ func (c *Client) PostResult(ctx context.Context, result *BattleResult) (StoredRe
 
 // PostBatch stores up to MaxBatch results with one fsync (POST /v1/results:batch) and
 // returns one item per result, in order. Results whose items are retryable problems are
-// posted again, alone of the others, until they are stored or ctx is done; the items then
-// hold what the node last answered. The error is for the request as a whole (a *Problem, a
-// transport error when ctx ended, or a reply that does not match the request).
+// posted again, alone of the others, after 1 s, doubling up to 30 s, until they are stored or
+// ctx is done; the items then hold what the node last answered. The error is for the request
+// as a whole (a *Problem, a transport error when ctx ended, or a reply that does not match the
+// request), or the first result that fails Check, and then nothing is posted.
 func (c *Client) PostBatch(ctx context.Context, results []BattleResult) ([]StoredItem, error) {
 	if len(results) > MaxBatch {
 		return nil, fmt.Errorf("a batch holds at most %d results, not %d", MaxBatch, len(results))
+	}
+	for i := range results {
+		if err := results[i].Check(); err != nil {
+			return nil, fmt.Errorf("result %d: %w", i, err)
+		}
 	}
 	items := make([]StoredItem, len(results))
 	pending := make([]int, len(results)) // indexes into results still to store
@@ -209,12 +282,12 @@ func (c *Client) PostBatch(ctx context.Context, results []BattleResult) ([]Store
 	}
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt > 0 {
-			wait := c.backoff(attempt)
+			wait := itemBackoff(attempt)
 			if c.OnRetry != nil {
 				c.OnRetry(fmt.Errorf("%d item(s) answered retryable, first: %w", len(pending),
 					items[pending[0]].Problem), wait)
 			}
-			if err := sleep(ctx, wait); err != nil {
+			if err := c.wait(ctx, wait); err != nil {
 				return items, err
 			}
 		}
@@ -271,7 +344,7 @@ func (c *Client) post(ctx context.Context, path string, body []byte, out any) er
 		if c.OnRetry != nil && ctx.Err() == nil {
 			c.OnRetry(err, wait)
 		}
-		if done := sleep(ctx, wait); done != nil {
+		if done := c.wait(ctx, wait); done != nil {
 			return fmt.Errorf("%w (last answer: %v)", done, last)
 		}
 	}
@@ -344,7 +417,11 @@ func retryAfter(header string) time.Duration {
 	return time.Duration(s) * time.Second
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// wait waits d, or until ctx is done (then returns ctx.Err()).
+func (c *Client) wait(ctx context.Context, d time.Duration) error {
+	if c.sleep != nil {
+		return c.sleep(ctx, d)
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -17,9 +18,10 @@ import (
 	"time"
 )
 
+// testClient is a client whose waits between attempts end at once.
 func testClient(url string) *Client {
 	c := NewTCPClient(url, "secret")
-	c.FirstBackoff, c.MaxBackoff = time.Millisecond, 4*time.Millisecond
+	c.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	return c
 }
 
@@ -219,5 +221,76 @@ func TestPostResultRetriesOnAConnectionTheNodeClosed(t *testing.T) {
 	stored, err := testClient(server.URL).PostResult(context.Background(), result(42))
 	if err != nil || stored.RoomID != 42 || calls != 2 {
 		t.Fatalf("got %+v, %v after %d calls", stored, err, calls)
+	}
+}
+
+// docs/sidecar.md's rule for a batch's retryable items: resent after 1 s, doubling up to 30 s
+// (an item carries no Retry-After).
+func TestPostBatchResendsRetryableItemsAfter1sDoublingTo30s(t *testing.T) {
+	var requests int32
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if atomic.AddInt32(&requests, 1) <= 8 {
+			io.WriteString(w, `{"items":[{"problem":{"code":"UNAVAILABLE","status":503,"retryable":true,"detail":"x"}}]}`)
+			return
+		}
+		io.WriteString(w, `{"items":[{"stored":{"room_id":"1","shard":0,"sequence":"5","duplicate":false}}]}`)
+	}))
+	defer server.Close()
+	client := NewTCPClient(server.URL, "secret")
+	var waits []time.Duration
+	client.sleep = func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		return ctx.Err()
+	}
+	items, err := client.PostBatch(context.Background(), []BattleResult{*result(1)})
+	if err != nil || items[0].Stored == nil || requests != 9 {
+		t.Fatalf("got %+v, %v after %d requests", items, err, requests)
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 30, 30, 30}
+	for i := range want {
+		want[i] *= time.Second
+	}
+	if !reflect.DeepEqual(waits, want) {
+		t.Fatalf("waited %v, not %v", waits, want)
+	}
+}
+
+// Nothing is posted of a result that would be taken for another: a SETTLED result without a
+// winner (a draw, where the node reads protobuf), with both a winner and placements, or with a
+// string that is not UTF-8 (encoding/json would post U+FFFD in its place).
+func TestPostRefusesAResultThatCheckRefuses(t *testing.T) {
+	var requests int32
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		atomic.AddInt32(&requests, 1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer server.Close()
+	client := testClient(server.URL)
+	neither := result(42)
+	neither.WinnerTeam = nil
+	emptyPlacements := result(42)
+	emptyPlacements.WinnerTeam, emptyPlacements.Placements = nil, []TeamPlacement{}
+	both := result(42)
+	both.WinnerTeam = Winner(0)
+	both.Placements = []TeamPlacement{{Team: 1, Rank: 1}, {Team: 2, Rank: 2}}
+	notUTF8 := result(42)
+	notUTF8.Players[0].PlayerID = "\xed\xa0\x80x" // a surrogate in UTF-8's form: not UTF-8
+	for name, r := range map[string]*BattleResult{"neither": neither,
+		"empty placements": emptyPlacements, "both": both, "not UTF-8": notUTF8} {
+		if _, err := client.PostResult(context.Background(), r); err == nil {
+			t.Errorf("%s: posted", name)
+		}
+		if _, err := client.PostBatch(context.Background(), []BattleResult{*result(41), *r}); err == nil ||
+			!strings.Contains(err.Error(), "result 1") {
+			t.Errorf("%s in a batch: got %v", name, err)
+		}
+	}
+	if requests != 0 {
+		t.Fatalf("%d requests", requests)
+	}
+	aborted := &BattleResult{RoomID: 42, Outcome: "ABORTED", EndedAtMs: 1,
+		Players: []PlayerResult{{PlayerID: "1", Team: 1}, {PlayerID: "2", Team: 2}}}
+	if err := aborted.Check(); err != nil {
+		t.Fatalf("an ABORTED result needs no winner: %v", err)
 	}
 }

@@ -1,18 +1,25 @@
 // Command verdict-ingest posts a battle result to a running verdict-node and prints where it
 // was stored (a StoredResult, as JSON). The result comes from flags or from a JSON file:
 //
-//	verdict-ingest -socket node.sock -room 42 -winner 1 -players 1:1,2:2
-//	verdict-ingest -socket node.sock -room 43 -placements 1:2,2:1,3:3 -players a:1,b:2,c:3
+//	verdict-ingest -socket node.sock -room 42 -winner 1 -ended-at-ms 1700000000000 -players 1:1,2:2
+//	verdict-ingest -socket node.sock -room 43 -placements 1:2,2:1,3:3 -ended-at-ms 1700000000000 \
+//	    -players a:1,b:2,c:3
 //	verdict-ingest -url http://127.0.0.1:9465 -token-file ingest.token -file result.json
 //	verdict-ingest -socket node.sock -file - < batch.json    # {"results": [...]}: a batch
 //
-// -placements ranks every team of a room of any number of teams (TEAM:RANK, 1 best, equal ranks
-// tie), in place of -winner, which is for two teams and defaults to 0, a draw.
+// A SETTLED result from flags needs -winner, for two teams (1, 2, or 0 for a draw: a draw is
+// said, never implied), or -placements, which ranks every team of a room of any number of teams
+// (TEAM:RANK, 1 best, equal ranks tie). Every result from flags needs -ended-at-ms, the battle's
+// end: with the room it names the result, so running the command again posts the same result
+// (a duplicate), never a second one for the same battle.
 //
 // The file holds one BattleResult in protobuf's JSON mapping (room_id, ended_at_ms, player_id
 // and score as strings) or a batch {"results": [...]}, and is posted as it says: a member it
-// leaves out (winner_team, a player's share) is left out. A member the schema does not have (a
-// misspelt "winer_team", a placement's "rnk") refuses the whole file before anything is posted.
+// leaves out (winner_team, a player's share) is left out. The whole file is refused before
+// anything is posted if it has a member the schema does not have (a misspelt "winer_team", a
+// placement's "rnk"), a SETTLED result with neither winner_team nor placements or with both, or
+// a string that is not UTF-8 or holds half of a UTF-16 surrogate pair ("\ud800" alone), which
+// encoding/json would read as U+FFFD and post as a player id the file never had.
 // Each retry is said on standard error. Exit status: 0 stored (or already stored), 1 refused or
 // not stored in time, 2 usage.
 package main
@@ -29,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"verdict.example/ingest"
 )
@@ -42,17 +50,23 @@ func main() {
 	file := flag.String("file", "", "JSON BattleResult or {\"results\": [...]} to post; - for stdin")
 	room := flag.Uint64("room", 0, "room_id (without -file)")
 	outcome := flag.String("outcome", "SETTLED", "SETTLED or ABORTED")
-	winner := flag.Uint("winner", 0, "winner_team of two teams: 1, 2, or 0 for a draw")
+	winner := flag.Uint("winner", 0,
+		"winner_team of two teams: 1, 2, or 0 for a draw (a SETTLED result needs it or -placements)")
 	placements := flag.String("placements", "",
 		"TEAM:RANK,... one rank per team, 1 best, equal ranks tie (any number of teams; instead of -winner)")
-	endedAt := flag.Int64("ended-at-ms", 0, "ended_at_ms (default: now); the same value makes a retry a duplicate")
+	endedAt := flag.Int64("ended-at-ms", 0,
+		"ended_at_ms, the battle's end (required without -file); the same value makes a re-run a duplicate")
 	players := flag.String("players", "", "PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS],... (ids are strings)")
 	timeout := flag.Duration("timeout", time.Minute, "give up retrying after this long")
 	flag.Parse()
 	var winnerTeam *uint32 // nil unless -winner was given
+	var endedAtMs *int64   // nil unless -ended-at-ms was given
 	flag.Visit(func(f *flag.Flag) {
-		if f.Name == "winner" {
+		switch f.Name {
+		case "winner":
 			winnerTeam = ingest.Winner(uint32(*winner))
+		case "ended-at-ms":
+			endedAtMs = endedAt
 		}
 	})
 
@@ -71,7 +85,7 @@ func main() {
 		reply, err = postFile(ctx, client, *file)
 	} else {
 		var result *ingest.BattleResult
-		if result, err = resultFromFlags(*room, *outcome, winnerTeam, *placements, *endedAt,
+		if result, err = resultFromFlags(*room, *outcome, winnerTeam, *placements, endedAtMs,
 			*players); err != nil {
 			usage(err)
 		}
@@ -154,7 +168,79 @@ func postFile(ctx context.Context, client *ingest.Client, path string) (any, err
 // readResults reads a file's JSON: one BattleResult, or a batch {"results": [...]} (batch is
 // then true). It refuses a member the schema does not have, anywhere in it (a result, a player,
 // a placement), as the node does: a misspelt "winer_team" dropped would post a win as a draw.
+// It refuses text that encoding/json would change as it reads it (checkText), and a result that
+// fails BattleResult.Check.
 func readResults(data []byte) (results []ingest.BattleResult, batch bool, err error) {
+	if err := checkText(data); err != nil {
+		return nil, false, err
+	}
+	results, batch, err = decodeResults(data)
+	if err != nil {
+		return nil, batch, err
+	}
+	for i := range results {
+		if err := results[i].Check(); err != nil {
+			if batch {
+				err = fmt.Errorf("result %d: %w", i, err)
+			}
+			return nil, batch, err
+		}
+	}
+	return results, batch, nil
+}
+
+// checkText refuses JSON text that is not UTF-8, or that escapes half of a UTF-16 surrogate
+// pair ("\ud800" not followed by a low surrogate's escape, or a low one alone): encoding/json
+// reads either as U+FFFD, so the string posted would not be the one the file holds. The node
+// refuses both.
+func checkText(data []byte) error {
+	if !utf8.Valid(data) {
+		return errors.New("the file is not UTF-8")
+	}
+	inString := false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\' && i+1 < len(data) && data[i+1] == 'u':
+			unit, ok := escapedUnit(data, i)
+			switch {
+			case !ok: // not four hex digits: the decoder says so
+				i++
+			case unit >= 0xdc00 && unit <= 0xdfff:
+				return fmt.Errorf("%s at byte %d is the low half of a UTF-16 surrogate pair "+
+					"without its high half: it names no character", data[i:i+6], i)
+			case unit >= 0xd800 && unit <= 0xdbff:
+				low, ok := escapedUnit(data, i+6)
+				if !ok || low < 0xdc00 || low > 0xdfff {
+					return fmt.Errorf("%s at byte %d is the high half of a UTF-16 surrogate pair "+
+						"without its low half: it names no character", data[i:i+6], i)
+				}
+				i += 11 // both escapes
+			default:
+				i += 5
+			}
+		case c == '\\':
+			i++ // the escaped character, a quote perhaps
+		}
+	}
+	return nil
+}
+
+// escapedUnit reads the UTF-16 code unit of a \uXXXX escape at data[i:]; ok is false if there is
+// none.
+func escapedUnit(data []byte, i int) (unit uint16, ok bool) {
+	if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16)
+	return uint16(v), err == nil
+}
+
+// decodeResults decodes readResults' JSON, refusing unknown members.
+func decodeResults(data []byte) (results []ingest.BattleResult, batch bool, err error) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(data, &members); err != nil {
 		return nil, false, fmt.Errorf("not a JSON object: %w", err)
@@ -180,17 +266,23 @@ func readResults(data []byte) (results []ingest.BattleResult, batch bool, err er
 	return []ingest.BattleResult{result}, false, nil
 }
 
-// resultFromFlags is the result the flags describe. winner is nil when -winner was not given:
-// without -placements the result is then a draw.
+// resultFromFlags is the result the flags describe. winner and endedAt are nil when -winner and
+// -ended-at-ms were not given: a SETTLED result then needs -placements, and every result needs
+// an end time, as one made up now would make a second result of a battle at each run.
 func resultFromFlags(room uint64, outcome string, winner *uint32, placements string,
-	endedAt int64, players string) (*ingest.BattleResult, error) {
+	endedAt *int64, players string) (*ingest.BattleResult, error) {
 	if room == 0 || players == "" {
 		return nil, errors.New("give -room and -players, or -file")
 	}
-	if endedAt == 0 {
-		endedAt = time.Now().UnixMilli()
+	if endedAt == nil {
+		return nil, errors.New("give -ended-at-ms, the battle's end in ms since the epoch: " +
+			"with the room it names the result, so that running this again posts the same one")
 	}
-	result := &ingest.BattleResult{RoomID: room, Outcome: outcome, EndedAtMs: endedAt}
+	if outcome == "SETTLED" && winner == nil && placements == "" {
+		return nil, errors.New("a SETTLED result needs -winner (1 or 2, or 0 for a draw) or " +
+			"-placements: a draw is said, never implied")
+	}
+	result := &ingest.BattleResult{RoomID: room, Outcome: outcome, EndedAtMs: *endedAt}
 	switch {
 	case placements != "" && winner != nil:
 		return nil, errors.New("give -winner (two teams) or -placements, not both")
@@ -213,8 +305,6 @@ func resultFromFlags(room uint64, outcome string, winner *uint32, placements str
 		}
 	case winner != nil:
 		result.WinnerTeam = winner
-	default:
-		result.WinnerTeam = ingest.Winner(0)
 	}
 	for _, spec := range strings.Split(players, ",") {
 		var fields [5]uint64 // fields[0], the player id, is a string: parts[0]

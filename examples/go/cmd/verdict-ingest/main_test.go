@@ -120,30 +120,132 @@ func TestReadResultsRefusesAMemberTheSchemaDoesNotHave(t *testing.T) {
 	}
 }
 
+// ended is an -ended-at-ms given.
+var ended = func() *int64 { v := int64(1700000000000); return &v }()
+
 func TestResultFromFlagsPlacesEveryTeamOrNamesAWinner(t *testing.T) {
-	r, err := resultFromFlags(43, "SETTLED", nil, "1:2,2:1,3:2", 1700000000000, "a:1,b:2,c:3")
+	r, err := resultFromFlags(43, "SETTLED", nil, "1:2,2:1,3:2", ended, "a:1,b:2,c:3")
 	want := []ingest.TeamPlacement{{Team: 1, Rank: 2}, {Team: 2, Rank: 1}, {Team: 3, Rank: 2}}
 	if err != nil || r.WinnerTeam != nil || !reflect.DeepEqual(r.Placements, want) || len(r.Players) != 3 {
 		t.Fatalf("got %+v, %v", r, err)
 	}
-	r, err = resultFromFlags(42, "SETTLED", ingest.Winner(2), "", 1700000000000, "1:1,2:2")
+	r, err = resultFromFlags(42, "SETTLED", ingest.Winner(2), "", ended, "1:1,2:2")
 	if err != nil || r.WinnerTeam == nil || *r.WinnerTeam != 2 || r.Placements != nil {
 		t.Fatalf("-winner 2: got %+v, %v", r, err)
 	}
-	r, err = resultFromFlags(42, "SETTLED", nil, "", 1700000000000, "1:1,2:2")
-	if err != nil || r.WinnerTeam == nil || *r.WinnerTeam != 0 {
-		t.Fatalf("neither: got %+v, %v, not a draw", r, err)
+	r, err = resultFromFlags(42, "SETTLED", ingest.Winner(0), "", ended, "1:1,2:2")
+	if err != nil || r.WinnerTeam == nil || *r.WinnerTeam != 0 || r.EndedAtMs != *ended {
+		t.Fatalf("-winner 0: got %+v, %v, not a draw", r, err)
 	}
 	for name, placements := range map[string]string{
 		"no rank":      "1:2,2",
 		"not a number": "1:first,2:2",
 		"negative":     "1:-1,2:1",
 	} {
-		if _, err := resultFromFlags(43, "SETTLED", nil, placements, 1, "a:1,b:2"); err == nil {
+		if _, err := resultFromFlags(43, "SETTLED", nil, placements, ended, "a:1,b:2"); err == nil {
 			t.Errorf("%s: -placements %s taken", name, placements)
 		}
 	}
-	if _, err := resultFromFlags(43, "SETTLED", ingest.Winner(1), "1:1,2:2", 1, "a:1,b:2"); err == nil {
+	if _, err := resultFromFlags(43, "SETTLED", ingest.Winner(1), "1:1,2:2", ended, "a:1,b:2"); err == nil {
 		t.Error("-winner and -placements both taken")
+	}
+}
+
+// A draw is said, never implied, and the end time is given, never made up: a command run twice
+// must post the same result twice, not a second result for the battle.
+func TestResultFromFlagsNeedsAWinnerAndAnEndTime(t *testing.T) {
+	if r, err := resultFromFlags(42, "SETTLED", nil, "", ended, "1:1,2:2"); err == nil ||
+		!strings.Contains(err.Error(), "-winner") {
+		t.Errorf("neither -winner nor -placements: got %+v, %v", r, err)
+	}
+	if r, err := resultFromFlags(42, "SETTLED", ingest.Winner(1), "", nil, "1:1,2:2"); err == nil ||
+		!strings.Contains(err.Error(), "-ended-at-ms") {
+		t.Errorf("no -ended-at-ms: got %+v, %v", r, err)
+	}
+	if r, err := resultFromFlags(42, "ABORTED", nil, "", nil, "1:1,2:2"); err == nil {
+		t.Errorf("ABORTED without -ended-at-ms: got %+v", r)
+	}
+	r, err := resultFromFlags(42, "ABORTED", nil, "", ended, "1:1,2:2")
+	if err != nil || r.WinnerTeam != nil || r.Placements != nil {
+		t.Errorf("ABORTED needs no winner: got %+v, %v", r, err)
+	}
+}
+
+// postFileTo posts file through postFile to a stand-in node and returns the bodies the node was
+// sent and the error.
+func postFileTo(t *testing.T, file string) ([]string, error) {
+	var bodies []string
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(body))
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"room_id":"42","shard":1,"sequence":"9","duplicate":false}`)
+	}))
+	defer server.Close()
+	path := filepath.Join(t.TempDir(), "result.json")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := postFile(context.Background(), ingest.NewTCPClient(server.URL, "t"), path)
+	return bodies, err
+}
+
+// A SETTLED result that names neither winner_team nor placements would be settled as a draw; one
+// that names both (a winner_team of 0 too) is a contradiction. The file is refused before
+// anything is posted.
+func TestPostFileRefusesAResultWithoutOneWinner(t *testing.T) {
+	neither := strings.Replace(good, `"winner_team":2,`, ``, 1)
+	both := strings.Replace(placed, `"outcome":"SETTLED",`, `"outcome":"SETTLED","winner_team":0,`, 1)
+	for name, file := range map[string]string{
+		"neither":               neither,
+		"a null winner":         strings.Replace(good, `"winner_team":2`, `"winner_team":null`, 1),
+		"empty placements":      strings.Replace(good, `"winner_team":2`, `"placements":[]`, 1),
+		"a draw and placements": both,
+		"a batch item":          `{"results":[` + good + `,` + neither + `]}`,
+	} {
+		bodies, err := postFileTo(t, file)
+		if err == nil || !strings.Contains(err.Error(), "winner_team") ||
+			!strings.Contains(err.Error(), "nothing was posted") || len(bodies) != 0 {
+			t.Errorf("%s: got %v, posted %q", name, err, bodies)
+		}
+	}
+	draw := strings.Replace(good, `"winner_team":2`, `"winner_team":0`, 1)
+	if bodies, err := postFileTo(t, draw); err != nil || len(bodies) != 1 ||
+		!strings.Contains(bodies[0], `"winner_team":0`) {
+		t.Errorf("a draw said: got %v, posted %q", err, bodies)
+	}
+}
+
+// encoding/json reads half of a UTF-16 surrogate pair, and bytes that are not UTF-8, as U+FFFD:
+// the node would store a player id the file never had. The file is refused instead.
+func TestPostFileRefusesALoneSurrogateOrBytesNotUTF8(t *testing.T) {
+	withID := func(id string) string {
+		return strings.Replace(good, `"player_id":"1"`, `"player_id":"`+id+`"`, 1)
+	}
+	for name, id := range map[string]string{
+		"a high half":              `\ud800x`,
+		"a high half at the end":   `x\uD800`,
+		"a high half, then a char": `\ud800\u0041`,
+		"two high halves":          `\ud800\ud800`,
+		"a low half":               `\udc00x`,
+		"a low half after a pair":  `\ud83d\ude00\ude00`,
+	} {
+		bodies, err := postFileTo(t, withID(id))
+		if err == nil || !strings.Contains(err.Error(), "surrogate") || len(bodies) != 0 {
+			t.Errorf("%s (%s): got %v, posted %q", name, id, err, bodies)
+		}
+	}
+	bodies, err := postFileTo(t, withID("\xed\xa0\x80x")) // a surrogate in UTF-8's form
+	if err == nil || !strings.Contains(err.Error(), "not UTF-8") || len(bodies) != 0 {
+		t.Errorf("bytes not UTF-8: got %v, posted %q", err, bodies)
+	}
+	// A pair, and a backslash escaped before "ud800", are what they say.
+	for id, want := range map[string]string{`\ud83d\ude00`: "\U0001F600", `\\ud800`: `\ud800`} {
+		bodies, err := postFileTo(t, withID(id))
+		var sent ingest.BattleResult
+		if err != nil || len(bodies) != 1 || json.Unmarshal([]byte(bodies[0]), &sent) != nil ||
+			sent.Players[0].PlayerID != want {
+			t.Errorf("%s: got %v, posted %q", id, err, bodies)
+		}
 	}
 }
