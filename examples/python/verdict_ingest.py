@@ -6,10 +6,12 @@ Python 3 standard library only: copy this file into a battle host, or run it.
     from verdict_ingest import IngestClient, battle_result
     node = IngestClient(socket_path="node.sock")            # the node's --ingest-listen unix:PATH
     node = IngestClient(url="http://127.0.0.1:9465", token="...")   # a TCP listener and its token
-    stored = node.post_result(battle_result(42, [("1", 1), ("2", 2)], winner_team=1))
+    stored = node.post_result(battle_result(42, [("1", 1), ("2", 2)], winner_team=1,
+                                            ended_at_ms=ended_at_ms))
     # {'room_id': '42', 'shard': 5, 'sequence': '17', 'duplicate': False}
     node.post_result(battle_result(43, [("a", 1), {"player_id": "b", "team": 2, "share": 0.5},
-                                        ("c", 3)], placements=[(1, 2), (2, 1), (3, 2)]))
+                                        ("c", 3)], placements=[(1, 2), (2, 1), (3, 2)],
+                                   ended_at_ms=ended_at_ms))
 
 A result the node answers 2xx is fsync-durable in the node's outbox, and the node delivers it
 to the lobby from then on. Until then the client retries, on transport errors and on 503
@@ -23,19 +25,29 @@ the identical result is always safe. What the client does about the node's ways:
   as well as ConnectionRefusedError. Both are retried, as is every failure to connect.
 - The node closes a connection idle for 10 s. The client keeps one connection and drops it
   after 5 s idle; a request on a connection the node closed meanwhile is retried on a new one.
-- A batch's items are retried by their own "retryable" member, alone of the others.
+- A batch's items are retried by their own "retryable" member, alone of the others, after 1 s,
+  doubling up to 30 s (an item carries no Retry-After).
 
-A SETTLED result places its teams by "placements", one {"team": t, "rank": r} per team (rank 1
-best, equal ranks tie) for a room of any number of teams, or by "winner_team" for two (0 a draw);
-a player may carry "share", the part of the battle it played (0 to 1; absent: all of it). A
-result or batch with a member the schema does not have (a misspelt "winer_team", a placement's
-"rnk") is refused with ValueError before anything is posted, as the node would refuse it. Player
-ids are strings (any 1 to 64 bytes of UTF-8; an integer id is its decimal string).
+A SETTLED result places its teams by exactly one of "placements", one {"team": t, "rank": r} per
+team (rank 1 best, equal ranks tie, some team at rank 1) for a room of any number of teams, or
+"winner_team" for two (1, 2, or 0 for a draw: a draw is said, never implied); a player may carry
+"share", the part of the battle it played (0 to 1; absent: all of it). The node refuses with 400
+a SETTLED result that names neither, one that names both (a winner_team of 0 beside placements
+too) and placements that rank no team 1. A result or batch with a member the schema does not have
+(a misspelt "winer_team", a placement's "rnk"), a SETTLED result naming neither or both, or a
+string that is not UTF-8 (a lone surrogate, "\\ud800") is refused with ValueError before anything
+is posted. Player ids are strings (any 1 to 64 bytes of UTF-8; an integer id is its decimal
+string).
 
-As a command (exit 0 stored or already stored, 1 refused or not stored in time, 2 usage):
+As a command (exit 0 stored or already stored, 1 refused or not stored in time, 2 usage). A
+SETTLED result from flags needs --winner or --placements, and every result from flags needs
+--ended-at-ms, the battle's end: with the room it names the result, so that running the command
+again posts the same result (a duplicate), never a second one for the battle.
 
-    verdict_ingest.py --socket node.sock --room 42 --winner 1 --players 1:1,2:2
-    verdict_ingest.py --socket node.sock --room 43 --placements 1:2,2:1,3:3 --players a:1,b:2,c:3
+    verdict_ingest.py --socket node.sock --room 42 --winner 1 --ended-at-ms 1700000000000 \
+        --players 1:1,2:2
+    verdict_ingest.py --socket node.sock --room 43 --placements 1:2,2:1,3:3 \
+        --ended-at-ms 1700000000000 --players a:1,b:2,c:3
     verdict_ingest.py --url http://127.0.0.1:9465 --token-file ingest.token --file result.json
 """
 
@@ -51,6 +63,10 @@ import urllib.parse
 
 MAX_BATCH = 256  # results per batch request (and 4 MiB)
 IDLE_S = 5.0  # a kept connection idle longer is dropped: the node closes it at 10 s
+# The wait before a batch's retryable items are sent again, by docs/sidecar.md's retry rule for
+# batch items: 1 s, doubling up to 30 s.
+FIRST_ITEM_BACKOFF_S = 1.0
+MAX_ITEM_BACKOFF_S = 30.0
 
 # The members of verdict.v1.BattleResult, PlayerResult and TeamPlacement
 # (proto/verdict/v1/verdict.proto).
@@ -90,10 +106,38 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+def _check_placed(result, room_id):
+    """Raises ValueError if a SETTLED result does not say where its teams placed by exactly one
+    of winner_team and placements: naming neither would be settled as a draw where the node
+    reads protobuf, and both contradict each other (a winner_team of 0, a draw, included)."""
+    if result.get("outcome") not in ("SETTLED", 1):
+        return
+    has_winner = result.get("winner_team") is not None
+    has_placements = bool(result.get("placements"))
+    if not has_winner and not has_placements:
+        raise ValueError(f"room {room_id}: a SETTLED result names its winner_team (1 or 2, 0 for "
+                         "a draw) or its placements; it has neither")
+    if has_winner and has_placements:
+        raise ValueError(f"room {room_id}: give winner_team or placements, not both (a "
+                         "winner_team of 0, a draw, included)")
+
+
+def _check_text(value, name, room_id):
+    """Raises ValueError if a string member is not UTF-8: a lone surrogate ("\\ud800") names no
+    character."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"room {room_id}: {name} {value!r} is not UTF-8 (it holds half of a "
+                             "UTF-16 surrogate pair)") from None
+
+
 def check_result(result):
     """Raises ValueError naming a member of `result` (or of one of its players or placements)
     that a BattleResult does not have: the node would refuse it, and dropping it would change
-    it."""
+    it. Raises ValueError as well for a SETTLED result that names neither winner_team nor
+    placements, or both, and for a string that is not UTF-8."""
     if not isinstance(result, dict):
         raise ValueError(f"a result is a JSON object, not {type(result).__name__}")
     unknown = sorted(set(result) - RESULT_MEMBERS)
@@ -106,6 +150,12 @@ def check_result(result):
             if unknown:
                 raise ValueError(f"unknown field {unknown[0]!r} in {what} of room "
                                  f"{result.get('room_id')}")
+    room_id = result.get("room_id")
+    _check_placed(result, room_id)
+    for name in ("node_id", "replay_path", "abort_reason"):
+        _check_text(result.get(name), name, room_id)
+    for player in result.get("players") or []:
+        _check_text(player.get("player_id"), "player_id", room_id)
 
 
 def read_results(text):
@@ -134,10 +184,10 @@ def battle_result(room_id, players, outcome="SETTLED", winner_team=None, ended_a
 
     players: (player_id, team) pairs or dicts of PlayerResult fields (a dict may carry "share");
     a player id is a string (an integer is written as its decimal string). A SETTLED result
-    places its teams by winner_team, for two teams (1, 2, or 0 for a draw), or by placements,
-    (team, rank) pairs or dicts, one per team of a room of any number of teams; each is written
-    only when given, so a result given neither is refused by the node, never taken for a draw.
-    ended_at_ms defaults to now; keep the value when retrying, as it is part of the result. Other
+    places its teams by exactly one of winner_team, for two teams (1, 2, or 0 for a draw: a draw
+    is said, never implied), and placements, (team, rank) pairs or dicts, one per team of a room
+    of any number of teams; ValueError if it is given neither or both. ended_at_ms defaults to
+    now; keep the result, or the value, when retrying, as it is part of the result. Other
     BattleResult fields (node_id, suspect, replay_path, abort_reason) may be given by name.
     """
     if ended_at_ms is None:
@@ -157,6 +207,7 @@ def battle_result(room_id, players, outcome="SETTLED", winner_team=None, ended_a
         result["placements"] = [dict(p) if isinstance(p, dict) else {"team": p[0], "rank": p[1]}
                                 for p in placements]
     result.update(fields)
+    _check_placed(result, room_id)
     return result
 
 
@@ -164,13 +215,16 @@ class IngestClient:
     """Posts results to one verdict-node, over its Unix socket or a TCP listener.
 
     Give socket_path, or url ("http://HOST:PORT") and token. timeout bounds one attempt;
-    first_backoff and max_backoff bound the wait between attempts when the node gave no
-    Retry-After. on_retry, if given, is called as on_retry(problem, wait_s) before each wait (to
-    log it). Not shared between threads: make one client per thread.
+    first_backoff and max_backoff bound the wait between attempts of a request when the node
+    gave no Retry-After (a batch's retryable items wait 1 s doubling up to 30 s instead, by the
+    documented rule). on_retry, if given, is called as on_retry(problem, wait_s) before each wait
+    (to log it). clock and sleep are time.monotonic and time.sleep unless a test gives its own.
+    Not shared between threads: make one client per thread.
     """
 
     def __init__(self, socket_path=None, url=None, token=None, timeout=30.0,
-                 first_backoff=0.1, max_backoff=5.0, on_retry=None):
+                 first_backoff=0.1, max_backoff=5.0, on_retry=None, clock=time.monotonic,
+                 sleep=time.sleep):
         if (socket_path is None) == (url is None):
             raise ValueError("give exactly one of socket_path and url")
         if socket_path is None:
@@ -186,6 +240,8 @@ class IngestClient:
         self._first_backoff = first_backoff
         self._max_backoff = max_backoff
         self._on_retry = on_retry
+        self._clock = clock
+        self._sleep = sleep
         self._conn = None  # kept between requests
         self._conn_used_at = 0.0
 
@@ -207,21 +263,22 @@ class IngestClient:
         """Stores up to MAX_BATCH results with one fsync (POST /v1/results:batch).
 
         Returns one item per result, in order: {"stored": {...}} or {"problem": {...}}.
-        Results whose items are retryable problems are posted again until they are stored or
-        deadline_s has passed; their items then hold what the node last answered. Raises
-        Problem when the request as a whole is refused or not answered in time.
+        Results whose items are retryable problems are posted again, after 1 s doubling up to
+        30 s, until they are stored or deadline_s has passed; their items then hold what the node
+        last answered. Raises Problem when the request as a whole is refused or not answered in
+        time, and ValueError (nothing posted) for a result check_result refuses.
         """
         if len(results) > MAX_BATCH:
             raise ValueError(f"a batch holds at most {MAX_BATCH} results")
         for result in results:
             check_result(result)
-        end = time.monotonic() + deadline_s
+        end = self._clock() + deadline_s
         items = [None] * len(results)
         pending = list(range(len(results)))
         retry = 0
         while pending:
             if retry:
-                wait = self._backoff(retry)
+                wait = item_backoff(retry)
                 if self._on_retry:
                     first = items[pending[0]]["problem"]
                     self._on_retry(Problem(first.get("status"), first.get("code"),
@@ -231,7 +288,7 @@ class IngestClient:
             retry += 1
             reply = self._post("/v1/results:batch",
                                {"results": [results[i] for i in pending]},
-                               end - time.monotonic())
+                               end - self._clock())
             answered = reply.get("items", [])
             if len(answered) != len(pending):
                 raise Problem(0, "BAD_REPLY", f"{len(answered)} items for {len(pending)} results")
@@ -240,14 +297,14 @@ class IngestClient:
                 items[i] = item
                 if item.get("problem", {}).get("retryable"):
                     again.append(i)
-            if again and time.monotonic() >= end:
+            if again and self._clock() >= end:
                 break
             pending = again
         return items
 
     def _post(self, path, document, deadline_s):
         body = json.dumps(document).encode()
-        end = time.monotonic() + max(deadline_s, 0)
+        end = self._clock() + max(deadline_s, 0)
         retry = 1
         while True:
             try:
@@ -261,13 +318,13 @@ class IngestClient:
             if wait is None:
                 wait = self._backoff(retry)
             retry += 1
-            if time.monotonic() + wait >= end:
+            if self._clock() + wait >= end:
                 raise Problem(last.status, last.code,
                               f"not stored within {deadline_s:.0f} s; last answer: {last.detail}",
                               retryable=True)
             if self._on_retry:
                 self._on_retry(last, wait)
-            time.sleep(wait)
+            self._sleep(wait)
 
     def _connection(self):
         """The kept connection, or a new one if there is none or it was idle past IDLE_S."""
@@ -331,9 +388,14 @@ class IngestClient:
         d = min(self._first_backoff * 2 ** (retry - 1), self._max_backoff)
         return d / 2 + random.uniform(0, d / 2)
 
-    @staticmethod
-    def _sleep_until(wait, end):
-        time.sleep(max(0.0, min(wait, end - time.monotonic())))
+    def _sleep_until(self, wait, end):
+        self._sleep(max(0.0, min(wait, end - self._clock())))
+
+
+def item_backoff(resend):
+    """The wait before the given resend (1 for the first) of a batch's retryable items:
+    FIRST_ITEM_BACKOFF_S doubling up to MAX_ITEM_BACKOFF_S."""
+    return min(FIRST_ITEM_BACKOFF_S * 2 ** min(resend - 1, 16), MAX_ITEM_BACKOFF_S)
 
 
 def _players(spec):
@@ -377,11 +439,14 @@ def main(argv=None):
     parser.add_argument("--outcome", default="SETTLED", choices=["SETTLED", "ABORTED"])
     placed = parser.add_mutually_exclusive_group()
     placed.add_argument("--winner", type=int,
-                        help="winner_team of two teams: 1, 2, or 0 (a draw, the default)")
+                        help="winner_team of two teams: 1, 2, or 0 for a draw (a SETTLED result "
+                             "needs it or --placements)")
     placed.add_argument("--placements", type=_placements,
                         help="TEAM:RANK,... one rank per team, 1 best, equal ranks tie "
                              "(any number of teams)")
-    parser.add_argument("--ended-at-ms", type=int, help="ended_at_ms (default: now)")
+    parser.add_argument("--ended-at-ms", type=int,
+                        help="ended_at_ms, the battle's end (required without --file); the same "
+                             "value makes a re-run a duplicate")
     parser.add_argument("--players", type=_players, help="PLAYER_ID:TEAM[:KILLS:DEATHS:ASSISTS],...")
     parser.add_argument("--timeout", type=float, default=60.0, help="give up after SECONDS")
     args = parser.parse_args(argv)
@@ -423,10 +488,14 @@ def main(argv=None):
                 return 0
             result = results[0]
         elif args.room and args.players:
-            winner = args.winner
-            if winner is None and args.placements is None:
-                winner = 0  # --winner's default: a draw
-            result = battle_result(args.room, args.players, args.outcome, winner,
+            if args.ended_at_ms is None:
+                parser.error("give --ended-at-ms, the battle's end in ms since the epoch: with "
+                             "the room it names the result, so that running this again posts "
+                             "the same one")
+            if args.outcome == "SETTLED" and args.winner is None and args.placements is None:
+                parser.error("a SETTLED result needs --winner (1 or 2, or 0 for a draw) or "
+                             "--placements: a draw is said, never implied")
+            result = battle_result(args.room, args.players, args.outcome, args.winner,
                                    args.ended_at_ms, args.placements)
         else:
             parser.error("give --room and --players, or --file")

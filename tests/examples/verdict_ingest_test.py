@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Unit tests of examples/python/verdict_ingest.py against a stand-in node on 127.0.0.1 that
-records what it is sent: a result with placements and shares is read and posted as the file says,
-and a member the schema does not have, a placement's "rnk" included, refuses the file.
+records what it is sent: a result with placements and shares is read and posted as the file says;
+a member the schema does not have (a placement's "rnk" included), a SETTLED result without one
+winner, and a lone surrogate refuse the file; the command needs a winner and an end time; and a
+batch's retryable items are resent by the documented schedule.
 
     python3 tests/examples/verdict_ingest_test.py [-v]
 """
@@ -32,10 +34,13 @@ PLACED = {"room_id": "43", "outcome": "SETTLED",
 
 
 class StandInNode(http.server.ThreadingHTTPServer):
-    """Stores every result it is sent (201, or a batch's items), and keeps each body."""
+    """Stores every result it is sent (201, or a batch's items), and keeps each body. While
+    retryable_batches is above 0, a batch is answered with a retryable problem for each item
+    instead, and the count goes down."""
 
     def __init__(self):
         self.bodies = []
+        self.retryable_batches = 0
         super().__init__(("127.0.0.1", 0), _Handler)
         threading.Thread(target=self.serve_forever, args=(0.01,), daemon=True).start()
 
@@ -56,7 +61,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.server.bodies.append(body)
         def stored(result):
             return {"room_id": result["room_id"], "shard": 1, "sequence": "9", "duplicate": False}
-        if "results" in body:
+        if "results" in body and self.server.retryable_batches > 0:
+            self.server.retryable_batches -= 1
+            reply = {"items": [{"problem": {"code": "UNAVAILABLE", "status": 503,
+                                            "retryable": True, "detail": "stand-in"}}
+                               for _ in body["results"]]}
+        elif "results" in body:
             reply = {"items": [{"stored": stored(result)} for result in body["results"]]}
         else:
             reply = stored(body)
@@ -135,17 +145,96 @@ class VerdictIngestTest(unittest.TestCase):
         self.assertEqual([p["team"] for p in sent["players"]], [1, 2, 3])
 
     def test_the_command_names_a_winner_or_a_draw_without_placements(self):
-        self.assertEqual(self.command("--room", "42", "--winner", "2", "--players", "1:1,2:2")[0], 0)
-        self.assertEqual(self.command("--room", "42", "--players", "1:1,2:2")[0], 0)
-        self.assertEqual([(b["winner_team"], "placements" in b) for b in self.node.bodies],
-                         [(2, False), (0, False)])
+        for winner in ("2", "0"):
+            status, err = self.command("--room", "42", "--winner", winner, "--ended-at-ms",
+                                       "1700000000000", "--players", "1:1,2:2")
+            self.assertEqual((status, err), (0, ""))
+        self.assertEqual([(b["winner_team"], "placements" in b, b["ended_at_ms"])
+                          for b in self.node.bodies],
+                         [(2, False, "1700000000000"), (0, False, "1700000000000")])
+
+    def test_the_command_needs_a_winner_and_an_end_time(self):
+        # A draw is said, never implied; an end time made up at each run would make a second
+        # result for the battle.
+        status, err = self.command("--room", "42", "--ended-at-ms", "1700000000000",
+                                   "--players", "1:1,2:2")
+        self.assertEqual(status, 2)
+        self.assertIn("--winner", err)
+        status, err = self.command("--room", "42", "--winner", "1", "--players", "1:1,2:2")
+        self.assertEqual(status, 2)
+        self.assertIn("--ended-at-ms", err)
+        status, err = self.command("--room", "42", "--outcome", "ABORTED", "--players", "1:1,2:2")
+        self.assertEqual(status, 2)
+        self.assertEqual(self.node.bodies, [])
+        status, err = self.command("--room", "42", "--outcome", "ABORTED", "--ended-at-ms",
+                                   "1700000000000", "--players", "1:1,2:2")
+        self.assertEqual((status, err), (0, ""))
+        self.assertNotIn("winner_team", self.node.bodies[0])
 
     def test_the_command_refuses_a_bad_placement_or_both(self):
         for argv in (["--placements", "1:2,2"], ["--placements", "1:first,2:1"],
                      ["--placements", "1:-1,2:1"], ["--winner", "1", "--placements", "1:1,2:2"]):
-            status, err = self.command("--room", "43", "--players", "a:1,b:2", *argv)
+            status, err = self.command("--room", "43", "--ended-at-ms", "1700000000000",
+                                       "--players", "a:1,b:2", *argv)
             self.assertEqual(status, 2, f"{argv}: {err}")
         self.assertEqual(self.node.bodies, [])
+
+    def test_battle_result_needs_one_winner(self):
+        with self.assertRaisesRegex(ValueError, "neither"):
+            verdict_ingest.battle_result(42, [("1", 1), ("2", 2)], ended_at_ms=1700000000000)
+        with self.assertRaisesRegex(ValueError, "not both"):
+            verdict_ingest.battle_result(42, [("1", 1), ("2", 2)], winner_team=0,
+                                         placements=[(1, 1), (2, 2)], ended_at_ms=1700000000000)
+        draw = verdict_ingest.battle_result(42, [("1", 1), ("2", 2)], winner_team=0,
+                                            ended_at_ms=1700000000000)
+        self.assertEqual(draw["winner_team"], 0)
+        aborted = verdict_ingest.battle_result(42, [("1", 1), ("2", 2)], outcome="ABORTED",
+                                               ended_at_ms=1700000000000)
+        self.assertNotIn("winner_team", aborted)
+
+    def test_a_result_without_one_winner_is_refused_before_anything_is_posted(self):
+        neither = {k: v for k, v in PLACED.items() if k != "placements"}
+        for name, result in (("neither", neither),
+                             ("a null winner", {**neither, "winner_team": None}),
+                             ("empty placements", {**neither, "placements": []}),
+                             ("a draw and placements", {**PLACED, "winner_team": 0})):
+            with self.assertRaisesRegex(ValueError, "winner_team", msg=name):
+                verdict_ingest.read_results(json.dumps(result))
+            status, err = self.command("--file", self.file({"results": [PLACED, result]}))
+            self.assertEqual(status, 1, name)
+            self.assertRegex(err, "winner_team.*nothing was posted")
+            client = verdict_ingest.IngestClient(url=self.node.url, token="t")
+            with self.assertRaisesRegex(ValueError, "winner_team", msg=name):
+                client.post_result(result)
+            with self.assertRaisesRegex(ValueError, "winner_team", msg=name):
+                client.post_batch([PLACED, result])
+        self.assertEqual(self.node.bodies, [])
+
+    def test_a_lone_surrogate_is_refused_before_anything_is_posted(self):
+        for player_id in ("\ud800x", "x\udc00"):
+            result = json.loads(json.dumps(PLACED))
+            result["players"][0]["player_id"] = player_id
+            with self.assertRaisesRegex(ValueError, "player_id.*not UTF-8"):
+                verdict_ingest.read_results(json.dumps(result))
+            with self.assertRaisesRegex(ValueError, "player_id.*not UTF-8"):
+                verdict_ingest.IngestClient(url=self.node.url, token="t").post_result(result)
+        self.assertEqual(self.node.bodies, [])
+
+    def test_retryable_items_are_resent_after_1_s_doubling_to_30_s(self):
+        # docs/sidecar.md's rule for a batch's retryable items; the waits are seen, not spent.
+        now, waits = [0.0], []
+        def sleep(seconds):
+            waits.append(seconds)
+            now[0] += seconds
+        client = verdict_ingest.IngestClient(url=self.node.url, token="t",
+                                             clock=lambda: now[0], sleep=sleep)
+        self.addCleanup(client.close)
+        self.node.retryable_batches = 8
+        items = client.post_batch([PLACED], deadline_s=600)
+        self.assertEqual(items, [{"stored": {"room_id": "43", "shard": 1, "sequence": "9",
+                                             "duplicate": False}}])
+        self.assertEqual(len(self.node.bodies), 9)
+        self.assertEqual(waits, [1, 2, 4, 8, 16, 30, 30, 30])
 
     def test_battle_result_writes_placements_and_shares_and_no_winner(self):
         result = verdict_ingest.battle_result(
