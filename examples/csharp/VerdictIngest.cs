@@ -36,12 +36,16 @@
 //   refused". Every failure to connect is retried: nothing was sent.
 // - The node closes a connection idle for 10 s. The client keeps one connection and drops it
 //   after 5 s idle; a request on a connection the node closed meanwhile is retried on a new one.
-// - A batch's items are retried by their own "retryable" member, alone of the others.
+// - A batch's items are retried by their own "retryable" member, alone of the others, after 1 s,
+//   doubling up to 30 s (an item carries no Retry-After).
 //
 // Player ids are strings (any 1 to 64 bytes of UTF-8; an integer id is its decimal string).
 // BattleResult.FromJson refuses a member the schema does not have (a misspelt "winer_team", a
 // placement's "rnk"), as the node does, and ToJson writes what was read: a member the file left
-// out (winner_team, a share) stays out. An IngestClient may be shared by threads: their requests
+// out (winner_team, a share) stays out. BattleResult.Check, which FromJson, PostResult and
+// PostBatch call, refuses a SETTLED result without one winner and a string holding half of a
+// UTF-16 surrogate pair ("\ud800" alone), which UTF-8 cannot carry: nothing is posted as a draw
+// it did not say, or with U+FFFD in place of what a player id held. An IngestClient may be shared by threads: their requests
 // take turns on its one connection, and their waits between attempts do not hold it.
 using System;
 using System.Collections.Generic;
@@ -80,10 +84,13 @@ namespace Verdict.Ingest
     // What a battle reports when its room finishes (verdict.v1.BattleResult). NodeId may be left
     // empty: the node fills in its own.
     //
-    // A SETTLED result says where its teams placed by one of two members: Placements, one rank per
-    // team, for a room of any number of teams; or WinnerTeam, for two teams (1 or 2, or 0 for a
-    // draw). WinnerTeam is nullable because the node tells an absent winner_team from a 0: a
-    // result that gives neither is refused, never taken for a draw.
+    // A SETTLED result says where its teams placed by exactly one of two members: Placements, one
+    // rank per team with at least one team at rank 1, for a room of any number of teams; or
+    // WinnerTeam, for two teams (1 or 2, or 0 for a draw: a draw is said, never implied).
+    // WinnerTeam is nullable because an absent winner_team is not a 0. The node refuses with 400 a
+    // SETTLED result that gives neither, one that gives both (a WinnerTeam of 0 beside Placements
+    // too), and placements that rank no team 1; Check refuses the first two before anything is
+    // posted.
     public sealed class BattleResult
     {
         public ulong RoomId;
@@ -96,6 +103,37 @@ namespace Verdict.Ingest
         public string ReplayPath = "";
         public List<PlayerResult> Players = new List<PlayerResult>();
         public string AbortReason = "";
+
+        // Throws ArgumentException for a result that would be posted as something else than it
+        // says: a SETTLED result without a WinnerTeam or Placements (the node would settle it as
+        // a draw, or refuse it), or with both; or a string member holding half of a UTF-16
+        // surrogate pair, which has no UTF-8 form. The node checks everything else.
+        public void Check()
+        {
+            if (Outcome == Outcome.Settled && !WinnerTeam.HasValue && Placements.Count == 0)
+            {
+                throw new ArgumentException("room " + RoomId + ": a SETTLED result names its winner_team " +
+                                            "(1 or 2, 0 for a draw) or its placements; it has neither");
+            }
+            if (Outcome == Outcome.Settled && WinnerTeam.HasValue && Placements.Count > 0)
+            {
+                throw new ArgumentException("room " + RoomId + ": give winner_team or placements, not both " +
+                                            "(a winner_team of 0, a draw, included)");
+            }
+            CheckText(NodeId, "node_id");
+            CheckText(ReplayPath, "replay_path");
+            CheckText(AbortReason, "abort_reason");
+            foreach (PlayerResult p in Players) CheckText(p.PlayerId, "player_id");
+        }
+
+        void CheckText(string value, string name)
+        {
+            if (value != null && !Json.IsWellFormed(value))
+            {
+                throw new ArgumentException("room " + RoomId + ": " + name + " holds half of a UTF-16 " +
+                                            "surrogate pair, which is no character: it is not UTF-8");
+            }
+        }
 
         // The result in protobuf's JSON mapping, as the node reads it (64-bit integers as strings).
         public string ToJson()
@@ -157,7 +195,8 @@ namespace Verdict.Ingest
         }
 
         // Reads one BattleResult in protobuf's JSON mapping. Throws FormatException for anything
-        // else, a member the schema does not have included: dropping it would change the result.
+        // else, a member the schema does not have included: dropping it would change the result;
+        // and for a result that Check refuses.
         public static BattleResult FromJson(string json)
         {
             return FromValue(Json.Parse(json), "the result");
@@ -221,6 +260,14 @@ namespace Verdict.Ingest
                     default:
                         throw new FormatException("unknown field '" + m.Key + "' in " + what);
                 }
+            }
+            try
+            {
+                r.Check();
+            }
+            catch (ArgumentException e)
+            {
+                throw new FormatException(what + ": " + e.Message);
             }
             return r;
         }
@@ -363,10 +410,15 @@ namespace Verdict.Ingest
 
         // Bounds one attempt: connecting, sending, and reading the answer.
         public TimeSpan AttemptTimeout = TimeSpan.FromSeconds(30);
-        // Bound the wait between attempts when the node gave no Retry-After: it doubles from
-        // FirstBackoff up to MaxBackoff, with jitter.
+        // Bound the wait between attempts of a request when the node gave no Retry-After: it
+        // doubles from FirstBackoff up to MaxBackoff, with jitter. (A batch's retryable items wait
+        // by the documented rule instead: ItemBackoff.)
         public TimeSpan FirstBackoff = TimeSpan.FromMilliseconds(100);
         public TimeSpan MaxBackoff = TimeSpan.FromSeconds(5);
+        // The wait before a batch's retryable items are posted again, by docs/sidecar.md's retry
+        // rule for batch items: 1 s, doubling up to 30 s.
+        static readonly TimeSpan FirstItemBackoff = TimeSpan.FromSeconds(1);
+        static readonly TimeSpan MaxItemBackoff = TimeSpan.FromSeconds(30);
         // Told of each failed attempt before the wait that follows it (to log it, say); called on
         // the posting thread.
         public Action<Exception, TimeSpan> OnRetry;
@@ -382,6 +434,9 @@ namespace Verdict.Ingest
         readonly object connectionLock = new object();
         Connection connection;  // guarded by connectionLock
         readonly Random jitter = new Random();
+        // Waits between attempts, or throws OperationCanceledException; tests replace it to see
+        // the waits without spending them.
+        internal Action<TimeSpan, CancellationToken> SleepFor = Sleep;
 
         IngestClient(string unixPath, string host, string authority, int port, string token)
         {
@@ -419,10 +474,12 @@ namespace Verdict.Ingest
         // when the node still held it (200), unset when it stored it now (201). Retries until the
         // node answers, the answer is final, `deadline` has passed or `cancel` is cancelled
         // (OperationCanceledException). A refusal (400, 401, 413, 415, 422) or the last answer at
-        // the deadline is a ProblemException.
+        // the deadline is a ProblemException; a result that BattleResult.Check refuses throws its
+        // ArgumentException, and nothing is posted.
         public StoredResult PostResult(BattleResult result, TimeSpan deadline,
                                        CancellationToken cancel = default(CancellationToken))
         {
+            result.Check();
             var body = result.ToJson();
             object reply = Post("/v1/results", body, deadline, cancel);
             StoredResult stored = StoredResult.FromValue(reply);
@@ -436,14 +493,27 @@ namespace Verdict.Ingest
 
         // Stores up to MaxBatch results with one fsync (POST /v1/results:batch) and returns one
         // item per result, in order. Items that are retryable problems are posted again, alone
-        // of the others, until stored or until `deadline`; they then hold what the node last
-        // answered. A ProblemException is about the request as a whole.
+        // of the others, after 1 s doubling up to 30 s, until stored or until `deadline`; they then
+        // hold what the node last answered. A ProblemException is about the request as a whole; a
+        // result that BattleResult.Check refuses throws its ArgumentException, and nothing is
+        // posted.
         public List<StoredItem> PostBatch(IList<BattleResult> results, TimeSpan deadline,
                                           CancellationToken cancel = default(CancellationToken))
         {
             if (results.Count > MaxBatch)
             {
                 throw new ArgumentException("a batch holds at most " + MaxBatch + " results, not " + results.Count);
+            }
+            for (int i = 0; i < results.Count; i++)
+            {
+                try
+                {
+                    results[i].Check();
+                }
+                catch (ArgumentException e)
+                {
+                    throw new ArgumentException("result " + i + ": " + e.Message);
+                }
             }
             DateTime end = DateTime.UtcNow + deadline;
             var items = new StoredItem[results.Count];
@@ -453,7 +523,7 @@ namespace Verdict.Ingest
             {
                 if (attempt > 0)
                 {
-                    TimeSpan wait = Backoff(attempt);
+                    TimeSpan wait = ItemBackoff(attempt);
                     if (DateTime.UtcNow + wait >= end) break;
                     ProblemException first = items[pending[0]].Problem;
                     if (OnRetry != null)
@@ -461,7 +531,7 @@ namespace Verdict.Ingest
                         OnRetry(new ProblemException(first.Status, first.Code, pending.Count +
                                 " item(s) retryable, first: " + first.Detail, true), wait);
                     }
-                    Sleep(wait, cancel);
+                    SleepFor(wait, cancel);
                 }
                 var body = new StringBuilder("{\"results\":[");
                 for (int k = 0; k < pending.Count; k++)
@@ -520,7 +590,7 @@ namespace Verdict.Ingest
         object Post(string path, string body, TimeSpan deadline, CancellationToken cancel)
         {
             DateTime end = DateTime.UtcNow + deadline;
-            byte[] bytes = Encoding.UTF8.GetBytes(body);
+            byte[] bytes = Json.Utf8.GetBytes(body);  // Check made sure it has a UTF-8 form
             for (int retry = 1; ; retry++)
             {
                 cancel.ThrowIfCancellationRequested();
@@ -552,7 +622,7 @@ namespace Verdict.Ingest
                                                " s; last answer: " + last.Detail, true);
                 }
                 if (OnRetry != null) OnRetry(last, pause);
-                Sleep(pause, cancel);
+                SleepFor(pause, cancel);
             }
         }
 
@@ -681,6 +751,15 @@ namespace Verdict.Ingest
             for (int i = 1; i < retry && d < MaxBackoff.TotalMilliseconds; i++) d *= 2;
             d = Math.Min(d, MaxBackoff.TotalMilliseconds);
             lock (jitter) return TimeSpan.FromMilliseconds(d / 2 + jitter.NextDouble() * d / 2);
+        }
+
+        // The wait before the given resend (1 for the first) of a batch's retryable items:
+        // FirstItemBackoff doubling up to MaxItemBackoff, no jitter.
+        internal static TimeSpan ItemBackoff(int resend)
+        {
+            TimeSpan d = FirstItemBackoff;
+            for (int i = 1; i < resend && d < MaxItemBackoff; i++) d = d + d;
+            return d < MaxItemBackoff ? d : MaxItemBackoff;
         }
 
         static void Sleep(TimeSpan wait, CancellationToken cancel)
@@ -854,6 +933,21 @@ namespace Verdict.Ingest
     // JsonNumber, bool and null; strings written with the escapes JSON requires.
     static class Json
     {
+        // UTF-8 that throws where Encoding.UTF8 would put U+FFFD: for bytes that are not UTF-8,
+        // and for a string holding half of a surrogate pair.
+        public static readonly UTF8Encoding Utf8 = new UTF8Encoding(false, true);
+
+        // Whether every surrogate in value is half of a pair, in order: a string UTF-8 can carry.
+        public static bool IsWellFormed(string value)
+        {
+            for (int i = 0; i < value.Length; i++)
+            {
+                if (char.IsHighSurrogate(value[i]) && i + 1 < value.Length && char.IsLowSurrogate(value[i + 1])) i++;
+                else if (char.IsSurrogate(value[i])) return false;
+            }
+            return true;
+        }
+
         public static object Parse(string text)
         {
             int i = 0;
@@ -949,14 +1043,45 @@ namespace Verdict.Ingest
                     case 'r': b.Append('\r'); break;
                     case 't': b.Append('\t'); break;
                     case 'u':
-                        if (i + 4 > s.Length) throw new FormatException("a \\u escape cut short");
-                        b.Append((char)int.Parse(s.Substring(i, 4), NumberStyles.HexNumber, CultureInfo.InvariantCulture));
-                        i += 4;
-                        break;
+                        char unit = EscapedUnit(s, ref i);
+                        if (char.IsLowSurrogate(unit))
+                        {
+                            throw new FormatException("\\u" + ((int)unit).ToString("x4", CultureInfo.InvariantCulture) +
+                                                      " is the low half of a UTF-16 surrogate pair without its " +
+                                                      "high half: it names no character");
+                        }
+                        b.Append(unit);
+                        if (!char.IsHighSurrogate(unit)) break;
+                        if (i + 1 < s.Length && s[i] == '\\' && s[i + 1] == 'u')
+                        {
+                            i += 2;
+                            char low = EscapedUnit(s, ref i);
+                            if (char.IsLowSurrogate(low))
+                            {
+                                b.Append(low);
+                                break;
+                            }
+                        }
+                        throw new FormatException("\\u" + ((int)unit).ToString("x4", CultureInfo.InvariantCulture) +
+                                                  " is the high half of a UTF-16 surrogate pair without its " +
+                                                  "low half: it names no character");
                     default: throw new FormatException("an unknown escape \\" + e);
                 }
             }
             throw new FormatException("a string without its closing quote");
+        }
+
+        // The UTF-16 code unit of the four hex digits at s[i], which it passes.
+        static char EscapedUnit(string s, ref int i)
+        {
+            int unit;
+            if (i + 4 > s.Length ||
+                !int.TryParse(s.Substring(i, 4), NumberStyles.AllowHexSpecifier, CultureInfo.InvariantCulture, out unit))
+            {
+                throw new FormatException("a \\u escape without four hex digits");
+            }
+            i += 4;
+            return (char)unit;
         }
 
         static bool Word(string s, ref int i, string word)

@@ -2,17 +2,25 @@
 // prints where it was stored (a StoredResult, as JSON), as the Go and Python examples do.
 //
 //   mcs -out:verdict-ingest.exe VerdictIngest.cs VerdictIngestCommand.cs
-//   mono verdict-ingest.exe --socket node.sock --room 42 --winner 1 --players 1:1,2:2
-//   mono verdict-ingest.exe --socket node.sock --room 43 --placements 1:2,2:1,3:3 --players a:1,b:2,c:3
+//   mono verdict-ingest.exe --socket node.sock --room 42 --winner 1 --ended-at-ms 1700000000000 \
+//       --players 1:1,2:2
+//   mono verdict-ingest.exe --socket node.sock --room 43 --placements 1:2,2:1,3:3 \
+//       --ended-at-ms 1700000000000 --players a:1,b:2,c:3
 //   mono verdict-ingest.exe --url http://127.0.0.1:9465 --token-file ingest.token --file result.json
 //   mono verdict-ingest.exe --socket node.sock --file - < batch.json    # {"results": [...]}
 //
-// --placements ranks every team of a room of any number of teams (TEAM:RANK, 1 best, equal ranks
-// tie), in place of --winner, which is for two teams and defaults to 0, a draw.
+// A SETTLED result from flags needs --winner, for two teams (1, 2, or 0 for a draw: a draw is
+// said, never implied), or --placements, which ranks every team of a room of any number of teams
+// (TEAM:RANK, 1 best, equal ranks tie). Every result from flags needs --ended-at-ms, the battle's
+// end: with the room it names the result, so running the command again posts the same result (a
+// duplicate), never a second one for the same battle.
 //
 // A file holds one BattleResult in protobuf's JSON mapping or a batch {"results": [...]}, and is
-// posted as it says; a member the schema does not have (a misspelt "winer_team", a placement's
-// "rnk") refuses the whole file before anything is posted. Each retry is said on standard error.
+// posted as it says. The whole file is refused before anything is posted if it has a member the
+// schema does not have (a misspelt "winer_team", a placement's "rnk"), a SETTLED result with
+// neither winner_team nor placements or with both, bytes that are not UTF-8, or half of a UTF-16
+// surrogate pair ("\ud800" alone), which would be posted as U+FFFD. Each retry is said on
+// standard error.
 // Exit status: 0 stored (or already stored), 1 refused or not stored in time, 2 usage.
 using System;
 using System.Collections.Generic;
@@ -26,8 +34,9 @@ static class VerdictIngestCommand
     const string Usage =
         "usage: verdict-ingest.exe (--socket PATH | --url http://HOST:PORT [--token T | --token-file F])\n" +
         "                          (--file FILE|- | --room ID --players ID:TEAM[:K:D:A],...\n" +
-        "                           [--winner N | --placements TEAM:RANK,...]\n" +
-        "                           [--outcome SETTLED|ABORTED] [--ended-at-ms MS]) [--timeout SECONDS]";
+        "                           --ended-at-ms MS [--outcome SETTLED|ABORTED]\n" +
+        "                           [--winner N | --placements TEAM:RANK,...]) [--timeout SECONDS]\n" +
+        "a SETTLED result needs --winner (1, 2, or 0 for a draw) or --placements";
 
     static int Main(string[] args)
     {
@@ -76,17 +85,20 @@ static class VerdictIngestCommand
             {
                 return Fail(1, problem.Message);
             }
+            catch (ArgumentException refused)  // BattleResult.Check: nothing was posted
+            {
+                return Fail(1, refused.Message);
+            }
         }
     }
 
     static int PostFile(IngestClient client, string path, TimeSpan deadline)
     {
-        string text = path == "-" ? Console.In.ReadToEnd() : File.ReadAllText(path);
         List<BattleResult> results;
         bool batch;
         try
         {
-            results = BattleResult.ListFromJson(text, out batch);
+            results = BattleResult.ListFromJson(ReadText(path), out batch);
         }
         catch (FormatException e)
         {
@@ -116,6 +128,25 @@ static class VerdictIngestCommand
         return Fail(1, "result " + refusedIndex + " (room " + results[refusedIndex].RoomId + "): " + refused.Message);
     }
 
+    // The text of the file at path ("-": standard input). Throws FormatException for bytes that are
+    // not UTF-8, which File.ReadAllText would read as U+FFFD.
+    internal static string ReadText(string path)
+    {
+        using (Stream input = path == "-" ? Console.OpenStandardInput() : File.OpenRead(path))
+        using (var bytes = new MemoryStream())
+        {
+            input.CopyTo(bytes);
+            try
+            {
+                return Json.Utf8.GetString(bytes.GetBuffer(), 0, (int)bytes.Length);
+            }
+            catch (DecoderFallbackException)
+            {
+                throw new FormatException("the file is not UTF-8");
+            }
+        }
+    }
+
     // The result the flags describe; returns a usage error, or null.
     internal static string ResultFromFlags(Dictionary<string, string> flags, out BattleResult result)
     {
@@ -131,6 +162,15 @@ static class VerdictIngestCommand
         result.Outcome = outcome == "ABORTED" ? Outcome.Aborted : Outcome.Settled;
         string winner = Get(flags, "winner"), placements = Get(flags, "placements");
         if (winner != null && placements != null) return "give --winner (two teams) or --placements, not both";
+        if (Get(flags, "ended-at-ms") == null)
+        {
+            return "give --ended-at-ms, the battle's end in ms since the epoch: with the room it names the " +
+                   "result, so that running this again posts the same one";
+        }
+        if (!long.TryParse(Get(flags, "ended-at-ms"), NumberStyles.None, CultureInfo.InvariantCulture, out result.EndedAtMs))
+        {
+            return "--ended-at-ms takes milliseconds since the epoch";
+        }
         if (placements != null)
         {
             foreach (string spec in placements.Split(','))
@@ -146,20 +186,19 @@ static class VerdictIngestCommand
                 result.Placements.Add(placement);
             }
         }
-        else
+        else if (winner != null)
         {
-            uint team = 0;  // without --winner: a draw
-            if (winner != null && !uint.TryParse(winner, NumberStyles.None, CultureInfo.InvariantCulture, out team))
+            uint team;
+            if (!uint.TryParse(winner, NumberStyles.None, CultureInfo.InvariantCulture, out team))
             {
                 return "--winner takes a team number, or 0 for a draw";
             }
             result.WinnerTeam = team;
         }
-        result.EndedAtMs = DateTimeOffset.UtcNow.ToUnixTimeMilliseconds();
-        if (Get(flags, "ended-at-ms") != null &&
-            !long.TryParse(Get(flags, "ended-at-ms"), NumberStyles.None, CultureInfo.InvariantCulture, out result.EndedAtMs))
+        else if (result.Outcome == Outcome.Settled)
         {
-            return "--ended-at-ms takes milliseconds since the epoch";
+            return "a SETTLED result needs --winner (1 or 2, or 0 for a draw) or --placements: a draw is " +
+                   "said, never implied";
         }
         foreach (string spec in players.Split(','))
         {

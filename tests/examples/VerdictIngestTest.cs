@@ -1,7 +1,10 @@
 // VerdictIngestTest.cs: unit tests of examples/csharp against a stand-in node on 127.0.0.1 that
 // records what it is sent: a result with placements and shares is read and posted as the file
-// says, a member the schema does not have (a placement's "rnk" included) refuses the file, and the
-// command's --placements makes a placement result. Built with the client and its command:
+// says; a member the schema does not have (a placement's "rnk" included), a SETTLED result without
+// one winner, a lone surrogate and bytes that are not UTF-8 refuse the file; the command's
+// --placements makes a placement result, and the command needs a winner and an end time; and a
+// batch's retryable items are resent by the documented schedule. Built with the client and its
+// command:
 //
 //   mcs -warnaserror -main:VerdictIngestTest -out:verdict-ingest-test.exe \
 //       examples/csharp/VerdictIngest.cs examples/csharp/VerdictIngestCommand.cs \
@@ -40,6 +43,11 @@ static class VerdictIngestTest
             Test("ABatchWithPlacementsAndSharesIsPostedAsTheFileSays", ABatchWithPlacementsAndSharesIsPostedAsTheFileSays),
             Test("AMisspeltMemberOfAPlacementRefusesTheFile", AMisspeltMemberOfAPlacementRefusesTheFile),
             Test("TheCommandPlacesEveryTeamOrNamesAWinner", TheCommandPlacesEveryTeamOrNamesAWinner),
+            Test("TheCommandNeedsAWinnerAndAnEndTime", TheCommandNeedsAWinnerAndAnEndTime),
+            Test("AResultWithoutOneWinnerIsRefusedBeforeAnythingIsPosted",
+                 AResultWithoutOneWinnerIsRefusedBeforeAnythingIsPosted),
+            Test("ALoneSurrogateIsRefusedBeforeAnythingIsPosted", ALoneSurrogateIsRefusedBeforeAnythingIsPosted),
+            Test("RetryableItemsAreResentAfter1sDoublingTo30s", RetryableItemsAreResentAfter1sDoublingTo30s),
         };
         int failed = 0;
         foreach (KeyValuePair<string, Action> test in tests)
@@ -129,8 +137,8 @@ static class VerdictIngestTest
 
         Check(FromFlags(out r, "winner", "2", "players", "1:1,2:2") == null && r.WinnerTeam == 2 &&
               r.Placements.Count == 0, "--winner 2");
-        Check(FromFlags(out r, "players", "1:1,2:2") == null && r.WinnerTeam == 0 &&
-              r.ToJson().Contains("\"winner_team\":0"), "neither: a draw");
+        Check(FromFlags(out r, "winner", "0", "players", "1:1,2:2") == null && r.WinnerTeam == 0 &&
+              r.ToJson().Contains("\"winner_team\":0"), "--winner 0: a draw");
         foreach (string bad in new[] { "1:2,2", "1:first,2:1", "1:-1,2:1", "1:2:3" })
         {
             Check(FromFlags(out r, "placements", bad, "players", "a:1,b:2") != null, "--placements " + bad + " taken");
@@ -139,11 +147,160 @@ static class VerdictIngestTest
               "--winner and --placements both taken");
     }
 
-    // VerdictIngestCommand.ResultFromFlags for room 43 and the given flag, value pairs.
+    // A draw is said, never implied, and the end time is given, never made up: a command run twice
+    // must post the same result twice, not a second result for the battle.
+    static void TheCommandNeedsAWinnerAndAnEndTime()
+    {
+        BattleResult r;
+        string usage = FromFlags(out r, "players", "1:1,2:2");
+        Check(usage != null && usage.Contains("--winner"), "neither --winner nor --placements: " + usage);
+        usage = FromFlags(out r, "winner", "1", "ended-at-ms", null, "players", "1:1,2:2");
+        Check(usage != null && usage.Contains("--ended-at-ms"), "no --ended-at-ms: " + usage);
+        usage = FromFlags(out r, "outcome", "ABORTED", "ended-at-ms", null, "players", "1:1,2:2");
+        Check(usage != null && usage.Contains("--ended-at-ms"), "ABORTED without --ended-at-ms: " + usage);
+        usage = FromFlags(out r, "outcome", "ABORTED", "players", "1:1,2:2");
+        Check(usage == null && !r.WinnerTeam.HasValue && !r.ToJson().Contains("winner_team") &&
+              r.EndedAtMs == 1700000000000, "ABORTED needs no winner: " + usage);
+    }
+
+    // A SETTLED result naming neither winner_team nor placements would be settled as a draw; one
+    // naming both (a winner_team of 0 too) contradicts itself. Neither is posted.
+    static void AResultWithoutOneWinnerIsRefusedBeforeAnythingIsPosted()
+    {
+        string neither = Placed.Replace("\"placements\":[{\"team\":1,\"rank\":2},{\"team\":2,\"rank\":1},{\"team\":3,\"rank\":2}],", "");
+        Check(neither != Placed, "the placements are taken out");
+        foreach (string file in new[] {
+                     neither, neither.Replace("\"outcome\":\"SETTLED\",", "\"outcome\":\"SETTLED\",\"placements\":[],"),
+                     neither.Replace("\"outcome\":\"SETTLED\",", "\"outcome\":\"SETTLED\",\"winner_team\":null,"),
+                     Placed.Replace("\"outcome\":\"SETTLED\",", "\"outcome\":\"SETTLED\",\"winner_team\":0,"),
+                     "{\"results\":[" + Placed + "," + neither + "]}" })
+        {
+            try
+            {
+                bool batch;
+                BattleResult.ListFromJson(file, out batch);
+            }
+            catch (FormatException e)
+            {
+                Check(e.Message.Contains("winner_team"), "refused, but not for its winner: " + e.Message);
+                continue;
+            }
+            throw new Exception("read: " + file);
+        }
+        var noWinner = new BattleResult { RoomId = 42, EndedAtMs = 1700000000000 };
+        noWinner.Players.Add(new PlayerResult { PlayerId = "1", Team = 1 });
+        noWinner.Players.Add(new PlayerResult { PlayerId = "2", Team = 2 });
+        var both = new BattleResult { RoomId = 42, EndedAtMs = 1700000000000, WinnerTeam = 0 };
+        both.Placements.Add(new TeamPlacement { Team = 1, Rank = 1 });
+        both.Placements.Add(new TeamPlacement { Team = 2, Rank = 2 });
+        CheckNothingPosted(noWinner, "winner_team");
+        CheckNothingPosted(both, "not both");
+    }
+
+    // A player id holding half of a UTF-16 surrogate pair has no UTF-8 form: Encoding.UTF8 would
+    // post U+FFFD in its place, a player id the file never had.
+    static void ALoneSurrogateIsRefusedBeforeAnythingIsPosted()
+    {
+        foreach (string id in new[] { "\\ud800x", "x\\uD800", "\\ud800\\u0041", "\\ud800\\ud800", "\\udc00x",
+                                      "\\ud83d\\ude00\\ude00" })
+        {
+            try
+            {
+                BattleResult.FromJson(Placed.Replace("\"player_id\":\"b\"", "\"player_id\":\"" + id + "\""));
+            }
+            catch (FormatException e)
+            {
+                Check(e.Message.Contains("surrogate"), id + ": refused, but not for a surrogate: " + e.Message);
+                continue;
+            }
+            throw new Exception("a player id " + id + " was read");
+        }
+        BattleResult pair = BattleResult.FromJson(Placed.Replace("\"player_id\":\"b\"", "\"player_id\":\"\\ud83d\\ude00\""));
+        Check(pair.Players[1].PlayerId == "\U0001F600", "a surrogate pair is its character");
+        var lone = BattleResult.FromJson(Placed);
+        lone.Players[1].PlayerId = "\ud800x";
+        CheckNothingPosted(lone, "surrogate");
+
+        string path = Path.GetTempFileName();
+        try
+        {
+            File.WriteAllBytes(path, Concat(Encoding.ASCII.GetBytes(Placed.Substring(0, Placed.IndexOf("\"b\"") + 1)),
+                                            new byte[] { 0xed, 0xa0, 0x80 },
+                                            Encoding.ASCII.GetBytes(Placed.Substring(Placed.IndexOf("\"b\"") + 2))));
+            VerdictIngestCommand.ReadText(path);
+            throw new Exception("a file that is not UTF-8 was read");
+        }
+        catch (FormatException e)
+        {
+            Check(e.Message.Contains("not UTF-8"), "refused, but not for its bytes: " + e.Message);
+        }
+        finally
+        {
+            File.Delete(path);
+        }
+    }
+
+    // docs/sidecar.md's rule for a batch's retryable items: resent after 1 s, doubling up to 30 s
+    // (an item carries no Retry-After). The waits are seen, not spent.
+    static void RetryableItemsAreResentAfter1sDoublingTo30s()
+    {
+        using (var node = new StandInNode { RetryableBatches = 8 })
+        using (IngestClient client = IngestClient.ForTcp(node.Url, "t"))
+        {
+            var waits = new List<double>();
+            client.SleepFor = (wait, cancel) => waits.Add(wait.TotalSeconds);
+            List<StoredItem> items = client.PostBatch(new List<BattleResult> { BattleResult.FromJson(Placed) },
+                                                      TimeSpan.FromMinutes(10));
+            Check(items.Count == 1 && items[0].Stored != null && node.Bodies().Count == 9,
+                  "stored after 9 requests, not " + node.Bodies().Count);
+            Check(string.Join(",", waits) == "1,2,4,8,16,30,30,30", "waited " + string.Join(",", waits) + " s");
+        }
+    }
+
+    // PostResult and PostBatch refuse `result` with an ArgumentException naming `why`, and post
+    // nothing.
+    static void CheckNothingPosted(BattleResult result, string why)
+    {
+        using (var node = new StandInNode())
+        using (IngestClient client = IngestClient.ForTcp(node.Url, "t"))
+        {
+            foreach (Action post in new Action[] {
+                         () => client.PostResult(result, TimeSpan.FromSeconds(10)),
+                         () => client.PostBatch(new List<BattleResult> { BattleResult.FromJson(Placed), result },
+                                                TimeSpan.FromSeconds(10)) })
+            {
+                try
+                {
+                    post();
+                }
+                catch (ArgumentException e)
+                {
+                    Check(e.Message.Contains(why), "refused, but not for " + why + ": " + e.Message);
+                    continue;
+                }
+                throw new Exception("posted without an error");
+            }
+            Check(node.Bodies().Count == 0, node.Bodies().Count + " bodies posted");
+        }
+    }
+
+    static byte[] Concat(params byte[][] parts)
+    {
+        var all = new MemoryStream();
+        foreach (byte[] part in parts) all.Write(part, 0, part.Length);
+        return all.ToArray();
+    }
+
+    // VerdictIngestCommand.ResultFromFlags for room 43 and the given flag, value pairs (a null
+    // value leaves the flag out).
     static string FromFlags(out BattleResult result, params string[] flags)
     {
         var map = new Dictionary<string, string> { { "room", "43" }, { "ended-at-ms", "1700000000000" } };
-        for (int i = 0; i < flags.Length; i += 2) map[flags[i]] = flags[i + 1];
+        for (int i = 0; i < flags.Length; i += 2)
+        {
+            if (flags[i + 1] == null) map.Remove(flags[i]);
+            else map[flags[i]] = flags[i + 1];
+        }
         return VerdictIngestCommand.ResultFromFlags(map, out result);
     }
 
@@ -204,11 +361,13 @@ static class VerdictIngestTest
     }
 
     // A node on 127.0.0.1 that stores whatever it is sent (201 for a result, an item each for a
-    // batch's), one request per connection, and keeps every body.
+    // batch's), one request per connection, and keeps every body. While RetryableBatches is above
+    // 0, a batch is answered with a retryable problem for each item instead, and it goes down.
     sealed class StandInNode : IDisposable
     {
         readonly TcpListener listener = new TcpListener(IPAddress.Loopback, 0);
         readonly List<string> bodies = new List<string>();
+        public int RetryableBatches;
 
         public StandInNode()
         {
@@ -250,7 +409,7 @@ static class VerdictIngestTest
                     NetworkStream stream = connection.GetStream();
                     string body = ReadBody(stream);
                     lock (bodies) bodies.Add(body);
-                    byte[] reply = Encoding.UTF8.GetBytes(Reply(body));
+                    byte[] reply = Encoding.UTF8.GetBytes(Reply(body, ref RetryableBatches));
                     byte[] head = Encoding.ASCII.GetBytes(
                         "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nConnection: close\r\n" +
                         "Content-Length: " + reply.Length.ToString(CultureInfo.InvariantCulture) + "\r\n\r\n");
@@ -287,13 +446,20 @@ static class VerdictIngestTest
             return Encoding.UTF8.GetString(body);
         }
 
-        static string Reply(string body)
+        static string Reply(string body, ref int retryableBatches)
         {
             var request = (Dictionary<string, object>)Json.Parse(body);
             object results;
             if (!request.TryGetValue("results", out results)) return Stored(request);
+            bool retryable = retryableBatches > 0;
+            if (retryable) retryableBatches--;
             var items = new List<string>();
-            foreach (object result in (List<object>)results) items.Add("{\"stored\":" + Stored(result) + "}");
+            foreach (object result in (List<object>)results)
+            {
+                items.Add(retryable ? "{\"problem\":{\"code\":\"UNAVAILABLE\",\"status\":503,\"retryable\":true," +
+                                          "\"detail\":\"stand-in\"}}"
+                                    : "{\"stored\":" + Stored(result) + "}");
+            }
             return "{\"items\":[" + string.Join(",", items.ToArray()) + "]}";
         }
 
