@@ -36,7 +36,7 @@ static class VerdictIngestCommand
         "                          (--file FILE|- | --room ID --players ID:TEAM[:K:D:A],...\n" +
         "                           --ended-at-ms MS [--outcome SETTLED|ABORTED]\n" +
         "                           [--winner N | --placements TEAM:RANK,...]) [--timeout SECONDS]\n" +
-        "a SETTLED result needs --winner (1, 2, or 0 for a draw) or --placements";
+        "(a SETTLED result takes --winner, 1, 2 or 0 for a draw, or --placements)";
 
     static int Main(string[] args)
     {
