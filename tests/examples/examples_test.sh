@@ -307,7 +307,7 @@ echo "wrong token: $(cat "$work/wrong.err")"
 [ "$status" -eq 1 ] && grep -q '401 UNAUTHENTICATED' "$work/wrong.err" ||
   fail "C#: a wrong ingest token was not refused 401 (status $status)"
 
-step "(d) a misspelt member refuses the whole file, in every example, before anything is posted"
+step "(d) a misspelt member, a result without a winner or a lone surrogate refuses the whole file, in every example, before anything is posted"
 misspelt() { sed 's/"winner_team"/"winer_team"/'; }
 result 1011 2 | misspelt >"$work/misspelt.json"
 printf '{"results":[%s,%s]}\n' "$(result 1012)" "$(result 1013 2 | misspelt)" >"$work/misspelt-item.json"
@@ -325,8 +325,40 @@ for file in misspelt misspelt-item misspelt-batch misspelt-player misspelt-place
       fail "$example took $file.json (status $status): $(cat "$work/out" "$work/err")"
   done
 done
+# A SETTLED result without a winner would be settled as a draw, and a lone surrogate would be
+# posted as U+FFFD: each example refuses the file itself.
+sed 's/"winner_team":1,//' <(result 1011) >"$work/no-winner.json"
+printf '{"results":[%s,%s]}\n' "$(result 1012)" "$(result 1013 | sed 's/"winner_team":1,//')" \
+  >"$work/no-winner-item.json"
+sed 's/"player_id":"10111"/"player_id":"\\ud800x"/' <(result 1011) >"$work/lone-surrogate.json"
+grep -qF '"\ud800x"' "$work/lone-surrogate.json" || fail "no lone surrogate in the file"
+for file in no-winner no-winner-item lone-surrogate; do
+  for example in goingest pyingest csingest; do
+    status=0
+    ingest "$example" "$work/node.sock" "$work/$file.json" >"$work/out" 2>"$work/err" || status=$?
+    echo "$example $file: status $status: $(head -c 200 "$work/err")"
+    [ "$status" -eq 1 ] && grep -qiE "nothing was posted" "$work/err" &&
+      grep -qiE "winner_team|surrogate|not UTF-8" "$work/err" ||
+      fail "$example took $file.json (status $status): $(cat "$work/out" "$work/err")"
+  done
+done
+# A command needs the winner and the end time: it makes up neither.
+for example in goingest pyingest csingest; do
+  [ "$example" = goingest ] && dash=- || dash=--
+  status=0
+  "$example" "${dash}socket" "$work/node.sock" "${dash}room" 1011 "${dash}ended-at-ms" "$ended" \
+    "${dash}players" 10111:1,10112:2 >/dev/null 2>"$work/err" || status=$?
+  [ "$status" -eq 2 ] && grep -qE -- "needs -+winner" "$work/err" ||
+    fail "$example posted a result without a winner (status $status): $(cat "$work/err")"
+  status=0
+  "$example" "${dash}socket" "$work/node.sock" "${dash}room" 1011 "${dash}winner" 1 \
+    "${dash}players" 10111:1,10112:2 >/dev/null 2>"$work/err" || status=$?
+  [ "$status" -eq 2 ] && grep -qE -- "give -+ended-at-ms" "$work/err" ||
+    fail "$example posted a result without an end time (status $status): $(cat "$work/err")"
+done
+echo "every example refuses a result without a winner or an end time"
 [ "$(ingest_answers "$node_tcp")" = "$asked" ] ||
-  fail "a misspelt file reached the node ($asked answers before, $(ingest_answers "$node_tcp") after)"
+  fail "a refused file reached the node ($asked answers before, $(ingest_answers "$node_tcp") after)"
 
 kill -CONT "$lobby_pid"
 echo "lobby resumed"
