@@ -3,10 +3,12 @@
 # Python and C# examples (examples/go, examples/python, examples/csharp) post results to a real
 # verdict-node over its Unix socket and over TCP with its ingest token; the node delivers them to
 # a real lobby, which settles each room exactly once (tests/openapi checks api/openapi.yaml
-# against what both serve). Each example also refuses a file with a misspelt member before
-# posting anything, waits out a node that restarts (its socket gone, then refused), takes 200 and
-# 201 alike, and, against a stand-in node (fake_node.py), handles every documented answer, a
-# connection closed under a request, and batch items retried by their `retryable` member. Runs
+# against what both serve). Each example also refuses a file with a misspelt member, a SETTLED
+# result without a winner or a lone surrogate before posting anything, and a command without a
+# winner or an end time; waits out a node that restarts (its socket gone, then refused), takes
+# 200 and 201 alike, and, against a stand-in node (fake_node.py), handles every documented
+# answer, a connection closed under a request, and batch items retried by their `retryable`
+# member. Runs
 # against the PostgreSQL server the PG* environment names (pg_virtualenv), in a database of its
 # own. The examples' own tests are clients_unit_test.sh's.
 #   examples_test.sh VERDICT_NODE VERDICT_LOBBY SOURCE_DIR
