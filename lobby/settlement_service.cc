@@ -275,10 +275,8 @@ namespace {
 using Attempt = SettlementScheduler::Attempt;
 
 // The attempt for one decoded result, or the problem that stops it (INVALID_ARGUMENT).
-// `received_as` is its body's format (ValidateResult: a JSON result names its winner).
-Result<Attempt> PrepareAttempt(v1::BattleResult result, const Caller& caller,
-                               wire::BodyFormat received_as) {
-  Status valid = wire::ValidateResult(result, received_as);
+Result<Attempt> PrepareAttempt(v1::BattleResult result, const Caller& caller) {
+  Status valid = wire::ValidateResult(result);
   if (valid.ok() && !result.node_id().empty() && result.node_id() != caller.node_id) {
     valid = InvalidArgumentError("node_id in the body is not the node the token belongs to");
   }
@@ -702,7 +700,7 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
     return answer(InfoOf(code).code, ProblemReply(code, decoded.message(), path));
   }
   const uint64_t room_id = result.room_id();
-  auto attempt = PrepareAttempt(std::move(result), caller, *format);
+  auto attempt = PrepareAttempt(std::move(result), caller);
   if (!attempt.ok()) {
     LogRefusal(room_id, caller.node_id, ErrorCode::kInvalidArgument, attempt.status().message());
     return answer("INVALID_ARGUMENT",
@@ -793,7 +791,7 @@ void SettlementService::PostSettlementBatch(const HttpRequest& request, const Ca
       SetProblem(item, ErrorCode::kInvalidArgument, detail);
       continue;
     }
-    auto attempt = PrepareAttempt(std::move(*batch.mutable_results(i)), caller, *format);
+    auto attempt = PrepareAttempt(std::move(*batch.mutable_results(i)), caller);
     if (!attempt.ok()) {
       LogRefusal(room, caller.node_id, ErrorCode::kInvalidArgument, attempt.status().message());
       SetProblem(item, ErrorCode::kInvalidArgument, attempt.status().message());

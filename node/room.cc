@@ -247,12 +247,12 @@ Status Room::Vote(const std::string& player_id, const v1::BattleResult& stated) 
     if (it->second.kicked) return FailedPreconditionError("a kicked player cannot report");
     // A vote is what the lobby would take as this room's result: checked by the lobby's own
     // rules, and kept in the form the lobby reads a placement in, so that winner_team 1 and the
-    // placements (1, 2) are the same vote. Checked as a JSON body is, which must say its
-    // placement: in protobuf a result saying nothing is a draw, and an empty list of ranks is not.
+    // placements (1, 2) are the same vote. A vote that says no placement is refused, as a
+    // result naming no winner is everywhere.
     v1::BattleResult result = RosterLocked();
     result.set_outcome(v1::SETTLED);
     result.MergeFrom(stated);
-    if (Status valid = wire::ValidateResult(result, wire::BodyFormat::kJson); !valid.ok()) {
+    if (Status valid = wire::ValidateResult(result); !valid.ok()) {
       return InvalidArgumentError("room " + std::to_string(room_id_) +
                                   ": a report the lobby would refuse: " + valid.message());
     }

@@ -68,7 +68,7 @@ uint32_t CountTeams(int n, TeamOf team_of, const char* what, Status* error) {
 }
 
 // A SETTLED result's placement of its `teams` teams.
-Status CheckPlacements(const v1::BattleResult& r, uint32_t teams, BodyFormat received_as) {
+Status CheckPlacements(const v1::BattleResult& r, uint32_t teams) {
   if (r.placements_size() == 0) {
     if (teams != 2) {
       return InvalidArgumentError("placements: a room of " + std::to_string(teams) +
@@ -79,14 +79,15 @@ Status CheckPlacements(const v1::BattleResult& r, uint32_t teams, BodyFormat rec
       return InvalidArgumentError("winner_team must be 0 (a draw), 1 or 2, got " +
                                   std::to_string(r.winner_team()));
     }
-    if (!r.has_winner_team() && received_as == BodyFormat::kJson) {
+    if (!r.has_winner_team()) {
       return InvalidArgumentError(
           "winner_team: a SETTLED result names its placements or its winner_team (0 for a "
-          "draw)");
+          "draw); a result naming neither has no winner, and is not a draw");
     }
     return Status::Ok();
   }
-  if (r.has_winner_team() && r.winner_team() != 0) {
+  // Even winner_team 0: a draw beside placements that name a winner contradicts them.
+  if (r.has_winner_team()) {
     return InvalidArgumentError("winner_team and placements are both given; give one");
   }
   if (static_cast<uint32_t>(r.placements_size()) != teams) {
@@ -95,6 +96,7 @@ Status CheckPlacements(const v1::BattleResult& r, uint32_t teams, BodyFormat rec
                                 " teams: every team is ranked exactly once");
   }
   std::vector<bool> ranked(teams + 1, false);
+  uint32_t best = std::numeric_limits<uint32_t>::max();
   for (int i = 0; i < r.placements_size(); ++i) {
     const v1::TeamPlacement& p = r.placements(i);
     if (p.team() == 0 || p.team() > teams) {
@@ -111,6 +113,13 @@ Status CheckPlacements(const v1::BattleResult& r, uint32_t teams, BodyFormat rec
       return InvalidArgumentError(At("placements", i) + "rank must be between 1 and " +
                                   std::to_string(teams) + ", got " + std::to_string(p.rank()));
     }
+    best = std::min(best, p.rank());
+  }
+  // Rank 1 is the winners' (a win in the players' counts and the event): placements that give it
+  // to nobody would be rated by their order yet counted as a loss for everyone.
+  if (best != 1) {
+    return InvalidArgumentError("placements: no team has rank 1; the best team's rank is 1, " +
+                                std::string("got ") + std::to_string(best));
   }
   return Status::Ok();
 }
@@ -183,7 +192,7 @@ Status ValidateAllocation(const v1::RoomAllocation& a) {
   return teams;
 }
 
-Status ValidateResult(const v1::BattleResult& r, BodyFormat received_as) {
+Status ValidateResult(const v1::BattleResult& r) {
   VERDICT_RETURN_IF_ERROR(CheckRoomId(r.room_id()));
   if (r.outcome() != v1::SETTLED && r.outcome() != v1::ABORTED) {
     return InvalidArgumentError("outcome must be SETTLED or ABORTED");
@@ -218,7 +227,7 @@ Status ValidateResult(const v1::BattleResult& r, BodyFormat received_as) {
     }
     return Status::Ok();
   }
-  return CheckPlacements(r, teams, received_as);
+  return CheckPlacements(r, teams);
 }
 
 std::vector<uint32_t> RanksOf(const v1::BattleResult& r) {

@@ -7,7 +7,9 @@
 // kMaxTeams, each with at least one seat, at most kMaxPlayers seats in all, each player once. A
 // mode may narrow it (the lobby checks that against the mode's declaration). A SETTLED result
 // places every team: its `placements` rank each team of the roster once, 1 to T (1 best, equal
-// ranks tie), or, for two teams, `winner_team` does (1, 2, or 0 for a draw).
+// ranks tie; the best rank given is 1), or, for two teams, `winner_team` does (1, 2, or 0 for a
+// draw). One of the two, said explicitly: a result that names neither is refused in every wire
+// format, since "no winner" is not a draw.
 #pragma once
 
 #include <string>
@@ -27,12 +29,11 @@ inline constexpr size_t kMaxPlayerIdBytes = 64;
 
 Status ValidateAllocation(const v1::RoomAllocation& allocation);
 
-// `received_as` is the body's format: in JSON a SETTLED result names its placements or its
-// winner_team (an absent winner_team is refused, since JSON tells it apart from 0); in protobuf,
-// and for a result built in C++, an absent winner_team is a draw (protobuf without explicit
-// presence does not write a 0).
-Status ValidateResult(const v1::BattleResult& result,
-                      BodyFormat received_as = BodyFormat::kProtobuf);
+// The one check of a result, whatever brought it: the node's ingest (JSON or protobuf),
+// `verdict-node enqueue`, a room's vote and conclusion, the lobby's endpoints. A SETTLED result
+// names its placements or its winner_team, never both and never neither: winner_team is `optional`
+// in the schema, so an explicit 0 (a draw) is told apart from an absent one in protobuf as in JSON.
+Status ValidateResult(const v1::BattleResult& result);
 
 // The parts, for those who check an input before they build a whole message from it (a node's
 // id at start, a room's statistics as the host records them): the same rules, one home.

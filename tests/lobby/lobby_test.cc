@@ -379,6 +379,41 @@ TEST_F(LobbyTest, ProtobufBodiesWorkAndFingerprintIgnoresEncoding) {
   EXPECT_TRUE(Receipt(json).duplicate());
 }
 
+// A result naming no winner was settled as a draw from protobuf, and a draw beside placements
+// that name a winner as the placements' win (issue 49, items 1 and 2): both are 400 in JSON and
+// protobuf alike, alone and in a batch, and nothing is settled; the room then settles as said.
+TEST_F(LobbyTest, AResultNamingNoWinnerOrTwoIs400InEveryFormat) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 14);
+  const DbSnapshot before = Snapshot();
+  auto unnamed = MakeResult(14);
+  unnamed.clear_winner_team();
+  auto contradiction = MakeResult(14);
+  contradiction.set_winner_team(0);
+  for (auto [team, rank] : {std::pair{1u, 1u}, std::pair{2u, 2u}}) {
+    v1::TeamPlacement* p = contradiction.add_placements();
+    p->set_team(team);
+    p->set_rank(rank);
+  }
+  for (const v1::BattleResult& bad : {unnamed, contradiction}) {
+    EXPECT_EQ(Settle(lobby->port(), bad).status, 400);
+    const auto proto =
+        HttpCall(lobby->port(), "POST", "/v1/settlements",
+                 {{"Content-Type", "application/x-protobuf"}, {"Authorization", "Bearer token-a"}},
+                 wire::EncodeBody(bad, wire::BodyFormat::kProtobuf).value());
+    EXPECT_EQ(proto.status, 400) << proto.body;
+    const HttpResponse batch = PostBatch(lobby->port(), {bad});
+    ASSERT_EQ(batch.status, 200) << batch.body;
+    EXPECT_EQ(CodeOf(Items(batch).items(0)), "INVALID_ARGUMENT");
+  }
+  EXPECT_EQ(Snapshot(), before);
+  auto draw = MakeResult(14);
+  draw.set_winner_team(0);
+  ASSERT_EQ(Settle(lobby->port(), draw).status, 200);
+  EXPECT_EQ(Q("SELECT sum(draws) FROM player_ratings"), "10");
+}
+
 // Runs one settlement with the database failing before COMMIT and reports what it left.
 struct FailureProbe {
   int status = 0;

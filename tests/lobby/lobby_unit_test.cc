@@ -40,11 +40,10 @@ TEST(ValidateResultTest, AcceptsAWellFormedResult) {
 // Each way a result can be wrong is INVALID_ARGUMENT naming what is wrong (issue 39's list of
 // bad input, and the older rules).
 TEST(ValidateResultTest, RefusesEachKindOfInconsistency) {
-  const auto refuses = [](auto mutate, const std::string& needle,
-                          wire::BodyFormat as = wire::BodyFormat::kProtobuf) {
+  const auto refuses = [](auto mutate, const std::string& needle) {
     auto r = MakeResult(1);
     mutate(r);
-    const Status s = ValidateResult(r, as);
+    const Status s = ValidateResult(r);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << needle;
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
   };
@@ -100,12 +99,32 @@ TEST(ValidateResultTest, RefusesEachKindOfInconsistency) {
         r.set_winner_team(1);
       },
       "both given");
-  // A SETTLED result naming neither: a draw in protobuf (which writes no 0), refused in JSON.
-  refuses([](v1::BattleResult& r) { r.clear_winner_team(); }, "winner_team",
-          wire::BodyFormat::kJson);
+  // A draw beside placements naming a winner: a contradiction, refused like any winner beside
+  // placements (issue 49, item 2: it was settled as the placements' win).
+  refuses(
+      [&](v1::BattleResult& r) {
+        placed({{1, 1}, {2, 2}})(r);
+        r.set_winner_team(0);
+      },
+      "both given");
+  // Placements that give no team rank 1 would be rated by their order yet counted as a loss for
+  // every player (issue 49, item 2): refused.
+  refuses(placed({{1, 2}, {2, 2}}), "no team has rank 1");
+  // A SETTLED result naming neither has no winner: refused whatever the wire format (issue 49,
+  // item 1: the node stored it from JSON and the lobby settled it from protobuf as a draw).
+  refuses([](v1::BattleResult& r) { r.clear_winner_team(); }, "winner_team");
   auto unnamed = MakeResult(1);
   unnamed.clear_winner_team();
-  EXPECT_TRUE(ValidateResult(unnamed, wire::BodyFormat::kProtobuf).ok());
+  v1::BattleResult from_protobuf;
+  ASSERT_TRUE(from_protobuf.ParseFromString(unnamed.SerializeAsString()));
+  EXPECT_EQ(ValidateResult(from_protobuf).code(), StatusCode::kInvalidArgument);
+  // A draw said in protobuf keeps its 0 across the wire (explicit presence), and is accepted.
+  auto draw = MakeResult(1);
+  draw.set_winner_team(0);
+  v1::BattleResult draw_from_protobuf;
+  ASSERT_TRUE(draw_from_protobuf.ParseFromString(draw.SerializeAsString()));
+  EXPECT_TRUE(ValidateResult(draw_from_protobuf).ok());
+  EXPECT_EQ(wire::RanksOf(draw_from_protobuf), (std::vector<uint32_t>{1, 1}));
   // Three teams need placements; a winner_team is for two.
   const auto three_teams = [](v1::BattleResult& r) { r.mutable_players(9)->set_team(3); };
   refuses(three_teams, "placements");

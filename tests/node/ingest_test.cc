@@ -204,6 +204,57 @@ TEST_F(IngestTest, MalformedResultsAre400AndNeverStored) {
   EXPECT_EQ(node_->stored(), 0u);
 }
 
+// A result naming no winner is not a draw (issue 49, item 1): the node stored it from JSON and
+// delivered it as protobuf, where the lobby settled it as a draw. Refused here in both formats,
+// alone and in a batch, as is a draw beside placements that name a winner (item 2); an
+// explicit draw is stored.
+TEST_F(IngestTest, AResultNamingNoWinnerOrTwoIs400InEveryFormat) {
+  Start();
+  v1::BattleResult unnamed = MakeResult(13);
+  unnamed.clear_winner_team();
+  const std::string json = Json(unnamed);
+  ASSERT_EQ(json.find("winner_team"), std::string::npos) << json;
+  ASSERT_NE(json.find("\"placements\":[]"), std::string::npos)
+      << "the encoder writes an empty list";
+  std::vector<std::pair<std::string, std::string>> bodies = {
+      {"JSON, no winner", json},
+      {"JSON, winner null", json.substr(0, json.size() - 1) + ",\"winner_team\":null}"},
+  };
+  for (const auto& [what, body] : bodies) {
+    const HttpReply reply = Post(socket_, "/v1/results", body);
+    EXPECT_EQ(reply.status, 400) << what << ": " << reply.body;
+    EXPECT_NE(reply.body.find("winner_team"), std::string::npos) << what << ": " << reply.body;
+  }
+  const HttpReply proto =
+      Post(socket_, "/v1/results", wire::EncodeBody(unnamed, wire::BodyFormat::kProtobuf).value(),
+           kProtobuf);
+  EXPECT_EQ(proto.status, 400) << proto.body;
+  v1::BattleResult contradiction = MakeResult(14);
+  contradiction.set_winner_team(0);
+  for (auto [team, rank] : {std::pair{1u, 1u}, std::pair{2u, 2u}}) {
+    v1::TeamPlacement* p = contradiction.add_placements();
+    p->set_team(team);
+    p->set_rank(rank);
+  }
+  EXPECT_EQ(PostResult(contradiction).status, 400);
+  v1::SettlementBatch batch;
+  *batch.add_results() = unnamed;
+  *batch.add_results() = contradiction;
+  v1::BattleResult draw = MakeResult(15);
+  draw.set_winner_team(0);
+  *batch.add_results() = draw;
+  const HttpReply reply = Post(socket_, "/v1/results:batch", Json(batch));
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  v1::StoredBatchReply items;
+  std::string error;
+  ASSERT_TRUE(wire::DecodeBody(reply.body, wire::BodyFormat::kJson, &items, &error)) << error;
+  ASSERT_EQ(items.items_size(), 3);
+  EXPECT_EQ(items.items(0).problem().code(), "INVALID_ARGUMENT");
+  EXPECT_EQ(items.items(1).problem().code(), "INVALID_ARGUMENT");
+  EXPECT_EQ(items.items(2).stored().room_id(), 15u);
+  EXPECT_EQ(Pending(), 1u) << "only the explicit draw is stored";
+}
+
 TEST_F(IngestTest, WrongMediaTypeMethodAndPathAreRefusedFromTheHeader) {
   Start();
   const HttpReply text = Post(socket_, "/v1/results", Json(MakeResult(1)), "text/plain");

@@ -220,6 +220,27 @@ TEST(OutboxCliTest, EnqueueWithoutShardsKeepsTheExistingCount) {
   EXPECT_EQ(stats.records(), 3);
 }
 
+// A result naming no winner is refused by `enqueue` as by the ingest endpoints (issue 49, item 1:
+// it was stored, delivered as protobuf and settled as a draw); the rest of the file is stored.
+TEST(OutboxCliTest, EnqueueRefusesAResultNamingNoWinner) {
+  TempDir dir;
+  const std::string outbox = dir.Sub("outbox");
+  const std::string file = dir.Sub("results.jsonl");
+  v1::BattleResult unnamed = MakeResult(2);
+  unnamed.clear_winner_team();
+  {
+    std::ofstream out(file);
+    out << wire::EncodeBody(MakeResult(1), wire::BodyFormat::kJson).value() << "\n";
+    out << wire::EncodeBody(unnamed, wire::BodyFormat::kJson).value() << "\n";
+  }
+  const auto r = Node({"enqueue", "--outbox", outbox, "--shards", "4", file});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("room 2: INVALID_ARGUMENT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("winner_team"), std::string::npos) << r.out;
+  auto stats = ParseJson<v1::OutboxStats>(OutboxJson(outbox, {"stats", "--json"}));
+  EXPECT_EQ(stats.records(), 1) << "only the result with a winner is stored";
+}
+
 // Enqueues started together on a directory with no outbox yet: one creates it, the others wait
 // for it (they found half of an outbox and called it damaged, DATA_LOSS, storing nothing).
 TEST(OutboxCliTest, ConcurrentEnqueuesIntoANewOutboxAllStoreTheirResults) {
