@@ -117,8 +117,11 @@ void AppendIntegerMember(const char* name, int64_t value, std::string* out) {
   *out += std::to_string(value);
 }
 
-// round(value)::integer in PostgreSQL: rint, ties to even.
-int64_t RoundedAsPostgres(double value) { return static_cast<int64_t>(std::nearbyint(value)); }
+// round(value)::integer in PostgreSQL: rint, ties to even; within the bounds of a rating, so that
+// the conversion cannot overflow.
+int64_t RoundedAsPostgres(double value) {
+  return static_cast<int64_t>(std::nearbyint(rating::WithinRatingBounds(value)));
+}
 
 }  // namespace
 
