@@ -14,8 +14,8 @@
 
 namespace verdict::rating::internal {
 
-// The values a parameter may take: a closed interval [least, most], open below where
-// `least_excluded`, of whole numbers only where `whole`. Every range excludes NaN and the
+// The values a parameter may take: the interval from `least` to `most`, without an end where
+// that end is excluded, of whole numbers only where `whole`. Every range excludes NaN and the
 // infinities. Each system gives every parameter the range its arithmetic is proven for.
 struct ParameterRange {
   double least = 0;

@@ -117,7 +117,8 @@ Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec);
 //   - a room that shrank it (after < before: what the match taught) scales the current variance
 //     by the same factor, current'^2 = current^2 * after^2 / before^2;
 //   - a room that grew it (after > before: uncertainty a system adds before it rates, OpenSkill's
-//     or Glicko-2's tau) adds the same variance, current'^2 = current^2 + (after^2 - before^2).
+//     tau, or a Glicko-2 volatility that rose) adds the same variance,
+//     current'^2 = current^2 + (after^2 - before^2).
 // So a late room never moves an uncertainty further than it moved its own: never below 0, never
 // up by more than it added, whatever the current one. The result is kept within
 // [kMinUncertainty, kMaxUncertainty]. A number `before` does not have (0: Elo's deviation) is
