@@ -373,13 +373,14 @@ TEST(OpenSkillTauTest, SmallTauOverDifferentRatings) {
 
 // 100 solo players placed 1 to 100, every rating the default (issue 49: a winner of many teams
 // under Bradley-Terry gains hundreds of points). Bradley-Terry counts each of the 99 pairs a
-// player won as a win of its own, and this is what the implementations compute: openskill.js
-// 5.0.1 (npm), rate(Array.from({length: 100}, () => [rating()]), {model: bradleyTerryFull,
-// tau: 0}): first 285.8879069638908, second 280.61744419694355, 50th 27.63523138347366, 51st
-// 22.36476861652636, last -235.88790696389083, every sigma at its kappa floor,
-// 0.08333333333333334. Plackett-Luce reads the same placement as one ranking (rate() with
-// {tau: 0}): first 25.73790243257493 (sigma 8.333303817183758), last 21.878913074367826
-// (8.322735402883591).
+// player won as a win of its own, and this is what the implementations compute (openskill.py,
+// openskill/models/weng_lin/bradley_terry_full.py, _compute: omega and delta summed over every
+// other team, unscaled); the values are openskill.js 5.0.1's (npm), rate(Array.from({length: 100},
+// () => [rating()]), {model: bradleyTerryFull, tau: 0}): first 285.8879069638908, second
+// 280.61744419694355, 50th 27.63523138347366, 51st 22.36476861652636, last -235.88790696389083,
+// every sigma at its kappa floor, 0.08333333333333334. Plackett-Luce reads the same placement as
+// one ranking (rate() with {tau: 0}): first 25.73790243257493 (sigma 8.333303817183758),
+// last 21.878913074367826 (8.322735402883591).
 TEST(OpenSkillBradleyTerryFullTest, OneHundredTeamsMoveAsTheImplementationsDo) {
   const auto bradley_terry =
       RateOk(*Make(kBradleyTerryFull), InOrder(std::vector<size_t>(100, 1), kDefaultOpenSkill));
