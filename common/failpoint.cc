@@ -21,7 +21,7 @@ namespace {
 constexpr std::chrono::milliseconds kDelay{300};
 
 struct Armed {
-  std::string action;   // "error", "crash" or "delay"
+  std::string action;   // "error", "crash", "delay" or "hang"
   long remaining = -1;  // -1: unlimited
 };
 
@@ -53,6 +53,9 @@ class Failpoints {
       return FailAction::kNone;
     }
     Log().warn("failpoint {} fired ({})", name, action);
+    if (action == "hang") {
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
     if (action == "crash") {
       Log().flush();
       ::kill(::getpid(), SIGKILL);
@@ -74,7 +77,7 @@ class Failpoints {
       armed.remaining = std::strtol(action.c_str() + star + 1, nullptr, 10);
       action.resize(star);
     }
-    if (action != "error" && action != "crash" && action != "delay") {
+    if (action != "error" && action != "crash" && action != "delay" && action != "hang") {
       Log().error("VERDICT_FAILPOINTS: unknown action '{}' for {}; ignored", action,
                   entry.substr(0, eq));
       return;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string_view>
 
 namespace verdict::lobby {
@@ -117,8 +119,16 @@ void AppendIntegerMember(const char* name, int64_t value, std::string* out) {
   *out += std::to_string(value);
 }
 
-// round(value)::integer in PostgreSQL: rint, ties to even.
-int64_t RoundedAsPostgres(double value) { return static_cast<int64_t>(std::nearbyint(value)); }
+// round(value)::integer in PostgreSQL: rint, ties to even. A value beyond an integer's range,
+// which PostgreSQL refuses and no rating within its bounds is (a row stored before they were
+// kept may be), saturates rather than overflows.
+int64_t RoundedAsPostgres(double value) {
+  const double rounded = std::nearbyint(value);
+  if (std::isnan(rounded)) return 0;
+  constexpr double kLeast = std::numeric_limits<int32_t>::min();
+  constexpr double kMost = std::numeric_limits<int32_t>::max();
+  return static_cast<int64_t>(std::clamp(rounded, kLeast, kMost));
+}
 
 }  // namespace
 

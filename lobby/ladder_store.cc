@@ -9,6 +9,8 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "lobby/rating/rating_system.h"
+
 namespace verdict::lobby {
 namespace {
 
@@ -224,7 +226,7 @@ Result<std::optional<v1::Player>> GetPlayerIn(pg::Pool& pool, const std::string&
       // The fields of readers from before modes: the "default" mode's.
       if (r->mode() == "default") {
         rated_in_default = true;
-        p.set_elo(static_cast<int32_t>(std::llround(r->rating())));
+        p.set_elo(static_cast<int32_t>(std::llround(rating::WithinRatingBounds(r->rating()))));
         p.set_games(r->games());
         p.set_wins(r->wins());
         p.set_losses(r->losses());
@@ -237,7 +239,8 @@ Result<std::optional<v1::Player>> GetPlayerIn(pg::Pool& pool, const std::string&
         const v1::Mode m = ModeFromRow(found[0], 0);
         const auto initial = m.rating().parameters().find("initial_rating");
         if (initial != m.rating().parameters().end()) {
-          p.set_elo(static_cast<int32_t>(std::llround(initial->second)));
+          p.set_elo(
+              static_cast<int32_t>(std::llround(rating::WithinRatingBounds(initial->second))));
         }
       }
     }

@@ -3,11 +3,15 @@
 // Flags are parsed here only; everything else takes plain option structs.
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -82,7 +86,8 @@ struct Flags {
 };
 
 // The database of every command, with the lobby's connection defaults and session settings
-// (lobby/pg/connection.h). `serve` runs every statement under its lock and statement timeouts;
+// (lobby/pg/connection.h). `serve` runs every statement under its lock and statement timeouts,
+// and its own work between two statements of a transaction under the statement timeout too;
 // an operator's command (migrate, retain, new-epoch, reconcile) may run long statements, and keeps
 // the connect timeout and keepalives, so none can hang on an unreachable database host.
 pg::ConnectionOptions ConnectionFrom(const Flags& flags, bool operator_command) {
@@ -91,6 +96,7 @@ pg::ConnectionOptions ConnectionFrom(const Flags& flags, bool operator_command) 
   connection.lock_timeout = std::chrono::milliseconds(flags.lock_timeout_ms);
   connection.statement_timeout =
       std::chrono::milliseconds(operator_command ? 0 : flags.statement_timeout_ms);
+  connection.idle_in_transaction_timeout = connection.statement_timeout;
   return connection;
 }
 
@@ -455,6 +461,39 @@ void ReloadTokens(int argc, char** argv, SettlementService& service) {
   spdlog::info("SIGHUP: node tokens reloaded ({} token{})", count, count == 1 ? "" : "s");
 }
 
+// How long `serve` waits for its requests to finish once told to stop: the longest a request's
+// statement runs by default (5 s) and then some. A systemd unit's TimeoutStopSec (30 s) is longer.
+constexpr std::chrono::seconds kShutdownGrace{10};
+
+// SIGTERM always ends the lobby. Stopping waits for the DB workers to finish their requests, and
+// a worker that never does (a bug looping between two statements of a settlement; its locks are
+// freed by the server's idle-in-transaction timeout, not by the lobby) would hold the exit for
+// ever. So from the first SIGTERM or SIGINT on, the lobby exits (status 1, with an error line)
+// once kShutdownGrace has passed, or at once on a second one.
+void ExitIfShutdownHangs() {
+  std::thread([] {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    const auto deadline = std::chrono::steady_clock::now() + kShutdownGrace;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      const timespec wait{.tv_sec = static_cast<time_t>(left.count() / 1'000'000'000),
+                          .tv_nsec = static_cast<long>(left.count() % 1'000'000'000)};
+      if (sigtimedwait(&stop, nullptr, &wait) > 0) break;  // a second signal; else EAGAIN, EINTR
+    }
+    spdlog::error(
+        "shutdown did not finish within {} s, or was asked again: exiting with "
+        "requests unfinished (their transactions roll back)",
+        kShutdownGrace.count());
+    spdlog::default_logger()->flush();
+    std::_Exit(1);
+  }).detach();
+}
+
 int RunServe(const Flags& flags, int argc, char** argv) {
   SetLobbyAllocator();  // lobby/allocator.h says why
   ServerOptions server_options;
@@ -556,6 +595,7 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   int signal = 0;
   while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) ReloadTokens(argc, argv, service);
   spdlog::info("{}: shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  ExitIfShutdownHangs();
   server.Stop();
   hub.Stop();
   maintenance.Stop();
@@ -646,7 +686,8 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
   serve
       ->add_option("--statement-timeout-ms", flags.statement_timeout_ms,
                    "longest run of a request's statement before it is cancelled and answers "
-                   "503; 0 never cancels")
+                   "503, and longest wait of a transaction between two statements before the "
+                   "database ends it and frees its locks; 0 never cancels")
       ->capture_default_str()
       ->check(CLI::Range(0, 3'600'000));
   serve

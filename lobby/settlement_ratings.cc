@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/failpoint.h"
 #include "proto/validation.h"
 
 namespace verdict::lobby {
@@ -34,6 +35,8 @@ struct PairHash {
 }  // namespace
 
 RatedCall RateRooms(const std::vector<RoomToRate>& rooms, const std::vector<SeatRatings>& seats) {
+  // Where a test arms `hang`: a rating step that never ends, inside the settlement's transaction.
+  CheckFailpoint("settle.rate");
   std::unordered_map<std::pair<uint64_t, std::string_view>, const SeatRatings*, PairHash>
       seat_of;  // by (room, player)
   seat_of.reserve(seats.size());
@@ -88,8 +91,17 @@ RatedCall RateRooms(const std::vector<RoomToRate>& rooms, const std::vector<Seat
           "any rating",
           result.room_id(), room->mode);
     }
-    const std::vector<std::vector<rating::Rating>> after =
-        rated ? system.Rate(teams) : std::vector<std::vector<rating::Rating>>();
+    std::vector<std::vector<rating::Rating>> after;
+    if (rated) {
+      auto rate = system.Rate(teams);
+      if (rate.ok()) {
+        after = std::move(*rate);
+      } else {
+        spdlog::error("room={} mode={}: recorded without moving any rating: {}", result.room_id(),
+                      room->mode, rate.status().ToString());
+        rated = false;
+      }
+    }
 
     for (int i = 0; i < result.players_size(); ++i) {
       const v1::PlayerResult& p = result.players(i);

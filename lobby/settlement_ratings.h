@@ -63,9 +63,11 @@ struct RatedCall {
 };
 
 // Rates `rooms` (any order; rated in room-id order) from `seats` (every player of every room,
-// any order). A room whose players are not all in `seats`, or that its system cannot rate
-// (rating::CheckRoom), is recorded with its players' ratings unchanged, and logged: the
-// settlement goes on.
+// any order). A room whose players are not all in `seats`, that its system cannot rate
+// (rating::CheckRoom), or whose rating fails (an iteration at its bound: a bug), is recorded with
+// its players' ratings unchanged, and logged as an error: the settlement goes on, and no room
+// holds up the others. Every system's iterations are bounded, so this returns in a time bounded
+// by the number of seats.
 RatedCall RateRooms(const std::vector<RoomToRate>& rooms, const std::vector<SeatRatings>& seats);
 
 }  // namespace verdict::lobby

@@ -32,7 +32,9 @@ std::string ConnectionString(const ConnectionOptions& options) {
 
 std::string SessionSettings(const ConnectionOptions& options) {
   return "SET lock_timeout = " + std::to_string(options.lock_timeout.count()) +
-         "; SET statement_timeout = " + std::to_string(options.statement_timeout.count());
+         "; SET statement_timeout = " + std::to_string(options.statement_timeout.count()) +
+         "; SET idle_in_transaction_session_timeout = " +
+         std::to_string(options.idle_in_transaction_timeout.count());
 }
 
 Result<std::unique_ptr<pqxx::connection>> Connect(const ConnectionOptions& options) {

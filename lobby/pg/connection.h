@@ -1,5 +1,6 @@
 // How the lobby opens a PostgreSQL connection: one place for the connection defaults (connect
-// timeout, TCP keepalives) and the session settings (lock and statement timeouts) that every
+// timeout, TCP keepalives) and the session settings (lock, statement and idle-in-transaction
+// timeouts) that every
 // command's connections get, whether `serve`'s pool, its readiness probe and event feed, or
 // `migrate`, `retain`, `new-epoch` and `reconcile`. So no command can hang on an unreachable
 // database host, or wait for a lock without limit. Stateless; thread-safe.
@@ -30,6 +31,12 @@ struct ConnectionOptions {
   // How long any statement may run before it is cancelled (57014, transient). 0 disables it.
   // Default: 5 s.
   std::chrono::milliseconds statement_timeout{5000};
+  // How long a transaction may wait between two of its statements, on the lobby's own work (the
+  // rating step of a settlement, say), before the server ends the session and with it the
+  // transaction and its locks (idle_in_transaction_session_timeout, 25P03: the connection is
+  // lost, transient). So no bug of the lobby's can hold a room's or a player's locks for ever,
+  // where no statement runs for a statement timeout to see. 0 disables it. Default: 5 s.
+  std::chrono::milliseconds idle_in_transaction_timeout{5000};
   // TCP keepalives, so that a database host that vanished without closing the connection is
   // noticed: first probe after this idle time, then `keepalive_interval_s` apart, given up after
   // `keepalive_count` unanswered; unless `conninfo` sets its own. 0 idle turns them off. Ignored

@@ -3,33 +3,40 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace verdict::rating::internal {
 namespace {
 
+// A value given, in the fewest digits that read back as it: 1e-30, not 1.0000000000000001e-30.
 std::string Number(double value) {
   char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.17g", value);
+  for (const char* format : {"%.15g", "%.16g", "%.17g"}) {
+    std::snprintf(buffer, sizeof buffer, format, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
   return buffer;
 }
 
-// What `range` asks of a value, for the message; empty if `value` is in it.
-std::string_view Violation(double value, ParameterRange range) {
-  if (!std::isfinite(value)) return "must be a finite number";
-  switch (range) {
-    case ParameterRange::kFinite:
-      return {};
-    case ParameterRange::kPositive:
-      return value > 0 ? std::string_view() : "must be > 0";
-    case ParameterRange::kNonNegative:
-      return value >= 0 ? std::string_view() : "must be >= 0";
-    case ParameterRange::kOpenUnit:
-      return value > 0 && value < 1 ? std::string_view() : "must be > 0 and < 1";
-    case ParameterRange::kWhole:
-      return value == std::trunc(value) ? std::string_view() : "must be a whole number";
+// A bound, as written in the source: 0.01, not 0.010000000000000000208.
+std::string Bound(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.15g", value);
+  return buffer;
+}
+
+// What `range` asks of a value, for the message: "must be > 0 and <= 1000"; empty if `value` is
+// in it.
+std::string Violation(double value, const ParameterRange& range) {
+  const bool above = range.least_excluded ? value > range.least : value >= range.least;
+  const bool below = range.most_excluded ? value < range.most : value <= range.most;
+  if (std::isfinite(value) && above && below && (!range.whole || value == std::trunc(value))) {
+    return {};
   }
-  return {};
+  return std::string("must be ") + (range.whole ? "a whole number " : "a number ") +
+         (range.least_excluded ? "> " : ">= ") + Bound(range.least) +
+         (range.most_excluded ? " and < " : " and <= ") + Bound(range.most);
 }
 
 }  // namespace
@@ -39,15 +46,15 @@ ParameterReader::ParameterReader(const SystemSpec& spec) : spec_(spec) {
   filled_.model = spec.model;
 }
 
-void ParameterReader::Read(std::string_view name, double& value, ParameterRange range) {
+void ParameterReader::Read(std::string_view name, double& value, const ParameterRange& range) {
   read_.emplace_back(name);
   const auto given = spec_.parameters.find(std::string(name));
   if (given != spec_.parameters.end()) value = given->second;
   filled_.parameters[std::string(name)] = value;
   if (const auto violation = Violation(value, range); !violation.empty() && first_error_.ok()) {
-    first_error_ = InvalidArgumentError("parameters." + std::string(name) + ": " + spec_.system +
-                                        "'s " + std::string(name) + " " + std::string(violation) +
-                                        ", got " + Number(value));
+    first_error_ =
+        InvalidArgumentError("parameters." + std::string(name) + ": " + spec_.system + "'s " +
+                             std::string(name) + " " + violation + ", got " + Number(value));
   }
 }
 
@@ -81,19 +88,40 @@ Status CheckAnyTeams(std::string_view system, const std::vector<size_t>& team_si
   return Status::Ok();
 }
 
-Status CheckFiniteRating(const Rating& rating) {
-  if (!std::isfinite(rating.value)) return InvalidArgumentError("value: must be a finite number");
-  if (!std::isfinite(rating.deviation) || rating.deviation < 0) {
-    return InvalidArgumentError("deviation: must be a finite number >= 0");
+Status CheckBoundedRating(const Rating& rating) {
+  if (!(std::abs(rating.value) <= kMaxRatingValue)) {
+    return InvalidArgumentError("value: must be a number from -" + Bound(kMaxRatingValue) + " to " +
+                                Bound(kMaxRatingValue));
   }
-  if (!std::isfinite(rating.volatility) || rating.volatility < 0) {
-    return InvalidArgumentError("volatility: must be a finite number >= 0");
+  if (!(rating.deviation >= 0 && rating.deviation <= kMaxUncertainty)) {
+    return InvalidArgumentError("deviation: must be a number from 0 to " + Bound(kMaxUncertainty));
+  }
+  if (!(rating.volatility >= 0 && rating.volatility <= kMaxUncertainty)) {
+    return InvalidArgumentError("volatility: must be a number from 0 to " + Bound(kMaxUncertainty));
   }
   return Status::Ok();
 }
 
-Rating CheckedOr(const RatingSystem& system, const Rating& computed, const Rating& before) {
-  return system.CheckRating(computed).ok() ? computed : before;
+Status CheckUncertainty(std::string_view field, std::string_view what, double value) {
+  if (value >= kMinUncertainty) return Status::Ok();
+  return InvalidArgumentError(std::string(field) + ": " + std::string(what) +
+                              " must be >= " + Bound(kMinUncertainty));
+}
+
+Rating Bounded(const Rating& computed, const Rating& before, RatingShape shape) {
+  if (!std::isfinite(computed.value) || !std::isfinite(computed.deviation) ||
+      !std::isfinite(computed.volatility)) {
+    return before;
+  }
+  Rating bounded = computed;
+  bounded.value = std::clamp(computed.value, -kMaxRatingValue, kMaxRatingValue);
+  if (shape.deviation) {
+    bounded.deviation = std::clamp(computed.deviation, kMinUncertainty, kMaxUncertainty);
+  }
+  if (shape.volatility) {
+    bounded.volatility = std::clamp(computed.volatility, kMinUncertainty, kMaxUncertainty);
+  }
+  return bounded;
 }
 
 std::vector<std::vector<Rating>> Unchanged(const std::vector<PlacedTeam>& teams) {

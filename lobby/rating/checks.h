@@ -14,13 +14,15 @@
 
 namespace verdict::rating::internal {
 
-// The values a parameter may take. Every range excludes NaN and the infinities.
-enum class ParameterRange {
-  kFinite,
-  kPositive,     // > 0
-  kNonNegative,  // >= 0
-  kOpenUnit,     // strictly between 0 and 1
-  kWhole,        // a whole number
+// The values a parameter may take: the interval from `least` to `most`, without an end where
+// that end is excluded, of whole numbers only where `whole`. Every range excludes NaN and the
+// infinities. Each system gives every parameter the range its arithmetic is proven for.
+struct ParameterRange {
+  double least = 0;
+  double most = 0;
+  bool least_excluded = false;
+  bool most_excluded = false;
+  bool whole = false;
 };
 
 // Reads the parameters of one spec: one Read per parameter the system has, then Finish.
@@ -30,7 +32,7 @@ class ParameterReader {
 
   // Sets `value`, which holds the parameter's default, to parameter `name` of the spec if the
   // spec gives it. A value out of `range` is kept for Finish to refuse.
-  void Read(std::string_view name, double& value, ParameterRange range);
+  void Read(std::string_view name, double& value, const ParameterRange& range);
 
   // The spec with every parameter read, defaults filled in; INVALID_ARGUMENT naming
   // "parameters.<name>" for the first parameter read out of its range, else for the first
@@ -51,13 +53,29 @@ Status CheckNoModel(const SystemSpec& spec);
 // INVALID_ARGUMENT saying which team is empty otherwise.
 Status CheckAnyTeams(std::string_view system, const std::vector<size_t>& team_sizes);
 
-// OK if every rating number is finite and the deviation and volatility are not negative;
-// INVALID_ARGUMENT naming the field otherwise. What every system requires of a rating.
-Status CheckFiniteRating(const Rating& rating);
+// OK if every rating number is finite and within the bounds every system keeps its ratings in
+// (rating_system.h): the value within +-kMaxRatingValue, the deviation and volatility from 0 to
+// kMaxUncertainty; INVALID_ARGUMENT naming the field and the bound otherwise. What every system
+// requires of a rating; a system that uses a deviation or volatility also wants it at least
+// kMinUncertainty (CheckUncertainty).
+Status CheckBoundedRating(const Rating& rating);
 
-// `computed` if it passes `system.CheckRating`, else `before`: the guard that keeps a rating whose
-// arithmetic left the range of doubles (ratings far outside any ladder) where it was.
-Rating CheckedOr(const RatingSystem& system, const Rating& computed, const Rating& before);
+// OK if `value` (the rating's `field`, "deviation" or "volatility") is at least kMinUncertainty;
+// INVALID_ARGUMENT naming the field otherwise. `what` names it in the system's terms ("an openskill
+// sigma").
+Status CheckUncertainty(std::string_view field, std::string_view what, double value);
+
+// Which numbers of a Rating a system uses, for Bounded.
+struct RatingShape {
+  bool deviation = false;
+  bool volatility = false;
+};
+
+// `computed` brought within the bounds of a rating: the value clamped to +-kMaxRatingValue, and
+// the deviation and volatility `shape` says the system uses clamped to [kMinUncertainty,
+// kMaxUncertainty]; `before` if a number of `computed` is not finite (its arithmetic left the
+// range of doubles). The guard on every rating a system's Rate returns.
+Rating Bounded(const Rating& computed, const Rating& before, RatingShape shape);
 
 // The ratings of `teams` as they are: what Rate answers for a room it cannot rate.
 std::vector<std::vector<Rating>> Unchanged(const std::vector<PlacedTeam>& teams);

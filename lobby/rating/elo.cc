@@ -1,5 +1,6 @@
 #include "lobby/rating/elo.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -38,14 +39,15 @@ class Elo final : public RatingSystem {
   }
 
   Status CheckRating(const Rating& rating) const override {
-    VERDICT_RETURN_IF_ERROR(internal::CheckFiniteRating(rating));
+    VERDICT_RETURN_IF_ERROR(internal::CheckBoundedRating(rating));
     if (rating.value != std::trunc(rating.value)) {
       return InvalidArgumentError("value: an elo rating is a whole number");
     }
     return Status::Ok();
   }
 
-  std::vector<std::vector<Rating>> Rate(const std::vector<PlacedTeam>& teams) const override {
+  Result<std::vector<std::vector<Rating>>> Rate(
+      const std::vector<PlacedTeam>& teams) const override {
     if (!CheckRoom(*this, teams).ok()) return internal::Unchanged(teams);
     const size_t team_count = teams.size();
     size_t player_count = 0;
@@ -57,7 +59,9 @@ class Elo final : public RatingSystem {
       player_count += teams[i].players.size();
     }
 
-    std::vector<std::vector<Rating>> rated(team_count);
+    // Each player's unrounded change, by team.
+    std::vector<double> player_change(team_count);
+    double largest = 0;
     for (size_t i = 0; i < team_count; ++i) {
       // Each direction of a pair computed from its own side, as verdict_elo_delta does for each
       // of two teams.
@@ -73,11 +77,21 @@ class Elo final : public RatingSystem {
       // n_mean / n_i, computed as N / (T n_i): exactly 1 when every team has n_i players.
       const double size_factor = static_cast<double>(player_count) /
                                  static_cast<double>(team_count * teams[i].players.size());
-      const double change = RoundEloChange(team_change * size_factor);
+      player_change[i] = team_change * size_factor;
+      largest = std::max(largest, std::abs(player_change[i]));
+    }
+    // No player moves by more than K (see elo.h): the whole room scaled down together, so that it
+    // still sums to zero. Only unequal team sizes can need it; equal ones are left exactly as
+    // they were computed.
+    const double scale = largest > parameters_.k ? parameters_.k / largest : 1.0;
+
+    std::vector<std::vector<Rating>> rated(team_count);
+    for (size_t i = 0; i < team_count; ++i) {
+      const double change = RoundEloChange(player_change[i] * scale);
       for (const auto& player : teams[i].players) {
         Rating after = player.rating;
         after.value += change;
-        rated[i].push_back(internal::CheckedOr(*this, after, player.rating));
+        rated[i].push_back(internal::Bounded(after, player.rating, {}));
       }
     }
     return rated;
@@ -95,8 +109,9 @@ Result<std::unique_ptr<RatingSystem>> MakeElo(const SystemSpec& spec) {
   using internal::ParameterRange;
   EloParameters parameters;
   internal::ParameterReader reader(spec);
-  reader.Read("k", parameters.k, ParameterRange::kPositive);
-  reader.Read("initial_rating", parameters.initial_rating, ParameterRange::kWhole);
+  reader.Read("k", parameters.k, {.least = 0, .most = kMaxEloK, .least_excluded = true});
+  reader.Read("initial_rating", parameters.initial_rating,
+              {.least = -kMaxRatingValue, .most = kMaxRatingValue, .whole = true});
   auto filled = reader.Finish();
   if (!filled.ok()) return filled.status();
   return std::unique_ptr<RatingSystem>(std::make_unique<Elo>(parameters, std::move(*filled)));

@@ -14,14 +14,22 @@
 // team size): the room's player changes sum to zero before rounding whatever the team sizes, and
 // with equal sizes the factor is 1. Two teams: Delta = K (S - E), today's formula.
 //
+// No player moves by more than K in one room. |Delta_i| is at most K, but the size factor is not
+// bounded: a solo player against 199 has n_mean / n_i = 100, and a win at even odds would move it
+// by 16 * 100 = 1600 points, the odds of 10,000 to 1 from one coin flip. So when the largest
+// player change c_max of a room exceeds K, every player's change is multiplied by K / c_max: the
+// room still sums to zero, the largest change is K (the most a 1v1 can move a player), and the
+// others keep their proportions (1 vs 199 at even odds, the solo winner: +32, each of the 199:
+// 8.04 * 32 / 1600 = 0.16, which rounds to 0). Teams of equal size never need it.
+//
 // Rounding: each player's change is rounded to a whole number, half away from zero, the way the
 // settlement's SQL rounds: PostgreSQL casts K (S - E) from double precision to numeric at 15
 // significant digits, then rounds. So ratings stay whole numbers, and a change that is a half in
 // exact arithmetic rounds away from zero even when the double lies just below it (K = 33, 400
 // points apart, a draw: 13.5, computed as 13.499999999999998, moves by 14 as today).
 //
-// The rounding residue (the sum of a room's player changes, zero before rounding) is a whole
-// number of points:
+// The rounding residue (the sum of a room's player changes, zero before rounding, scaled or not) is
+// a whole number of points:
 //   - zero for two teams of equal size: the two changes are opposite to the digits kept, and
 //     rounding half away from zero is symmetric;
 //   - for T teams of n players each, n times the sum of the T rounded team changes: at most
@@ -42,10 +50,16 @@ namespace verdict::rating {
 
 inline constexpr std::string_view kEloSystem = "elo";
 
+// The largest K a mode may declare: a room then moves a player by at most 1,000 points, and a
+// rating far from the bounds of rating_system.h stays clear of them.
+inline constexpr double kMaxEloK = 1000;
+
 struct EloParameters {
-  // The change of a pair's result, K in K (S - E). Default: 32. Must be > 0.
+  // The change of a pair's result, K in K (S - E): the most one room moves a player. Default: 32.
+  // Must be > 0 and <= kMaxEloK.
   double k = 32;
-  // The rating of a player new to the mode. Default: 1500. Must be a whole number.
+  // The rating of a player new to the mode. Default: 1500. Must be a whole number within
+  // +-kMaxRatingValue.
   double initial_rating = 1500;
 };
 

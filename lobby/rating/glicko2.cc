@@ -15,9 +15,17 @@ namespace {
 constexpr double kScale = 173.7178;
 constexpr double kCentre = 1500;
 
-// Step 5's iteration converges in a handful of rounds (six in the paper's example); the bound only
-// ends it for input so far out that the function cannot be evaluated.
-constexpr int kMaxIterations = 100;
+// The bounds of step 5's iterations. The bracket search ends by k = ceil(tau / 2) (see
+// NewVolatility), at most 5 for the largest tau a mode may declare. The Illinois iteration
+// converges in a handful of rounds (six in the paper's example), but stalls when the root lies
+// within rounding of one end of the bracket (ratings thousands of points apart, where f is all
+// but flat); after kIllinoisSteps, bisection finishes from the bracket it holds, which halves
+// its width each step: from the widest bracket of doubles (ln of the largest double, about 710,
+// down to ln kMinUncertainty^2, about -28) to epsilon within 40 steps. Either bound reached is an
+// error, never a longer wait.
+constexpr int kMaxBracketSteps = 64;
+constexpr int kIllinoisSteps = 50;
+constexpr int kMaxIterations = kIllinoisSteps + 64;
 
 double G(double phi) {
   return 1 / std::sqrt(1 + 3 * phi * phi / (std::numbers::pi * std::numbers::pi));
@@ -31,25 +39,55 @@ Rating Idle(const Rating& player) {
                 .volatility = player.volatility};
 }
 
-// Step 5: the new volatility, the root of f found by the Illinois algorithm.
-double NewVolatility(double phi, double sigma, double v, double delta, double tau) {
+// Step 5: the new volatility, the root of f found by the Illinois algorithm; INTERNAL if either
+// iteration reaches its bound.
+Result<double> NewVolatility(double phi, double sigma, double v, double delta, double tau) {
   const double a = std::log(sigma * sigma);
+  // e^x (delta^2 - phi^2 - v - e^x) / (2 d^2), as the product of two quotients of at most
+  // delta^2 / d each: d^2 itself overflows for the largest x of a bracket (delta^2 up to 1e308).
   const auto f = [&](double x) {
     const double ex = std::exp(x);
     const double d = phi * phi + v + ex;
-    return ex * (delta * delta - phi * phi - v - ex) / (2 * d * d) - (x - a) / (tau * tau);
+    return (ex / d) * ((delta * delta - phi * phi - v - ex) / d) / 2 - (x - a) / (tau * tau);
   };
   double A = a;
   double B;
   if (delta * delta > phi * phi + v) {
     B = std::log(delta * delta - phi * phi - v);
   } else {
+    // Here delta^2 <= phi^2 + v, so the first term of f is at least
+    // -e^x (phi^2 + v + e^x) / (2 (phi^2 + v + e^x)^2) > -1/2, and f(a - k tau) > k / tau - 1/2:
+    // not negative once k >= tau / 2. In doubles that needs a - k tau to differ from a, which the
+    // least tau a mode may declare (kMinGlicko2Tau) ensures for every volatility a rating may
+    // have; a tau below it (1e-30) would leave a - k tau == a for 10^28 steps.
     int k = 1;
-    while (f(a - k * tau) < 0) ++k;
+    while (f(a - k * tau) < 0) {
+      if (++k > kMaxBracketSteps) {
+        return InternalError("glicko2 step 5: no bracket for the volatility within " +
+                             std::to_string(kMaxBracketSteps) + " steps of tau");
+      }
+    }
     B = a - k * tau;
   }
   double fA = f(A), fB = f(B);
-  for (int i = 0; i < kMaxIterations && std::abs(B - A) > kGlicko2Epsilon; ++i) {
+  // The root always lies between A and B.
+  for (int i = 0; std::abs(B - A) > kGlicko2Epsilon; ++i) {
+    if (i == kMaxIterations || !std::isfinite(fA) || !std::isfinite(fB)) {
+      return InternalError("glicko2 step 5: the volatility did not converge within " +
+                           std::to_string(kMaxIterations) + " iterations");
+    }
+    if (i >= kIllinoisSteps) {  // bisection
+      const double M = A + (B - A) / 2;
+      const double fM = f(M);
+      if ((fM < 0) == (fA < 0)) {
+        A = M;
+        fA = fM;
+      } else {
+        B = M;
+        fB = fM;
+      }
+      continue;
+    }
     const double C = A + (A - B) * fA / (fB - fA);
     const double fC = f(C);
     // <= rather than <: a C that is the root exactly ends the iteration instead of stalling it.
@@ -67,8 +105,8 @@ double NewVolatility(double phi, double sigma, double v, double delta, double ta
 
 }  // namespace
 
-Rating Glicko2RatingPeriod(const Rating& player, const std::vector<Glicko2Game>& games,
-                           double tau) {
+Result<Rating> Glicko2RatingPeriod(const Rating& player, const std::vector<Glicko2Game>& games,
+                                   double tau) {
   if (games.empty()) return Idle(player);
   const double mu = (player.value - kCentre) / kScale;
   const double phi = player.deviation / kScale;
@@ -84,11 +122,20 @@ Rating Glicko2RatingPeriod(const Rating& player, const std::vector<Glicko2Game>&
     information += g * g * expected * unexpected;
     surprise += g * (game.score * unexpected - (1 - game.score) * expected);  // g (s - E)
   }
-  if (!(information > 0)) return Idle(player);  // every outcome was certain at double precision
+  // Every outcome was certain at double precision, or so nearly that v overflows.
+  if (!(information > 0) || !std::isfinite(1 / information)) return Idle(player);
   const double v = 1 / information;
   const double delta = v * surprise;
 
-  const double sigma = NewVolatility(phi, player.volatility, v, delta, tau);
+  // An upset between ratings thousands of points apart makes delta^2 overflow, and step 5 cannot
+  // be evaluated: the volatility stays, and steps 6 to 8 (where 1 / v is all but 0) still move
+  // the rating.
+  double sigma = player.volatility;
+  if (std::isfinite(delta * delta)) {
+    const auto new_sigma = NewVolatility(phi, player.volatility, v, delta, tau);
+    if (!new_sigma.ok()) return new_sigma.status();
+    sigma = *new_sigma;
+  }
   // Steps 6 to 8.
   const double phi_star = std::sqrt(phi * phi + sigma * sigma);
   const double new_phi = 1 / std::sqrt(1 / (phi_star * phi_star) + 1 / v);
@@ -132,25 +179,27 @@ class Glicko2 final : public RatingSystem {
   }
 
   Status CheckRating(const Rating& rating) const override {
-    VERDICT_RETURN_IF_ERROR(internal::CheckFiniteRating(rating));
-    if (!(rating.deviation > 0)) return InvalidArgumentError("deviation: a glicko2 RD must be > 0");
-    if (!(rating.volatility > 0)) {
-      return InvalidArgumentError("volatility: a glicko2 volatility must be > 0");
-    }
-    return Status::Ok();
+    VERDICT_RETURN_IF_ERROR(internal::CheckBoundedRating(rating));
+    VERDICT_RETURN_IF_ERROR(
+        internal::CheckUncertainty("deviation", "a glicko2 RD", rating.deviation));
+    return internal::CheckUncertainty("volatility", "a glicko2 volatility", rating.volatility);
   }
 
-  std::vector<std::vector<Rating>> Rate(const std::vector<PlacedTeam>& teams) const override {
+  Result<std::vector<std::vector<Rating>>> Rate(
+      const std::vector<PlacedTeam>& teams) const override {
     if (!CheckRoom(*this, teams).ok()) return internal::Unchanged(teams);
     const Rating& first = teams[0].players[0].rating;
     const Rating& second = teams[1].players[0].rating;
     const double score = teams[0].rank < teams[1].rank    ? 1.0
                          : teams[0].rank == teams[1].rank ? 0.5
                                                           : 0.0;
-    const Rating first_after = Glicko2RatingPeriod(first, {{second, score}}, parameters_.tau);
-    const Rating second_after = Glicko2RatingPeriod(second, {{first, 1 - score}}, parameters_.tau);
-    return {{internal::CheckedOr(*this, first_after, first)},
-            {internal::CheckedOr(*this, second_after, second)}};
+    const auto first_after = Glicko2RatingPeriod(first, {{second, score}}, parameters_.tau);
+    if (!first_after.ok()) return first_after.status();
+    const auto second_after = Glicko2RatingPeriod(second, {{first, 1 - score}}, parameters_.tau);
+    if (!second_after.ok()) return second_after.status();
+    constexpr internal::RatingShape kShape{.deviation = true, .volatility = true};
+    return std::vector<std::vector<Rating>>{{internal::Bounded(*first_after, first, kShape)},
+                                            {internal::Bounded(*second_after, second, kShape)}};
   }
 
  private:
@@ -165,10 +214,12 @@ Result<std::unique_ptr<RatingSystem>> MakeGlicko2(const SystemSpec& spec) {
   using internal::ParameterRange;
   Glicko2Parameters parameters;
   internal::ParameterReader reader(spec);
-  reader.Read("tau", parameters.tau, ParameterRange::kPositive);
-  reader.Read("initial_rating", parameters.initial_rating, ParameterRange::kFinite);
-  reader.Read("initial_deviation", parameters.initial_deviation, ParameterRange::kPositive);
-  reader.Read("initial_volatility", parameters.initial_volatility, ParameterRange::kPositive);
+  const ParameterRange uncertainty{.least = kMinUncertainty, .most = kMaxUncertainty};
+  reader.Read("tau", parameters.tau, {.least = kMinGlicko2Tau, .most = kMaxGlicko2Tau});
+  reader.Read("initial_rating", parameters.initial_rating,
+              {.least = -kMaxRatingValue, .most = kMaxRatingValue});
+  reader.Read("initial_deviation", parameters.initial_deviation, uncertainty);
+  reader.Read("initial_volatility", parameters.initial_volatility, uncertainty);
   auto filled = reader.Finish();
   if (!filled.ok()) return filled.status();
   return std::unique_ptr<RatingSystem>(std::make_unique<Glicko2>(parameters, std::move(*filled)));

@@ -14,7 +14,8 @@
 //
 // Numerics: E (1 - E) and s - E are computed from the two logistic tails, which the textbook
 // difference 1 - E loses for ratings thousands of points apart; a rating whose arithmetic still
-// leaves the range of doubles stays as it was.
+// leaves the range of doubles stays as it was, and one that would leave the bounds of
+// rating_system.h stops at them.
 #pragma once
 
 #include <memory>
@@ -28,14 +29,21 @@ namespace verdict::rating {
 
 inline constexpr std::string_view kGlicko2System = "glicko2";
 
+// The range of tau a mode may declare. Glickman suggests 0.3 to 1.2; the range is wider, and
+// within it step 5's iteration is proven to end (glicko2.cc, NewVolatility): below 0.01 its
+// bracket search steps by less than a double can tell from the volatility's logarithm (1e-30
+// never ends), and up to 10 it ends within 5 steps.
+inline constexpr double kMinGlicko2Tau = 0.01;
+inline constexpr double kMaxGlicko2Tau = 10;
+
 struct Glicko2Parameters {
-  // The system constant. Default: 0.5. Must be > 0 (Glickman suggests 0.3 to 1.2).
+  // The system constant. Default: 0.5. From kMinGlicko2Tau to kMaxGlicko2Tau.
   double tau = 0.5;
-  // A new player's r. Default: 1500. Any finite number.
+  // A new player's r. Default: 1500. Within +-kMaxRatingValue.
   double initial_rating = 1500;
-  // A new player's RD. Default: 350. Must be > 0.
+  // A new player's RD. Default: 350. From kMinUncertainty to kMaxUncertainty.
   double initial_deviation = 350;
-  // A new player's sigma. Default: 0.06. Must be > 0.
+  // A new player's sigma. Default: 0.06. From kMinUncertainty to kMaxUncertainty.
   double initial_volatility = 0.06;
 };
 
@@ -51,8 +59,11 @@ inline constexpr double kGlicko2Epsilon = 0.000001;
 
 // The player's rating after one rating period with these games, system constant `tau`
 // (Glickman's steps 1-8). No games: only the deviation grows, to sqrt(phi^2 + sigma^2) (step 6).
-// Requires `player` and every opponent to pass the system's CheckRating and tau > 0.
-Rating Glicko2RatingPeriod(const Rating& player, const std::vector<Glicko2Game>& games, double tau);
+// Meant for `player` and every opponent passing the system's CheckRating and tau within
+// [kMinGlicko2Tau, kMaxGlicko2Tau], where it converges; whatever the input, step 5's two
+// iterations are bounded, and INTERNAL says which one reached its bound.
+Result<Rating> Glicko2RatingPeriod(const Rating& player, const std::vector<Glicko2Game>& games,
+                                   double tau);
 
 // The "glicko2" system `spec` names (no model; parameters "tau", "initial_rating",
 // "initial_deviation", "initial_volatility"); INVALID_ARGUMENT naming the field otherwise.

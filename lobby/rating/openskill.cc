@@ -125,14 +125,12 @@ class OpenSkill final : public RatingSystem {
   }
 
   Status CheckRating(const Rating& rating) const override {
-    VERDICT_RETURN_IF_ERROR(internal::CheckFiniteRating(rating));
-    if (!(rating.deviation > 0)) {
-      return InvalidArgumentError("deviation: an openskill sigma must be > 0");
-    }
-    return Status::Ok();
+    VERDICT_RETURN_IF_ERROR(internal::CheckBoundedRating(rating));
+    return internal::CheckUncertainty("deviation", "an openskill sigma", rating.deviation);
   }
 
-  std::vector<std::vector<Rating>> Rate(const std::vector<PlacedTeam>& teams) const override {
+  Result<std::vector<std::vector<Rating>>> Rate(
+      const std::vector<PlacedTeam>& teams) const override {
     if (!CheckRoom(*this, teams).ok()) return internal::Unchanged(teams);
     const double tau_sq = parameters_.tau * parameters_.tau;
     // Each player's sigma as the room rates it: with tau added in quadrature when tau > 0.
@@ -171,7 +169,7 @@ class OpenSkill final : public RatingSystem {
         Rating after = before;
         after.value = before.value + mu_change;
         after.deviation = sigma[i][j] * std::sqrt(std::max(1 - shrink, parameters_.kappa));
-        rated[i].push_back(internal::CheckedOr(*this, after, before));
+        rated[i].push_back(internal::Bounded(after, before, {.deviation = true}));
       }
     }
     return rated;
@@ -199,12 +197,16 @@ Result<std::unique_ptr<RatingSystem>> MakeOpenSkill(const SystemSpec& spec) {
   }
   using internal::ParameterRange;
   internal::ParameterReader reader(named);
-  reader.Read("mu", parameters.mu, ParameterRange::kFinite);
-  reader.Read("sigma", parameters.sigma, ParameterRange::kPositive);
+  // Each range keeps every rating the system makes within the bounds of rating_system.h.
+  const ParameterRange rating{.least = -kMaxRatingValue, .most = kMaxRatingValue};
+  const ParameterRange uncertainty{.least = kMinUncertainty, .most = kMaxUncertainty};
+  reader.Read("mu", parameters.mu, rating);
+  reader.Read("sigma", parameters.sigma, uncertainty);
   parameters.beta = parameters.sigma / 2;
-  reader.Read("beta", parameters.beta, ParameterRange::kPositive);
-  reader.Read("kappa", parameters.kappa, ParameterRange::kOpenUnit);
-  reader.Read("tau", parameters.tau, ParameterRange::kNonNegative);
+  reader.Read("beta", parameters.beta, uncertainty);
+  reader.Read("kappa", parameters.kappa,
+              {.least = 0, .most = 1, .least_excluded = true, .most_excluded = true});
+  reader.Read("tau", parameters.tau, {.least = 0, .most = kMaxUncertainty});
   auto filled = reader.Finish();
   if (!filled.ok()) return filled.status();
   return std::unique_ptr<RatingSystem>(std::make_unique<OpenSkill>(parameters, std::move(*filled)));

@@ -33,7 +33,17 @@
 //
 // Numerics: Plackett-Luce's exp(mu / c) terms are taken relative to the largest of each sum (a
 // log-sum-exp), the same quotients without overflow for ratings far from 25; a rating whose
-// arithmetic still leaves the range of doubles stays as it was.
+// arithmetic still leaves the range of doubles stays as it was, and one that would leave the
+// bounds of rating_system.h stops at them. Closed forms only: no iteration.
+//
+// Many teams: Bradley-Terry compares every pair, and each pair moves mu by its own surprise, so a
+// winner of 100 equal teams gains from 99 wins at once: +260.9 from 25 (openskill.js 5.0.1,
+// rate() of 100 default ratings with bradleyTerryFull and tau 0: 285.8879069638908), while its
+// sigma falls to the kappa floor (0.0833). That is the model as Weng and Lin state it and as the
+// implementations compute it, and it is kept, to agree with them: bounding it would make a
+// bradley_terry_full mode rate differently from every other implementation of the model.
+// Plackett-Luce, the default, reads a placement as one ranking and moves the same winner far less
+// (docs/modes.md gives both); a mode of many teams should use it.
 #pragma once
 
 #include <memory>
@@ -52,15 +62,17 @@ struct OpenSkillParameters {
   enum class Model { kPlackettLuce, kBradleyTerryFull };
   // Default: Plackett-Luce.
   Model model = Model::kPlackettLuce;
-  // A new player's mu. Default: 25. Any finite number.
+  // A new player's mu. Default: 25. Within +-kMaxRatingValue.
   double mu = 25;
-  // A new player's sigma. Default: 25/3. Must be > 0.
+  // A new player's sigma. Default: 25/3. From kMinUncertainty to kMaxUncertainty.
   double sigma = 25.0 / 3.0;
-  // The spread of one performance. Default: sigma / 2 (of the sigma given). Must be > 0.
+  // The spread of one performance. Default: sigma / 2 (of the sigma given). From kMinUncertainty
+  // to kMaxUncertainty.
   double beta = 25.0 / 6.0;
   // The least fraction a player's variance keeps in one room. Default: 0.0001. Between 0 and 1.
   double kappa = 0.0001;
-  // Added to every sigma (in quadrature) before a room is rated. Default: 0 (none). Must be >= 0.
+  // Added to every sigma (in quadrature) before a room is rated. Default: 0 (none). From 0 to
+  // kMaxUncertainty.
   double tau = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "lobby/rating/rating_system.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -10,8 +11,12 @@
 
 namespace verdict::rating {
 
+double WithinRatingBounds(double value) {
+  return std::isnan(value) ? 0 : std::clamp(value, -kMaxRatingValue, kMaxRatingValue);
+}
+
 Status RatingSystem::CheckRating(const Rating& rating) const {
-  return internal::CheckFiniteRating(rating);
+  return internal::CheckBoundedRating(rating);
 }
 
 Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& teams) {
@@ -52,9 +57,13 @@ Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec) {
 
 namespace {
 
-// The uncertainty rule of ApplyChange: scaled by after / before, or after's where before has none.
-double ScaleUncertainty(double current, double before, double after) {
-  return before > 0 ? current * (after / before) : after;
+// The uncertainty rule of ApplyChange, on variances: a shrink scales the current one, a growth
+// adds to it; after's where before has none.
+double MoveUncertainty(double current, double before, double after) {
+  if (!(before > 0)) return after;
+  const double variance = after < before ? current * current * ((after * after) / (before * before))
+                                         : current * current + (after * after - before * before);
+  return std::clamp(std::sqrt(variance), kMinUncertainty, kMaxUncertainty);
 }
 
 }  // namespace
@@ -62,9 +71,10 @@ double ScaleUncertainty(double current, double before, double after) {
 Rating ApplyChange(const Rating& current, const Rating& before, const Rating& after) {
   if (current == before) return after;
   return Rating{
-      .value = current.value + (after.value - before.value),
-      .deviation = ScaleUncertainty(current.deviation, before.deviation, after.deviation),
-      .volatility = ScaleUncertainty(current.volatility, before.volatility, after.volatility),
+      .value = std::clamp(current.value + (after.value - before.value), -kMaxRatingValue,
+                          kMaxRatingValue),
+      .deviation = MoveUncertainty(current.deviation, before.deviation, after.deviation),
+      .volatility = MoveUncertainty(current.volatility, before.volatility, after.volatility),
   };
 }
 

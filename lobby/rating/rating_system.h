@@ -18,6 +18,22 @@
 
 namespace verdict::rating {
 
+// The bounds every rating of every system lies within, in the system's own numbers: what an
+// import must meet and what Rate returns (a rating it would move beyond stops at the bound).
+// Far beyond any ladder (an Elo 1,000,000 is 2,500 steps of ten-to-one odds above 0), they keep
+// every number exact where it must be (an Elo rating is a whole number, exact in a double and in
+// the API's 32-bit `elo`), every displayed rating finite, and every system's arithmetic within
+// the range its iterations are proven for.
+inline constexpr double kMaxRatingValue = 1e6;
+// A deviation or volatility a system uses is between these; one it does not use is 0.
+inline constexpr double kMinUncertainty = 1e-6;
+inline constexpr double kMaxUncertainty = 1e6;
+
+// `value` within +-kMaxRatingValue (NaN: 0): what is safe to convert to a 32-bit integer. Every
+// rating the lobby stores is within the bounds; a row stored before they were kept may not be,
+// and is shown at the bound rather than wrapped.
+double WithinRatingBounds(double value);
+
 // A player's rating in one mode, in the system's own numbers.
 struct Rating {
   double value = 0;       // Elo's rating, OpenSkill's mu, Glicko-2's r (on the Glicko scale)
@@ -68,17 +84,21 @@ class RatingSystem {
   virtual Status Accepts(const std::vector<size_t>& team_sizes) const = 0;
 
   // OK if the system can rate from `rating`: what an imported rating must be, and what every
-  // rating Rate returns is. Finite numbers, deviation and volatility not negative; Elo's value a
-  // whole number, OpenSkill's and Glicko-2's deviation positive, Glicko-2's volatility positive.
-  // INVALID_ARGUMENT naming the field ("deviation") otherwise.
+  // rating Rate returns is. Finite numbers within the bounds above (a value within
+  // +-kMaxRatingValue, a deviation and volatility from 0 to kMaxUncertainty); Elo's value a whole
+  // number, OpenSkill's and Glicko-2's deviation and Glicko-2's volatility at least
+  // kMinUncertainty. INVALID_ARGUMENT naming the field ("deviation") and the bound otherwise.
   virtual Status CheckRating(const Rating& rating) const;
 
   // Every player's new rating, in the input's order (one vector per team, one rating per player).
   // Requires CheckRoom(*this, teams) to be OK (Accepts() of the team sizes, every rank between 1
   // and the number of teams, every weight in [0, 1], every rating passing CheckRating). A room
   // that does not meet them is a caller's bug: it is answered with every rating unchanged, never
-  // with a crash. From a room that meets them, every rating returned passes CheckRating.
-  virtual std::vector<std::vector<Rating>> Rate(const std::vector<PlacedTeam>& teams) const = 0;
+  // with a crash. From a room that meets them, every rating returned passes CheckRating. Every
+  // iteration has a bound: INTERNAL naming the iteration if one ends at its bound without
+  // converging (a bug: every parameter's range is one its iterations are proven to converge in).
+  virtual Result<std::vector<std::vector<Rating>>> Rate(
+      const std::vector<PlacedTeam>& teams) const = 0;
 };
 
 // OK if `teams` meets what `system.Rate` requires; INVALID_ARGUMENT naming the team (1-based, in
@@ -89,12 +109,20 @@ Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& team
 // system, model or parameter, or a value out of range (a negative K, a zero sigma, ...).
 Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec);
 
-// The compensation rule (docs/operating.md, "Pending settlement"): a room rated from ratings
+// The compensation rule (docs/modes.md, "The compensation rule"): a room rated from ratings
 // `before` (the players' ratings at allocation) that moved a player to `after` moves the player's
-// `current` rating by the same change: the value by the difference after - before, the deviation
-// and the volatility by the ratio after / before (the same shrink of uncertainty), or set to
-// after's where before's is 0 (Elo's, or a rating without one). With current == before the result
-// is `after` exactly.
+// `current` rating by the same change. The value moves by the difference after - before. The
+// deviation and the volatility are uncertainties, and a room changes one in two ways, each
+// applied to the current one as it acts on a variance:
+//   - a room that shrank it (after < before: what the match taught) scales the current variance
+//     by the same factor, current'^2 = current^2 * after^2 / before^2;
+//   - a room that grew it (after > before: uncertainty a system adds before it rates, OpenSkill's
+//     tau, or a Glicko-2 volatility that rose) adds the same variance,
+//     current'^2 = current^2 + (after^2 - before^2).
+// So a late room never moves an uncertainty further than it moved its own: never below 0, never
+// up by more than it added, whatever the current one. The result is kept within
+// [kMinUncertainty, kMaxUncertainty]. A number `before` does not have (0: Elo's deviation) is
+// after's. With current == before the result is `after` exactly.
 Rating ApplyChange(const Rating& current, const Rating& before, const Rating& after);
 
 }  // namespace verdict::rating

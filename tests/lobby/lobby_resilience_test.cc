@@ -24,6 +24,7 @@
 #include "tests/lobby/lobby_fixture.h"
 #include "tests/support/private_postgres.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace verdict::testing {
 namespace {
@@ -112,6 +113,48 @@ TEST_F(LobbyResilienceTest, StuckRoomHoldsOneWorkerAndOtherRoomsKeepSettling) {
   const HttpResponse late = Settle(lobby->port(), MakeResult(81));
   ASSERT_EQ(late.status, 200) << late.body;
   EXPECT_EQ(Q("SELECT count(*) FROM matches WHERE room_id = 81"), "1");
+}
+
+// A settlement's rating step that never ends (a glicko2 mode declared with tau 1e-30 spun for
+// ever in step 5, issue 49): the failpoint hangs the worker inside the open transaction, after it
+// locked the room and its players. No statement runs, so no statement timeout fires; the
+// server's idle-in-transaction timeout (the statement timeout, here 2 s) ends the session and
+// frees the locks. And SIGTERM still ends the lobby, whose worker never returns: it exits with
+// status 1 once the shutdown's grace has passed.
+TEST_F(LobbyResilienceTest, AStuckRatingStepFreesItsLocksAndSigtermStillEndsTheLobby) {
+  auto lobby = StartLobby({"--statement-timeout-ms", "2000"},
+                          {{"VERDICT_FAILPOINTS", "settle.rate=hang*1"}});
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 84);
+  std::thread stuck([&] {
+    HttpCall(lobby->port(), "POST", "/v1/settlements", JsonHeaders("token-a"),
+             wire::EncodeBody(MakeResult(84), wire::BodyFormat::kJson).value(), 2s);
+  });
+  // The settlement took the room's advisory lock and its players' rows, then hung.
+  ASSERT_TRUE(WaitFor([&] {
+    return Q("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 84") == "1";
+  })) << "the settlement never took the room's lock";
+  // Then the server ends the idle transaction: nothing holds the room or its players any more.
+  const auto lockable = [&] {
+    try {
+      auto conn = db_->Connect();
+      pqxx::work tx(*conn);
+      tx.exec("SET lock_timeout = 1");
+      const bool room = tx.exec1("SELECT pg_try_advisory_xact_lock(84)")[0].as<bool>();
+      tx.exec("SELECT 1 FROM players WHERE player_id IN ('841', '846') FOR UPDATE NOWAIT");
+      return room;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  EXPECT_TRUE(WaitUntil(lockable, 20s)) << "the stuck settlement still holds its locks";
+  EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "0") << "nothing was committed";
+  stuck.join();
+
+  ::kill(lobby->pid(), SIGTERM);
+  const bool exited = WaitUntil([&] { return !lobby->Running(); }, 60s);
+  EXPECT_TRUE(exited) << "SIGTERM did not end a lobby whose worker is stuck";
+  if (!exited) lobby->Kill();
 }
 
 TEST_F(LobbyResilienceTest, LockTimeoutAnswers503WithRetryAfterAndChangesNothing) {

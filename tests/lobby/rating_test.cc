@@ -41,6 +41,14 @@ std::unique_ptr<RatingSystem> Make(const SystemSpec& spec) {
   return system.ok() ? std::move(*system) : nullptr;
 }
 
+// What `system` rates `teams` to, expecting it to succeed (an empty answer if it does not).
+std::vector<std::vector<Rating>> RateOk(const RatingSystem& system,
+                                        const std::vector<PlacedTeam>& teams) {
+  auto rated = system.Rate(teams);
+  EXPECT_TRUE(rated.ok()) << rated.status().ToString();
+  return rated.ok() ? std::move(*rated) : std::vector<std::vector<Rating>>();
+}
+
 // A team of players with these ratings (all weights 1), placed `rank`.
 PlacedTeam Team(const std::vector<Rating>& ratings, uint32_t rank) {
   PlacedTeam team;
@@ -81,7 +89,7 @@ struct MuSigmaPair {
 // Rates `teams` and expects every player's (mu, sigma) to be `expected` to 1e-9.
 void ExpectOpenSkill(const RatingSystem& system, const std::vector<PlacedTeam>& teams,
                      const std::vector<std::vector<MuSigmaPair>>& expected) {
-  const auto rated = system.Rate(teams);
+  const auto rated = RateOk(system, teams);
   ASSERT_EQ(rated.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     ASSERT_EQ(rated[i].size(), expected[i].size()) << "team " << i;
@@ -363,6 +371,36 @@ TEST(OpenSkillTauTest, SmallTauOverDifferentRatings) {
                    {{19.21478808745494, 7.854267281042293}}});
 }
 
+// 100 solo players placed 1 to 100, every rating the default (issue 49: a winner of many teams
+// under Bradley-Terry gains hundreds of points). Bradley-Terry counts each of the 99 pairs a
+// player won as a win of its own, and this is what the implementations compute (openskill.py,
+// openskill/models/weng_lin/bradley_terry_full.py, _compute: omega and delta summed over every
+// other team, unscaled); the values are openskill.js 5.0.1's (npm), rate(Array.from({length: 100},
+// () => [rating()]), {model: bradleyTerryFull, tau: 0}): first 285.8879069638908, second
+// 280.61744419694355, 50th 27.63523138347366, 51st 22.36476861652636, last -235.88790696389083,
+// every sigma at its kappa floor, 0.08333333333333334. Plackett-Luce reads the same placement as
+// one ranking (rate() with {tau: 0}): first 25.73790243257493 (sigma 8.333303817183758),
+// last 21.878913074367826 (8.322735402883591).
+TEST(OpenSkillBradleyTerryFullTest, OneHundredTeamsMoveAsTheImplementationsDo) {
+  const auto bradley_terry =
+      RateOk(*Make(kBradleyTerryFull), InOrder(std::vector<size_t>(100, 1), kDefaultOpenSkill));
+  ASSERT_EQ(bradley_terry.size(), 100u);
+  EXPECT_NEAR(bradley_terry[0][0].value, 285.8879069638908, kVectorTolerance);
+  EXPECT_NEAR(bradley_terry[1][0].value, 280.61744419694355, kVectorTolerance);
+  EXPECT_NEAR(bradley_terry[49][0].value, 27.63523138347366, kVectorTolerance);
+  EXPECT_NEAR(bradley_terry[50][0].value, 22.36476861652636, kVectorTolerance);
+  EXPECT_NEAR(bradley_terry[99][0].value, -235.88790696389083, kVectorTolerance);
+  for (const auto& team : bradley_terry) {
+    EXPECT_NEAR(team[0].deviation, 0.08333333333333334, kVectorTolerance);
+  }
+  const auto plackett_luce =
+      RateOk(*Make(kPlackettLuce), InOrder(std::vector<size_t>(100, 1), kDefaultOpenSkill));
+  EXPECT_NEAR(plackett_luce[0][0].value, 25.73790243257493, kVectorTolerance);
+  EXPECT_NEAR(plackett_luce[0][0].deviation, 8.333303817183758, kVectorTolerance);
+  EXPECT_NEAR(plackett_luce[99][0].value, 21.878913074367826, kVectorTolerance);
+  EXPECT_NEAR(plackett_luce[99][0].deviation, 8.322735402883591, kVectorTolerance);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Weights (partial play), as openskill.py 6.2.0 applies them (rescaled to [1, 2] within each
 // team). Published vectors exist only from openskill.py 6.0 on (openskill.js v5.0.1 ignored
@@ -426,10 +464,10 @@ TEST(OpenSkillWeightsTest, SharesBelowOne) {
 TEST(OpenSkillWeightsTest, EqualWeightsAndSoloWeightsChangeNothing) {
   const auto system = Make(kPlackettLuce);
   const Rating r = kDefaultOpenSkill;
-  EXPECT_EQ(system->Rate({WeightedTeam({r, r}, {0.83, 0.83}, 1), Team({r, r}, 2)}),
-            system->Rate({Team({r, r}, 1), Team({r, r}, 2)}));
-  EXPECT_EQ(system->Rate({WeightedTeam({r}, {0.4}, 1), Team({r}, 2), Team({r}, 3)}),
-            system->Rate({Team({r}, 1), Team({r}, 2), Team({r}, 3)}));
+  EXPECT_EQ(RateOk(*system, {WeightedTeam({r, r}, {0.83, 0.83}, 1), Team({r, r}, 2)}),
+            RateOk(*system, {Team({r, r}, 1), Team({r, r}, 2)}));
+  EXPECT_EQ(RateOk(*system, {WeightedTeam({r}, {0.4}, 1), Team({r}, 2), Team({r}, 3)}),
+            RateOk(*system, {Team({r}, 1), Team({r}, 2), Team({r}, 3)}));
 }
 
 // Ratings far from any ladder neither overflow nor turn into NaN: Plackett-Luce's exp(mu / c)
@@ -437,8 +475,8 @@ TEST(OpenSkillWeightsTest, EqualWeightsAndSoloWeightsChangeNothing) {
 TEST(OpenSkillTest, RatingsFarFromTheScaleStayFinite) {
   for (const auto& spec : {kPlackettLuce, kBradleyTerryFull}) {
     const auto system = Make(spec);
-    const auto rated = system->Rate(
-        {Team({MuSigma(1e5, 8)}, 2), Team({MuSigma(-1e5, 8)}, 1), Team({MuSigma(25, 1e-3)}, 3)});
+    const auto rated = RateOk(*system, {Team({MuSigma(1e5, 8)}, 2), Team({MuSigma(-1e5, 8)}, 1),
+                                        Team({MuSigma(25, 1e-3)}, 3)});
     for (const auto& team : rated) {
       for (const auto& rating : team) {
         EXPECT_TRUE(system->CheckRating(rating).ok()) << spec.model << ": " << rating.value;
@@ -479,7 +517,7 @@ constexpr double kGlicko2Scale = 173.7178;
 // which it computes from those rounded figures (173.7178 x -0.2069 + 1500 = 1464.0574), to one
 // unit: full precision gives r' = 1464.0507 and sigma' = 0.0599960 (see the next test).
 TEST(Glicko2Test, GlickmansWorkedExample) {
-  const Rating after = Glicko2RatingPeriod(kGlickmanPlayer, kGlickmanGames, 0.5);
+  const Rating after = Glicko2RatingPeriod(kGlickmanPlayer, kGlickmanGames, 0.5).value();
   EXPECT_NEAR((after.value - 1500) / kGlicko2Scale, -0.2069, 0.00005);
   EXPECT_NEAR(after.deviation / kGlicko2Scale, 0.8722, 0.00005);
   EXPECT_NEAR(after.value, 1464.06, 0.01);
@@ -493,7 +531,7 @@ TEST(Glicko2Test, GlickmansWorkedExample) {
 // Ridders' method rather than Illinois, to the same epsilon on ln(sigma^2): the two roots agree
 // to well within 1e-6.
 TEST(Glicko2Test, GlickmansExampleAtFullPrecision) {
-  const Rating after = Glicko2RatingPeriod(kGlickmanPlayer, kGlickmanGames, 0.5);
+  const Rating after = Glicko2RatingPeriod(kGlickmanPlayer, kGlickmanGames, 0.5).value();
   EXPECT_NEAR(after.value, 1464.0506705393013, 1e-6);
   EXPECT_NEAR(after.deviation, 151.51652412385727, 1e-6);
   EXPECT_NEAR(after.volatility, 0.059995984286488495, 1e-6);
@@ -504,7 +542,7 @@ TEST(Glicko2Test, GlickmansExampleAtFullPrecision) {
 // For 1500/200/0.06: 173.7178 * sqrt(1.15130^2 + 0.06^2) = 173.7178 * 1.152862 = 200.2714 (by
 // hand; 1.152862 is the paper's own phi* of step 6).
 TEST(Glicko2Test, PeriodWithoutGamesOnlyWidensTheDeviation) {
-  const Rating after = Glicko2RatingPeriod(kGlickmanPlayer, {}, 0.5);
+  const Rating after = Glicko2RatingPeriod(kGlickmanPlayer, {}, 0.5).value();
   EXPECT_EQ(after.value, 1500);
   EXPECT_EQ(after.volatility, 0.06);
   EXPECT_NEAR(after.deviation, 200.2714, 0.00005);
@@ -516,14 +554,14 @@ TEST(Glicko2Test, RoomIsOneRatingPeriodPerPlayer) {
   const auto system = Make(Spec("glicko2"));
   const Rating a{.value = 1500, .deviation = 200, .volatility = 0.06};
   const Rating b{.value = 1400, .deviation = 30, .volatility = 0.06};
-  const auto won = system->Rate({Team({a}, 1), Team({b}, 2)});
-  EXPECT_EQ(won[0][0], Glicko2RatingPeriod(a, {{b, 1}}, 0.5));
-  EXPECT_EQ(won[1][0], Glicko2RatingPeriod(b, {{a, 0}}, 0.5));
-  const auto lost = system->Rate({Team({a}, 2), Team({b}, 1)});
-  EXPECT_EQ(lost[0][0], Glicko2RatingPeriod(a, {{b, 0}}, 0.5));
-  const auto drew = system->Rate({Team({a}, 1), Team({b}, 1)});
-  EXPECT_EQ(drew[0][0], Glicko2RatingPeriod(a, {{b, 0.5}}, 0.5));
-  EXPECT_EQ(drew[1][0], Glicko2RatingPeriod(b, {{a, 0.5}}, 0.5));
+  const auto won = RateOk(*system, {Team({a}, 1), Team({b}, 2)});
+  EXPECT_EQ(won[0][0], Glicko2RatingPeriod(a, {{b, 1}}, 0.5).value());
+  EXPECT_EQ(won[1][0], Glicko2RatingPeriod(b, {{a, 0}}, 0.5).value());
+  const auto lost = RateOk(*system, {Team({a}, 2), Team({b}, 1)});
+  EXPECT_EQ(lost[0][0], Glicko2RatingPeriod(a, {{b, 0}}, 0.5).value());
+  const auto drew = RateOk(*system, {Team({a}, 1), Team({b}, 1)});
+  EXPECT_EQ(drew[0][0], Glicko2RatingPeriod(a, {{b, 0.5}}, 0.5).value());
+  EXPECT_EQ(drew[1][0], Glicko2RatingPeriod(b, {{a, 0.5}}, 0.5).value());
   // The winner rises, the loser falls, both deviations shrink.
   EXPECT_GT(won[0][0].value, a.value);
   EXPECT_LT(won[1][0].value, b.value);
@@ -548,12 +586,13 @@ TEST(Glicko2Test, RatingsFarApartStayFinite) {
   const Rating strong{.value = 1e5, .deviation = 50, .volatility = 0.06};
   const Rating weak{.value = 0, .deviation = 50, .volatility = 0.06};
   for (const uint32_t strong_rank : {1u, 2u}) {
-    const auto rated = system->Rate({Team({strong}, strong_rank), Team({weak}, 3 - strong_rank)});
+    const auto rated =
+        RateOk(*system, {Team({strong}, strong_rank), Team({weak}, 3 - strong_rank)});
     EXPECT_TRUE(system->CheckRating(rated[0][0]).ok()) << rated[0][0].value;
     EXPECT_TRUE(system->CheckRating(rated[1][0]).ok()) << rated[1][0].value;
   }
   // The upset still moves both: E rounds to 1, but 1 - E is taken from its own tail.
-  const auto upset = system->Rate({Team({strong}, 2), Team({weak}, 1)});
+  const auto upset = RateOk(*system, {Team({strong}, 2), Team({weak}, 1)});
   EXPECT_LT(upset[0][0].value, strong.value);
   EXPECT_GT(upset[1][0].value, weak.value);
 }
@@ -563,6 +602,67 @@ TEST(Glicko2Test, DisplayedIsRatingMinusTwoDeviations) {
   EXPECT_DOUBLE_EQ(system->Displayed(Rating{.value = 1850, .deviation = 50, .volatility = 0.06}),
                    1750);
   EXPECT_EQ(system->Initial(), (Rating{.value = 1500, .deviation = 350, .volatility = 0.06}));
+}
+
+// Step 5's iterations end whatever they are given: a tau of 1e-30 (which a mode can no longer
+// declare) spun for ever in the bracket search, since a - k tau rounds to a for 10^28 values of
+// k. Called directly, the period now answers INTERNAL naming the iteration.
+TEST(Glicko2Test, StepFiveIsBoundedForAnyInput) {
+  const Rating player{.value = 1500, .deviation = 350, .volatility = 0.06};
+  const auto after = Glicko2RatingPeriod(player, {{player, 1}}, 1e-30);
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.status().code(), StatusCode::kInternal);
+  EXPECT_NE(after.status().message().find("glicko2 step 5"), std::string::npos)
+      << after.status().message();
+  // Smaller still (tau^2 is 0, and f is not a number): it ends too, one way or the other.
+  for (const double tau : {1e-300, 4.9e-324}) {
+    Glicko2RatingPeriod(player, {{player, 1}}, tau).status().IgnoreError();
+  }
+  // Numbers no rating may have still end, with an error or a rating.
+  const double huge = std::numeric_limits<double>::max();
+  const double tiny = std::numeric_limits<double>::denorm_min();
+  for (const double volatility : {tiny, 1e-300, 1e300, huge}) {
+    for (const double deviation : {tiny, 1.0, huge}) {
+      const Rating odd{.value = 1500, .deviation = deviation, .volatility = volatility};
+      Glicko2RatingPeriod(odd, {{odd, 1}}, 0.5).status().IgnoreError();
+      Glicko2RatingPeriod(odd, {{odd, 0.5}}, 10).status().IgnoreError();
+    }
+  }
+}
+
+// Within the ranges a mode may declare and a rating may have, every room is rated: the proof of
+// glicko2.cc's bracket search, and the Illinois iteration's bound, checked over both ends of
+// every range and random points between.
+TEST(Glicko2Test, EveryRoomWithinTheRangesIsRated) {
+  std::mt19937 random(49);
+  const auto log_uniform = [&](double least, double most) {
+    return std::exp(
+        std::uniform_real_distribution<double>(std::log(least), std::log(most))(random));
+  };
+  std::uniform_real_distribution<double> value(-kMaxRatingValue, kMaxRatingValue);
+  std::uniform_int_distribution<int> rank(1, 2);
+  std::vector<double> taus{kMinGlicko2Tau, 0.5, kMaxGlicko2Tau};
+  for (int room = 0; room < 3000; ++room) {
+    const double tau = room < 300 ? taus[room % 3] : log_uniform(kMinGlicko2Tau, kMaxGlicko2Tau);
+    const auto system = Make(Spec("glicko2", {{"tau", tau}}));
+    const auto player = [&] {
+      // Mostly ratings near each other, where the arithmetic is hardest, sometimes anywhere.
+      return Rating{.value = room % 4 == 0 ? value(random) : 1500 + value(random) / 1000,
+                    .deviation = log_uniform(kMinUncertainty, kMaxUncertainty),
+                    .volatility = log_uniform(kMinUncertainty, kMaxUncertainty)};
+    };
+    const std::vector<PlacedTeam> teams{Team({player()}, static_cast<uint32_t>(rank(random))),
+                                        Team({player()}, static_cast<uint32_t>(rank(random)))};
+    const auto rated = system->Rate(teams);
+    ASSERT_TRUE(rated.ok()) << "room " << room << ": " << rated.status().ToString() << " tau "
+                            << tau << " " << teams[0].players[0].rating.value << "/"
+                            << teams[0].players[0].rating.deviation << "/"
+                            << teams[0].players[0].rating.volatility << " rank " << teams[0].rank
+                            << " vs " << teams[1].players[0].rating.value << "/"
+                            << teams[1].players[0].rating.deviation << "/"
+                            << teams[1].players[0].rating.volatility << " rank " << teams[1].rank;
+    for (const auto& team : *rated) EXPECT_TRUE(system->CheckRating(team[0]).ok());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -623,8 +723,8 @@ TEST(EloTest, TwoTeamsMoveExactlyAsTodaysSql) {
     const auto system = Make(Spec("elo", {{"k", c.k}}));
     const uint32_t team_rank = c.score == 1 ? 1 : c.score == 0 ? 2 : 1;
     const uint32_t opponent_rank = c.score == 1 ? 2 : 1;
-    const auto rated = system->Rate(
-        {Team(EloPlayers(c.team), team_rank), Team(EloPlayers(c.opponent), opponent_rank)});
+    const auto rated = RateOk(*system, {Team(EloPlayers(c.team), team_rank),
+                                        Team(EloPlayers(c.opponent), opponent_rank)});
     for (size_t j = 0; j < c.team.size(); ++j) {
       EXPECT_EQ(rated[0][j].value - c.team[j], c.sql_change)
           << c.team[0] << " vs " << c.opponent[0] << " k=" << c.k;
@@ -640,20 +740,21 @@ TEST(EloTest, TwoTeamsMoveExactlyAsTodaysSql) {
 // apart, E = 1 / (1 + 10^-0.5) = 0.759747, and a win moves 32 * 0.240253 = 7.688, rounded 8.
 TEST(EloTest, HandComputedTwoTeamCases) {
   const auto system = Make(Spec("elo"));
-  auto rated = system->Rate({Team(EloPlayers({1500, 1500}), 1), Team(EloPlayers({1500, 1500}), 2)});
+  auto rated =
+      RateOk(*system, {Team(EloPlayers({1500, 1500}), 1), Team(EloPlayers({1500, 1500}), 2)});
   EXPECT_EQ(rated[0][0].value, 1516);
   EXPECT_EQ(rated[1][1].value, 1484);
-  rated = system->Rate({Team(EloPlayers({1700, 1500}), 1), Team(EloPlayers({1400, 1400}), 2)});
+  rated = RateOk(*system, {Team(EloPlayers({1700, 1500}), 1), Team(EloPlayers({1400, 1400}), 2)});
   EXPECT_EQ(rated[0][0].value, 1708);
   EXPECT_EQ(rated[0][1].value, 1508);
   EXPECT_EQ(rated[1][0].value, 1392);
   // Two against one: n_mean = 1.5, so the pair moves 7.688 * 1.5 / 2 = 5.77, rounded 6, and the
   // one -7.688 * 1.5 / 1 = -11.53, rounded -12: the room still sums to zero.
-  rated = system->Rate({Team(EloPlayers({1700, 1500}), 1), Team(EloPlayers({1400}), 2)});
+  rated = RateOk(*system, {Team(EloPlayers({1700, 1500}), 1), Team(EloPlayers({1400}), 2)});
   EXPECT_EQ(rated[0][0].value, 1706);
   EXPECT_EQ(rated[0][1].value, 1506);
   EXPECT_EQ(rated[1][0].value, 1388);
-  rated = system->Rate({Team(EloPlayers({1500}), 1), Team(EloPlayers({1500}), 1)});
+  rated = RateOk(*system, {Team(EloPlayers({1500}), 1), Team(EloPlayers({1500}), 1)});
   EXPECT_EQ(rated[0][0].value, 1500);
   EXPECT_EQ(rated[1][0].value, 1500);
 }
@@ -676,8 +777,8 @@ TEST(EloTest, TwoEqualTeamsAgreeWithTodaysFormulaAndSumToZero) {
     const double score = result == 0 ? 1 : result == 1 ? 0 : 0.5;
     const double k = room % 2 == 0 ? 32 : 1 + room % 50;
     const auto system = Make(Spec("elo", {{"k", k}}));
-    const auto rated = system->Rate(
-        {Team(EloPlayers(a), result == 1 ? 2 : 1), Team(EloPlayers(b), result == 0 ? 2 : 1)});
+    const auto rated = RateOk(*system, {Team(EloPlayers(a), result == 1 ? 2 : 1),
+                                        Team(EloPlayers(b), result == 0 ? 2 : 1)});
     const double expected_a = TodaysTwoTeamChange(Average(a), Average(b), score, k);
     const double expected_b = TodaysTwoTeamChange(Average(b), Average(a), 1 - score, k);
     ASSERT_EQ(expected_a, -expected_b);
@@ -693,8 +794,8 @@ TEST(EloTest, TwoEqualTeamsAgreeWithTodaysFormulaAndSumToZero) {
 TEST(EloTest, ThreeTeamsArePairedAndScaledByOneOverTMinusOne) {
   const auto system = Make(Spec("elo"));
   const auto rated =
-      system->Rate({Team(EloPlayers({1500, 1500}), 1), Team(EloPlayers({1500, 1500}), 2),
-                    Team(EloPlayers({1500, 1500}), 3)});
+      RateOk(*system, {Team(EloPlayers({1500, 1500}), 1), Team(EloPlayers({1500, 1500}), 2),
+                       Team(EloPlayers({1500, 1500}), 3)});
   EXPECT_EQ(rated[0][0].value, 1516);
   EXPECT_EQ(rated[1][0].value, 1500);
   EXPECT_EQ(rated[2][1].value, 1484);
@@ -710,7 +811,7 @@ TEST(EloTest, ManyTeamsMatchThePairwiseFormula) {
   std::vector<PlacedTeam> teams;
   for (size_t i = 0; i < ratings.size(); ++i)
     teams.push_back(Team(EloPlayers(ratings[i]), ranks[i]));
-  const auto rated = Make(Spec("elo"))->Rate(teams);
+  const auto rated = RateOk(*Make(Spec("elo")), teams);
   for (size_t i = 0; i < ratings.size(); ++i) {
     double sum = 0;
     for (size_t j = 0; j < ratings.size(); ++j) {
@@ -728,24 +829,60 @@ TEST(EloTest, ManyTeamsMatchThePairwiseFormula) {
 // Placements that tie count half a win each way: 1500 x 3 placed 1, 1, 3 gives the tied teams
 // K/2 (0 + 1/2) = 8 and the last K/2 (-1/2 - 1/2) = -16 (by hand).
 TEST(EloTest, TiedPlacementsAreHalfAWin) {
-  const auto rated = Make(Spec("elo"))
-                         ->Rate({Team(EloPlayers({1500}), 1), Team(EloPlayers({1500}), 1),
-                                 Team(EloPlayers({1500}), 3)});
+  const auto rated = RateOk(
+      *Make(Spec("elo")),
+      {Team(EloPlayers({1500}), 1), Team(EloPlayers({1500}), 1), Team(EloPlayers({1500}), 3)});
   EXPECT_EQ(rated[0][0].value, 1508);
   EXPECT_EQ(rated[1][0].value, 1508);
   EXPECT_EQ(rated[2][0].value, 1484);
 }
 
 // 1 v 4 of equal average, the solo player winning: the teams move +16 and -16, n_mean = 2.5, so
-// the solo player gains 16 * 2.5 / 1 = 40 and each of the four loses 16 * 2.5 / 4 = 10 (by hand):
-// the room sums to zero.
+// the solo player would gain 16 * 2.5 / 1 = 40 and each of the four lose 16 * 2.5 / 4 = 10, which
+// sums to zero. 40 is more than K = 32, so the room is scaled by 32 / 40 (by hand): +32 and -8,
+// still summing to zero.
 TEST(EloTest, UnequalTeamsSumToZeroAcrossPlayers) {
-  const auto rated =
-      Make(Spec("elo"))
-          ->Rate({Team(EloPlayers({1500}), 1), Team(EloPlayers({1400, 1600, 1450, 1550}), 2)});
-  EXPECT_EQ(rated[0][0].value, 1540);
-  EXPECT_EQ(rated[1][0].value, 1390);
-  EXPECT_EQ(rated[1][3].value, 1540);
+  const auto rated = RateOk(*Make(Spec("elo")), {Team(EloPlayers({1500}), 1),
+                                                 Team(EloPlayers({1400, 1600, 1450, 1550}), 2)});
+  EXPECT_EQ(rated[0][0].value, 1532);
+  EXPECT_EQ(rated[1][0].value, 1392);
+  EXPECT_EQ(rated[1][3].value, 1542);
+}
+
+// One solo player against 199 of its rating, winning at even odds: the zero-sum factor
+// n_mean / n_i is 100 for the solo player, and would move it by 16 * 100 = 1600 from one coin
+// flip (issue 49). The room is scaled so that no player moves by more than K (elo.h): +32 for
+// the solo player, and 8.04 * 32 / 1600 = 0.16 for each of the 199, which rounds to 0 (by hand).
+// Losing, the solo player falls by K as well.
+TEST(EloTest, NoPlayerMovesByMoreThanKWhateverTheTeamSizes) {
+  const std::vector<Rating> crowd = EloPlayers(std::vector<double>(199, 1500));
+  const auto won = RateOk(*Make(Spec("elo")), {Team(EloPlayers({1500}), 1), Team(crowd, 2)});
+  EXPECT_EQ(won[0][0].value, 1532);
+  for (const Rating& r : won[1]) EXPECT_EQ(r.value, 1500);
+  const auto lost = RateOk(*Make(Spec("elo")), {Team(EloPlayers({1500}), 2), Team(crowd, 1)});
+  EXPECT_EQ(lost[0][0].value, 1468);
+  // The bound holds for every shape: no player of any room moves by more than K.
+  std::mt19937 random(7);
+  std::uniform_int_distribution<int> rating(0, 3000);
+  std::uniform_int_distribution<int> team_count(2, 8);
+  std::uniform_int_distribution<int> size(1, 30);
+  for (int room = 0; room < 300; ++room) {
+    const int t = team_count(random);
+    std::vector<PlacedTeam> teams;
+    for (int i = 0; i < t; ++i) {
+      std::vector<double> values(size(random));
+      for (auto& value : values) value = rating(random);
+      std::uniform_int_distribution<int> rank(1, t);
+      teams.push_back(Team(EloPlayers(values), static_cast<uint32_t>(rank(random))));
+    }
+    const auto rated = RateOk(*Make(Spec("elo")), teams);
+    for (size_t i = 0; i < teams.size(); ++i) {
+      for (size_t j = 0; j < teams[i].players.size(); ++j) {
+        EXPECT_LE(std::abs(rated[i][j].value - teams[i].players[j].rating.value), 32)
+            << "room " << room;
+      }
+    }
+  }
 }
 
 // Unequal sizes sum to zero before rounding; after it, by at most half a point per player. Large
@@ -768,7 +905,7 @@ TEST(EloTest, RoundingResidueIsWithinHalfAPointPerPlayer) {
       before.push_back(values);
       players += values.size();
     }
-    const auto rated = Make(Spec("elo", {{"k", 1000}}))->Rate(teams);
+    const auto rated = RateOk(*Make(Spec("elo", {{"k", 1000}})), teams);
     double residue = 0;
     for (size_t i = 0; i < teams.size(); ++i) {
       for (size_t j = 0; j < before[i].size(); ++j) residue += rated[i][j].value - before[i][j];
@@ -780,8 +917,8 @@ TEST(EloTest, RoundingResidueIsWithinHalfAPointPerPlayer) {
 TEST(EloTest, WeightsAreIgnored) {
   const auto system = Make(Spec("elo"));
   const auto players = EloPlayers({1500, 1600});
-  EXPECT_EQ(system->Rate({WeightedTeam(players, {0.2, 1}, 1), Team(EloPlayers({1550}), 2)}),
-            system->Rate({Team(players, 1), Team(EloPlayers({1550}), 2)}));
+  EXPECT_EQ(RateOk(*system, {WeightedTeam(players, {0.2, 1}, 1), Team(EloPlayers({1550}), 2)}),
+            RateOk(*system, {Team(players, 1), Team(EloPlayers({1550}), 2)}));
 }
 
 TEST(EloTest, DisplayedIsTheRating) {
@@ -849,6 +986,21 @@ TEST(MakeRatingSystemTest, RefusesEachBadFieldByName) {
       {Spec("glicko2", {{"initial_rating", nan}}), "parameters.initial_rating:"},
       {Spec("glicko2", {{"initial_deviation", 0}}), "parameters.initial_deviation:"},
       {Spec("glicko2", {{"initial_volatility", -0.06}}), "parameters.initial_volatility:"},
+      // Beyond the ranges the systems' arithmetic is proven for (issue 49): a glicko2 tau of
+      // 1e-30 made every room spin for ever in step 5.
+      {Spec("glicko2", {{"tau", 1e-30}}), "parameters.tau:"},
+      {Spec("glicko2", {{"tau", 0.009}}), "parameters.tau:"},
+      {Spec("glicko2", {{"tau", 11}}), "parameters.tau:"},
+      {Spec("glicko2", {{"initial_rating", 1e7}}), "parameters.initial_rating:"},
+      {Spec("glicko2", {{"initial_deviation", 1e-300}}), "parameters.initial_deviation:"},
+      {Spec("glicko2", {{"initial_volatility", 1e300}}), "parameters.initial_volatility:"},
+      {Spec("elo", {{"k", 1001}}), "parameters.k:"},
+      {Spec("elo", {{"initial_rating", 3e9}}), "parameters.initial_rating:"},
+      {Spec("openskill", {{"mu", -1e7}}), "parameters.mu:"},
+      {Spec("openskill", {{"sigma", 1e308}}), "parameters.sigma:"},
+      {Spec("openskill", {{"sigma", 1e-300}}), "parameters.sigma:"},
+      {Spec("openskill", {{"beta", 1e-300}}), "parameters.beta:"},
+      {Spec("openskill", {{"tau", 1e7}}), "parameters.tau:"},
   };
   for (const auto& c : cases) {
     const auto system = MakeRatingSystem(c.spec);
@@ -856,6 +1008,19 @@ TEST(MakeRatingSystemTest, RefusesEachBadFieldByName) {
     EXPECT_EQ(system.status().code(), StatusCode::kInvalidArgument) << c.field;
     EXPECT_EQ(system.status().message().rfind(c.field, 0), 0u)
         << "want " << c.field << ", got " << system.status().message();
+  }
+  // A value out of range is answered with the range.
+  EXPECT_EQ(MakeRatingSystem(Spec("glicko2", {{"tau", 1e-30}})).status().message(),
+            "parameters.tau: glicko2's tau must be a number >= 0.01 and <= 10, got 1e-30");
+  EXPECT_EQ(MakeRatingSystem(Spec("elo", {{"k", 0}})).status().message(),
+            "parameters.k: elo's k must be a number > 0 and <= 1000, got 0");
+  // Each end of each range is accepted.
+  for (const SystemSpec& spec :
+       {Spec("glicko2", {{"tau", 0.01}, {"initial_volatility", 1e-6}, {"initial_rating", -1e6}}),
+        Spec("glicko2", {{"tau", 10}, {"initial_volatility", 1e6}, {"initial_deviation", 1e6}}),
+        Spec("elo", {{"k", 1000}, {"initial_rating", 1e6}}),
+        Spec("openskill", {{"sigma", 1e-6}, {"beta", 1e6}, {"tau", 1e6}, {"mu", -1e6}})}) {
+    EXPECT_TRUE(MakeRatingSystem(spec).ok()) << spec.system;
   }
   // An unknown parameter is answered with the ones the system has.
   EXPECT_NE(MakeRatingSystem(Spec("elo", {{"K", 32}})).status().message().find("k, initial_rating"),
@@ -882,6 +1047,46 @@ TEST(ApplyChangeTest, MovesValueByDifferenceAndUncertaintyByRatio) {
   EXPECT_DOUBLE_EQ(moved.value, 32);
   EXPECT_DOUBLE_EQ(moved.deviation, 3);
   EXPECT_DOUBLE_EQ(moved.volatility, 0.04);
+}
+
+// A room that added uncertainty (OpenSkill's tau) adds the same variance to the current sigma,
+// never a multiple of it (issue 49): a player imported at sigma 0.01 and allocated a room, then
+// imported at sigma 8 before the room's late win. The room, rated from 0.01 with tau 0.0833, took
+// sigma to about 0.0839: the old ratio rule multiplied 8 by 8.39, to 67.1. Now
+// 8^2 + (after^2 - 0.01^2): just above 8, never more than sqrt(8^2 + tau^2).
+TEST(ApplyChangeTest, AGrowthOfUncertaintyAddsItsVarianceNotARatio) {
+  const auto system = Make(Spec("openskill", {{"tau", 0.0833}}));
+  const Rating before = MuSigma(25, 0.01);
+  const auto rated = RateOk(*system, {Team({before}, 1), Team({kDefaultOpenSkill}, 2)});
+  const Rating after = rated[0][0];
+  ASSERT_GT(after.deviation, 8 * before.deviation) << "the room grew sigma many times over";
+  const Rating moved = ApplyChange(MuSigma(30, 8), before, after);
+  EXPECT_DOUBLE_EQ(moved.value, 30 + (after.value - 25));
+  EXPECT_DOUBLE_EQ(moved.deviation, std::sqrt(64 + (after.deviation * after.deviation - 1e-4)));
+  EXPECT_GT(moved.deviation, 8);
+  EXPECT_LE(moved.deviation, std::sqrt(64 + 0.0833 * 0.0833));
+}
+
+// Whatever the three ratings, a late room's uncertainty stays within bounds: a shrink never takes
+// it below 0 (or the floor), a growth never adds more variance than the room added.
+TEST(ApplyChangeTest, TheUncertaintyAppliedIsBounded) {
+  for (const double current : {kMinUncertainty, 1e-3, 8.0, kMaxUncertainty}) {
+    for (const double before : {kMinUncertainty, 1e-3, 8.0, kMaxUncertainty}) {
+      for (const double after : {kMinUncertainty, 1e-3, 8.0, kMaxUncertainty}) {
+        const double moved =
+            ApplyChange(MuSigma(0, current), MuSigma(1, before), MuSigma(2, after)).deviation;
+        EXPECT_GE(moved, kMinUncertainty);
+        EXPECT_LE(moved, kMaxUncertainty);
+        if (after <= before) {
+          EXPECT_LE(moved, current * (1 + 1e-12));
+        } else {
+          EXPECT_LE(moved * moved, (current * current + after * after) * (1 + 1e-12));
+        }
+      }
+    }
+  }
+  EXPECT_EQ(ApplyChange(Rating{.value = 9e5}, Rating{.value = 0}, Rating{.value = 5e5}).value,
+            kMaxRatingValue);
 }
 
 TEST(ApplyChangeTest, NoUncertaintyBeforeTakesAfters) {
@@ -925,14 +1130,51 @@ TEST(CheckRoomTest, RefusesWhatRateCannotRate) {
                    .ok());
 }
 
+// What an import must be (issue 49): an Elo of 3e9 showed as an int32 wrapped, 1e308 as 0, and an
+// OpenSkill sigma of 1e308 made the displayed rating -Infinity. Every system keeps its ratings
+// within the bounds, and Rate never leaves them.
+TEST(CheckRatingTest, RatingsBeyondTheBoundsAreRefused) {
+  const auto elo = Make(Spec("elo"));
+  const auto openskill = Make(Spec("openskill"));
+  const auto glicko2 = Make(Spec("glicko2"));
+  const auto refused = [](const RatingSystem& system, const Rating& rating, std::string field) {
+    const Status status = system.CheckRating(rating);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << system.spec().system;
+    EXPECT_EQ(status.message().rfind(field + ":", 0), 0u) << status.message();
+  };
+  refused(*elo, Rating{.value = 3e9}, "value");
+  refused(*elo, Rating{.value = 1e308}, "value");
+  refused(*elo, Rating{.value = -1e6 - 1}, "value");
+  EXPECT_TRUE(elo->CheckRating(Rating{.value = 1e6}).ok());
+  EXPECT_TRUE(elo->CheckRating(Rating{.value = -1e6}).ok());
+  refused(*openskill, MuSigma(25, 1e308), "deviation");
+  refused(*openskill, MuSigma(25, 1e-300), "deviation");
+  refused(*openskill, MuSigma(1e308, 8), "value");
+  EXPECT_TRUE(openskill->CheckRating(MuSigma(25, kMinUncertainty)).ok());
+  EXPECT_TRUE(openskill->CheckRating(MuSigma(25, kMaxUncertainty)).ok());
+  EXPECT_TRUE(std::isfinite(openskill->Displayed(MuSigma(-kMaxRatingValue, kMaxUncertainty))));
+  refused(*glicko2, Rating{.value = 1500, .deviation = 350, .volatility = 1e300}, "volatility");
+  refused(*glicko2, Rating{.value = 1500, .deviation = 1e-9, .volatility = 0.06}, "deviation");
+  // A room at the bounds stays within them.
+  const auto at_edge = RateOk(*elo, {Team(EloPlayers({1e6}), 1), Team(EloPlayers({-1e6}), 2)});
+  EXPECT_TRUE(elo->CheckRating(at_edge[0][0]).ok());
+  const auto upset = RateOk(*elo, {Team(EloPlayers({1e6}), 2), Team(EloPlayers({1e6 - 1}), 1)});
+  EXPECT_EQ(upset[1][0].value, 1e6);
+  const auto sharp = RateOk(*openskill, {Team({MuSigma(25, kMinUncertainty)}, 1),
+                                         Team({MuSigma(25, kMinUncertainty)}, 2)});
+  EXPECT_TRUE(openskill->CheckRating(sharp[0][0]).ok());
+  EXPECT_TRUE(openskill->CheckRating(sharp[1][0]).ok());
+}
+
 // A room Rate cannot rate is a caller's bug, answered with the ratings as they were.
 TEST(CheckRoomTest, RateAnswersAnUncheckedRoomUnchanged) {
   const Rating g{.value = 1500, .deviation = 350, .volatility = 0.06};
   const std::vector<PlacedTeam> three{Team({g}, 1), Team({g}, 2), Team({g}, 3)};
-  EXPECT_EQ(Make(Spec("glicko2"))->Rate(three), (std::vector<std::vector<Rating>>{{g}, {g}, {g}}));
+  EXPECT_EQ(RateOk(*Make(Spec("glicko2")), three),
+            (std::vector<std::vector<Rating>>{{g}, {g}, {g}}));
   const std::vector<PlacedTeam> bad_rank{Team({Rating{.value = 1500}}, 1),
                                          Team({Rating{.value = 1500}}, 7)};
-  EXPECT_EQ(Make(Spec("elo"))->Rate(bad_rank),
+  EXPECT_EQ(RateOk(*Make(Spec("elo")), bad_rank),
             (std::vector<std::vector<Rating>>{{Rating{.value = 1500}}, {Rating{.value = 1500}}}));
 }
 

@@ -406,6 +406,113 @@ TEST_F(RatingsTest, AnImportIsRefusedWhileThePlayerIsInARoom) {
       << "an import keeps the counts";
 }
 
+// A mode whose parameters leave the range its system's arithmetic is proven for is refused when it
+// is declared (issue 49: a glicko2 tau of 1e-30 was accepted, and each of its rooms then spun for
+// ever inside its settlement's transaction).
+TEST_F(RatingsTest, AModeBeyondTheRangeItsMathConvergesInIsRefused) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  const HttpResponse tiny = PutMode(
+      lobby->port(), "blitz", R"({"rating": {"system": "glicko2", "parameters": {"tau": 1e-30}}})");
+  EXPECT_EQ(tiny.status, 400) << tiny.body;
+  EXPECT_NE(Member(tiny, "detail").find("parameters.tau"), std::string::npos) << tiny.body;
+  EXPECT_EQ(Q("SELECT count(*) FROM modes WHERE mode = 'blitz'"), "0");
+  for (const char* body :
+       {R"({"rating": {"system": "elo", "parameters": {"k": 1e300}}})",
+        R"({"rating": {"system": "elo", "parameters": {"initial_rating": 3e9}}})",
+        R"({"rating": {"system": "openskill", "parameters": {"sigma": 1e308}}})",
+        R"({"rating": {"system": "glicko2", "parameters": {"initial_volatility": 1e-300}}})"}) {
+    EXPECT_EQ(PutMode(lobby->port(), "blitz", body).status, 400) << body;
+  }
+  ASSERT_EQ(PutMode(lobby->port(), "blitz",
+                    R"({"rating": {"system": "glicko2", "parameters": {"tau": 0.3}}})")
+                .status,
+            201);
+  const v1::RoomAllocation room = Room(1, "blitz", {{"a"}, {"b"}});
+  MustAllocateRoom(lobby->port(), room);
+  ASSERT_EQ(Settle(lobby->port(), Placed(room, {1, 2})).status, 200);
+}
+
+// What an import must be (issue 49): an Elo of 3e9 showed as the int32 -1294967296, 1e308 as 0 and
+// its next room's elo_before as INT64_MIN; an OpenSkill sigma of 1e308 made the displayed rating
+// the JSON string "-Infinity". Each is now 400 naming the field, and the bounds themselves show as
+// they are.
+TEST_F(RatingsTest, ImportsBeyondTheBoundsOfTheirSystemAreRefused) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  ASSERT_EQ(PutMode(lobby->port(), "ffa", R"({"rating": {"system": "openskill"}})").status, 201);
+  const auto import = [&](const std::string& mode, const std::string& body) {
+    return HttpCall(lobby->port(), "PUT", "/v1/players/vet/ratings/" + mode,
+                    JsonHeaders("admin-token"), body);
+  };
+  const std::vector<std::pair<std::string, std::string>> refused{
+      {"default", R"({"rating": 3e9})"},
+      {"default", R"({"rating": 1e308})"},
+      {"default", R"({"rating": -2147483649})"},
+      {"ffa", R"({"rating": 25, "deviation": 1e308})"},
+      {"ffa", R"({"rating": 25, "deviation": 1e-300})"},
+      {"ffa", R"({"rating": 1e300, "deviation": 8})"},
+  };
+  for (const auto& [mode, body] : refused) {
+    const HttpResponse r = import(mode, body);
+    EXPECT_EQ(r.status, 400) << mode << " " << body << ": " << r.body;
+  }
+  EXPECT_EQ(Q("SELECT count(*) FROM player_ratings WHERE player_id = 'vet'"), "0");
+
+  ASSERT_EQ(import("default", R"({"rating": 1000000})").status, 200);
+  ASSERT_EQ(import("ffa", R"({"rating": 25, "deviation": 1000000})").status, 200);
+  const HttpResponse player =
+      HttpCall(lobby->port(), "GET", "/v1/players/vet", {{"Authorization", "Bearer token-a"}});
+  ASSERT_EQ(player.status, 200) << player.body;
+  v1::Player p;
+  std::string error;
+  ASSERT_TRUE(wire::DecodeBody(player.body, wire::BodyFormat::kJson, &p, &error)) << error;
+  EXPECT_EQ(p.elo(), 1000000);
+  for (const auto& r : p.ratings()) {
+    if (r.mode() == "ffa") EXPECT_EQ(r.displayed(), 25 - 3e6);
+  }
+  EXPECT_EQ(player.body.find("Infinity"), std::string::npos) << player.body;
+}
+
+// An import accepted while a released room of the player still waits (issue 49): the room was
+// rated from the rating it was allocated with, and its change lands on the imported rating, as on
+// any rating the player has when a late room settles (docs/modes.md, "The compensation rule").
+// The import says where the player stands; the match, played before it and settled after, still
+// counts once. With tau > 0 the room grew sigma from 0.01 (the rating at allocation) to about
+// 0.0839: the old rule multiplied the imported sigma 8 by that ratio, to 67.1; the room now adds
+// its variance, 0.0839^2 - 0.01^2, to 8^2.
+TEST_F(RatingsTest, AnImportWhileAReleasedRoomWaitsIsWhereTheRoomLands) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  ASSERT_EQ(PutMode(lobby->port(), "duel",
+                    R"({"rating": {"system": "openskill", "parameters": {"tau": 0.0833}}})")
+                .status,
+            201);
+  const auto import = [&](const std::string& body) {
+    return HttpCall(lobby->port(), "PUT", "/v1/players/p/ratings/duel", JsonHeaders("admin-token"),
+                    body);
+  };
+  ASSERT_EQ(import(R"({"rating": 25, "deviation": 0.01})").status, 200);
+  const v1::RoomAllocation room = Room(1, "duel", {{"p"}, {"q"}});
+  MustAllocateRoom(lobby->port(), room);
+  ASSERT_EQ(
+      HttpCall(lobby->port(), "POST", "/v1/rooms/1:release", JsonHeaders("admin-token")).status,
+      200);
+  EXPECT_EQ(Q("SELECT rating_at_allocation FROM battle_room_seats WHERE player_id = 'p'"), "25");
+  const HttpResponse reimported = import(R"({"rating": 30, "deviation": 8})");
+  ASSERT_EQ(reimported.status, 200)
+      << "a released room does not hold its players: " << reimported.body;
+
+  ASSERT_EQ(Settle(lobby->port(), Placed(room, {1, 2})).status, 200);
+  const auto [mu, sigma] = MuSigma("p", "duel");
+  EXPECT_GT(mu, 30) << "the win counts, on top of the import";
+  EXPECT_LT(mu, 30.01) << "a player as sure as sigma 0.01 moves little";
+  EXPECT_GT(sigma, 8);
+  EXPECT_LE(sigma, std::sqrt(64 + 0.0833 * 0.0833)) << "the room added at most tau^2 of variance";
+  EXPECT_EQ(Q("SELECT rating_before FROM match_players WHERE player_id = 'p'"), "30")
+      << "the room landed on the imported rating";
+}
+
 // Player ids are strings of 1 to 64 bytes of UTF-8; an integer is its decimal string, so a
 // roster given with the number 42 settles with the string "42". Every endpoint and the feed show
 // the string; a path takes it percent-encoded.
