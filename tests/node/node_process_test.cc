@@ -39,10 +39,11 @@ bool Signal(ChildProcess& node, int signal) {
   return node.Running() && node.pid() > 0 && ::kill(node.pid(), signal) == 0;
 }
 
-// Whether `pid` blocks SIGHUP now (SigBlk of /proc/PID/status); nullopt once it is gone.
+// Whether `pid` blocks SIGHUP now (SigBlk of /proc/PID/status); nullopt once it has exited.
 std::optional<bool> BlocksSighup(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(status, line);) {
+    if (line.rfind("State:", 0) == 0 && line.find('Z') != std::string::npos) return std::nullopt;
     if (line.rfind("SigBlk:", 0) == 0) {
       return (std::stoull(line.substr(7), nullptr, 16) >> (SIGHUP - 1)) & 1;
     }
@@ -201,8 +202,13 @@ TEST_F(NodeProcessTest, ASighupAtAnyMomentOfTheStartAfterTheGuardWaitsForTheNode
         ChildProcess::Start(NodeArgs({"--token", "token-a", "--log-level", "info"}), {}, log);
     ASSERT_NE(node, nullptr);
     std::optional<bool> blocked;
-    while ((blocked = BlocksSighup(node->pid())) == false) std::this_thread::yield();
-    ASSERT_TRUE(blocked.has_value()) << "node " << i << " is gone before its guard";
+    const auto give_up = std::chrono::steady_clock::now() + 30s;
+    while ((blocked = BlocksSighup(node->pid())) == false &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::yield();
+    }
+    ASSERT_TRUE(blocked.value_or(false)) << "node " << i << " exited or never blocked SIGHUP\n"
+                                         << std::ifstream(log).rdbuf();
     std::this_thread::sleep_until(std::chrono::steady_clock::now() + delay);
     ASSERT_TRUE(Signal(*node, SIGHUP)) << "node " << i;
     const auto text = [&] {
