@@ -2,16 +2,19 @@
 // each): a drain on exit after an outage delivers everything before its deadline, and one held up
 // by a refused token completes once SIGHUP reloads it; a SIGHUP that comes while the loader runs
 // the initialisers, while the node is still reading its flags, or at any moment of its start does
-// not kill it; `enqueue --to` splits a batch the node would refuse as too large; a broken ingest
-// token file does not hold back the lobby token's reload; the progress line counts dead letters
-// apart from deliveries.
+// not kill it, and READY=1 tells a service manager when one would not; `enqueue --to` splits a
+// batch the node would refuse as too large; a broken ingest token file does not hold back the lobby
+// token's reload; the progress line counts dead letters apart from deliveries.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -231,6 +234,37 @@ TEST_F(NodeProcessTest, ASighupAtAnyMomentOfTheStartAfterTheGuardWaitsForTheNode
     ASSERT_TRUE(node->WaitFor(30s)) << "node " << i;
     ASSERT_EQ(node->exit_code(), 0) << "node " << i << "\n" << text();
   }
+}
+
+// Under a unit of Type=notify, systemd runs ExecReload only once the node said READY=1 on
+// $NOTIFY_SOCKET: it must say so, and only once a SIGHUP is a reload. One sent right after the
+// datagram is taken as a reload, and the node runs on.
+TEST_F(NodeProcessTest, ReadyIsToldToTheServiceManagerOnceSighupReloads) {
+  const std::string notify = dir_.Sub("notify.sock");
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", notify.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  const timeval wait{30, 0};
+  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)), 0);
+  auto node = ChildProcess::Start(NodeArgs({"--token", "token-a", "--log-level", "info"}),
+                                  {{"NOTIFY_SOCKET", notify}}, log_);
+  ASSERT_NE(node, nullptr);
+  char message[64] = {};
+  const ssize_t got = ::recv(fd, message, sizeof(message) - 1, 0);
+  ::close(fd);
+  ASSERT_GT(got, 0) << "no word from the node\n" << Log();
+  EXPECT_EQ(std::string(message, got), "READY=1");
+  ASSERT_TRUE(Signal(*node, SIGHUP)) << Log();
+  EXPECT_TRUE(WaitUntil([&] {
+    return !node->Running() || Log().find("SIGHUP: lobby token reloaded") != std::string::npos;
+  })) << Log();
+  ASSERT_TRUE(node->Running()) << Log();
+  Signal(*node, SIGTERM);
+  EXPECT_TRUE(node->WaitFor(30s));
+  EXPECT_EQ(node->exit_code(), 0) << Log();
 }
 
 // Opens the FIFO at `path` for writing once `reader` opens it to read (it waits in open, then
