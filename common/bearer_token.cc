@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -19,6 +20,34 @@ Status CheckBearerToken(std::string_view token) {
                                 "; a token is one word of visible ASCII)");
   }
   return Status::Ok();
+}
+
+namespace {
+
+// A bearer token must be one header-safe word; `where` names its source.
+Status CheckToken(const std::string& token, const std::string& where) {
+  Status valid = CheckBearerToken(token);
+  return valid.ok() ? valid : InvalidArgumentError(where + " " + valid.message());
+}
+
+}  // namespace
+
+Result<std::string> BearerTokenFrom(const std::string& value, const std::string& file,
+                                    const std::string& flag, const std::string& file_flag) {
+  if (file.empty()) {
+    if (!value.empty()) VERDICT_RETURN_IF_ERROR(CheckToken(value, flag));
+    return value;
+  }
+  std::ifstream in(file);
+  if (!in) return NotFoundError("cannot read the token file " + file + " (" + file_flag + ")");
+  std::stringstream content;
+  content << in.rdbuf();
+  std::string token = content.str();
+  const size_t begin = token.find_first_not_of(" \t\r\n");
+  const size_t end = token.find_last_not_of(" \t\r\n");
+  token = begin == std::string::npos ? "" : token.substr(begin, end - begin + 1);
+  VERDICT_RETURN_IF_ERROR(CheckToken(token, "the token file " + file));
+  return token;
 }
 
 std::optional<std::string_view> BearerTokenOf(std::string_view authorization) {

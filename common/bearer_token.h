@@ -25,6 +25,13 @@ Status CheckBearerToken(std::string_view token);
 // bearer credential or its token is empty.
 std::optional<std::string_view> BearerTokenOf(std::string_view authorization);
 
+// A token given on the command line (`value`, from the flag named `flag`) or in a file (`file`,
+// named by `file_flag`; its content with surrounding white space trimmed), checked by
+// CheckBearerToken. Empty when neither is set. NOT_FOUND if the file cannot be read,
+// INVALID_ARGUMENT naming the flag or the file for a token that cannot go in a header.
+Result<std::string> BearerTokenFrom(const std::string& value, const std::string& file,
+                                    const std::string& flag, const std::string& file_flag);
+
 // One line of a node tokens file.
 struct NodeTokenLine {
   std::string node_id;

@@ -20,8 +20,10 @@
 
 #include "cli/config_file.h"
 #include "cli/duration.h"
+#include "cli/hangup_guard.h"
 #include "cli/log_format.h"
 #include "cli/log_level.h"
+#include "cli/service_notify.h"
 #include "cli/version.h"
 #include "common/bearer_token.h"
 #include "common/host_port.h"
@@ -591,6 +593,8 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   std::printf("listening on %s:%u%s\n", server_options.host.c_str(), *port,
               flags.tls_cert.empty() ? "" : " (TLS)");
   std::fflush(stdout);
+  // From here SIGHUP reloads: a unit of Type=notify runs no ExecReload before this.
+  if (Status told = cli::NotifyServiceReady(); !told.ok()) spdlog::warn("{}", told.message());
 
   int signal = 0;
   while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) ReloadTokens(argc, argv, service);
@@ -805,8 +809,11 @@ int main(int argc, char** argv) {
   cli::ApplyLogLevel(flags.log_level);
   cli::ApplyLogFormat(flags.log_format);
 
-  if (commands.migrate->parsed()) return RunMigrate(flags);
+  // SIGHUP is blocked since before the loader ran any initialiser (cli/hangup_guard.h): `serve`
+  // takes one that came early once it serves; a hang-up ends the other commands, as any command.
   if (commands.serve->parsed()) return RunServe(flags, argc, argv);
+  cli::ReleaseHangup();
+  if (commands.migrate->parsed()) return RunMigrate(flags);
   if (commands.reconcile->parsed()) return RunReconcile(flags);
   if (commands.retain->parsed()) return RunRetain(flags);
   if (commands.new_epoch->parsed()) return RunNewEpoch(flags);

@@ -174,6 +174,21 @@ Status BattleNode::StartServer() {
   hooks.ready = [this] { return Ready(); };
   hooks.health = [this] { return Health(); };
   hooks.metrics = [this] { return registry_.RenderText(); };
+  hooks.redrive = [this](storage::SideArea from, std::optional<uint64_t> room_id,
+                         std::function<void(Result<storage::RedriveReport>)> done) -> Status {
+    std::lock_guard lock(mu_);
+    if (stopping_) return UnavailableError("shutting down: redrive after the next start");
+    if (redriving_) return UnavailableError("a redrive is running; retry once it is done");
+    // The last one is done: it cleared redriving_ as its last step.
+    if (redrive_thread_.joinable()) redrive_thread_.join();
+    redriving_ = true;
+    redrive_thread_ = std::thread([this, from, room_id, done = std::move(done)] {
+      done(Redrive(from, room_id));
+      std::lock_guard lock(mu_);
+      redriving_ = false;
+    });
+    return Status::Ok();
+  };
   if (replicator_) {
     hooks.replicate = [this](const std::vector<v1::BattleResult>& results,
                              std::function<void(std::vector<Status>)> done) {
@@ -288,6 +303,17 @@ void BattleNode::BeginDrain() {
   deliverer_->RetryNow();
 }
 
+Result<storage::RedriveReport> BattleNode::Redrive(storage::SideArea from,
+                                                   std::optional<uint64_t> room_id) {
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return UnavailableError("the node is shutting down");
+  }
+  auto report = outbox_->Redrive(from, room_id);
+  if (report.ok() && report->moved > 0) deliverer_->Wake();
+  return report;
+}
+
 Status BattleNode::SetLobbyToken(std::string token) {
   return deliverer_->SetToken(std::move(token));
 }
@@ -310,6 +336,9 @@ size_t BattleNode::Shutdown() {
     stopping_ = true;
   }
   stop_cv_.notify_all();
+  // A redrive under way finishes (its records are where they were, or moved, either way
+  // durable) and answers before delivery stops; no other starts once stopping_ is set.
+  if (redrive_thread_.joinable()) redrive_thread_.join();
   draining_ = true;  // ingest answers 503 from here on; what it took is stored below
   const auto deadline = std::chrono::steady_clock::now() + options_.writer.shutdown_deadline;
   // Handed-off finishes and rooms blocked on a full channel (the maintenance thread among them,

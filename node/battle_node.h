@@ -16,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -114,6 +115,14 @@ class BattleNode {
   // empty, they refuse every request.
   Status SetIngestToken(std::string token);
 
+  // Moves the records of `room_id` (all of them when unset) from quarantine or dead letter back
+  // to the tail of their shards and wakes delivery: what `verdict-node outbox redrive` does to a
+  // stopped node's outbox, for a running node (its outbox is held by this process alone). A
+  // result dead-lettered because its room's allocation had failed is delivered again once the
+  // room is allocated. Blocks for the synced writes, a page at a time; any thread. Errors as
+  // storage::Outbox::Redrive's; UNAVAILABLE once Shutdown has begun.
+  Result<storage::RedriveReport> Redrive(storage::SideArea from, std::optional<uint64_t> room_id);
+
   // Stops taking results, stores what the channel holds, stops delivery and the endpoint.
   // Rooms blocked on a full channel (and handed-off finishes) get until
   // writer.shutdown_deadline to hand their results over; then the channel closes and a failing
@@ -156,6 +165,9 @@ class BattleNode {
   std::deque<std::tuple<double, uint64_t, uint64_t>> samples_;
   NodeRates rates_;
   std::thread maintenance_;
+  // The ingest API's redrive (IngestHooks::redrive), one at a time off the I/O threads.
+  std::thread redrive_thread_;
+  bool redriving_ = false;  // guarded by mu_
 };
 
 }  // namespace verdict::node

@@ -1,5 +1,6 @@
 #include "node/ingest.h"
 
+#include <charconv>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
@@ -21,6 +22,7 @@ using server::ProblemReply;
 
 constexpr std::string_view kResultPath = "/v1/results";
 constexpr std::string_view kBatchPath = "/v1/results:batch";
+constexpr std::string_view kRedrivePath = "/v1/outbox:redrive";
 constexpr int kRetryAfterS = 1;
 
 HttpReply TextReply(int status, std::string text) {
@@ -81,6 +83,58 @@ Result<bool> ReplicatedAsked(const std::string& target) {
     }
   }
   return replicated;
+}
+
+// What POST /v1/outbox:redrive asks for: the side area (`from`), and one room (`room_id`) or
+// every record (`all=true`), exactly one of the two.
+struct RedriveAsk {
+  storage::SideArea from = storage::SideArea::kDeadLetter;
+  std::optional<uint64_t> room_id;  // unset: all
+};
+
+// The redrive's query, or INVALID_ARGUMENT saying what is wrong with it.
+Result<RedriveAsk> RedriveAskOf(const std::string& target) {
+  const size_t q = target.find('?');
+  std::string_view query = q == std::string::npos ? "" : std::string_view(target).substr(q + 1);
+  std::optional<std::string_view> from, room, all;
+  while (!query.empty()) {
+    const std::string_view pair = query.substr(0, query.find('&'));
+    query.remove_prefix(std::min(query.size(), pair.size() + 1));
+    const size_t eq = pair.find('=');
+    const std::string_view key = pair.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? "" : pair.substr(eq + 1);
+    std::optional<std::string_view>* slot = key == "from"      ? &from
+                                            : key == "room_id" ? &room
+                                            : key == "all"     ? &all
+                                                               : nullptr;
+    if (!slot) {
+      return InvalidArgumentError("unknown parameter '" + wire::ValidUtf8(key) +
+                                  "'; give from, and room_id or all=true");
+    }
+    if (*slot) return InvalidArgumentError(std::string(key) + " is given twice");
+    *slot = value;
+  }
+  RedriveAsk ask;
+  if (from == "dead-letter") {
+    ask.from = storage::SideArea::kDeadLetter;
+  } else if (from == "quarantine") {
+    ask.from = storage::SideArea::kQuarantine;
+  } else {
+    return InvalidArgumentError("from is 'dead-letter' or 'quarantine'");
+  }
+  if (all && room) return InvalidArgumentError("give room_id or all=true, not both");
+  if (all) {
+    if (*all != "true") return InvalidArgumentError("all is 'true' when given");
+    return ask;
+  }
+  if (!room) return InvalidArgumentError("give the room_id whose records move, or all=true");
+  uint64_t id = 0;
+  const auto [end, error] = std::from_chars(room->data(), room->data() + room->size(), id);
+  if (room->empty() || error != std::errc() || end != room->data() + room->size() || id == 0) {
+    return InvalidArgumentError("room_id is a room id: a decimal integer from 1 to 2^64-1");
+  }
+  ask.room_id = id;
+  return ask;
 }
 
 // The problem for a stored result that could not be replicated.
@@ -158,6 +212,14 @@ server::HeaderVerdict IngestService::OnHeader(const server::RequestHead& head) {
     if (!s.ok()) return {TextReply(503, s.message() + "\n")};
     return {TextReply(200, path == "/healthz" ? "ok\n" : "ready\n")};
   }
+  if (path == kRedrivePath && head.listener >= first_ingest_listener_) {
+    if (auto refused = only("POST")) return {std::move(refused)};
+    if (!head.local && !TokenMatches(head.authorization)) {
+      return {ProblemReply(ErrorCode::kUnauthenticated,
+                           "this listener needs the node's ingest bearer token", path)};
+    }
+    return {std::nullopt, 0};  // everything is in the query
+  }
   const bool result = path == kResultPath;
   if ((!result && path != kBatchPath) || head.listener < first_ingest_listener_) {
     return {ProblemReply(ErrorCode::kNotFound,
@@ -180,6 +242,7 @@ server::HeaderVerdict IngestService::OnHeader(const server::RequestHead& head) {
 
 void IngestService::OnRequest(const server::RequestHead& head, server::HttpRequest request,
                               std::shared_ptr<server::Exchange> exchange) {
+  if (head.path == kRedrivePath) return PostRedrive(head.target, std::move(exchange));
   auto replicated = ReplicatedAsked(head.target);
   if (replicated.ok() && *replicated && !hooks_.replicate) {
     replicated = InvalidArgumentError(
@@ -192,6 +255,37 @@ void IngestService::OnRequest(const server::RequestHead& head, server::HttpReque
   }
   if (head.path == kResultPath) return PostResult(request, std::move(exchange), *replicated);
   PostBatch(request, std::move(exchange), *replicated);
+}
+
+void IngestService::PostRedrive(const std::string& target,
+                                std::shared_ptr<server::Exchange> exchange) {
+  const std::string path(kRedrivePath);
+  auto ask = RedriveAskOf(target);
+  if (!ask.ok()) {
+    return exchange->Reply(ProblemReply(ErrorCode::kInvalidArgument, ask.status().message(), path));
+  }
+  if (!hooks_.redrive) {
+    return exchange->Reply(
+        ProblemReply(ErrorCode::kNotFound, "this node does not redrive through its API", path));
+  }
+  const Status started = hooks_.redrive(
+      ask->from, ask->room_id, [exchange, path](Result<storage::RedriveReport> report) {
+        if (!report.ok()) {
+          // A full disk or an I/O error may pass; a damaged outbox will not.
+          const StatusCode failed = report.status().code();
+          const ErrorCode code =
+              failed == StatusCode::kUnavailable || failed == StatusCode::kResourceExhausted
+                  ? ErrorCode::kUnavailable
+                  : ErrorCode::kInternal;
+          return exchange->Reply(ProblemReply(code, report.status().message(), path, kRetryAfterS));
+        }
+        exchange->Reply({200,
+                         "application/json",
+                         "{\"moved\":" + std::to_string(report->moved) +
+                             ",\"skipped\":" + std::to_string(report->skipped) + "}",
+                         {}});
+      });
+  if (!started.ok()) exchange->Reply(Unavailable(started.message(), path));
 }
 
 Status IngestService::Prepare(v1::BattleResult& result) const {

@@ -2,16 +2,18 @@
 // On every listener: GET /metrics, /healthz (503 while outbox writes fail or a delivery loop
 // keeps failing) and /readyz (200 while results are taken). On the ingest listeners also POST
 // /v1/results and POST /v1/results:batch, through which a battle host in any language hands results
-// to a running verdict-node. A 2xx means the result is fsync-durable in the outbox (P1): the answer
-// is sent from the writer's completion, after the group commit that made it durable, never before.
-// Errors follow the lobby's contract (server/problem.h). Thread-safe; no Beast, so it is tested
-// with plain values.
+// to a running verdict-node, and POST /v1/outbox:redrive, through which an operator moves
+// dead-lettered results back to delivery. A 2xx means the result is fsync-durable in the outbox
+// (P1): the answer is sent from the writer's completion, after the group commit that made it
+// durable, never before. Errors follow the lobby's contract (server/problem.h). Thread-safe; no
+// Beast, so it is tested with plain values.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "node/options.h"
 #include "node/result_channel.h"
 #include "server/http_server.h"
+#include "storage/outbox.h"
 
 namespace verdict::node {
 
@@ -41,6 +44,12 @@ struct IngestHooks {
   std::function<void(const std::vector<v1::BattleResult>&,
                      std::function<void(std::vector<Status>)>)>
       replicate;
+  // Starts moving the records of a room (all when unset) from a side area back to delivery
+  // (BattleNode::Redrive) off the calling thread, and calls `done` with the report once done.
+  // UNAVAILABLE, and `done` is never called, if a redrive is running or the node shuts down.
+  std::function<Status(storage::SideArea, std::optional<uint64_t>,
+                       std::function<void(Result<storage::RedriveReport>)>)>
+      redrive;
 };
 
 class IngestService final : public server::HttpHandler {
@@ -73,6 +82,8 @@ class IngestService final : public server::HttpHandler {
   std::optional<server::HttpReply> Store(
       std::vector<v1::BattleResult> results,
       std::function<void(std::vector<storage::EnqueueResult>)> answer, const std::string& path);
+  // POST /v1/outbox:redrive?from=dead-letter|quarantine&room_id=N (or &all=true).
+  void PostRedrive(const std::string& target, std::shared_ptr<server::Exchange> exchange);
   bool TokenMatches(const std::string& authorization) const;
   server::HttpReply Unavailable(const std::string& detail, const std::string& path) const;
 

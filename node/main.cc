@@ -19,8 +19,10 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/config_file.h"
+#include "cli/hangup_guard.h"
 #include "cli/log_format.h"
 #include "cli/log_level.h"
+#include "cli/service_notify.h"
 #include "cli/version.h"
 #include "common/bearer_token.h"
 #include "node/battle_node.h"
@@ -92,35 +94,9 @@ std::string Seconds(double s) {
   return buf;
 }
 
-// A bearer token must be one header-safe word (common/bearer_token.h); `where` names its source.
-Status CheckToken(const std::string& token, const std::string& where) {
-  Status valid = CheckBearerToken(token);
-  return valid.ok() ? valid : InvalidArgumentError(where + " " + valid.message());
-}
-
-// A token given on the command line (`flag`) or in a file (`file`, named by `file_flag`; its
-// content with surrounding white space trimmed). Empty when neither is set.
-Result<std::string> TokenFrom(const std::string& value, const std::string& file,
-                              const std::string& flag, const std::string& file_flag) {
-  if (file.empty()) {
-    if (!value.empty()) VERDICT_RETURN_IF_ERROR(CheckToken(value, flag));
-    return value;
-  }
-  std::ifstream in(file);
-  if (!in) return NotFoundError("cannot read the token file " + file + " (" + file_flag + ")");
-  std::stringstream content;
-  content << in.rdbuf();
-  std::string token = content.str();
-  const size_t begin = token.find_first_not_of(" \t\r\n");
-  const size_t end = token.find_last_not_of(" \t\r\n");
-  token = begin == std::string::npos ? "" : token.substr(begin, end - begin + 1);
-  VERDICT_RETURN_IF_ERROR(CheckToken(token, "the token file " + file));
-  return token;
-}
-
 // The lobby's bearer token, from --lobby-token-file or --token.
 Result<std::string> ReadToken(const Flags& flags) {
-  auto token = TokenFrom(flags.token, flags.token_file, "--token", "--lobby-token-file");
+  auto token = BearerTokenFrom(flags.token, flags.token_file, "--token", "--lobby-token-file");
   if (token.ok() && token->empty()) {
     return InvalidArgumentError("--token or --lobby-token-file is required");
   }
@@ -130,8 +106,8 @@ Result<std::string> ReadToken(const Flags& flags) {
 // The token TCP ingest listeners require, from --ingest-token-file or --ingest-token; may be
 // empty (then only Unix sockets may listen).
 Result<std::string> ReadIngestToken(const Flags& flags) {
-  return TokenFrom(flags.ingest_token, flags.ingest_token_file, "--ingest-token",
-                   "--ingest-token-file");
+  return BearerTokenFrom(flags.ingest_token, flags.ingest_token_file, "--ingest-token",
+                         "--ingest-token-file");
 }
 
 // Both tokens as configured now, each read on its own: a broken source of one leaves the other
@@ -330,9 +306,11 @@ bool ServeUntilStopped(const Flags& flags, BattleNode& node, const Simulator* si
 constexpr int kExitResultsRemain = 75;
 
 // --drain-on-exit: stops taking results and keeps delivering until the outbox is empty or the
-// deadline passes; a second SIGTERM or SIGINT ends the wait at once. True if it drained.
+// deadline passes; a second SIGTERM or SIGINT ends the wait at once. SIGHUP reloads the tokens
+// as while serving: a drain held up by a refused lobby token goes on with the corrected one.
+// True if it drained.
 bool DrainBeforeExit(const Flags& flags, BattleNode& node, const Simulator* simulator,
-                     const sigset_t& signals) {
+                     const sigset_t& signals, const std::function<Tokens()>& reread) {
   node.BeginDrain();
   const auto deadline =
       std::chrono::steady_clock::now() +
@@ -349,6 +327,7 @@ bool DrainBeforeExit(const Flags& flags, BattleNode& node, const Simulator* simu
       spdlog::warn("second stop signal: ending the drain now");
       return false;
     }
+    if (signal == SIGHUP) ReloadTokens(node, reread);
     if (std::chrono::steady_clock::now() - last_progress >=
         std::chrono::milliseconds(flags.progress_ms)) {
       PrintProgress(node, simulator, flags.simulate_rooms);
@@ -391,12 +370,14 @@ int RunNode(const Flags& flags, const std::function<Tokens()>& reread) {
   auto rescue_watcher = StartRescueWatcher(flags.replication, *options, &node.metrics());
   if (!rescue_watcher.ok()) return Fail(rescue_watcher.status().ToString());
   PrintInitialBacklog(node, flags);
+  // From here SIGHUP reloads: a unit of Type=notify runs no ExecReload before this.
+  if (Status told = cli::NotifyServiceReady(); !told.ok()) spdlog::warn("{}", told.message());
   std::unique_ptr<Simulator> simulator =
       StartSimulator(flags, *options, std::move(simulate_modes), node);
   const bool signalled = ServeUntilStopped(flags, node, simulator.get(), signals, reread);
   const bool drain = signalled && flags.drain_on_exit_s > 0;
   if (drain && simulator) simulator->RequestStop();
-  const bool drained = drain && DrainBeforeExit(flags, node, simulator.get(), signals);
+  const bool drained = drain && DrainBeforeExit(flags, node, simulator.get(), signals, reread);
   // The simulator's thread may be blocked handing a result to a full channel (a failing
   // outbox): only Shutdown, at its deadline, releases it, so it is joined after.
   if (simulator) simulator->RequestStop();
@@ -798,13 +779,8 @@ Tokens RereadTokens(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  // SIGHUP reloads a running node's tokens. One that comes before the node waits for it would
-  // kill the node, and systemd counts death by SIGHUP as a clean exit (Restart=on-failure then
-  // leaves it down): blocked first thing, it waits. The other commands take it back once parsed.
-  sigset_t hangup;
-  sigemptyset(&hangup);
-  sigaddset(&hangup, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &hangup, nullptr);
+  // SIGHUP is blocked since before the loader ran any initialiser (cli/hangup_guard.h): `run`
+  // takes one that came early once it serves; the other commands take it back once parsed.
   spdlog::set_default_logger(spdlog::stderr_color_mt("node"));
   Flags flags;
   CLI::App app{kDescription};
@@ -814,7 +790,7 @@ int main(int argc, char** argv) {
   cli::ApplyLogFormat(flags.log_format);
 
   if (c.run->parsed()) return RunNode(flags, [argc, argv] { return RereadTokens(argc, argv); });
-  pthread_sigmask(SIG_UNBLOCK, &hangup, nullptr);  // a hang-up ends them, as it ends any command
+  cli::ReleaseHangup();  // a hang-up ends them, as it ends any command
   if (c.enqueue->parsed()) return RunEnqueue(flags, c.enqueue_shards->count() > 0);
   if (c.replication.rescue->parsed()) return RunRescue(flags.replication);
   if (c.replication.replicated_ls->parsed()) return RunReplicatedList(flags.replication);

@@ -6,7 +6,10 @@
 #include <memory>
 #include <vector>
 
+#include "common/bearer_token.h"
+#include "proto/problem.h"
 #include "proto/wire.h"
+#include "server/http_client.h"
 #include "storage/outbox.h"
 #include "storage/outbox_salvage.h"
 #include "verdict/v1/verdict.pb.h"
@@ -18,6 +21,9 @@ namespace {
 // what a listing holds; ListSidePage bounds the side areas by their bytes.
 constexpr size_t kShardPage = 16;
 constexpr size_t kSidePage = 16;
+// How long `redrive --via-node` waits for the node's answer: a redrive writes each record
+// synced, so moving a large dead letter takes a while.
+constexpr std::chrono::minutes kRedriveThroughNodeWait{10};
 // At most one progress line per interval of a long salvage.
 constexpr std::chrono::seconds kProgressInterval{1};
 // Lost rooms printed per line of salvage's report.
@@ -187,7 +193,8 @@ Result<std::unique_ptr<storage::Outbox>> OpenForReading(const std::string& dir) 
 OutboxCommands::OutboxCommands(CLI::App& app) {
   CLI::App* outbox = app.add_subcommand("outbox", "inspect or repair an outbox");
   outbox->require_subcommand(1);
-  outbox->add_option("--outbox", flags_.outbox, "outbox directory")->required();
+  // Required by every command but `redrive --via-node` (Run checks it).
+  outbox->add_option("--outbox", flags_.outbox, "outbox directory");
   stats_ = outbox->add_subcommand("stats", "records, bytes and ages per shard");
   stats_->add_flag("--json", flags_.json, "print JSON");
   ls_ = outbox->add_subcommand("ls", "pending, quarantined and dead-lettered records");
@@ -201,6 +208,15 @@ OutboxCommands::OutboxCommands(CLI::App& app) {
   redrive_room_ = redrive_->add_option("room_id", flags_.room_id, "the room whose records move");
   redrive_->add_flag("--all", flags_.all, "move every record that can be delivered")
       ->excludes(redrive_room_);
+  redrive_->add_option("--via-node", flags_.via_node,
+                       "redrive through the node running on the outbox, at its ingest listener "
+                       "unix:PATH or HOST:PORT (instead of --outbox)");
+  auto* token = redrive_->add_option("--ingest-token", flags_.ingest_token,
+                                     "the node's ingest token (for a HOST:PORT --via-node)");
+  redrive_
+      ->add_option("--ingest-token-file", flags_.ingest_token_file,
+                   "read the ingest token from FILE")
+      ->excludes(token);
   salvage_ = outbox->add_subcommand(
       "salvage",
       "copy every record that can still be read from a damaged outbox (--outbox) into a new one "
@@ -212,6 +228,17 @@ OutboxCommands::OutboxCommands(CLI::App& app) {
 }
 
 std::optional<int> OutboxCommands::Run() const {
+  const bool via_node = redrive_->parsed() && !flags_.via_node.empty();
+  if (via_node && !flags_.outbox.empty()) {
+    return Fail("redrive takes --outbox (a stopped node) or --via-node (a running one), not both");
+  }
+  if (!via_node && flags_.outbox.empty() &&
+      (stats_->parsed() || ls_->parsed() || show_->parsed() || redrive_->parsed() ||
+       salvage_->parsed())) {
+    return Fail(redrive_->parsed() ? "redrive needs --outbox DIR (a stopped node) or --via-node "
+                                     "unix:PATH|HOST:PORT (a running one)"
+                                   : "outbox needs --outbox DIR");
+  }
   if (stats_->parsed()) return Stats();
   if (ls_->parsed()) return List();
   if (show_->parsed()) return Show();
@@ -313,17 +340,55 @@ int OutboxCommands::Redrive() const {
   if (!flags_.all && flags_.room_id == 0) {
     return Fail("0 is no room (undecodable records cannot be redriven); give a room, or --all");
   }
+  if (!flags_.via_node.empty()) return RedriveThroughNode();
   // Read-only first, so that a mistyped directory is an error rather than a new outbox.
   if (auto found = OpenForReading(flags_.outbox); !found.ok()) {
     return Fail(found.status().ToString());
   }
   auto outbox = storage::OpenOutbox(flags_.outbox, {.adopt_existing_shard_count = true});
+  if (!outbox.ok() && outbox.status().code() == StatusCode::kUnavailable) {
+    return Fail(outbox.status().ToString() +
+                "; to redrive through the running node, use redrive --via-node unix:PATH or "
+                "HOST:PORT (its --ingest-listen)");
+  }
   if (!outbox.ok()) return Fail(outbox.status().ToString());
   auto report = (*outbox)->Redrive(from, flags_.all ? std::nullopt : std::optional(flags_.room_id));
   if (!report.ok()) return Fail(report.status().ToString());
   std::printf("%llu moved back to their shards, %llu left (undecodable or oversize)\n",
               static_cast<unsigned long long>(report->moved),
               static_cast<unsigned long long>(report->skipped));
+  return 0;
+}
+
+int OutboxCommands::RedriveThroughNode() const {
+  auto to = server::ListenAddress::Parse(flags_.via_node);
+  if (!to.ok()) return Fail(to.status().message());
+  auto token = BearerTokenFrom(flags_.ingest_token, flags_.ingest_token_file, "--ingest-token",
+                               "--ingest-token-file");
+  if (!token.ok()) return Fail(token.status().message());
+  if (to->kind == server::ListenAddress::Kind::kTcp && token->empty()) {
+    return Fail("--via-node " + flags_.via_node +
+                " needs the node's --ingest-token or --ingest-token-file");
+  }
+  std::string target = "/v1/outbox:redrive?from=" + flags_.from;
+  target += flags_.all ? "&all=true" : "&room_id=" + std::to_string(flags_.room_id);
+  server::BlockingHttpClient client(*to, kRedriveThroughNodeWait);
+  auto reply = client.Call(
+      {"POST", target, "", "application/json", token->empty() ? "" : "Bearer " + *token, ""});
+  if (!reply.ok()) {
+    return Fail(reply.status().message() +
+                " (a redrive the node began goes on; `outbox stats` shows what is left)");
+  }
+  unsigned long long moved = 0, skipped = 0;
+  if (reply->status != 200 || std::sscanf(reply->body.c_str(), "{\"moved\":%llu,\"skipped\":%llu}",
+                                          &moved, &skipped) != 2) {
+    auto problem = wire::ParseProblem(reply->body, reply->content_type);
+    return Fail("the node refused the redrive: " + std::to_string(reply->status) + " " +
+                (problem ? problem->code() + ": " + problem->detail()
+                         : wire::EscapeForTerminal(reply->body)));
+  }
+  std::printf("%llu moved back to their shards, %llu left (undecodable or oversize)\n", moved,
+              skipped);
   return 0;
 }
 

@@ -1,8 +1,9 @@
 // The operator's commands on an outbox: `verdict-node outbox stats | ls | show | redrive |
 // salvage`. main.cc declares them on verdict-node's command line and runs the one given. stats,
 // ls and show read through a read-only open, so they work while a node holds the outbox, and
-// print as they read, so their memory does not grow with the outbox; redrive and salvage need
-// the node stopped. Not thread-safe: one command per process.
+// print as they read, so their memory does not grow with the outbox; salvage needs the node
+// stopped, and so does redrive, unless it goes through the running node's ingest API
+// (--via-node). Not thread-safe: one command per process.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -34,9 +35,11 @@ class OutboxCommands {
     bool json = false;
     size_t limit = 1000;
     uint64_t room_id = 0;
-    std::string from;  // redrive: quarantine or dead-letter
-    bool all = false;  // redrive: every record
-    std::string to;    // salvage: the new outbox
+    std::string from;      // redrive: quarantine or dead-letter
+    bool all = false;      // redrive: every record
+    std::string to;        // salvage: the new outbox
+    std::string via_node;  // redrive: a running node's ingest listener
+    std::string ingest_token, ingest_token_file;
     uint32_t shards = 0;
   };
 
@@ -44,6 +47,8 @@ class OutboxCommands {
   int List() const;
   int Show() const;
   int Redrive() const;
+  // Redrive through the running node at --via-node (POST /v1/outbox:redrive).
+  int RedriveThroughNode() const;
   int Salvage() const;
 
   Flags flags_;

@@ -72,8 +72,11 @@ for pkg in "$lobby" "$node"; do
 
   dpkg-deb -x "$pkg" "$work/root-$name"
   unit="$work/root-$name/usr/lib/systemd/system/$name.service"
+  # Type=notify and RestartForceExitStatus=SIGHUP: no SIGHUP can end the program early and leave
+  # it down (docs/operating.md, "A SIGHUP early in a program's start").
   for directive in "User=verdict" "Restart=on-failure" "ProtectSystem=strict" \
-                   "NoNewPrivileges=yes" "ExecStart=/usr/bin/$name --config /etc/verdict/"; do
+                   "NoNewPrivileges=yes" "ExecStart=/usr/bin/$name --config /etc/verdict/" \
+                   "Type=notify" "RestartForceExitStatus=SIGHUP"; do
     grep -q "^$directive" "$unit" || fail "$name.service lacks $directive"
   done
   if command -v systemd-analyze >/dev/null; then

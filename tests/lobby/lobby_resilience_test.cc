@@ -3,13 +3,14 @@
 // 503; a client that hangs up frees its worker; a backend killed mid-settlement, or a connection
 // lost after COMMIT, is answered truthfully from the receipt (once a synchronous standby has it);
 // a read-only database is not ready and answers 503; tokens rotate without a 401, and a reload
-// that would confuse them is refused; readiness costs the settlements nothing and fails on a full
-// data disk.
+// that would confuse them is refused; a SIGHUP that comes while the loader runs the initialisers
+// waits for the lobby; readiness costs the settlements nothing and fails on a full data disk.
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -321,6 +322,30 @@ TEST_F(LobbyResilienceTest, ReadOnlyDatabaseIsNotReadyAndSettlementsWait) {
   const HttpResponse settled = Settle(writable->port(), MakeResult(88));
   ASSERT_EQ(settled.status, 200) << settled.body;
   EXPECT_FALSE(Receipt(settled).duplicate());
+}
+
+// A SIGHUP sent while the dynamic loader runs the shared libraries' initialisers (by a preloaded
+// library's own initialiser, at the same point every run) killed the lobby: it blocked SIGHUP
+// only once connected to its database. Blocked from the executable's .preinit_array
+// (cli/hangup_guard.h), it waits, and reloads the tokens once the lobby serves. Timed SIGHUPs
+// over a whole start: NodeProcessTest.ASighupAtAnyMomentOfTheStartAfterTheGuardWaitsForTheNode.
+TEST_F(LobbyResilienceTest, ASighupDuringTheInitialisersWaitsForTheLobby) {
+  TempDir dir;
+  const std::string log = dir.Sub("lobby.log");
+  auto lobby = LobbyProcess::Start(db_->conninfo(), {"--log-level", "info"},
+                                   {{"LD_PRELOAD", VERDICT_HANGUP_AT_LOAD}}, "127.0.0.1:0",
+                                   LobbyBinary(), log);
+  ASSERT_NE(lobby, nullptr) << "the lobby did not come up";
+  const auto text = [&] {
+    std::ifstream in(log);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  EXPECT_TRUE(WaitFor([&] {
+    return !lobby->Running() || text().find("SIGHUP: node tokens reloaded") != std::string::npos;
+  })) << text();
+  ASSERT_TRUE(lobby->Running()) << text();
+  const int status = lobby->Stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << text();
 }
 
 // Rotating node-a's token under load: add the new token beside the old (SIGHUP), move the

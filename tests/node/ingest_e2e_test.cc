@@ -2,7 +2,8 @@
 // node SIGKILLed right after its 2xx answers loses none of those results (and its negative
 // control, answering before the fsync, is caught losing them); a full disk under the outbox
 // answers 503 and recovers; --drain-on-exit with the lobby up and down; the Unix socket's life;
-// and `enqueue --to`.
+// `enqueue --to`; and a result dead-lettered for want of its room's allocation, redriven through
+// the running node once the room is allocated.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -328,6 +329,54 @@ TEST_F(IngestEndToEndTest, EnqueueToARunningNodeReportsStoredDuplicateAndRefused
   r = RunCommand({NodeBinary(), "enqueue", "--to", tcp, "--ingest-token", "s3cret", good});
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find(" new, "), std::string::npos) << r.out;
+}
+
+// The matchmaker could not allocate room 4242 (the lobby was away) and the battle was played all
+// the same: the lobby refuses its result ROOM_UNKNOWN for good and the node dead-letters it. The
+// node serves every game server of its machine, so it is not stopped to redrive: the redrive the
+// outbox command does itself is refused (the node holds the outbox) and names --via-node; once
+// the allocation is made, the redrive through the running node moves the result back, and it is
+// delivered and settles once.
+TEST_F(IngestEndToEndTest, ADeadLetteredResultRedrivenThroughTheRunningNodeSettles) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  auto node = StartNode(NodeArgs(lobby->port()));
+  ASSERT_NE(node, nullptr);
+  constexpr uint64_t kRoom = 4242;
+  BlockingHttpClient client(ListenAddress::Parse("unix:" + socket_).value(), 10s);
+  auto posted = client.Call({"POST", "/v1/results", "application/json", "", "",
+                             wire::EncodeBody(MakeResult(kRoom), wire::BodyFormat::kJson).value()});
+  ASSERT_TRUE(posted.ok()) << posted.status().ToString();
+  ASSERT_EQ(posted->status, 201) << posted->body;
+  const auto stats = [&] {
+    return RunCommand({NodeBinary(), "outbox", "--outbox", outbox_, "stats"}).out;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return stats().find("dead letter 1,") != std::string::npos; }, 30s))
+      << stats() << Log();
+
+  const std::string room = std::to_string(kRoom);
+  const ExitAndOutput direct = RunToExit(
+      {NodeBinary(), "outbox", "--outbox", outbox_, "redrive", "--from", "dead-letter", room});
+  EXPECT_EQ(direct.code, 1) << direct.output;
+  EXPECT_NE(direct.output.find("--via-node"), std::string::npos) << direct.output;
+
+  MustAllocate(lobby->port(), kRoom);
+  const ExitAndOutput redriven = RunToExit({NodeBinary(), "outbox", "redrive", "--via-node",
+                                            "unix:" + socket_, "--from", "dead-letter", room});
+  EXPECT_EQ(redriven.code, 0) << redriven.output << Log();
+  EXPECT_NE(redriven.output.find("1 moved back to their shards, 0 left"), std::string::npos)
+      << redriven.output;
+  EXPECT_TRUE(WaitUntil(
+      [&] { return Q("SELECT count(*) FROM settlement_receipts WHERE room_id = " + room) == "1"; },
+      30s))
+      << Log();
+  EXPECT_TRUE(NotSettledOnce({kRoom}).empty());
+  EXPECT_TRUE(WaitUntil([&] { return stats().find("pending 0 ") != std::string::npos; }, 30s))
+      << stats();
+  EXPECT_NE(stats().find("dead letter 0,"), std::string::npos) << stats();
+  ::kill(node->pid(), SIGTERM);
+  ASSERT_TRUE(node->WaitFor(30s));
+  EXPECT_EQ(node->exit_code(), 0) << Log();
 }
 
 }  // namespace

@@ -272,6 +272,67 @@ TEST_F(IngestTest, WrongMediaTypeMethodAndPathAreRefusedFromTheHeader) {
   EXPECT_EQ(Pending(), 0u);
 }
 
+// POST /v1/outbox:redrive: the ingest token on TCP, checked from the header (a Unix socket's mode
+// is its access control, as for results); a malformed query is 400 saying what is wrong; with
+// nothing set aside it moves nothing. A record moved back, delivered and settled:
+// IngestEndToEndTest.ADeadLetteredResultRedrivenThroughTheRunningNodeSettles.
+TEST_F(IngestTest, RedriveNeedsTheTokenAndAWellFormedQuery) {
+  Start();
+  const std::string all = "/v1/outbox:redrive?from=dead-letter&all=true";
+  EXPECT_EQ(Post(tcp_, all, "", "").status, 401);
+  EXPECT_EQ(Post(tcp_, all, "", "", "Bearer wrong").status, 401);
+  const HttpReply moved = Post(tcp_, all, "", "", std::string("Bearer ") + kToken);
+  EXPECT_EQ(moved.status, 200) << moved.body;
+  EXPECT_EQ(moved.body, R"({"moved":0,"skipped":0})");
+  EXPECT_EQ(Post(socket_, "/v1/outbox:redrive?from=quarantine&room_id=7", "", "").status, 200);
+  for (const std::string query :
+       {"", "?from=dead-letter", "?from=limbo&all=true", "?from=dead-letter&room_id=0",
+        "?from=dead-letter&room_id=12x", "?from=dead-letter&room_id=-1",
+        "?from=dead-letter&room_id=18446744073709551616", "?from=dead-letter&room_id=1&all=true",
+        "?from=dead-letter&all=yes", "?from=dead-letter&room_id=1&room_id=2",
+        "?from=dead-letter&all=true&force=1"}) {
+    const HttpReply bad = Post(socket_, "/v1/outbox:redrive" + query, "", "");
+    EXPECT_EQ(bad.status, 400) << query;
+    EXPECT_EQ(CodeOf(bad), "INVALID_ARGUMENT") << query;
+  }
+  BlockingHttpClient client(socket_);
+  auto get = client.Call({"GET", all, "", "", "", ""});
+  ASSERT_TRUE(get.ok());
+  EXPECT_EQ(get->status, 405);
+  ListenAddress metrics = ListenAddress::Parse("127.0.0.1:0").value();
+  metrics.port = node_->metrics_port();
+  EXPECT_EQ(Post(metrics, all, "", "").status, 404) << "the metrics listener redrives nothing";
+}
+
+// One redrive at a time: while one is held writing, another is answered 503 with Retry-After,
+// and the first answers once it is done. A redrive the outbox cannot write (a full disk) is 503;
+// one over a damaged side area, which a retry would meet again, is 500.
+TEST_F(IngestTest, RedriveIs503WhileOneRunsOrTheDiskIsFullAnd500OverDamage) {
+  Start();
+  const std::string all = "/v1/outbox:redrive?from=dead-letter&all=true";
+  failing_->set_hold_writes(true);
+  std::thread first([&] {
+    const HttpReply reply = Post(socket_, all, "", "");
+    EXPECT_EQ(reply.status, 200) << reply.body;
+  });
+  ASSERT_TRUE(WaitUntil([&] { return failing_->held_writes() == 1; }));
+  const HttpReply second = Post(socket_, all, "", "");
+  EXPECT_EQ(second.status, 503) << second.body;
+  EXPECT_EQ(CodeOf(second), "UNAVAILABLE");
+  EXPECT_EQ(Header(second, "retry-after"), "1");
+  failing_->set_hold_writes(false);
+  first.join();
+  failing_->set_fail_writes(true);
+  const HttpReply full = Post(socket_, all, "", "");
+  EXPECT_EQ(full.status, 503) << full.body;
+  EXPECT_EQ(CodeOf(full), "UNAVAILABLE");
+  failing_->set_fail_writes(false);
+  failing_->set_damaged_side_areas(true);
+  const HttpReply damaged = Post(socket_, all, "", "");
+  EXPECT_EQ(damaged.status, 500) << damaged.body;
+  EXPECT_EQ(CodeOf(damaged), "INTERNAL");
+}
+
 TEST_F(IngestTest, OversizeBodiesAndBatchesAre413AndNothingIsTruncated) {
   Start();
   const HttpReply big =

@@ -39,6 +39,10 @@ PRODUCED_ELSEWHERE = {
     ("lobby", "GET", "/v1/events", 410):
         "RetentionTest.EventCursorsTheFeedCannotContinueAreRefusedBeforeTheUpgrade",
     ("node", "GET", "/healthz", 503): "BattleNodeTest.HealthzReportsADeliveryLoopThatKeepsFailing",
+    ("node", "POST", "/v1/outbox:redrive", 503):
+        "IngestTest.RedriveIs503WhileOneRunsOrTheDiskIsFullAnd500OverDamage",
+    ("node", "POST", "/v1/outbox:redrive", 500):
+        "IngestTest.RedriveIs503WhileOneRunsOrTheDiskIsFullAnd500OverDamage",
     # The node's listeners run on the lobby's server core, whose connection cap is provoked here
     # on the lobby (the node has no flag to lower its cap of 1024).
     ("node", "GET", "/metrics", 503): "LobbyTest.ConnectionsOverTheCapAreRefused",
@@ -268,6 +272,16 @@ def run(spec, documented, node_bin, lobby_bin, work, db, start):
             if one:
                 ask("node", l, "POST", path, token=tok, body=result(room, winner=2),
                     what="another result, same identity")
+        redrive = "/v1/outbox:redrive"
+        everything = redrive + "?from=dead-letter&all=true"
+        ask("node", l, "POST", redrive, target=everything, token=tok, what="all, nothing set aside")
+        ask("node", l, "POST", redrive, target=redrive + "?from=dead-letter&room_id=0", token=tok,
+            what="room 0")
+        ask("node", l, "POST", redrive, target=everything, token=tok, host=False, what="no Host")
+        ask("node", l, "POST", redrive, target=everything, token=tok, raw=b"", length=big,
+            what="a body")
+        if l is node_tcp:
+            ask("node", l, "POST", redrive, target=everything, what="no token on TCP")
         for path in ("/metrics", "/healthz", "/readyz"):
             ask("node", l, "GET", path)
             ask("node", l, "GET", path, host=False, what="no Host")

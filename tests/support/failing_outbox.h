@@ -1,11 +1,12 @@
 // FailingOutbox: wraps a real outbox and, while switched on, fails every enqueue the way a full
 // disk does (RESOURCE_EXHAUSTED, nothing stored), or every sync the way a failing fsync does;
-// or holds every enqueue until released (a writer caught mid-batch), or every shard read after
-// it has read (a read still in flight); or throws from shard reads
-// (a bug that ends a delivery loop); or answers Stats with figures the test pinned. It counts
-// shard reads and Stats calls, so a test can wait until a loop has looked again. Everything else
-// goes straight through. The test seam for backpressure (P6), drain, loop restarts and the
-// node's derived gauges. Thread-safe.
+// or holds every enqueue (and redrive) until released (a writer caught mid-batch), or answers
+// redrives as over a damaged side area, or every shard
+// read after it has read (a read still in flight); or throws from shard reads (a bug that ends a
+// delivery loop); or answers Stats with figures the test pinned. It counts shard reads and Stats
+// calls, so a test can wait until a loop has looked again. Everything else goes straight through.
+// The test seam for backpressure (P6), drain, loop restarts and the node's derived gauges.
+// Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -39,6 +40,8 @@ class FailingOutbox final : public storage::Outbox {
     released_.notify_all();
   }
   int held_writes() const { return held_writes_.load(); }
+  // While on, Redrive answers DATA_LOSS, as over a damaged side area.
+  void set_damaged_side_areas(bool on) { damaged_side_areas_ = on; }
   // While on, ReadShard throws.
   void set_throw_on_reads(bool on) { throw_on_reads_ = on; }
   // While on, each shard read reads first and then waits, its page in hand, until switched off
@@ -113,8 +116,21 @@ class FailingOutbox final : public storage::Outbox {
                                                         uint64_t after, size_t max) override {
     return inner_->ListSidePage(area, room, after, max);
   }
+  // A redrive writes as an enqueue does: held and failed by the same switches.
   Result<storage::RedriveReport> Redrive(storage::SideArea from,
                                          std::optional<uint64_t> room) override {
+    {
+      std::unique_lock lock(hold_mu_);
+      if (hold_writes_) {
+        ++held_writes_;
+        released_.wait(lock, [&] { return !hold_writes_; });
+      }
+    }
+    if (fail_writes_) {
+      ++failed_writes_;
+      return ResourceExhaustedError("simulated: no space left on device");
+    }
+    if (damaged_side_areas_) return DataLossError("simulated: dead letter is damaged");
     return inner_->Redrive(from, room);
   }
   Result<storage::OutboxStats> Stats() override {
@@ -129,6 +145,7 @@ class FailingOutbox final : public storage::Outbox {
  private:
   std::unique_ptr<storage::Outbox> inner_;
   std::atomic<bool> fail_writes_{false};
+  std::atomic<bool> damaged_side_areas_{false};
   std::atomic<int> failed_writes_{0};
   std::atomic<bool> fail_syncs_{false};
   std::atomic<int> failed_syncs_{0};
