@@ -1,6 +1,6 @@
 // verdict-bench: measures verdict side by side with the design it replaces and with the
 // physical ceiling, in one run, and reports ratios. Modes: ingest, ingest-memory, drain, scale,
-// events, ladder, replicate, retention.
+// events, ladder, lobby-memory, replicate, retention.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,6 +19,7 @@
 #include "bench/ingest.h"
 #include "bench/ingest_memory.h"
 #include "bench/ladder.h"
+#include "bench/lobby_memory.h"
 #include "bench/replicate.h"
 #include "bench/retention.h"
 #include "bench/scale.h"
@@ -246,6 +247,44 @@ int main(int argc, char** argv) {
   ladder_cmd->add_flag("--json", ladder.output.json, "print one JSON object on stdout");
   ladder_cmd->add_option("--csv", ladder.output.csv_dir, "write the raw rows to DIR/ladder.csv");
 
+  verdict::bench::LobbyMemoryOptions lobby_memory;
+  CLI::App* lobby_memory_cmd = app.add_subcommand(
+      "lobby-memory",
+      "verdict-lobby's resident memory idle, after a burst of the largest valid settlement "
+      "batches, and once the burst has settled");
+  lobby_memory_cmd->add_option("--batches", lobby_memory.batches, "batches in the burst")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10'000));
+  lobby_memory_cmd->add_option("--rooms", lobby_memory.rooms, "rooms per batch")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  lobby_memory_cmd->add_option("--seats", lobby_memory.seats, "seats per room")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 200));
+  lobby_memory_cmd->add_option("--clients", lobby_memory.clients, "batches in flight at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  lobby_memory_cmd->add_option("--db-pool", lobby_memory.db_pool, "the lobby's --db-pool")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 512));
+  lobby_memory_cmd
+      ->add_option("--settle-s", lobby_memory.settle_s,
+                   "seconds the lobby is left idle after the burst, its RSS sampled")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  lobby_memory_cmd->add_option("--lobby-binary", lobby_memory.lobby_binary,
+                               "verdict-lobby to run (default: the one built with this benchmark)");
+  lobby_memory_cmd
+      ->add_option("--baseline-lobby", lobby_memory.baseline_lobby,
+                   "another build's verdict-lobby, run the same way after this one")
+      ->check(CLI::ExistingFile);
+  lobby_memory_cmd->add_option("--db", lobby_memory.db,
+                               "libpq conninfo; without it (and without PGHOST) the benchmark "
+                               "runs itself inside pg_virtualenv");
+  lobby_memory_cmd->add_flag("--json", lobby_memory.output.json, "print one JSON object on stdout");
+  lobby_memory_cmd->add_option("--csv", lobby_memory.output.csv_dir,
+                               "write the raw rows to DIR/lobby_memory.csv");
+
   verdict::bench::ReplicateOptions replicate;
   CLI::App* replicate_cmd = app.add_subcommand(
       "replicate",
@@ -320,13 +359,15 @@ int main(int argc, char** argv) {
   if (scale_cmd->parsed()) return verdict::bench::RunScale(scale);
   if (memory_cmd->parsed()) return verdict::bench::RunIngestMemory(memory);
   const bool needs_db = drain_cmd->parsed() || events_cmd->parsed() || replicate_cmd->parsed() ||
-                        retention_cmd->parsed() || ladder_cmd->parsed();
+                        retention_cmd->parsed() || ladder_cmd->parsed() ||
+                        lobby_memory_cmd->parsed();
   if (needs_db) {
-    const std::string& db = drain_cmd->parsed()       ? drain.db
-                            : events_cmd->parsed()    ? events.db
-                            : replicate_cmd->parsed() ? replicate.db
-                            : ladder_cmd->parsed()    ? ladder.db
-                                                      : retention.db;
+    const std::string& db = drain_cmd->parsed()          ? drain.db
+                            : events_cmd->parsed()       ? events.db
+                            : replicate_cmd->parsed()    ? replicate.db
+                            : ladder_cmd->parsed()       ? ladder.db
+                            : lobby_memory_cmd->parsed() ? lobby_memory.db
+                                                         : retention.db;
     if (const char* fd = std::getenv(kStdoutFdVariable)) {
       // Inside pg_virtualenv: take back the stdout it was started with (see below).
       const int saved = std::atoi(fd);
@@ -357,6 +398,7 @@ int main(int argc, char** argv) {
       if (replicate_cmd->parsed()) return verdict::bench::RunReplicate(replicate);
       if (retention_cmd->parsed()) return verdict::bench::RunRetentionBench(retention);
       if (ladder_cmd->parsed()) return verdict::bench::RunLadder(ladder);
+      if (lobby_memory_cmd->parsed()) return verdict::bench::RunLobbyMemory(lobby_memory);
       if (drain_cmd->parsed() && !drain.baseline_lobby.empty()) {
         return verdict::bench::RunLobbyComparison(drain);
       }

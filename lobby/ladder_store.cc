@@ -10,6 +10,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "lobby/rating/rating_system.h"
+#include "proto/validation.h"
 
 namespace verdict::lobby {
 namespace {
@@ -282,11 +283,15 @@ std::optional<LadderCursor> DecodeLadderCursor(std::string_view text) {
       held -= 8;
     }
   }
-  // 8 bytes of the rating, then a player id of 1 to 64 bytes.
-  if (bytes.size() < 9 || bytes.size() > 8 + 64) return std::nullopt;
+  // 8 bytes of the rating, then a player id as every player id is (1 to 64 bytes of UTF-8 with
+  // no NUL): PostgreSQL refuses other bytes in a text parameter (a 500), and libpq's text
+  // parameters end at a NUL (a page after another id than the one given).
+  if (bytes.size() < 8) return std::nullopt;
+  std::string player_id = bytes.substr(8);
+  if (!wire::ValidatePlayerId(player_id).ok()) return std::nullopt;
   uint64_t bits = 0;
   for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<unsigned char>(bytes[i]);
-  return LadderCursor{FromOrderedBits(bits), bytes.substr(8)};
+  return LadderCursor{FromOrderedBits(bits), std::move(player_id)};
 }
 
 }  // namespace verdict::lobby

@@ -26,7 +26,8 @@ Result<ImportOutcome> ImportRatingIn(pg::Pool& pool, const std::string& player_i
                                      double displayed);
 Result<std::optional<v1::Player>> GetPlayerIn(pg::Pool& pool, const std::string& player_id);
 
-// The opaque text of a ladder cursor (base64url), and back; nullopt for text that is not one.
+// The opaque text of a ladder cursor (base64url), and back; nullopt for text that is not one,
+// its id included: a cursor names a player id (wire::ValidatePlayerId).
 std::string EncodeLadderCursor(const LadderCursor& cursor);
 std::optional<LadderCursor> DecodeLadderCursor(std::string_view text);
 

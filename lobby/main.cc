@@ -570,6 +570,10 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   ReadinessMonitor readiness([&probe] { return probe->Probe(); }, readiness_options);
   readiness.Start();
 
+  // What bursts of large batches leave in the allocator's arenas goes back once they are over.
+  FreeMemoryReturner free_memory;
+  service_options.on_quiet = [&free_memory] { free_memory.Quiet(); };
+
   metrics::Registry registry;
   metrics::AddProcessMetrics(registry);
   EventHub hub(**feed_store, store_options.connection, hub_options, registry);

@@ -15,6 +15,7 @@ SettlementScheduler::SettlementScheduler(BatchSettler& settler, const ServiceOpt
       db_workers_(settler.workers()),
       clock_(options.clock ? options.clock : SystemClock::Default()),
       unsafe_ignore_room_turns_(options.unsafe_ignore_room_turns_for_test),
+      on_quiet_(options.on_quiet),
       coalesced_(registry.AddCounter(
           "verdict_lobby_settlements_coalesced_total",
           "Settlement requests answered by another identical request's transaction.")),
@@ -109,6 +110,9 @@ void SettlementScheduler::Drain() {
     lock.Lock();
   }
   --drainers_;
+  const bool quiet = drainers_ == 0 && ready_.empty();
+  lock.Unlock();
+  if (quiet && on_quiet_) on_quiet_();
 }
 
 void SettlementScheduler::WaitForCompany() {

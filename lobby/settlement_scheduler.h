@@ -55,10 +55,10 @@ class SettlementScheduler {
   };
 
   // Takes the group commit's settings from `options`: coalesce_wait, settle_concurrency,
-  // max_batch_rooms, clock and unsafe_ignore_room_turns_for_test; the transactions at once without
-  // coalescing from `settler.workers()`. `settler` and
-  // `options.clock` must outlive the scheduler. `registry` gets its metrics; the rooms-in-turn
-  // gauge reads the scheduler, so render the registry only while the scheduler lives.
+  // max_batch_rooms, clock, on_quiet and unsafe_ignore_room_turns_for_test; the transactions at
+  // once without coalescing from `settler.workers()`. `settler` and `options.clock` must outlive
+  // the scheduler. `registry` gets its metrics; the rooms-in-turn gauge reads the scheduler, so
+  // render the registry only while the scheduler lives.
   SettlementScheduler(BatchSettler& settler, const ServiceOptions& options,
                       metrics::Registry& registry);
   SettlementScheduler(const SettlementScheduler&) = delete;
@@ -116,6 +116,7 @@ class SettlementScheduler {
   const int db_workers_;
   const Clock* const clock_;
   const bool unsafe_ignore_room_turns_;
+  const std::function<void()> on_quiet_;
 
   mutable Mutex mu_;
   CondVar more_ready_{&mu_};

@@ -62,6 +62,11 @@ struct ServiceOptions {
   // Times the group commit's wait (its monotonic reading); tests give a FakeClock. Not owned.
   // Default: the system clock.
   const Clock* clock = SystemClock::Default();
+  // Called each time the settlements go quiet: the last transaction running has ended and no
+  // attempt is ready. On the thread of the call of Settle that ended it, without the scheduler's
+  // lock; it must not block. verdict-lobby serve gives free memory back then
+  // (lobby/allocator.h). Default: none.
+  std::function<void()> on_quiet;
 
   // Test-only negative control: an attempt at a room whose turn a different attempt holds runs
   // at once beside it instead of waiting, so one room's settlements overlap and may finish out of

@@ -59,6 +59,10 @@ class Pool {
     // After a failure: the connection is closed instead of reused (its state is unknown), and
     // when it was lost, so are the pool's idle ones.
     void Drop(const Failure& failure);
+    // After a statement of many megabytes: the connection is closed instead of reused, and the
+    // next caller opens another. libpq keeps a connection's buffers at the largest message they
+    // ever held, for as long as the connection lives.
+    void Retire() { conn_.reset(); }
 
    private:
     Pool* pool_;

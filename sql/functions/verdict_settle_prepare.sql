@@ -20,18 +20,21 @@
 -- docs/design.md §8; NULL if the player had none then). A room is visible only to its own node.
 --
 -- p_wait: wait for each room's locks (under the caller's lock_timeout), as a batch of one does.
--- Without it a room whose advisory lock, row, or any of whose players' rows another session holds
--- is left alone and answered 'busy', so that one stuck room cannot hold up, or time out, the rooms
--- batched with it; the lobby then settles that room on its own.
+-- Without it a room whose advisory lock, row, or any of whose players' rows or their ratings in
+-- the room's mode another session holds is left alone and answered 'busy', so that one stuck
+-- room cannot hold up, or time out, the rooms batched with it; the lobby then settles that room
+-- on its own.
 --
 -- Locks, in one global order so that overlapping batches from several lobby instances cannot
 -- deadlock: the rooms' advisory locks in room-id order, then the rooms' rows, then the players'
--- rows in player-id order (the order verdict_allocate uses too). One player may be in two rooms of
--- a call (a released room and the player's next one): both are rated, in room order, each from
--- the rating the one before left (the lobby does that with the rows returned here).
+-- rows in player-id order (the order verdict_allocate uses too), then their ratings' rows by mode
+-- and player id. One player may be in two rooms of a call (a released room and the player's next
+-- one): both are rated, in room order, each from the rating the one before left (the lobby does
+-- that with the rows returned here).
 --
--- The composition of three parts: verdict_settle_guard (locks and receipts),
--- verdict_settle_check (room and roster) and verdict_settle_lock_players.
+-- The composition of four parts: verdict_settle_guard (locks and receipts),
+-- verdict_settle_check (room and roster), verdict_settle_lock_players and
+-- verdict_settle_lock_ratings.
 CREATE OR REPLACE FUNCTION verdict_settle_prepare(
   p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_fingerprints bytea[],
   p_player_rooms bigint[], p_player_ids text[], p_teams smallint[], p_wait boolean)
@@ -66,6 +69,8 @@ BEGIN
                                      p_player_ids, p_teams);
   v_verdicts := verdict_settle_lock_players(v_verdicts, p_room_ids, p_player_rooms,
                                             p_player_ids, p_wait);
+  v_verdicts := verdict_settle_lock_ratings(v_verdicts, p_room_ids, v_mode_ids, p_player_rooms,
+                                            p_player_ids, p_wait);
 
   -- The rooms, each with its mode's declaration when it is to be settled (a mode in use is fixed:
   -- verdict_allocate).
@@ -80,9 +85,9 @@ BEGIN
   IF 'settle' <> ALL (v_verdicts) THEN
     RETURN;
   END IF;
-  -- Read after the players' locks, so each is the rating every earlier settlement left. Seats
-  -- and ratings are read by their keys: battle_room_seats is a queue whose statistics may say it
-  -- is empty (verdict_settle_check).
+  -- Read after the players' and the ratings' locks, so each is the rating every earlier
+  -- settlement left. Seats and ratings are read by their keys: battle_room_seats is a queue whose
+  -- statistics may say it is empty (verdict_settle_check).
   RETURN QUERY
   SELECT x.room, 'settle', NULL::bigint, NULL::text, NULL::bigint, NULL::text, NULL::text,
          NULL::text, NULL::text, NULL::boolean, x.pid, (x.now).rating, (x.now).deviation,

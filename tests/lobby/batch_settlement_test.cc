@@ -260,6 +260,69 @@ TEST_F(BatchSettlementTest, ARowLockedElsewhereFailsOnlyItsRoomsItem) {
   EXPECT_EQ(Q("SELECT count(*) FROM settlement_receipts"), "16");
 }
 
+// A player's rating row another session holds (an operator fixing a rating by hand) makes the
+// item of that player's room alone UNAVAILABLE: the rest of the batch commits, a player in two
+// of its rooms (a released room and the next one) among them, rated in room order. Once the row
+// is free, the room settles, exactly once. (The write's upsert used to wait for the row, and the
+// lock timeout failed every room of the batch.)
+TEST_F(BatchSettlementTest, ARatingRowLockedElsewhereFailsOnlyItsRoomsItem) {
+  auto lobby = StartLobby({"--lock-timeout-ms", "300"});
+  ASSERT_NE(lobby, nullptr);
+  const uint16_t port = lobby->port();
+  // Players 11..20 and 61..70 rated once, each in room 1 or 6.
+  for (uint64_t room : {1, 6}) AllocateAndSettle(port, room);
+  // 11..20 in room 2, released, and in room 3; 61..70 in room 7; 41..50, new, in room 4.
+  ASSERT_EQ(AllocateRoster(port, MakeAllocation(2, "node-a", 11, 10)).status, 201);
+  ASSERT_EQ(HttpCall(port, "POST", "/v1/rooms/2:release", JsonHeaders("admin-token")).status, 200);
+  ASSERT_EQ(AllocateRoster(port, MakeAllocation(3, "node-a", 11, 10)).status, 201);
+  ASSERT_EQ(AllocateRoster(port, MakeAllocation(7, "node-a", 61, 10)).status, 201);
+  MustAllocate(port, 4);
+  const std::vector<v1::BattleResult> batch = {ResultOf(MakeAllocation(2, "node-a", 11, 10), 1),
+                                               ResultOf(MakeAllocation(3, "node-a", 11, 10), 1),
+                                               MakeResult(4),
+                                               ResultOf(MakeAllocation(7, "node-a", 61, 10), 2)};
+
+  auto holder = db_->Connect();
+  pqxx::work held(*holder);
+  held.exec("SELECT 1 FROM player_ratings WHERE player_id = '65' FOR UPDATE");
+  const HttpResponse r = PostBatch(port, batch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const v1::SettlementBatchReply reply = Items(r);
+  std::vector<std::string> codes;
+  for (const auto& item : reply.items()) codes.push_back(CodeOf(item));
+  EXPECT_EQ(codes, (std::vector<std::string>{"SETTLED", "SETTLED", "SETTLED", "UNAVAILABLE"}));
+  EXPECT_EQ(Q("SELECT string_agg(room_id::text, ',' ORDER BY room_id) FROM settlement_receipts"),
+            "1,2,3,4,6");
+  // Rooms 2 and 3 in order: each player's second match rated from the first one's after, and
+  // the rating stored is the second's after.
+  EXPECT_EQ(Q("SELECT count(*) FROM match_players a JOIN matches ma USING (match_id) "
+              "JOIN match_players b USING (player_id) JOIN matches mb ON mb.match_id = b.match_id "
+              "JOIN player_ratings r USING (player_id) "
+              "WHERE ma.room_id = 2 AND mb.room_id = 3 AND b.rating_before = a.rating_after "
+              "AND r.rating = b.rating_after AND r.games = 3"),
+            "10");
+  EXPECT_EQ(Q("SELECT rating || '/' || games FROM player_ratings WHERE player_id = '65'"),
+            Q("SELECT rating_after || '/1' FROM match_players JOIN matches USING (match_id) "
+              "WHERE room_id = 6 AND player_id = '65'"))
+      << "the held player's rating moved";
+  held.abort();
+
+  // Free again: the room settles once, and the batch sent again is answered from its receipts.
+  const HttpResponse retry = PostBatch(port, batch);
+  ASSERT_EQ(retry.status, 200) << retry.body;
+  const v1::SettlementBatchReply retried = Items(retry);
+  codes.clear();
+  for (const auto& item : retried.items()) codes.push_back(CodeOf(item));
+  EXPECT_EQ(codes, (std::vector<std::string>{"DUPLICATE", "DUPLICATE", "DUPLICATE", "SETTLED"}));
+  const HttpResponse again = PostBatch(port, batch);
+  const v1::SettlementBatchReply answered_again = Items(again);
+  codes.clear();
+  for (const auto& item : answered_again.items()) codes.push_back(CodeOf(item));
+  EXPECT_EQ(codes, (std::vector<std::string>{"DUPLICATE", "DUPLICATE", "DUPLICATE", "DUPLICATE"}));
+  EXPECT_EQ(Q("SELECT count(*) FROM matches WHERE room_id = 7"), "1");
+  EXPECT_EQ(Q("SELECT games FROM player_ratings WHERE player_id = '65'"), "2");
+}
+
 TEST_F(BatchSettlementTest, WholeRequestErrorsKeepTheirStatus) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);

@@ -5,6 +5,7 @@
 #include <google/protobuf/struct.pb.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <future>
@@ -15,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/constant_time.h"
+#include "lobby/ladder_store.h"
 #include "lobby/pg/array_literal.h"
 #include "lobby/readiness.h"
 #include "lobby/settlement_service.h"
@@ -426,6 +428,31 @@ TEST(RefuseEventsCursorTest, RefusesWhatTheFeedCannotContinue) {
   EXPECT_EQ(code(5, "00bb"), "EPOCH_CHANGED/409") << "the epoch is judged first";
   // The other problems carry no feed position.
   EXPECT_EQ(ProblemReply(ErrorCode::kRoomUnknown, "x", "/y").body.find("feed"), std::string::npos);
+}
+
+// A ladder cursor carries a player id, and only one that could be a player's: a cursor whose id
+// is not UTF-8 (a real cursor lower-cased, say) or holds a NUL is not one (400), where the first
+// reached PostgreSQL and was refused there (500, SQLSTATE 22021) and the second was cut at its NUL.
+TEST(LadderCursorTest, DecodesWhatItEncodesAndOnlyPlayerIds) {
+  for (const LadderCursor& c :
+       {LadderCursor{1612.5, "p3"}, LadderCursor{-3.25, "\xc3\xa9t\xc3\xa9"},
+        LadderCursor{0, std::string(64, 'x')}}) {
+    const auto decoded = DecodeLadderCursor(EncodeLadderCursor(c));
+    ASSERT_TRUE(decoded.has_value()) << c.player_id;
+    EXPECT_EQ(decoded->displayed, c.displayed);
+    EXPECT_EQ(decoded->player_id, c.player_id);
+  }
+  for (const std::string& id : {std::string("\xff\xfe"), std::string("a\0b", 3),
+                                std::string("\xc3"), std::string(65, 'x'), std::string()}) {
+    EXPECT_FALSE(DecodeLadderCursor(EncodeLadderCursor({1500, id})).has_value())
+        << "id of " << id.size() << " bytes";
+  }
+  // A real cursor lower-cased: its id's bytes are no longer UTF-8.
+  const std::string cursor = EncodeLadderCursor({1500, "PLAYER-ONE"});
+  std::string lowered = cursor;
+  for (char& ch : lowered) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  ASSERT_NE(lowered, cursor);
+  EXPECT_FALSE(DecodeLadderCursor(lowered).has_value()) << lowered;
 }
 
 // Every status the settlement and allocation SQL answer (sql/functions/) has its own

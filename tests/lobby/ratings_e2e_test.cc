@@ -327,6 +327,24 @@ TEST_F(RatingsTest, AModesDeclarationIsFixedOnceItHasARoom) {
             401);
 }
 
+// `bytes` in base64url without padding: a ladder cursor's text (lobby/ladder_store.h).
+std::string Base64Url(const std::string& bytes) {
+  static const char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  uint32_t buffer = 0;
+  int held = 0;
+  for (unsigned char c : bytes) {
+    buffer = (buffer << 8) | c;
+    held += 8;
+    while (held >= 6) {
+      out.push_back(kDigits[(buffer >> (held - 6)) & 63]);
+      held -= 6;
+    }
+  }
+  if (held > 0) out.push_back(kDigits[(buffer << (6 - held)) & 63]);
+  return out;
+}
+
 // The ladder pages best first by the displayed rating (Glicko-2's r - 2 RD here), a page at a
 // time by its cursor, every player once; a cursor that is not one is 400, a mode not declared 404.
 TEST_F(RatingsTest, TheLeaderboardPagesByTheDisplayedRating) {
@@ -365,6 +383,22 @@ TEST_F(RatingsTest, TheLeaderboardPagesByTheDisplayedRating) {
                      {{"Authorization", "Bearer token-a"}})
                 .status,
             400);
+  // A cursor's id must be a player id: bytes that are not UTF-8 were a 500 (PostgreSQL's 22021),
+  // and a NUL a page after the id cut there.
+  for (const std::string& id : {std::string("\xff\xfe"), std::string("p3\0zzz", 6)}) {
+    const HttpResponse bad = HttpCall(
+        lobby->port(), "GET",
+        "/v1/modes/chess/leaderboard?limit=2&after=" + Base64Url(std::string(8, '\x40') + id),
+        {{"Authorization", "Bearer token-a"}});
+    EXPECT_EQ(bad.status, 400) << bad.body;
+  }
+  // The control: the same cursor with a player id is a page.
+  EXPECT_EQ(HttpCall(lobby->port(), "GET",
+                     "/v1/modes/chess/leaderboard?limit=2&after=" +
+                         Base64Url(std::string(8, '\x40') + "p3"),
+                     {{"Authorization", "Bearer token-a"}})
+                .status,
+            200);
   EXPECT_EQ(HttpCall(lobby->port(), "GET", "/v1/modes/chess/leaderboard?limit=0",
                      {{"Authorization", "Bearer token-a"}})
                 .status,

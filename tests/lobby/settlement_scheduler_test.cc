@@ -381,6 +381,28 @@ TEST_F(SettlementSchedulerTest, NegativeControlIgnoringRoomTurnsIsCaughtInTwoTra
   EXPECT_EQ(OverlapTwoAttemptsAtOneRoom().overlapped, (std::vector<uint64_t>{1}));
 }
 
+// The settlements go quiet (on_quiet, when the lobby gives memory back) once, when the last
+// transaction ends with nothing ready: not while one runs, nor between transactions that queued.
+TEST_F(SettlementSchedulerTest, TheSettlementsGoQuietOnceTheLastTransactionEnds) {
+  std::atomic<int> quiet{0};
+  options_.on_quiet = [&quiet] { ++quiet; };
+  Start();
+  OccupyTheOnlyTransaction();
+  Queue(At(1, 1, "one"));
+  Queue(At(2, 1, "two"));
+  EXPECT_EQ(quiet, 0) << "quiet while a transaction runs";
+  store_.Hold(false);
+  ASSERT_TRUE(WaitForFinished(3));
+  JoinAll();
+  EXPECT_EQ(store_.calls().size(), 2u);
+  EXPECT_EQ(quiet, 1);
+  // A lone request later: quiet again when it ends.
+  Submit(At(3, 1, "three"));
+  ASSERT_TRUE(WaitForFinished(4));
+  JoinAll();
+  EXPECT_EQ(quiet, 2);
+}
+
 TEST_F(SettlementSchedulerTest, ConcurrentRequestsForDifferentRoomsShareOneTransaction) {
   Start();
   OccupyTheOnlyTransaction();
