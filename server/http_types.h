@@ -1,6 +1,6 @@
 // HttpRequest / HttpReply: an HTTP exchange as plain values, so that the lobby's and the node's
 // request handling is tested and run without Beast. Only server/http_server.cc and
-// server/http_call.cc convert them to and from the wire.
+// server/http_client.cc convert them to and from the wire.
 #pragma once
 
 #include <algorithm>

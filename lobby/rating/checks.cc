@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 namespace verdict::rating::internal {
@@ -41,7 +42,8 @@ std::string Violation(double value, const ParameterRange& range) {
 
 }  // namespace
 
-ParameterReader::ParameterReader(const SystemSpec& spec) : spec_(spec) {
+ParameterReader::ParameterReader(const SystemSpec& spec, Declaration declaration)
+    : spec_(spec), declaration_(declaration) {
   filled_.system = spec.system;
   filled_.model = spec.model;
 }
@@ -51,7 +53,10 @@ void ParameterReader::Read(std::string_view name, double& value, const Parameter
   const auto given = spec_.parameters.find(std::string(name));
   if (given != spec_.parameters.end()) value = given->second;
   filled_.parameters[std::string(name)] = value;
-  if (const auto violation = Violation(value, range); !violation.empty() && first_error_.ok()) {
+  const ParameterRange any_finite{.least = -std::numeric_limits<double>::max(),
+                                  .most = std::numeric_limits<double>::max()};
+  const ParameterRange& within = declaration_ == Declaration::kNew ? range : any_finite;
+  if (const auto violation = Violation(value, within); !violation.empty() && first_error_.ok()) {
     first_error_ =
         InvalidArgumentError("parameters." + std::string(name) + ": " + spec_.system + "'s " +
                              std::string(name) + " " + violation + ", got " + Number(value));

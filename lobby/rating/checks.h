@@ -28,10 +28,12 @@ struct ParameterRange {
 // Reads the parameters of one spec: one Read per parameter the system has, then Finish.
 class ParameterReader {
  public:
-  explicit ParameterReader(const SystemSpec& spec);
+  // `declaration` kStored takes every finite value, whatever its range.
+  ParameterReader(const SystemSpec& spec, Declaration declaration);
 
   // Sets `value`, which holds the parameter's default, to parameter `name` of the spec if the
-  // spec gives it. A value out of `range` is kept for Finish to refuse.
+  // spec gives it. A value out of `range` (kStored: a value that is not finite) is kept for Finish
+  // to refuse.
   void Read(std::string_view name, double& value, const ParameterRange& range);
 
   // The spec with every parameter read, defaults filled in; INVALID_ARGUMENT naming
@@ -41,6 +43,7 @@ class ParameterReader {
 
  private:
   const SystemSpec& spec_;
+  const Declaration declaration_;
   SystemSpec filled_;
   std::vector<std::string> read_;
   Status first_error_;

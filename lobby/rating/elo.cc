@@ -63,8 +63,8 @@ class Elo final : public RatingSystem {
     std::vector<double> player_change(team_count);
     double largest = 0;
     for (size_t i = 0; i < team_count; ++i) {
-      // Each direction of a pair computed from its own side, as verdict_elo_delta does for each
-      // of two teams.
+      // Each direction of a pair computed from its own side: team i's expectation against j is
+      // its own formula, not 1 - E_ji, so that two teams' changes are opposite to the digit.
       double surprise = 0;  // sum over j != i of (S_ij - E_ij)
       for (size_t j = 0; j < team_count; ++j) {
         if (j == i) continue;
@@ -104,11 +104,11 @@ class Elo final : public RatingSystem {
 
 }  // namespace
 
-Result<std::unique_ptr<RatingSystem>> MakeElo(const SystemSpec& spec) {
+Result<std::unique_ptr<RatingSystem>> MakeElo(const SystemSpec& spec, Declaration declaration) {
   VERDICT_RETURN_IF_ERROR(internal::CheckNoModel(spec));
   using internal::ParameterRange;
   EloParameters parameters;
-  internal::ParameterReader reader(spec);
+  internal::ParameterReader reader(spec, declaration);
   reader.Read("k", parameters.k, {.least = 0, .most = kMaxEloK, .least_excluded = true});
   reader.Read("initial_rating", parameters.initial_rating,
               {.least = -kMaxRatingValue, .most = kMaxRatingValue, .whole = true});

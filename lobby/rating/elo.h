@@ -1,6 +1,5 @@
-// Elo for rooms of any shape: system "elo". For two teams it computes exactly what the lobby's
-// settlement computed before rating systems were pluggable (sql/functions/verdict_elo_delta.sql
-// and verdict_settle_write.sql); for more it compares every pair of teams. Made by
+// Elo for rooms of any shape: system "elo". For two teams it is team Elo on the teams' mean
+// ratings, rounded as PostgreSQL rounds (below); for more it compares every pair of teams. Made by
 // MakeRatingSystem. Immutable once made: any thread.
 //
 // The rating of a team is the average of its players' ratings. Team i of T is compared with every
@@ -18,7 +17,8 @@
 // bounded: a solo player against 199 has n_mean / n_i = 100, and a win at even odds would move it
 // by 16 * 100 = 1600 points, the odds of 10,000 to 1 from one coin flip. So when the largest
 // player change c_max of a room exceeds K, every player's change is multiplied by K / c_max: the
-// room still sums to zero, the largest change is K (the most a 1v1 can move a player), and the
+// room still sums to zero before rounding, the largest change is K (the most a 1v1 can move a
+// player; after rounding the 1 v 199 below adds 32 points, within the rounding bound), and the
 // others keep their proportions (1 vs 199 at even odds, the solo winner: +32, each of the 199:
 // 8.04 * 32 / 1600 = 0.16, which rounds to 0). Teams of equal size never need it.
 //
@@ -69,6 +69,7 @@ double RoundEloChange(double unrounded);
 
 // The "elo" system `spec` names (no model; parameters "k" and "initial_rating");
 // INVALID_ARGUMENT naming the field otherwise.
-Result<std::unique_ptr<RatingSystem>> MakeElo(const SystemSpec& spec);
+Result<std::unique_ptr<RatingSystem>> MakeElo(const SystemSpec& spec,
+                                                  Declaration declaration = Declaration::kNew);
 
 }  // namespace verdict::rating

@@ -57,9 +57,10 @@ Result<double> NewVolatility(double phi, double sigma, double v, double delta, d
   } else {
     // Here delta^2 <= phi^2 + v, so the first term of f is at least
     // -e^x (phi^2 + v + e^x) / (2 (phi^2 + v + e^x)^2) > -1/2, and f(a - k tau) > k / tau - 1/2:
-    // not negative once k >= tau / 2. In doubles that needs a - k tau to differ from a, which the
-    // least tau a mode may declare (kMinGlicko2Tau) ensures for every volatility a rating may
-    // have; a tau below it (1e-30) would leave a - k tau == a for 10^28 steps.
+    // not negative once k >= tau / 2. In doubles that needs a - k tau to differ from a, which
+    // holds for every tau above about 1e-14 (|a| <= 28) and so for every tau a mode may declare
+    // (kMinGlicko2Tau); a tau of 1e-30 left a - k tau == a for 10^28 steps. kMaxBracketSteps ends
+    // the search whatever the input.
     int k = 1;
     while (f(a - k * tau) < 0) {
       if (++k > kMaxBracketSteps) {
@@ -209,11 +210,11 @@ class Glicko2 final : public RatingSystem {
 
 }  // namespace
 
-Result<std::unique_ptr<RatingSystem>> MakeGlicko2(const SystemSpec& spec) {
+Result<std::unique_ptr<RatingSystem>> MakeGlicko2(const SystemSpec& spec, Declaration declaration) {
   VERDICT_RETURN_IF_ERROR(internal::CheckNoModel(spec));
   using internal::ParameterRange;
   Glicko2Parameters parameters;
-  internal::ParameterReader reader(spec);
+  internal::ParameterReader reader(spec, declaration);
   const ParameterRange uncertainty{.least = kMinUncertainty, .most = kMaxUncertainty};
   reader.Read("tau", parameters.tau, {.least = kMinGlicko2Tau, .most = kMaxGlicko2Tau});
   reader.Read("initial_rating", parameters.initial_rating,

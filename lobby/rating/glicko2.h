@@ -30,9 +30,11 @@ namespace verdict::rating {
 inline constexpr std::string_view kGlicko2System = "glicko2";
 
 // The range of tau a mode may declare. Glickman suggests 0.3 to 1.2; the range is wider, and
-// within it step 5's iteration is proven to end (glicko2.cc, NewVolatility): below 0.01 its
-// bracket search steps by less than a double can tell from the volatility's logarithm (1e-30
-// never ends), and up to 10 it ends within 5 steps.
+// within it step 5's iteration is proven to end (glicko2.cc, NewVolatility): up to 10 its bracket
+// search ends within 5 steps. The floor is a choice, not a limit of the arithmetic: a - k tau stays
+// distinct from a (|a| <= 28 for the volatilities a rating may have) down to a tau of about 1e-14,
+// below which the search could not move (1e-30 never ended); a tau under 0.01 would hold every
+// volatility all but fixed, which no mode needs.
 inline constexpr double kMinGlicko2Tau = 0.01;
 inline constexpr double kMaxGlicko2Tau = 10;
 
@@ -67,6 +69,7 @@ Result<Rating> Glicko2RatingPeriod(const Rating& player, const std::vector<Glick
 
 // The "glicko2" system `spec` names (no model; parameters "tau", "initial_rating",
 // "initial_deviation", "initial_volatility"); INVALID_ARGUMENT naming the field otherwise.
-Result<std::unique_ptr<RatingSystem>> MakeGlicko2(const SystemSpec& spec);
+Result<std::unique_ptr<RatingSystem>> MakeGlicko2(const SystemSpec& spec,
+                                                  Declaration declaration = Declaration::kNew);
 
 }  // namespace verdict::rating

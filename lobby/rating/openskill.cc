@@ -182,7 +182,7 @@ class OpenSkill final : public RatingSystem {
 
 }  // namespace
 
-Result<std::unique_ptr<RatingSystem>> MakeOpenSkill(const SystemSpec& spec) {
+Result<std::unique_ptr<RatingSystem>> MakeOpenSkill(const SystemSpec& spec, Declaration declaration) {
   OpenSkillParameters parameters;
   SystemSpec named = spec;
   if (spec.model.empty() || spec.model == kPlackettLuceModel) {
@@ -196,7 +196,7 @@ Result<std::unique_ptr<RatingSystem>> MakeOpenSkill(const SystemSpec& spec) {
                                 std::string(kBradleyTerryFullModel) + ")");
   }
   using internal::ParameterRange;
-  internal::ParameterReader reader(named);
+  internal::ParameterReader reader(named, declaration);
   // Each range keeps every rating the system makes within the bounds of rating_system.h.
   const ParameterRange rating{.least = -kMaxRatingValue, .most = kMaxRatingValue};
   const ParameterRange uncertainty{.least = kMinUncertainty, .most = kMaxUncertainty};

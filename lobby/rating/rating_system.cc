@@ -46,10 +46,11 @@ Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& team
   return Status::Ok();
 }
 
-Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec) {
-  if (spec.system == kEloSystem) return MakeElo(spec);
-  if (spec.system == kOpenSkillSystem) return MakeOpenSkill(spec);
-  if (spec.system == kGlicko2System) return MakeGlicko2(spec);
+Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec,
+                                                       Declaration declaration) {
+  if (spec.system == kEloSystem) return MakeElo(spec, declaration);
+  if (spec.system == kOpenSkillSystem) return MakeOpenSkill(spec, declaration);
+  if (spec.system == kGlicko2System) return MakeGlicko2(spec, declaration);
   return InvalidArgumentError(
       "system: unknown rating system \"" + spec.system + "\" (known: " + std::string(kEloSystem) +
       ", " + std::string(kOpenSkillSystem) + ", " + std::string(kGlicko2System) + ")");

@@ -105,9 +105,22 @@ class RatingSystem {
 // input order) and player (0-based) otherwise. The settlement checks a room with it before Rate.
 Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& teams);
 
+// Which parameters MakeRatingSystem takes.
+enum class Declaration {
+  // A mode being declared: every parameter within the range its system's arithmetic is proven for
+  // (docs/modes.md, "Rating systems").
+  kNew,
+  // A mode declared before, as the database stores it: every finite value is taken, so that a mode
+  // declared under wider ranges still settles. Its iterations are bounded all the same: a room they
+  // cannot rate is recorded unchanged (Rate's INTERNAL), never a hang.
+  kStored,
+};
+
 // The system `spec` names, with its parameters; INVALID_ARGUMENT naming the field for an unknown
-// system, model or parameter, or a value out of range (a negative K, a zero sigma, ...).
-Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec);
+// system, model or parameter, or a value out of range (a negative K, a zero sigma, ...; for
+// kStored, only a value that is not finite).
+Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(
+    const SystemSpec& spec, Declaration declaration = Declaration::kNew);
 
 // The compensation rule (docs/modes.md, "The compensation rule"): a room rated from ratings
 // `before` (the players' ratings at allocation) that moved a player to `after` moves the player's

@@ -1,4 +1,4 @@
--- The second part of verdict_settle_batch: the verdicts of the rooms the guard left open (NULL in
+-- The second part of verdict_settle_prepare's judgement, after verdict_settle_guard: the verdicts of the rooms the guard left open (NULL in
 -- p_verdicts): 'room_unknown' (not allocated to that node), 'roster_mismatch' (the players given
 -- are not the room's seats, each on its team) or 'settle'. The others pass through.
 --

@@ -2,7 +2,7 @@
 -- judges every room, and reads the ratings the rooms are rated from. The lobby computes the new
 -- ratings from them (lobby/rating/) and writes them with verdict_settle_write, in the same
 -- transaction, under these locks. Its parameter list is declared once more, in C++, for the
--- callers (lobby/pg/settle_calls.h); a test checks the two agree.
+-- callers (lobby/settle_calls.h); a test checks the two agree.
 --
 -- Inputs are parallel arrays, one element per room (distinct room ids: the lobby refuses a
 -- repeated room before calling): p_room_ids, p_node_ids, p_outcomes ('SETTLED' | 'ABORTED'),

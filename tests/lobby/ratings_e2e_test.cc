@@ -467,6 +467,34 @@ TEST_F(RatingsTest, AModeBeyondTheRangeItsMathConvergesInIsRefused) {
   ASSERT_EQ(Settle(lobby->port(), Placed(room, {1, 2})).status, 200);
 }
 
+// A mode an earlier build stored with a parameter beyond today's ranges (an Elo K of 2000, when
+// up to 1000 may be declared now) still settles and takes imports, rated by the parameters it
+// was declared with: the ranges are for new declarations, and every iteration is bounded anyway.
+TEST_F(RatingsTest, AModeStoredBeyondTodaysRangesStillSettles) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  ASSERT_EQ(PutMode(lobby->port(), "legacy", R"({"rating": {"system": "elo"}})").status, 201);
+  db_->Exec("UPDATE modes SET parameters = jsonb_set(parameters, '{k}', '2000') "
+            "WHERE mode = 'legacy'");
+  EXPECT_EQ(PutMode(lobby->port(), "fresh",
+                    R"({"rating": {"system": "elo", "parameters": {"k": 2000}}})")
+                .status,
+            400)
+      << "a new declaration keeps today's range";
+  const v1::RoomAllocation room = Room(1, "legacy", {{"a"}, {"b"}});
+  MustAllocateRoom(lobby->port(), room);
+  const HttpResponse settled = Settle(lobby->port(), Placed(room, {1, 2}));
+  ASSERT_EQ(settled.status, 200) << settled.body;
+  // Even odds, K 2000: 2000 * (1 - 1/2) = 1000 points each way.
+  EXPECT_EQ(Q("SELECT string_agg(player_id || ':' || rating, ' ' ORDER BY player_id) FROM "
+              "player_ratings"),
+            "a:2500 b:500");
+  const HttpResponse imported =
+      HttpCall(lobby->port(), "PUT", "/v1/players/c/ratings/legacy", JsonHeaders("admin-token"),
+               R"({"rating": 1700})");
+  EXPECT_EQ(imported.status, 200) << imported.body;
+}
+
 // What an import must be (issue 49): an Elo of 3e9 showed as the int32 -1294967296, 1e308 as 0 and
 // its next room's elo_before as INT64_MIN; an OpenSkill sigma of 1e308 made the displayed rating
 // the JSON string "-Infinity". Each is now 400 naming the field, and the bounds themselves show as
