@@ -1,6 +1,6 @@
 // verdict-bench: measures verdict side by side with the design it replaces and with the
 // physical ceiling, in one run, and reports ratios. Modes: ingest, ingest-memory, drain, scale,
-// events, ladder, lobby-memory, replicate, retention.
+// events, ladder, lobby-memory, replicate, replicate-outage, retention.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -306,6 +306,27 @@ int main(int argc, char** argv) {
                             "itself inside pg_virtualenv");
   replicate_cmd->add_flag("--json", replicate.output.json, "print one JSON object on stdout");
 
+  verdict::bench::ReplicateOutageOptions outage;
+  CLI::App* outage_cmd = app.add_subcommand(
+      "replicate-outage",
+      "verdict-node's memory while etcd is away and posts with ?durability=replicated keep "
+      "coming and are retried, beside the same posts without it");
+  outage_cmd->add_option("--results", outage.results, "results posted")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{128}, uint64_t{10'000'000}));
+  outage_cmd->add_option("--retries", outage.retries, "times each batch is posted again")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
+  outage_cmd->add_option("--clients", outage.clients, "client threads posting at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  outage_cmd->add_option("--result-bytes", outage.result_bytes, "serialized bytes of a result")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{500}, size_t{16'000}));
+  outage_cmd->add_option("--node-binary", outage.node_binary,
+                         "the verdict-node to measure; default: the one built with this benchmark");
+  outage_cmd->add_flag("--json", outage.output.json, "print one JSON object on stdout");
+
   verdict::bench::RetentionBenchOptions retention;
   CLI::App* retention_cmd = app.add_subcommand(
       "retention",
@@ -358,6 +379,7 @@ int main(int argc, char** argv) {
   if (ingest_cmd->parsed()) return verdict::bench::RunIngest(ingest);
   if (scale_cmd->parsed()) return verdict::bench::RunScale(scale);
   if (memory_cmd->parsed()) return verdict::bench::RunIngestMemory(memory);
+  if (outage_cmd->parsed()) return verdict::bench::RunReplicateOutage(outage);
   const bool needs_db = drain_cmd->parsed() || events_cmd->parsed() || replicate_cmd->parsed() ||
                         retention_cmd->parsed() || ladder_cmd->parsed() ||
                         lobby_memory_cmd->parsed();

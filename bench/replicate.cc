@@ -11,6 +11,11 @@
 //   drain       a backlog of --backlog results delivered to a lobby on PostgreSQL (in this
 //               process): by the ordinary deliverer from the outbox, and by a rescue from etcd
 //               (listing, scratch outbox, the same deliverer, deletes after the receipts).
+// `verdict-bench replicate-outage`: a verdict-node replicating to an etcd that is away (a port
+// nothing listens on) and delivering to a lobby that is away, fed --results results of
+// --result-bytes each over its Unix ingest socket in batches of 128, every batch posted
+// 1 + --retries times by --clients threads: with ?durability=replicated, then without. The node's
+// resident memory after the posts (VmRSS) and at its peak (VmHWM), and its unreplicated gauge.
 #include "bench/replicate.h"
 
 #include <fcntl.h>
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "bench/backlog.h"
+#include "bench/sample.h"
 #include "delivery/deliverer.h"
 #include "lobby/schema.h"
 #include "lobby/settlement_store.h"
@@ -40,6 +46,7 @@
 #include "replication/keys.h"
 #include "replication/replicator.h"
 #include "replication/rescue.h"
+#include "server/http_client.h"
 #include "storage/outbox.h"
 
 extern char** environ;
@@ -334,7 +341,165 @@ double RescueDrainPerS(const std::string& conninfo, const std::string& work_dir,
   return n / elapsed;
 }
 
+struct OutageRun {
+  bool replicated = false;
+  double baseline_rss_mib = 0;
+  double rss_mib = 0;   // VmRSS once every post was answered
+  double peak_mib = 0;  // VmHWM
+  double unreplicated = 0;
+  uint64_t items_stored = 0;   // items answered stored (201/200 in the batch reply)
+  uint64_t items_refused = 0;  // items answered with a problem (503: not replicated yet)
+  uint64_t posts_failed = 0;   // posts without a batch reply (timeouts, 503 to the whole post)
+};
+
+// Result `slot` of the outage run: 200 players, padded to about `bytes` with a replay path.
+v1::BattleResult OutageResult(uint64_t slot, size_t bytes) {
+  v1::BattleResult r;
+  r.set_room_id(slot);
+  r.set_outcome(v1::SETTLED);
+  r.set_winner_team(1);
+  r.set_ended_at_ms(1'700'000'000'000);
+  for (uint32_t i = 1; i <= wire::kMaxPlayers; ++i) {
+    v1::PlayerResult* p = r.add_players();
+    p->set_player_id("player-" + std::to_string(i));
+    p->set_team(i % 2 + 1);
+    p->set_kills(i);
+    p->set_score(100 * i);
+  }
+  const size_t base = wire::DeterministicBytes(r).size();
+  if (bytes > base + 3) {
+    r.set_replay_path(std::string(std::min(bytes - base - 3, wire::kMaxStringBytes), 'r'));
+  }
+  return r;
+}
+
+// The number after `name ` on its own line of a Prometheus text page; 0 when absent.
+double MetricValue(const std::string& text, const std::string& name) {
+  const size_t at = ("\n" + text).find("\n" + name + " ");
+  return at == std::string::npos ? 0 : std::atof(text.c_str() + at + name.size() + 1);
+}
+
+Result<OutageRun> MeasureOutage(const ReplicateOutageOptions& o, bool replicated,
+                                const std::string& root) {
+  const std::string dir = root + (replicated ? "/replicated" : "/stored");
+  std::filesystem::create_directories(dir);
+  const std::string socket = dir + "/ingest.sock";
+  const std::string log = dir + "/node.log";
+  auto spawned = SpawnWithLog(
+      {NodeBinary(o.node_binary), "run", "--node-id", "bench-outage", "--outbox", dir + "/outbox",
+       "--lobby", "http://127.0.0.1:1", "--token", "t", "--ingest-listen", "unix:" + socket,
+       "--replicate-to", "etcd://127.0.0.1:" + std::to_string(FreePort()), "--log-level", "error"},
+      log);
+  if (!spawned.ok()) return spawned.status();
+  const pid_t pid = *spawned;
+  auto stop = [&](Status why) {
+    Status stopped = StopChild(pid, "verdict-node");
+    return why.ok() ? stopped : Status(why.code(), why.message() + "; see " + log);
+  };
+  const auto address = server::ListenAddress::Parse("unix:" + socket).value();
+  const auto started = SteadyClock::now();
+  for (;;) {
+    server::BlockingHttpClient probe(address, std::chrono::seconds(1));
+    auto ready = probe.Call({"GET", "/readyz", "", "", "", ""});
+    if (ready.ok() && ready->status == 200) break;
+    if (SteadyClock::now() - started > std::chrono::seconds(30)) {
+      return stop(UnavailableError("verdict-node did not become ready"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  OutageRun run;
+  run.replicated = replicated;
+  run.baseline_rss_mib = StatusMiB(pid, "VmRSS");
+  constexpr uint64_t kBatch = 128;
+  const uint64_t batches = (o.results + kBatch - 1) / kBatch;
+  const std::string target =
+      replicated ? "/v1/results:batch?durability=replicated" : "/v1/results:batch";
+  std::atomic<uint64_t> next{0}, stored{0}, refused{0}, failed{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < o.clients; ++c) {
+    clients.emplace_back([&] {
+      server::BlockingHttpClient client(address, std::chrono::seconds(30));
+      for (uint64_t b; (b = next++) < batches;) {
+        v1::SettlementBatch batch;
+        for (uint64_t slot = b * kBatch + 1; slot <= std::min(o.results, (b + 1) * kBatch);
+             ++slot) {
+          *batch.add_results() = OutageResult(slot, o.result_bytes);
+        }
+        const std::string body = batch.SerializeAsString();
+        for (int attempt = 0; attempt <= o.retries; ++attempt) {
+          auto reply = client.Call({"POST", target, std::string(wire::kProtobufType),
+                                    std::string(wire::kProtobufType), "", body});
+          v1::StoredBatchReply items;
+          if (!reply.ok() || reply->status != 200 || !items.ParseFromString(reply->body)) {
+            ++failed;
+            continue;
+          }
+          for (const auto& item : items.items()) ++(item.has_problem() ? refused : stored);
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  run.items_stored = stored;
+  run.items_refused = refused;
+  run.posts_failed = failed;
+  run.rss_mib = StatusMiB(pid, "VmRSS");
+  run.peak_mib = StatusMiB(pid, "VmHWM");
+  server::BlockingHttpClient scrape(address, std::chrono::seconds(5));
+  if (auto metrics = scrape.Call({"GET", "/metrics", "", "", "", ""}); metrics.ok()) {
+    run.unreplicated = MetricValue(metrics->body, "verdict_node_replication_unreplicated_records");
+  }
+  if (Status s = stop(Status::Ok()); !s.ok()) return s;
+  return run;
+}
+
 }  // namespace
+
+int RunReplicateOutage(const ReplicateOutageOptions& o) {
+  const std::string root = TempRoot();
+  std::fprintf(stderr,
+               "replicate-outage: %llu results of about %zu bytes, batches of 128 posted %d "
+               "time(s) each by %d clients, etcd and the lobby away; files in %s\n",
+               static_cast<unsigned long long>(o.results), o.result_bytes, 1 + o.retries, o.clients,
+               root.c_str());
+  std::vector<OutageRun> runs;
+  for (bool replicated : {true, false}) {
+    auto run = MeasureOutage(o, replicated, root);
+    if (!run.ok()) {
+      std::fprintf(stderr, "verdict-bench replicate-outage: %s\n", run.status().ToString().c_str());
+      return 1;
+    }
+    runs.push_back(*run);
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(root, ignored);
+  Report report("replicate_outage");
+  report.Field("results", static_cast<double>(o.results));
+  report.Field("result_bytes", static_cast<double>(o.result_bytes));
+  report.Field("replicated_rss_mib", runs[0].rss_mib);
+  report.Field("stored_rss_mib", runs[1].rss_mib);
+  report.Field("replicated_unreplicated_gauge", runs[0].unreplicated);
+  FILE* table = o.output.json ? stderr : stdout;
+  std::fprintf(table, "\n%-24s %10s %10s %10s %12s %10s %10s %8s\n", "posts", "base MiB", "RSS MiB",
+               "peak MiB", "unreplicated", "stored", "refused", "failed");
+  for (const OutageRun& r : runs) {
+    const char* name = r.replicated ? "durability=replicated" : "stored only";
+    report.Row({{"durability", r.replicated ? "replicated" : "stored"}},
+               {{"baseline_rss_mib", r.baseline_rss_mib},
+                {"rss_mib", r.rss_mib},
+                {"peak_rss_mib", r.peak_mib},
+                {"unreplicated", r.unreplicated},
+                {"items_stored", static_cast<double>(r.items_stored)},
+                {"items_refused", static_cast<double>(r.items_refused)},
+                {"posts_failed", static_cast<double>(r.posts_failed)}});
+    std::fprintf(table, "%-24s %10.1f %10.1f %10.1f %12.0f %10llu %10llu %8llu\n", name,
+                 r.baseline_rss_mib, r.rss_mib, r.peak_mib, r.unreplicated,
+                 static_cast<unsigned long long>(r.items_stored),
+                 static_cast<unsigned long long>(r.items_refused),
+                 static_cast<unsigned long long>(r.posts_failed));
+  }
+  return report.Emit(o.output);
+}
 
 int RunReplicate(const ReplicateOptions& o) {
   const std::string root = TempRoot();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/log.h"
+
 namespace verdict {
 namespace {
 
@@ -38,6 +40,16 @@ bool LogRateLimit::Admit(uint64_t* suppressed) {
 uint64_t LogRateLimit::suppressed_total() const {
   MutexLock lock(&mu_);
   return suppressed_total_;
+}
+
+std::string WithSuppressed(std::string_view line, uint64_t suppressed) {
+  const std::string field = "suppressed=" + std::to_string(suppressed);
+  const LogLine split = SplitLogFields(line);
+  if (split.fields.empty()) return field + ": " + std::string(line);
+  // After the last opening field, before the colon that ends them.
+  const std::string_view last = split.fields.back().second;
+  const size_t end = static_cast<size_t>(last.data() + last.size() - line.data());
+  return std::string(line.substr(0, end)) + " " + field + std::string(line.substr(end));
 }
 
 }  // namespace verdict

@@ -1,10 +1,17 @@
 // LogRateLimit: a token bucket for one kind of log line, so that a flood (a node whose every
 // result is refused) writes a bounded number of lines: at most `burst` at once, then
 // `per_second` a second. What it holds back is counted, and the next line let through says how
-// many (its `suppressed=N` field, common/log.h). Thread-safe; time from the injected Clock.
+// many (its `suppressed=N` field, common/log.h). LogLimited writes a line through one: every
+// warning that a fault can repeat (per room, per request, per attempt) of the node and the lobby
+// goes through it. Thread-safe; time from the injected Clock.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <spdlog/logger.h>
 
 #include "common/clock.h"
 #include "common/mutex.h"
@@ -19,6 +26,12 @@ struct LogRateLimitOptions {
   // Not owned. Default: the system clock.
   const Clock* clock = SystemClock::Default();
 };
+
+// For a warning that a fault repeats in the same words (the database away, a disk full): a
+// few lines, then one a second.
+inline LogRateLimitOptions RepeatedFaultLimit(const Clock* clock = SystemClock::Default()) {
+  return {.burst = 10, .per_second = 1, .clock = clock};
+}
 
 class LogRateLimit {
  public:
@@ -41,5 +54,22 @@ class LogRateLimit {
   uint64_t suppressed_since_last_ GUARDED_BY(mu_) = 0;
   uint64_t suppressed_total_ GUARDED_BY(mu_) = 0;
 };
+
+// `line` with `suppressed=N` added as the last of its opening fields (common/log.h), or opening
+// the line when it has none.
+std::string WithSuppressed(std::string_view line, uint64_t suppressed);
+
+// Writes one line of the kind `limit` counts through `logger` at `level`, if the logger writes
+// that level and the limit admits it; a line let through after others were held back says how
+// many. A line held back is not formatted.
+template <typename... Args>
+void LogLimited(spdlog::logger& logger, LogRateLimit& limit, spdlog::level::level_enum level,
+                spdlog::format_string_t<Args...> format, Args&&... args) {
+  uint64_t suppressed = 0;
+  if (!logger.should_log(level) || !limit.Admit(&suppressed)) return;
+  if (suppressed == 0) return logger.log(level, format, std::forward<Args>(args)...);
+  logger.log(level, "{}",
+             WithSuppressed(fmt::format(format, std::forward<Args>(args)...), suppressed));
+}
 
 }  // namespace verdict

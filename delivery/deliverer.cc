@@ -31,6 +31,7 @@
 #include "common/failpoint.h"
 #include "common/host_port.h"
 #include "common/log.h"
+#include "common/log_rate_limit.h"
 #include "common/mutex.h"
 #include "delivery/http_client.h"
 #include "delivery/lobby_answer.h"
@@ -155,6 +156,11 @@ class Deliverer::Impl {
   std::atomic<int> in_flight_{0};
   std::atomic<uint64_t> resolved_{0};
   std::atomic<uint64_t> acked_{0};  // of resolved_, those acked (the others dead-lettered)
+  // The warnings a failing lobby repeats per room or per attempt (retries, an unreachable lobby,
+  // an unreadable outbox), and those a failing disk repeats (acks and dead-letter moves that
+  // cannot be written): each kind a burst, then a line a second, over every shard.
+  LogRateLimit retry_log_;
+  LogRateLimit write_failure_log_;
 
  private:
   // Runs `loop` until it stops; if it throws instead, restarts it after a backoff.
@@ -240,6 +246,8 @@ class ShardLoop {
       b.failures = 0;
     }
     if (shard_until_ms_ != kForever) shard_until_ms_ = std::min(shard_until_ms_, now);
+    ack_retry_at_ms_ = std::min(ack_retry_at_ms_, now);
+    ack_failures_ = 0;
     connection_failures_ = 0;
     maybe_more_ = true;
     woken_ = true;
@@ -266,6 +274,11 @@ class ShardLoop {
   // `threshold` times in a row without resolving a record since.
   Status Health(int threshold) const {
     MutexLock lock(&health_mu_);
+    if (!ack_failing_.empty()) {
+      return UnavailableError("outbox writes are failing: shard " + std::to_string(shard_) +
+                              " cannot record the lobby's receipts (" + ack_failing_ +
+                              "); the settled results are not sent again, their acks are retried");
+    }
     if (!request_refused_.empty()) {
       return UnavailableError("shard " + std::to_string(shard_) +
                               ": the lobby refuses this node's requests as a whole (" +
@@ -282,6 +295,7 @@ class ShardLoop {
   void ScheduleRestart(int64_t delay_ms, std::function<void(bool)> then) {
     connection_.Close();
     window_.clear();
+    settled_.clear();
     read_through_ = 0;
     maybe_more_ = true;
     restart_timer_.expires_after(std::chrono::milliseconds(delay_ms));
@@ -292,9 +306,11 @@ class ShardLoop {
   awaitable<void> Run() {
     while (!stopping_) {
       const int64_t now = owner_.clock_->MonotonicMs();
+      if (!settled_.empty() && now >= ack_retry_at_ms_) AckSettled();  // needs no lobby
       const int64_t paused_until = PausedUntil();
       if (now < paused_until) {
-        co_await SleepUntil(paused_until);
+        co_await SleepUntil(settled_.empty() ? paused_until
+                                             : std::min(paused_until, ack_retry_at_ms_));
         continue;
       }
       const size_t limit = owner_.BatchLimit();
@@ -331,6 +347,12 @@ class ShardLoop {
     int failures = 0;
     uint64_t sequence = 0;  // the record whose attempt failed
   };
+  // A record the lobby settled whose ack could not be written: it stays in the window (its room
+  // waits behind it) and is never sent again; only its ack is retried.
+  struct Settled {
+    storage::OutboxRecord record;
+    Attempt attempt;
+  };
 
   // Until when the whole shard waits: its own backoff, or the node's after a refused token.
   int64_t PausedUntil() const { return std::max(shard_until_ms_, owner_.auth_paused_until_ms()); }
@@ -347,12 +369,17 @@ class ShardLoop {
     for (size_t i = 0; i < window_.size() && picked.size() < limit; ++i) {
       const storage::OutboxRecord& r = window_[i];
       if (!rooms_seen.insert(r.result.room_id()).second && !unsafe) continue;
-      if (Waiting(r, now)) continue;
+      if (AwaitingAck(r) || Waiting(r, now)) continue;
       bytes += r.result.ByteSizeLong() + kBatchBytesPerResult;
       if (!picked.empty() && bytes > kMaxBatchBytes) break;
       picked.push_back(i);
     }
     return picked;
+  }
+
+  bool AwaitingAck(const storage::OutboxRecord& r) const {
+    return std::any_of(settled_.begin(), settled_.end(),
+                       [&](const Settled& s) { return s.record.sequence == r.sequence; });
   }
 
   // Whether `r`'s room waits out a backoff (with P3 off, only the record that failed waits).
@@ -380,7 +407,8 @@ class ShardLoop {
       co_return page.status();
     }
     if (!page.ok()) {
-      Log().warn("shard={}: cannot read the outbox: {}", shard_, page.status().ToString());
+      LogLimited(Log(), owner_.retry_log_, spdlog::level::warn,
+                 "shard={}: cannot read the outbox: {}", shard_, page.status().ToString());
       shard_until_ms_ = owner_.clock_->MonotonicMs() + kReadFailurePauseMs;
       co_return page.status();
     }
@@ -396,7 +424,7 @@ class ShardLoop {
   }
 
   int64_t EarliestRoomRetry() const {
-    int64_t earliest = kForever;
+    int64_t earliest = settled_.empty() ? kForever : ack_retry_at_ms_;
     for (const auto& r : window_) {
       auto it = backoff_.find(r.result.room_id());
       if (it != backoff_.end()) earliest = std::min(earliest, it->second.until_ms);
@@ -540,16 +568,47 @@ class ShardLoop {
     CheckFailpoint("deliver.after_2xx_before_ack");
     if (!owner_.options_.unsafe_ack_before_send_for_test) {
       if (Status s = owner_.outbox_.AckAll(records); !s.ok()) {
-        // Kept in the window: delivered again later, and answered as a duplicate.
-        for (const storage::OutboxRecord& record : records) {
-          Log().warn("room={} shard={}: ack failed: {}", record.result.room_id(), shard_,
-                     s.ToString());
-          BackOffRoom(record, /*retry_after_ms=*/0);
-        }
+        // Settled all the same: kept in the window, never sent again, the ack retried.
+        for (size_t i = 0; i < records.size(); ++i) settled_.push_back({records[i], attempts[i]});
+        AckFailed(s, records.size());
         return;
       }
     }
     for (size_t i = 0; i < records.size(); ++i) Acknowledged(records[i], attempts[i]);
+  }
+
+  // Writes the acks of the records settled whose acks failed, all at once.
+  void AckSettled() {
+    std::vector<storage::OutboxRecord> records;
+    for (const Settled& s : settled_) records.push_back(s.record);
+    if (Status s = owner_.outbox_.AckAll(records); !s.ok()) {
+      AckFailed(s, 0);
+      return;
+    }
+    std::vector<Settled> settled = std::move(settled_);
+    settled_.clear();
+    ack_failures_ = 0;
+    for (const Settled& s : settled) Acknowledged(s.record, s.attempt);
+    {
+      MutexLock lock(&health_mu_);
+      ack_failing_.clear();
+    }
+    Log().info("shard={}: the acks of {} settled result(s) are written", shard_, settled.size());
+  }
+
+  // An ack write failed (`fresh` records newly settled, the others retried): the acks wait a
+  // backoff, doubling to the longest, and Health reports the shard until one is written.
+  void AckFailed(const Status& s, size_t fresh) {
+    const int64_t delay = BackoffDelay(++ack_failures_);
+    ack_retry_at_ms_ = owner_.clock_->MonotonicMs() + delay;
+    {
+      MutexLock lock(&health_mu_);
+      ack_failing_ = s.ToString();
+    }
+    LogLimited(Log(), owner_.write_failure_log_, spdlog::level::warn,
+               "shard={}: cannot ack what the lobby settled ({}): {} result(s) wait for their "
+               "ack ({} new), never sent again; next try in {} ms",
+               shard_, s.ToString(), settled_.size(), fresh, delay);
   }
 
   void Acknowledged(const storage::OutboxRecord& record, const Attempt& a) {
@@ -570,7 +629,8 @@ class ShardLoop {
     Status s;
     co_await owner_.OnDiskThread([&] { s = owner_.outbox_.DeadLetter(record, a.code, a.message); });
     if (!s.ok()) {
-      Log().warn("room={} shard={}: dead-letter failed: {}", room, shard_, s.ToString());
+      LogLimited(Log(), owner_.write_failure_log_, spdlog::level::warn,
+                 "room={} shard={}: dead-letter failed: {}", room, shard_, s.ToString());
       BackOffRoom(record, /*retry_after_ms=*/0);
       co_return;
     }
@@ -589,7 +649,8 @@ class ShardLoop {
       LogBadReceipt(record, a);
       return;
     }
-    Log().warn("room={} shard={}: {} ({}); retrying in {} ms", record.result.room_id(), shard_,
+    LogLimited(Log(), owner_.retry_log_, spdlog::level::warn,
+               "room={} shard={}: {} ({}); retrying in {} ms", record.result.room_id(), shard_,
                a.cause, Shown(a.message), delay);
   }
 
@@ -663,7 +724,8 @@ class ShardLoop {
       const int rounds = static_cast<int>(connection_failures_ / owner_.endpoints_.size());
       const int64_t delay = BackoffDelay(rounds);
       shard_until_ms_ = owner_.clock_->MonotonicMs() + delay;
-      Log().warn("shard={}: lobby unreachable ({}: {}); shard waits {} ms", shard_, a.cause,
+      LogLimited(Log(), owner_.retry_log_, spdlog::level::warn,
+                 "shard={}: lobby unreachable ({}: {}); shard waits {} ms", shard_, a.cause,
                  Shown(a.message), delay);
     }
   }
@@ -718,6 +780,8 @@ class ShardLoop {
   std::string last_failure_ GUARDED_BY(health_mu_);
   // Why, while the lobby refuses requests whole.
   std::string request_refused_ GUARDED_BY(health_mu_);
+  // Why, while acks of settled records cannot be written.
+  std::string ack_failing_ GUARDED_BY(health_mu_);
   bool requests_refused_ = false;  // request_refused_ is set (read on the strand, lock-free)
 
   HttpConnection connection_;  // to endpoints_[endpoint_]
@@ -726,6 +790,9 @@ class ShardLoop {
   size_t token_refusals_ = 0;       // in a row, over the URLs
 
   std::vector<storage::OutboxRecord> window_;  // unresolved records in shard order
+  std::vector<Settled> settled_;               // of window_, those awaiting their ack
+  int ack_failures_ = 0;                       // ack writes failed in a row
+  int64_t ack_retry_at_ms_ = 0;                // when settled_'s acks are tried again
   uint64_t read_through_ = 0;                  // highest sequence read into the window
   bool maybe_more_ = true;                     // the shard may hold records after it
   uint64_t wakes_ = 0;                         // Wake calls so far
@@ -773,6 +840,8 @@ Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
                          .AddHistogram("verdict_node_delivery_batch_records",
                                        "Records carried by one batch request.",
                                        {kBatchRecordsBuckets.begin(), kBatchRecordsBuckets.end()})),
+      retry_log_(LogRateLimitOptions{.clock = clock_}),
+      write_failure_log_(LogRateLimitOptions{.clock = clock_}),
       token_(options_.token),
       single_requests_(options_.batch <= 1),
       ioc_(options_.io_threads),

@@ -129,7 +129,8 @@ void EventHub::SequenceAndPublish() {
   for (;;) {  // number everything committed so far, a bounded transaction at a time
     auto sequenced = store_.SequenceEvents(static_cast<int>(options_.page_events));
     if (!sequenced.ok()) {
-      spdlog::warn("event feed: cannot number events: {}", sequenced.status().ToString());
+      LogLimited(*spdlog::default_logger(), warnings_, spdlog::level::warn,
+                 "event feed: cannot number events: {}", sequenced.status().ToString());
       break;
     }
     if (sequencer_sessions_.size() >= kMaxSequencerSessions) sequencer_sessions_.clear();
@@ -152,7 +153,8 @@ void EventHub::SequenceAndPublish() {
     reads_.Add("hub");
     auto page = store_.EventsAfter(cursor_, std::nullopt, options_.page_events);
     if (!page.ok()) {
-      spdlog::warn("event feed: cannot read: {}", page.status().ToString());
+      LogLimited(*spdlog::default_logger(), warnings_, spdlog::level::warn,
+                 "event feed: cannot read: {}", page.status().ToString());
       return;
     }
     if (page->head < cursor_ || page->epoch != epoch_) return Rewind(*page);
@@ -169,7 +171,8 @@ bool EventHub::MoveHeadIfNobodyListens() {
   reads_.Add("hub");
   auto state = store_.GetFeedState(std::nullopt);
   if (!state.ok()) {
-    spdlog::warn("event feed: cannot read where it stands: {}", state.status().ToString());
+    LogLimited(*spdlog::default_logger(), warnings_, spdlog::level::warn,
+               "event feed: cannot read where it stands: {}", state.status().ToString());
     return true;
   }
   if (state->head < cursor_ || state->epoch != epoch_) {
@@ -244,8 +247,9 @@ void EventHub::Run() {
       } catch (const std::exception& e) {
         receiver.reset();
         conn.reset();
-        spdlog::warn("event feed: no LISTEN connection ({}); polling every {} ms", e.what(),
-                     options_.poll_interval.count());
+        LogLimited(*spdlog::default_logger(), warnings_, spdlog::level::warn,
+                   "event feed: no LISTEN connection ({}); polling every {} ms", e.what(),
+                   options_.poll_interval.count());
         next_listen = std::chrono::steady_clock::now() + kListenRetryInterval;
       }
     }
@@ -264,7 +268,8 @@ void EventHub::Run() {
         heard_another = std::any_of(receiver->senders.begin(), receiver->senders.end(),
                                     [&](int pid) { return !sequencer_sessions_.contains(pid); });
       } catch (const std::exception& e) {
-        spdlog::warn("event feed: LISTEN connection lost: {}", e.what());
+        LogLimited(*spdlog::default_logger(), warnings_, spdlog::level::warn,
+                   "event feed: LISTEN connection lost: {}", e.what());
         receiver.reset();
         conn.reset();
       }

@@ -26,6 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/log_rate_limit.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "lobby/settlement_store.h"
@@ -95,6 +96,10 @@ class EventHub {
   // thread, and calls `done` there; after Stop, drops `done` uncalled.
   void FetchPage(int64_t after, std::optional<std::string> node_id, size_t limit,
                  std::function<void(Result<FeedPage>)> done);
+  // The warnings of the feed that a database outage repeats, by the hub and by every subscriber
+  // reading it: one limit for them all (common/log_rate_limit.h).
+  LogRateLimit& warnings() { return warnings_; }
+
   // Reads where the feed stands for `node_id`'s token, or the admin's (SettlementStore::
   // GetFeedState) on a page thread, for a subscription to be judged before it is accepted, and
   // calls `done` there; after Stop, drops `done` uncalled.
@@ -132,6 +137,7 @@ class EventHub {
   std::unordered_set<int> sequencer_sessions_;
   metrics::LabeledCounter& reads_;
   metrics::Counter& rewinds_;
+  LogRateLimit warnings_{RepeatedFaultLimit()};
   int wake_fd_ = -1;  // an eventfd: Committed and Stop write it, the hub thread polls it
   std::unique_ptr<boost::asio::thread_pool> pages_ GUARDED_BY(mu_);  // null once stopped
   std::thread thread_;

@@ -183,7 +183,8 @@ class EventsSession final : public EventSubscriber,
     fetching_ = false;
     if (closing_) return;
     if (!page.ok()) {
-      spdlog::warn("events: catch-up failed: {}", page.status().ToString());
+      LogLimited(*spdlog::default_logger(), server_.hub_.warnings(), spdlog::level::warn,
+                 "events: catch-up failed: {}", page.status().ToString());
       return CloseWith(kCloseTryAgainLater,
                        "the event feed is unavailable; reconnect with ?after=");
     }
@@ -344,7 +345,8 @@ void HttpServer::Impl::Subscribe(const server::RequestHead& head, const HttpRequ
   hub_.FetchState(scope, [this, exchange, path, after = *after, epoch = *epoch, scope,
                           slot](Result<FeedState> state) {
     if (!state.ok()) {
-      spdlog::warn("events: cannot read the feed's state: {}", state.status().ToString());
+      LogLimited(*spdlog::default_logger(), hub_.warnings(), spdlog::level::warn,
+                 "events: cannot read the feed's state: {}", state.status().ToString());
       return exchange->Reply(
           ProblemReply(ErrorCode::kUnavailable, "the event feed is unavailable", path));
     }

@@ -865,13 +865,11 @@ HttpReply SettlementService::FailureReply(const Status& failed, const std::strin
 // these lines at once and then one a second: bounded, and each line says how many it stands for.
 void SettlementService::LogRefusal(uint64_t room, const std::string& node, ErrorCode code,
                                    const std::string& detail) {
-  uint64_t suppressed = 0;
-  if (!refusal_log_limit_.Admit(&suppressed)) return;
   const auto& info = InfoOf(code);
   std::string fields = room ? "room=" + std::to_string(room) + " " : "";
   fields += "node=" + node + " code=" + info.code;
-  if (suppressed) fields += " suppressed=" + std::to_string(suppressed);
-  spdlog::warn("{}: settlement refused: {}", fields, detail);
+  LogLimited(*spdlog::default_logger(), refusal_log_limit_, spdlog::level::warn,
+             "{}: settlement refused: {}", fields, detail);
 }
 
 // A settlement answered 503 (the database away, a room another transaction holds) is retried by

@@ -133,6 +133,9 @@ void Replicator::Stored(const std::vector<v1::BattleResult>& batch,
     MutexLock lock(&mu_);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!outcomes[i].status.ok()) continue;  // refused: never stored, nothing to copy
+      // Stored before (a client's retry): held, counted, or replicated since, already. Counting
+      // it again made a retried batch count twice in the unreplicated gauge.
+      if (outcomes[i].already_present) continue;
       const v1::BattleResult& r = batch[i];
       const uint64_t sequence = outcomes[i].sequence;
       std::string key = ResultKey(options_.etcd.key_prefix, node_id_, r.room_id(), r.ended_at_ms());
@@ -140,6 +143,15 @@ void Replicator::Stored(const std::vector<v1::BattleResult>& batch,
       // needs its own copy, and an Await of it must wait for that copy.
       if (auto it = released_.find(key); it != released_.end() && it->second != sequence) {
         released_.erase(it);
+      }
+      if (auto q = queued_.find(key); q != queued_.end() && q->second->reput) {
+        // Awaited before it was reported stored: it is this record, and counted from now on.
+        Entry& e = *q->second;
+        e.reput = false;
+        e.live = true;
+        e.sequence = sequence;
+        e.stored_ms = now;
+        continue;
       }
       if (KnownLocked(key, sequence)) continue;
       if (queued_bytes_ >= options_.max_buffered_bytes) {
@@ -216,9 +228,13 @@ void Replicator::Await(const std::vector<v1::BattleResult>& results,
   pending->left = results.size();
   pending->done = std::move(done);
   std::vector<Waiter> settled;
+  std::vector<Waiter> etcd_failing, over_budget;
   const int64_t now = clock_->NowMs();
   {
     MutexLock lock(&mu_);
+    // While etcd fails, a wait would hold the post's answer (and what it captured) until etcd
+    // is back; the client's retry finds the record replicated then.
+    const bool failing = unavailable_ || nospace_;
     for (size_t i = 0; i < results.size(); ++i) {
       Waiter w = [pending, i](const Status& s) {
         std::unique_lock plock(pending->mu);
@@ -231,18 +247,26 @@ void Replicator::Await(const std::vector<v1::BattleResult>& results,
       std::string key = ResultKey(options_.etcd.key_prefix, node_id_, r.room_id(), r.ended_at_ms());
       if (ReleasedLocked(key, 0)) {
         settled.push_back(std::move(w));
+      } else if (failing) {
+        etcd_failing.push_back(std::move(w));
       } else if (auto q = queued_.find(key); q != queued_.end()) {
         q->second->waiters.push_back(std::move(w));
       } else if (auto f = in_flight_.find(key); f != in_flight_.end()) {
         f->second.waiters.push_back(std::move(w));
       } else {
         // Replicated already, or not held in memory: put it again, which answers at once if
-        // etcd has it. Bounded by what the ingest lets wait.
+        // etcd has it; within the buffer, as the records Stored holds.
+        std::string value = wire::DeterministicBytes(r);
+        if (queued_bytes_ + value.size() > options_.max_buffered_bytes) {
+          over_budget.push_back(std::move(w));
+          continue;
+        }
         Entry e{.key = std::move(key),
-                .value = wire::DeterministicBytes(r),
+                .value = std::move(value),
                 .room_id = r.room_id(),
                 .ended_at_ms = r.ended_at_ms(),
-                .stored_ms = now};
+                .stored_ms = now,
+                .reput = true};
         e.waiters.push_back(std::move(w));
         EnqueueLocked(std::move(e));
       }
@@ -250,6 +274,19 @@ void Replicator::Await(const std::vector<v1::BattleResult>& results,
   }
   cv_.SignalAll();
   for (Waiter& w : settled) w(Status::Ok());
+  if (!etcd_failing.empty()) {
+    const Status away = UnavailableError(
+        "etcd is unavailable or out of space: the result is stored on this node only; retry "
+        "later");
+    for (Waiter& w : etcd_failing) w(away);
+  }
+  if (!over_budget.empty()) {
+    const Status full = UnavailableError(
+        "more results than the replication buffer holds (" +
+        std::to_string(options_.max_buffered_bytes) +
+        " bytes) wait for etcd: the result is stored on this node only; retry later");
+    for (Waiter& w : over_budget) w(full);
+  }
 }
 
 void Replicator::NoteOutcome(const Status& s, Call call) {
@@ -328,6 +365,7 @@ Status Replicator::ScanSome() {
     if (!scan_) {
       if (!rescan_needed_) return Status::Ok();
       rescan_needed_ = false;
+      reading_back_ = true;
       covers = not_held_;
     }
   }
@@ -336,6 +374,7 @@ Status Replicator::ScanSome() {
     if (!view.ok()) {
       MutexLock lock(&mu_);
       rescan_needed_ = true;
+      reading_back_ = false;
       return view.status();
     }
     scan_ = std::make_unique<Scan>();
@@ -393,6 +432,7 @@ Status Replicator::ScanSome() {
       rescan_needed_ = true;  // more overflowed while it ran
     }
     scan_.reset();
+    reading_back_ = false;
   }
   return Status::Ok();
 }
@@ -416,7 +456,9 @@ Status Replicator::PutSome(EtcdClient& client) {
   auto outcomes = client.CreateIfAbsent(kvs);
   mu_.Lock();
   if (!outcomes.ok()) {
-    // Back to the head of the queue, in their order; those released meanwhile are deleted.
+    // Back to the head of the queue, in their order; those released meanwhile are deleted. Who
+    // waits for them hears of the failure now rather than hold on until etcd is back.
+    std::vector<Waiter> waiters;
     for (auto kv = kvs.rbegin(); kv != kvs.rend(); ++kv) {
       auto f = in_flight_.find(kv->key);
       if (f == in_flight_.end()) continue;
@@ -425,10 +467,17 @@ Status Replicator::PutSome(EtcdClient& client) {
         in_flight_.erase(f);
         continue;
       }
+      std::move(f->second.waiters.begin(), f->second.waiters.end(), std::back_inserter(waiters));
+      f->second.waiters.clear();
       queued_bytes_ += f->second.value.size();
       queue_.push_front(std::move(f->second));
       queued_[kv->key] = queue_.begin();
       in_flight_.erase(f);
+    }
+    if (!waiters.empty()) {
+      mu_.Unlock();
+      for (Waiter& w : waiters) w(outcomes.status());
+      mu_.Lock();
     }
     return outcomes.status();
   }
@@ -566,11 +615,17 @@ void Replicator::RunPuts(EtcdClient& client) {
 ReplicationStats Replicator::Stats() const {
   MutexLock lock(&mu_);
   ReplicationStats s;
-  s.unreplicated = queue_.size() + not_held_;
+  // Each stored record once: a record put again for an Await is in not_held_ already (or was
+  // replicated before).
+  s.unreplicated = not_held_;
   int64_t oldest = not_held_ > 0 ? not_held_since_ms_ : INT64_MAX;
-  for (const Entry& e : queue_) oldest = std::min(oldest, e.stored_ms);
+  for (const Entry& e : queue_) {
+    if (e.reput) continue;
+    ++s.unreplicated;
+    oldest = std::min(oldest, e.stored_ms);
+  }
   for (const auto& [key, e] : in_flight_) {
-    if (e.released) continue;  // settled: nothing left to replicate
+    if (e.released || e.reput) continue;  // settled: nothing left to replicate
     ++s.unreplicated;
     oldest = std::min(oldest, e.stored_ms);
   }
@@ -578,6 +633,7 @@ ReplicationStats Replicator::Stats() const {
     s.oldest_unreplicated_age_s = std::max<int64_t>(0, clock_->NowMs() - oldest) / 1000.0;
   s.etcd_unavailable = unavailable_;
   s.etcd_nospace = nospace_;
+  s.reading_back = reading_back_ || rescan_needed_;
   return s;
 }
 

@@ -46,6 +46,8 @@ struct ReplicationStats {
   // etcd is out of its quota (NOSPACE alarm): from a put it refused until one it took, or until
   // its alarm list no longer has the alarm.
   bool etcd_nospace = false;
+  // Records not held in memory are being read back from the outbox, or wait to be.
+  bool reading_back = false;
 };
 
 class Replicator {
@@ -75,7 +77,10 @@ class Replicator {
   // The record left the outbox with the lobby's receipt: delete its copy.
   void Released(const storage::OutboxRecord& record);
   // Calls `done` once each of `results` (stored already) is replicated, with one status each:
-  // for ?durability=replicated. A result not known here is put again (create-if-absent).
+  // for ?durability=replicated. A result not known here is put again (create-if-absent). Nothing
+  // is held for a result while etcd fails, nor beyond max_buffered_bytes: it is answered
+  // UNAVAILABLE at once (stored, not replicated yet: retry later), and so are the waits of a put
+  // that failed. An outage holds no more than the buffer, however many posts wait on it.
   void Await(const std::vector<v1::BattleResult>& results,
              std::function<void(std::vector<Status>)> done);
 
@@ -93,6 +98,9 @@ class Replicator {
     uint64_t sequence = 0;
     int64_t stored_ms = 0;  // wall time it was stored (or enqueued, for a record read back)
     bool live = false;      // came from Stored: its replication lag is measured
+    // Put again for an Await of a record not held here: one counted in not_held_ already, or
+    // one replicated already. Not counted as unreplicated by itself.
+    bool reput = false;
     bool released = false;  // acked while its put was in flight: delete it once the put is back
     std::vector<Waiter> waiters = {};
   };
@@ -146,6 +154,7 @@ class Replicator {
   uint64_t not_held_ GUARDED_BY(mu_) = 0;
   int64_t not_held_since_ms_ GUARDED_BY(mu_) = 0;
   bool rescan_needed_ GUARDED_BY(mu_) = true;
+  bool reading_back_ GUARDED_BY(mu_) = false;  // scan_ is set (for Stats, which cannot read it)
   // The rebuild in progress: the main thread's; it sets and reads it without mu_, and resets it
   // (and the waits read it) with mu_ held.
   std::unique_ptr<Scan> scan_;

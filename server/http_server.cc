@@ -26,6 +26,7 @@
 
 #include "common/host_port.h"
 #include "common/log.h"
+#include "common/log_rate_limit.h"
 #include "server/problem.h"
 
 namespace verdict::server {
@@ -52,9 +53,6 @@ constexpr size_t kIdleBufferBytes = 4 * 1024;
 // How long to wait before accepting again after an accept failed.
 constexpr std::chrono::milliseconds kAcceptRetryPause{100};
 constexpr std::string_view kUnixPrefix = "unix:";
-// Descriptors the connection caps leave for everything else a process opens (its database's
-// files, outgoing connections, logs) beyond what it had open when the server started.
-constexpr uint64_t kReservedDescriptors = 256;
 
 std::string PathOf(std::string_view target) {
   return std::string(target.substr(0, target.find('?')));
@@ -181,6 +179,8 @@ class HttpServer::Impl {
   std::vector<size_t> caps_;          // per listener, in options_.listen order; set by Start
   const std::string over_cap_reply_;  // the bytes of the 503 over a cap
   std::optional<net::ssl::context> tls_;
+  // Accepts failing (out of descriptors) repeat every pause, on every listener.
+  LogRateLimit accept_failure_log_{RepeatedFaultLimit()};
   // Declared after everything sessions touch, so pending sessions die first.
   net::io_context ioc_;
 
@@ -195,8 +195,8 @@ class HttpServer::Impl {
   class Listener;
 
   Status LoadTls();
-  // With several listeners, lowers caps_ so that their connections fit in the descriptor limit
-  // together.
+  // Lowers caps_ so that the listeners' connections fit in the descriptor limit together,
+  // beside kReservedDescriptors.
   void FitConnectionCaps();
 
   std::vector<std::unique_ptr<ListenerBase>> listeners_;
@@ -708,8 +708,9 @@ class HttpServer::Impl::Listener final : public HttpServer::Impl::ListenerBase {
         return;
       }
       // Out of file descriptors or memory, say: the connection stays in the backlog and an
-      // accept at once would fail the same way, spinning an I/O thread. Pause, log once a pause.
-      Log().warn("accept failed: {}; accepting again in {} ms", ec.message(),
+      // accept at once would fail the same way, spinning an I/O thread. Pause.
+      LogLimited(Log(), server_.accept_failure_log_, spdlog::level::warn,
+                 "accept failed: {}; accepting again in {} ms", ec.message(),
                  kAcceptRetryPause.count());
       pause_.expires_after(kAcceptRetryPause);
       pause_.async_wait([this](beast::error_code waited) {
@@ -770,8 +771,8 @@ Status HttpServer::Impl::LoadTls() {
 }
 
 void HttpServer::Impl::FitConnectionCaps() {
-  // One listener has no other to crowd out: past the limit it pauses its accepts (OnAccept).
-  if (options_.listen.size() < 2) return;
+  // One listener too: a metrics port that needs no token, flooded up to the descriptor limit,
+  // would leave the process (a battle host embedding the node) none for its own files.
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
   size_t open = 0;

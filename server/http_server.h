@@ -121,6 +121,10 @@ class HttpHandler {
                          std::shared_ptr<Exchange> exchange) = 0;
 };
 
+// Descriptors the connection caps leave to the rest of the process, beyond those it had open at
+// Start: its database's files, outgoing connections, logs, and a host's own sockets and files.
+inline constexpr uint64_t kReservedDescriptors = 256;
+
 struct HttpServerOptions {
   // Where to listen; at least one. Default: none.
   std::vector<ListenAddress> listen;
@@ -128,10 +132,11 @@ struct HttpServerOptions {
   int io_threads = 1;
   // Open connections on one listener beyond which new ones on it get 503 and are closed. Each
   // listener has its own, so that connections nobody has authenticated yet (a metrics port, a
-  // TCP port whose token is read with the header) cannot crowd out a Unix socket's. With several
-  // listeners, Start lowers each cap (with a warning) so that all their connections fit in the
-  // soft limit on open descriptors together: a process that wants more raises it first.
-  // Default: 1024.
+  // TCP port whose token is read with the header) cannot crowd out a Unix socket's. Start
+  // lowers each cap (with a warning) so that all the listeners' connections fit in the soft
+  // limit on open descriptors together, beside those open at Start and kReservedDescriptors
+  // more that are left to the process (its files, outgoing connections, a host's own sockets):
+  // a process that wants more connections raises the limit first. Default: 1024.
   size_t max_connections = 1024;
   // Bytes of request bodies held at once, over every connection: each request reserves its
   // Content-Length (or its body limit when it has none) from the header, before its body is read,

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log_rate_limit.h"
+
 namespace verdict::lobby::pg {
 namespace {
 
@@ -97,9 +99,12 @@ void Log(const Failure& failure, std::string_view what) {
   if (failure.kind == FailureKind::kTerminal) {
     spdlog::error("{}: {}, a retry would fail the same way: {}", what, failure.summary,
                   failure.detail);
-  } else {
-    spdlog::warn("{}: {}: {}", what, failure.summary, failure.detail);
+    return;
   }
+  // A database outage fails every settlement, retention pass and migration step the same way.
+  static LogRateLimit transient_failures(RepeatedFaultLimit());
+  LogLimited(*spdlog::default_logger(), transient_failures, spdlog::level::warn, "{}: {}: {}", what,
+             failure.summary, failure.detail);
 }
 
 }  // namespace verdict::lobby::pg

@@ -46,8 +46,8 @@ Failure Classify(const std::exception& e, const pqxx::connection_base* conn, boo
 // "<what>: <summary>".
 Status StatusOf(const Failure& failure, std::string_view what);
 
-// Logs `failure` in `what` with its detail: a warning for what a retry may fix, an error for a
-// terminal failure (that needs a human).
+// Logs `failure` in `what` with its detail: a warning for what a retry may fix (rate-limited:
+// an outage repeats it for every call), an error for a terminal failure (that needs a human).
 void Log(const Failure& failure, std::string_view what);
 
 }  // namespace verdict::lobby::pg

@@ -1,11 +1,18 @@
-// The refusal log's rate limit (common/log_rate_limit.h), on a fake clock: a flood lets through
-// its burst and then one line a second, and every line held back is counted and reported.
+// The rate limit of repeated log lines (common/log_rate_limit.h), on a fake clock: a flood lets
+// through its burst and then one line a second, and every line held back is counted and reported
+// by the next line LogLimited writes.
 #include "common/log_rate_limit.h"
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <thread>
 #include <vector>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "common/log.h"
 
 namespace verdict {
 namespace {
@@ -76,6 +83,37 @@ TEST(LogRateLimitTest, ConcurrentLinesNeverExceedTheBurst) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(admitted.load(), 50u);
   EXPECT_EQ(limit.suppressed_total(), 4000u - 50u);
+}
+
+// What LogLimited writes: the burst, then nothing until the clock has moved on; the next line
+// carries `suppressed=N` as the last of its opening fields (or opens with it), so log pipelines
+// read it as a field (common/log.h).
+TEST(LogRateLimitTest, LogLimitedWritesTheBurstThenSaysHowManyWereHeldBack) {
+  FakeClock clock;
+  LogRateLimit limit({.burst = 2, .per_second = 1, .clock = &clock});
+  std::ostringstream captured;
+  spdlog::logger logger("limited", std::make_shared<spdlog::sinks::ostream_sink_st>(captured));
+  logger.set_pattern("%v");
+  for (int i = 0; i < 10; ++i) {
+    LogLimited(logger, limit, spdlog::level::warn, "room={} shard=0: retrying", i);
+  }
+  clock.AdvanceMs(1'000);
+  LogLimited(logger, limit, spdlog::level::warn, "room={} shard=0: retrying", 10);
+  clock.AdvanceMs(1'000);
+  LogLimited(logger, limit, spdlog::level::warn, "the database is away");
+  LogLimited(logger, limit, spdlog::level::warn, "the database is away");
+  clock.AdvanceMs(1'000);
+  LogLimited(logger, limit, spdlog::level::warn, "the database is away");
+  EXPECT_EQ(captured.str(),
+            "room=0 shard=0: retrying\n"
+            "room=1 shard=0: retrying\n"
+            "room=10 shard=0 suppressed=8: retrying\n"
+            "the database is away\n"
+            "suppressed=1: the database is away\n");
+  const LogLine line = SplitLogFields("room=10 shard=0 suppressed=8: retrying");
+  ASSERT_EQ(line.fields.size(), 3u);
+  EXPECT_EQ(line.fields[2].first, "suppressed");
+  EXPECT_EQ(line.fields[2].second, "8");
 }
 
 }  // namespace

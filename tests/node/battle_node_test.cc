@@ -533,6 +533,42 @@ TEST_F(BattleNodeTest, HealthzReportsADeliveryLoopThatKeepsFailing) {
       30s));
 }
 
+// A full disk under the outbox while the lobby settles: every ack fails. /healthz answers 503
+// "outbox writes are failing", the lobby gets each result once however many times the acks are
+// retried (it used to get each about once a second, /healthz saying ok), and /healthz is ok
+// again once the acks are written.
+TEST_F(BattleNodeTest, HealthzReportsAcksThatCannotBeWrittenAndSettledResultsAreNotResent) {
+  NodeOptions o = Options(lobby_.url());
+  o.metrics_listen = "127.0.0.1:0";
+  o.shards = 1;
+  o.delivery.initial_backoff = 5ms;  // many ack retries in little time
+  o.delivery.max_backoff = 20ms;
+  o.wrap_outbox = [this](std::unique_ptr<storage::Outbox> inner) {
+    auto wrapped = std::make_unique<FailingOutbox>(std::move(inner));
+    wrapped->set_fail_acks(true);
+    failing_ = wrapped.get();
+    return std::unique_ptr<storage::Outbox>(std::move(wrapped));
+  };
+  auto node = BattleNode::Start(o);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  for (uint64_t room = 1; room <= 5; ++room) AbortRoom(**node, room);
+  ASSERT_TRUE(WaitUntil([&] { return lobby_.requests().size() >= 5; }));
+  testing::HttpResponse health;
+  EXPECT_TRUE(WaitUntil([&] {
+    health = testing::HttpCall((*node)->metrics_port(), "GET", "/healthz");
+    return health.status == 503;
+  }));
+  EXPECT_NE(health.body.find("outbox writes are failing"), std::string::npos) << health.body;
+  ASSERT_TRUE(WaitUntil([&] { return failing_->failed_acks() >= 20; }));
+  EXPECT_EQ(lobby_.requests().size(), 5u) << "a result the lobby settled was sent again";
+
+  failing_->set_fail_acks(false);
+  EXPECT_TRUE(WaitUntil(
+      [&] { return testing::HttpCall((*node)->metrics_port(), "GET", "/healthz").status == 200; }));
+  EXPECT_TRUE(WaitUntil([&] { return Peer::outbox(**node).Stats()->records == 0; }));
+  EXPECT_EQ(lobby_.requests().size(), 5u);
+}
+
 // One bad block in one shard's table file used to stop every shard (the node did not start).
 // That shard stops alone now: /healthz answers 503 naming it, its alert gauge is 1, and the other
 // shards deliver everything they hold.

@@ -5,12 +5,14 @@
 // running out of descriptors; and the bearer token's reading.
 #include "server/http_server.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -349,6 +351,75 @@ TEST_F(HttpServerTest, CapsFitTheDescriptorLimitTogether) {
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(reply->status, 200);
   for (int fd : held) ::close(fd);
+}
+
+// One listener, like a battle host's metrics port (which needs no token), is fitted to the
+// descriptor limit too: a flood of idle connections past the limit is refused at the cap, and the
+// process keeps kReservedDescriptors for its own sockets and files. The server runs in a child
+// process, so the low limit is the child's alone; the parent floods it.
+TEST(HttpServerDescriptorTest, AFloodOnALoneListenerLeavesTheProcessItsReserve) {
+  constexpr uint64_t kCap = 16;
+  constexpr int kOwnOpens = static_cast<int>(kReservedDescriptors / 2);
+  int to_parent[2], to_child[2];
+  ASSERT_EQ(::pipe(to_parent), 0);
+  ASSERT_EQ(::pipe(to_child), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(to_parent[0]);
+    ::close(to_child[1]);
+    size_t open = 0;
+    for ([[maybe_unused]] const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+      ++open;
+    }
+    rlimit low{};
+    ::getrlimit(RLIMIT_NOFILE, &low);
+    low.rlim_cur = open + kReservedDescriptors + kCap;
+    if (::setrlimit(RLIMIT_NOFILE, &low) != 0) ::_exit(2);
+    FakeHandler handler;
+    // Idle connections stay for the whole test, as a flood that keeps them alive would.
+    HttpServer server(
+        {.listen = {ListenAddress::Parse("127.0.0.1:0").value()}, .read_timeout = 120s}, handler,
+        nullptr);
+    auto ports = server.Start();
+    if (!ports.ok()) ::_exit(3);
+    const uint16_t port = ports->front();
+    if (::write(to_parent[1], &port, sizeof(port)) != sizeof(port)) ::_exit(4);
+    char go = 0;
+    if (::read(to_child[0], &go, 1) != 1) ::_exit(5);
+    // The host's own descriptors, while the flood holds the listener.
+    int opened = 0;
+    for (int i = 0; i < kOwnOpens; ++i) {
+      if (::open("/dev/null", O_RDONLY) >= 0) ++opened;
+    }
+    if (::write(to_parent[1], &opened, sizeof(opened)) != sizeof(opened)) ::_exit(6);
+    server.Stop();
+    ::_exit(0);
+  }
+  ::close(to_parent[1]);
+  ::close(to_child[0]);
+  uint16_t port = 0;
+  ASSERT_EQ(::read(to_parent[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
+  ListenAddress to = ListenAddress::Parse("127.0.0.1:0").value();
+  to.port = port;
+  // More idle connections than the child may hold descriptors at all.
+  std::vector<int> flood;
+  for (uint64_t i = 0; i < kReservedDescriptors + 4 * kCap; ++i) {
+    const int fd = Connect(to);
+    if (fd >= 0) flood.push_back(fd);
+  }
+  const bool refused = WaitUntil([&] { return RefusedOverTheCap(to); });
+  ASSERT_EQ(::write(to_child[1], "g", 1), 1);
+  int opened = -1;
+  const bool answered = ::read(to_parent[0], &opened, sizeof(opened)) == sizeof(opened);
+  for (int fd : flood) ::close(fd);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(to_parent[0]);
+  ::close(to_child[1]);
+  ASSERT_TRUE(answered) << "the child ended early, status " << status;
+  EXPECT_TRUE(refused) << "the lone listener took connections past its share of the limit";
+  EXPECT_EQ(opened, kOwnOpens) << "the flood left the process no descriptors of its own";
 }
 
 // Bodies are held against one budget: a request whose announced body does not fit is answered

@@ -1,5 +1,6 @@
 #include "tests/support/etcd_cluster.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -84,6 +85,14 @@ void EtcdCluster::Kill(int i) {
 }
 
 bool EtcdCluster::Restart(int i) { return Launch(i); }
+
+void EtcdCluster::Pause(int i) {
+  if (members_[i].process) ::kill(members_[i].process->pid(), SIGSTOP);
+}
+
+void EtcdCluster::Resume(int i) {
+  if (members_[i].process) ::kill(members_[i].process->pid(), SIGCONT);
+}
 
 bool EtcdCluster::Healthy() {
   int healthy = 0, running = 0;

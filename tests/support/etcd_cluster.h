@@ -42,6 +42,10 @@ class EtcdCluster {
   void Kill(int i);
   // Starts member `i` again on its data directory (after Kill).
   bool Restart(int i);
+  // SIGSTOPs member `i`: it keeps its connections and answers nothing (a member stuck on its
+  // disk), until Resume SIGCONTs it.
+  void Pause(int i);
+  void Resume(int i);
   // True once a quorum of the running members answers /health.
   bool Healthy();
   // Whether Debian's etcd is installed (the tests that need it skip otherwise).

@@ -1,8 +1,8 @@
 // FailingOutbox: wraps a real outbox and, while switched on, fails every enqueue the way a full
-// disk does (RESOURCE_EXHAUSTED, nothing stored), or every sync the way a failing fsync does;
-// or holds every enqueue (and redrive) until released (a writer caught mid-batch), or answers
-// redrives as over a damaged side area, or every shard
-// read after it has read (a read still in flight); or throws from shard reads (a bug that ends a
+// disk does (RESOURCE_EXHAUSTED, nothing stored), or every ack likewise (nothing removed), or
+// every sync the way a failing fsync does; or holds every enqueue (and redrive) until released (a
+// writer caught mid-batch), or answers redrives as over a damaged side area, or every shard read
+// after it has read (a read still in flight); or throws from shard reads (a bug that ends a
 // delivery loop); or answers Stats with figures the test pinned. It counts shard reads and Stats
 // calls, so a test can wait until a loop has looked again. Everything else goes straight through.
 // The test seam for backpressure (P6), drain, loop restarts and the node's derived gauges.
@@ -27,6 +27,9 @@ class FailingOutbox final : public storage::Outbox {
 
   void set_fail_writes(bool fail) { fail_writes_ = fail; }
   int failed_writes() const { return failed_writes_.load(); }
+  // While on, every AckAll fails as on a full disk: the records stay.
+  void set_fail_acks(bool fail) { fail_acks_ = fail; }
+  int failed_acks() const { return failed_acks_.load(); }
   // While on, writes succeed (records become visible) but syncing them fails.
   void set_fail_syncs(bool fail) { fail_syncs_ = fail; }
   int failed_syncs() const { return failed_syncs_.load(); }
@@ -106,7 +109,13 @@ class FailingOutbox final : public storage::Outbox {
     }
     return page;
   }
-  Status AckAll(std::span<const storage::OutboxRecord> r) override { return inner_->AckAll(r); }
+  Status AckAll(std::span<const storage::OutboxRecord> r) override {
+    if (fail_acks_) {
+      ++failed_acks_;
+      return ResourceExhaustedError("simulated: no space left on device");
+    }
+    return inner_->AckAll(r);
+  }
   Status DeadLetter(const storage::OutboxRecord& r, const std::string& code,
                     const std::string& message) override {
     return inner_->DeadLetter(r, code, message);
@@ -147,6 +156,8 @@ class FailingOutbox final : public storage::Outbox {
   std::atomic<bool> fail_writes_{false};
   std::atomic<bool> damaged_side_areas_{false};
   std::atomic<int> failed_writes_{0};
+  std::atomic<bool> fail_acks_{false};
+  std::atomic<int> failed_acks_{0};
   std::atomic<bool> fail_syncs_{false};
   std::atomic<int> failed_syncs_{0};
   mutable std::mutex hold_mu_;
