@@ -14,16 +14,17 @@ namespace {
 // 57P03 cannot connect now), the transaction lost a race (40001 serialization failure, 40P01
 // deadlock, 40003 statement completion unknown), the server ran short (class 53: disk full, out
 // of memory, too many connections), it waited too long or was stopped (55P03 the lock timeout,
-// 57014 the statement timeout or a cancel), the server only reads (25006: a standby, or a primary
-// being demoted; after a failover a new connection finds the new primary). Everything else fails
-// the same way when run again.
+// 57014 the statement timeout or a cancel; 25P03 the idle-in-transaction timeout, which ends the
+// session), the server only reads (25006: a standby, or a primary being demoted; after a failover
+// a new connection finds the new primary). Everything else fails the same way when run again.
 constexpr std::string_view kTransientClasses[] = {"08", "53"};
 constexpr std::string_view kTransientStates[] = {"57P01", "57P02", "57P03", "40001", "40P01",
-                                                 "40003", "55P03", "57014", "25006"};
+                                                 "40003", "55P03", "57014", "25006", "25P03"};
 
 // A failure that takes the connection with it: during a COMMIT, its outcome is unknown.
 bool IsConnectionLoss(std::string_view sqlstate) {
-  return sqlstate.starts_with("08") || sqlstate == "57P01" || sqlstate == "57P02";
+  return sqlstate.starts_with("08") || sqlstate == "57P01" || sqlstate == "57P02" ||
+         sqlstate == "25P03";
 }
 
 }  // namespace

@@ -602,6 +602,7 @@ TEST_F(LobbyTest, DatabaseErrorsAreRetryableExactlyWhenARetryMaySucceed) {
       {"40P01", true},  // deadlock_detected
       {"55P03", true},  // lock_not_available: the lock timeout on a stuck room
       {"57014", true},  // query_canceled: statement timeout, or the client hung up
+      {"25P03", true},  // idle_in_transaction_session_timeout: the lobby's own work overran
       {"53100", true},  // disk_full
       {"53300", true},  // too_many_connections
       // The same call fails the same way.
