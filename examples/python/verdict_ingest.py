@@ -186,12 +186,14 @@ def battle_result(room_id, players, outcome="SETTLED", winner_team=None, ended_a
     a player id is a string (an integer is written as its decimal string). A SETTLED result
     places its teams by exactly one of winner_team, for two teams (1, 2, or 0 for a draw: a draw
     is said, never implied), and placements, (team, rank) pairs or dicts, one per team of a room
-    of any number of teams; ValueError if it is given neither or both. ended_at_ms defaults to
-    now; keep the result, or the value, when retrying, as it is part of the result. Other
-    BattleResult fields (node_id, suspect, replay_path, abort_reason) may be given by name.
+    of any number of teams; ValueError if it is given neither or both. ended_at_ms, the battle's
+    end in Unix milliseconds, is required (ValueError without it): with room_id it is the result's
+    identity, so a retry sends the same value, never "now" again. Other BattleResult fields
+    (node_id, suspect, replay_path, abort_reason) may be given by name.
     """
     if ended_at_ms is None:
-        ended_at_ms = int(time.time() * 1000)
+        raise ValueError(f"room {room_id}: ended_at_ms is required (the battle's end, kept for "
+                         "every retry: with room_id it is the result's identity)")
     lines = []
     for p in players:
         line = dict(p) if isinstance(p, dict) else {"player_id": p[0], "team": p[1]}

@@ -180,6 +180,8 @@ class VerdictIngestTest(unittest.TestCase):
         self.assertEqual(self.node.bodies, [])
 
     def test_battle_result_needs_one_winner(self):
+        with self.assertRaisesRegex(ValueError, "ended_at_ms is required"):
+            verdict_ingest.battle_result(42, [("1", 1), ("2", 2)], winner_team=1)
         with self.assertRaisesRegex(ValueError, "neither"):
             verdict_ingest.battle_result(42, [("1", 1), ("2", 2)], ended_at_ms=1700000000000)
         with self.assertRaisesRegex(ValueError, "not both"):
