@@ -178,8 +178,7 @@ Result<const rating::RatingSystem*> RatingSystems::Of(const std::string& system,
   if (found != made_.end()) return found->second.get();
   auto parameters = ParametersOf(parameters_json);
   if (!parameters.ok()) return parameters.status();
-  auto made =
-      rating::MakeRatingSystem({system, model, *parameters}, rating::Declaration::kStored);
+  auto made = rating::MakeRatingSystem({system, model, *parameters}, rating::Declaration::kStored);
   if (!made.ok()) {
     return InternalError("a mode's declaration is not one this lobby can rate by: " +
                          made.status().message());

@@ -25,6 +25,14 @@ struct ParameterRange {
   bool whole = false;
 };
 
+// The ranges of a parameter that is a rating's value (an initial rating, OpenSkill's mu) or an
+// uncertainty (a sigma, a beta, an initial deviation or volatility): the bounds every rating is
+// kept within (rating_system.h), so that every rating a system starts from passes CheckRating.
+inline constexpr ParameterRange kRatingValueRange{.least = -kMaxRatingValue,
+                                                  .most = kMaxRatingValue};
+inline constexpr ParameterRange kUncertaintyRange{.least = kMinUncertainty,
+                                                  .most = kMaxUncertainty};
+
 // Reads the parameters of one spec: one Read per parameter the system has, then Finish.
 class ParameterReader {
  public:

@@ -110,8 +110,9 @@ Result<std::unique_ptr<RatingSystem>> MakeElo(const SystemSpec& spec, Declaratio
   EloParameters parameters;
   internal::ParameterReader reader(spec, declaration);
   reader.Read("k", parameters.k, {.least = 0, .most = kMaxEloK, .least_excluded = true});
-  reader.Read("initial_rating", parameters.initial_rating,
-              {.least = -kMaxRatingValue, .most = kMaxRatingValue, .whole = true});
+  ParameterRange whole_rating = internal::kRatingValueRange;
+  whole_rating.whole = true;
+  reader.Read("initial_rating", parameters.initial_rating, whole_rating);
   auto filled = reader.Finish();
   if (!filled.ok()) return filled.status();
   return std::unique_ptr<RatingSystem>(std::make_unique<Elo>(parameters, std::move(*filled)));

@@ -70,6 +70,6 @@ double RoundEloChange(double unrounded);
 // The "elo" system `spec` names (no model; parameters "k" and "initial_rating");
 // INVALID_ARGUMENT naming the field otherwise.
 Result<std::unique_ptr<RatingSystem>> MakeElo(const SystemSpec& spec,
-                                                  Declaration declaration = Declaration::kNew);
+                                              Declaration declaration = Declaration::kNew);
 
 }  // namespace verdict::rating

@@ -212,15 +212,12 @@ class Glicko2 final : public RatingSystem {
 
 Result<std::unique_ptr<RatingSystem>> MakeGlicko2(const SystemSpec& spec, Declaration declaration) {
   VERDICT_RETURN_IF_ERROR(internal::CheckNoModel(spec));
-  using internal::ParameterRange;
   Glicko2Parameters parameters;
   internal::ParameterReader reader(spec, declaration);
-  const ParameterRange uncertainty{.least = kMinUncertainty, .most = kMaxUncertainty};
   reader.Read("tau", parameters.tau, {.least = kMinGlicko2Tau, .most = kMaxGlicko2Tau});
-  reader.Read("initial_rating", parameters.initial_rating,
-              {.least = -kMaxRatingValue, .most = kMaxRatingValue});
-  reader.Read("initial_deviation", parameters.initial_deviation, uncertainty);
-  reader.Read("initial_volatility", parameters.initial_volatility, uncertainty);
+  reader.Read("initial_rating", parameters.initial_rating, internal::kRatingValueRange);
+  reader.Read("initial_deviation", parameters.initial_deviation, internal::kUncertaintyRange);
+  reader.Read("initial_volatility", parameters.initial_volatility, internal::kUncertaintyRange);
   auto filled = reader.Finish();
   if (!filled.ok()) return filled.status();
   return std::unique_ptr<RatingSystem>(std::make_unique<Glicko2>(parameters, std::move(*filled)));

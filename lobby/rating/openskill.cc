@@ -182,7 +182,8 @@ class OpenSkill final : public RatingSystem {
 
 }  // namespace
 
-Result<std::unique_ptr<RatingSystem>> MakeOpenSkill(const SystemSpec& spec, Declaration declaration) {
+Result<std::unique_ptr<RatingSystem>> MakeOpenSkill(const SystemSpec& spec,
+                                                    Declaration declaration) {
   OpenSkillParameters parameters;
   SystemSpec named = spec;
   if (spec.model.empty() || spec.model == kPlackettLuceModel) {
@@ -195,15 +196,11 @@ Result<std::unique_ptr<RatingSystem>> MakeOpenSkill(const SystemSpec& spec, Decl
                                 std::string(kPlackettLuceModel) + ", " +
                                 std::string(kBradleyTerryFullModel) + ")");
   }
-  using internal::ParameterRange;
   internal::ParameterReader reader(named, declaration);
-  // Each range keeps every rating the system makes within the bounds of rating_system.h.
-  const ParameterRange rating{.least = -kMaxRatingValue, .most = kMaxRatingValue};
-  const ParameterRange uncertainty{.least = kMinUncertainty, .most = kMaxUncertainty};
-  reader.Read("mu", parameters.mu, rating);
-  reader.Read("sigma", parameters.sigma, uncertainty);
+  reader.Read("mu", parameters.mu, internal::kRatingValueRange);
+  reader.Read("sigma", parameters.sigma, internal::kUncertaintyRange);
   parameters.beta = parameters.sigma / 2;
-  reader.Read("beta", parameters.beta, uncertainty);
+  reader.Read("beta", parameters.beta, internal::kUncertaintyRange);
   reader.Read("kappa", parameters.kappa,
               {.least = 0, .most = 1, .least_excluded = true, .most_excluded = true});
   reader.Read("tau", parameters.tau, {.least = 0, .most = kMaxUncertainty});

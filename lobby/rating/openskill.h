@@ -79,6 +79,6 @@ struct OpenSkillParameters {
 // The "openskill" system `spec` names (model "plackett_luce", "bradley_terry_full" or empty;
 // parameters "mu", "sigma", "beta", "kappa", "tau"); INVALID_ARGUMENT naming the field otherwise.
 Result<std::unique_ptr<RatingSystem>> MakeOpenSkill(const SystemSpec& spec,
-                                                  Declaration declaration = Declaration::kNew);
+                                                    Declaration declaration = Declaration::kNew);
 
 }  // namespace verdict::rating

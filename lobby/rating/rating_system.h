@@ -119,8 +119,8 @@ enum class Declaration {
 // The system `spec` names, with its parameters; INVALID_ARGUMENT naming the field for an unknown
 // system, model or parameter, or a value out of range (a negative K, a zero sigma, ...; for
 // kStored, only a value that is not finite).
-Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(
-    const SystemSpec& spec, Declaration declaration = Declaration::kNew);
+Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec,
+                                                       Declaration declaration = Declaration::kNew);
 
 // The compensation rule (docs/modes.md, "The compensation rule"): a room rated from ratings
 // `before` (the players' ratings at allocation) that moved a player to `after` moves the player's

@@ -16,8 +16,10 @@
 
 #include "common/clock.h"
 #include "common/constant_time.h"
+#include "lobby/event_players.h"
 #include "lobby/ladder_store.h"
 #include "lobby/pg/array_literal.h"
+#include "lobby/rating/rating_system.h"
 #include "lobby/readiness.h"
 #include "lobby/settlement_service.h"
 #include "proto/wire.h"
@@ -622,6 +624,29 @@ TEST(ReadinessMonitorTest, AnswersTheLastVerdictAndNotReadyWhileAProbeOutrunsIts
   release.set_value();
   probe.join();
   EXPECT_TRUE(monitor.Current().ok());
+}
+
+// A rating stored before the bounds were kept (issue 49, item 6: an Elo of 1e308 showed as 0 and
+// its next room's elo_before as INT64_MIN) shows within them: the API's rating saturates at the
+// bounds, and an event's Elo integers at PostgreSQL's integer range (round()::integer) rather
+// than wrapping.
+TEST(RatingDisplayTest, ARatingBeyondTheBoundsSaturatesAndNeverWraps) {
+  EXPECT_EQ(rating::WithinRatingBounds(1e308), rating::kMaxRatingValue);
+  EXPECT_EQ(rating::WithinRatingBounds(-3e9), -rating::kMaxRatingValue);
+  EXPECT_EQ(rating::WithinRatingBounds(std::nan("")), 0);
+  EXPECT_EQ(rating::WithinRatingBounds(1516), 1516);
+  v1::PlayerResult player;
+  player.set_player_id("p");
+  player.set_team(1);
+  RatedSeat seat;
+  seat.player = &player;
+  seat.rank = 1;
+  seat.result = "win";
+  seat.before.value = -1e308;
+  seat.after.value = 3e9;
+  const std::string json = EventPlayersJson({&seat}, /*elo=*/true);
+  EXPECT_NE(json.find("\"elo_after\": 2147483647"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"elo_before\": -2147483648"), std::string::npos) << json;
 }
 
 }  // namespace

@@ -474,12 +474,13 @@ TEST_F(RatingsTest, AModeStoredBeyondTodaysRangesStillSettles) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
   ASSERT_EQ(PutMode(lobby->port(), "legacy", R"({"rating": {"system": "elo"}})").status, 201);
-  db_->Exec("UPDATE modes SET parameters = jsonb_set(parameters, '{k}', '2000') "
-            "WHERE mode = 'legacy'");
-  EXPECT_EQ(PutMode(lobby->port(), "fresh",
-                    R"({"rating": {"system": "elo", "parameters": {"k": 2000}}})")
-                .status,
-            400)
+  db_->Exec(
+      "UPDATE modes SET parameters = jsonb_set(parameters, '{k}', '2000') "
+      "WHERE mode = 'legacy'");
+  EXPECT_EQ(
+      PutMode(lobby->port(), "fresh", R"({"rating": {"system": "elo", "parameters": {"k": 2000}}})")
+          .status,
+      400)
       << "a new declaration keeps today's range";
   const v1::RoomAllocation room = Room(1, "legacy", {{"a"}, {"b"}});
   MustAllocateRoom(lobby->port(), room);
@@ -489,9 +490,8 @@ TEST_F(RatingsTest, AModeStoredBeyondTodaysRangesStillSettles) {
   EXPECT_EQ(Q("SELECT string_agg(player_id || ':' || rating, ' ' ORDER BY player_id) FROM "
               "player_ratings"),
             "a:2500 b:500");
-  const HttpResponse imported =
-      HttpCall(lobby->port(), "PUT", "/v1/players/c/ratings/legacy", JsonHeaders("admin-token"),
-               R"({"rating": 1700})");
+  const HttpResponse imported = HttpCall(lobby->port(), "PUT", "/v1/players/c/ratings/legacy",
+                                         JsonHeaders("admin-token"), R"({"rating": 1700})");
   EXPECT_EQ(imported.status, 200) << imported.body;
 }
 
