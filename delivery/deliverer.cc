@@ -156,10 +156,13 @@ class Deliverer::Impl {
   std::atomic<int> in_flight_{0};
   std::atomic<uint64_t> resolved_{0};
   std::atomic<uint64_t> acked_{0};  // of resolved_, those acked (the others dead-lettered)
-  // The warnings a failing lobby repeats per room or per attempt (retries, an unreachable lobby,
-  // an unreadable outbox), and those a failing disk repeats (acks and dead-letter moves that
-  // cannot be written): each kind a burst, then a line a second, over every shard.
+  // The warnings a fault repeats, each kind with a limit of its own (a burst, then a line a
+  // second, over every shard), so that a flood of one kind hides no other: a room's retry, an
+  // unreachable lobby, an outbox that cannot be read, and the writes a failing disk refuses (acks
+  // and dead-letter moves).
   LogRateLimit retry_log_;
+  LogRateLimit unreachable_log_;
+  LogRateLimit read_failure_log_;
   LogRateLimit write_failure_log_;
 
  private:
@@ -295,7 +298,11 @@ class ShardLoop {
   void ScheduleRestart(int64_t delay_ms, std::function<void(bool)> then) {
     connection_.Close();
     window_.clear();
+    // What waited for its ack is read again with the shard, sent again (the lobby answers
+    // duplicate) and acked by the ordinary path: nothing waits for an ack any more.
     settled_.clear();
+    ack_failures_ = 0;
+    AcksWritten();
     read_through_ = 0;
     maybe_more_ = true;
     restart_timer_.expires_after(std::chrono::milliseconds(delay_ms));
@@ -407,7 +414,7 @@ class ShardLoop {
       co_return page.status();
     }
     if (!page.ok()) {
-      LogLimited(Log(), owner_.retry_log_, spdlog::level::warn,
+      LogLimited(Log(), owner_.read_failure_log_, spdlog::level::warn,
                  "shard={}: cannot read the outbox: {}", shard_, page.status().ToString());
       shard_until_ms_ = owner_.clock_->MonotonicMs() + kReadFailurePauseMs;
       co_return page.status();
@@ -574,7 +581,14 @@ class ShardLoop {
         return;
       }
     }
+    if (settled_.empty()) AcksWritten();
     for (size_t i = 0; i < records.size(); ++i) Acknowledged(records[i], attempts[i]);
+  }
+
+  // No settled record waits for its ack: Health no longer reports failing acks.
+  void AcksWritten() {
+    MutexLock lock(&health_mu_);
+    ack_failing_.clear();
   }
 
   // Writes the acks of the records settled whose acks failed, all at once.
@@ -589,10 +603,7 @@ class ShardLoop {
     settled_.clear();
     ack_failures_ = 0;
     for (const Settled& s : settled) Acknowledged(s.record, s.attempt);
-    {
-      MutexLock lock(&health_mu_);
-      ack_failing_.clear();
-    }
+    AcksWritten();
     Log().info("shard={}: the acks of {} settled result(s) are written", shard_, settled.size());
   }
 
@@ -724,7 +735,7 @@ class ShardLoop {
       const int rounds = static_cast<int>(connection_failures_ / owner_.endpoints_.size());
       const int64_t delay = BackoffDelay(rounds);
       shard_until_ms_ = owner_.clock_->MonotonicMs() + delay;
-      LogLimited(Log(), owner_.retry_log_, spdlog::level::warn,
+      LogLimited(Log(), owner_.unreachable_log_, spdlog::level::warn,
                  "shard={}: lobby unreachable ({}: {}); shard waits {} ms", shard_, a.cause,
                  Shown(a.message), delay);
     }
@@ -841,6 +852,8 @@ Deliverer::Impl::Impl(storage::Outbox& outbox, DelivererOptions options,
                                        "Records carried by one batch request.",
                                        {kBatchRecordsBuckets.begin(), kBatchRecordsBuckets.end()})),
       retry_log_(LogRateLimitOptions{.clock = clock_}),
+      unreachable_log_(LogRateLimitOptions{.clock = clock_}),
+      read_failure_log_(LogRateLimitOptions{.clock = clock_}),
       write_failure_log_(LogRateLimitOptions{.clock = clock_}),
       token_(options_.token),
       single_requests_(options_.batch <= 1),

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/failpoint.h"
+#include "common/log_rate_limit.h"
 #include "lobby/event_players.h"
 #include "lobby/pg/array_literal.h"
 #include "lobby/pg/binary_array.h"
@@ -55,7 +56,9 @@ void CancelQuery(pqxx::connection& conn) {
   try {
     conn.cancel_query();
   } catch (const std::exception& e) {
-    spdlog::warn("cannot cancel the statement of a request whose client hung up: {}", e.what());
+    static LogRateLimit limit(RepeatedFaultLimit());
+    LogLimited(*spdlog::default_logger(), limit, spdlog::level::warn,
+               "cannot cancel the statement of a request whose client hung up: {}", e.what());
   }
 }
 
@@ -477,8 +480,10 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
     lease->Drop(*failure);
     lease.reset();  // back to the pool before the schema is asked about on another
     if (failure->kind == pg::FailureKind::kCommitUnknown) {
-      spdlog::warn("settlement of {} room(s) lost its connection during COMMIT, outcome unknown",
-                   requests.size());
+      static LogRateLimit limit(RepeatedFaultLimit());
+      LogLimited(*spdlog::default_logger(), limit, spdlog::level::warn,
+                 "settlement of {} room(s) lost its connection during COMMIT, outcome unknown",
+                 requests.size());
       out.state = Executed::State::kCommitUnknown;
     } else {
       out.failure = UnlessSchemaReady(pool_, pg::StatusOf(*failure, "settle"));
@@ -589,7 +594,9 @@ std::vector<Result<SettleOutcome>> SettleTransaction::ResolveUnknownCommit(
       }
     }
     if (!receipt) {
-      spdlog::warn("room={}: unknown commit did not land; asking for a retry", r.room_id());
+      static LogRateLimit limit(RepeatedFaultLimit());
+      LogLimited(*spdlog::default_logger(), limit, spdlog::level::warn,
+                 "room={}: unknown commit did not land; asking for a retry", r.room_id());
       outcomes.push_back(UnavailableError("settlement commit outcome unknown and no receipt"));
       continue;
     }

@@ -179,13 +179,17 @@ Status BattleNode::StartServer() {
     std::lock_guard lock(mu_);
     if (stopping_) return UnavailableError("shutting down: redrive after the next start");
     if (redriving_) return UnavailableError("a redrive is running; retry once it is done");
-    // The last one is done: it cleared redriving_ as its last step.
+    // The last one is done: it cleared redriving_, and needs mu_ no more to hand over its answer.
     if (redrive_thread_.joinable()) redrive_thread_.join();
     redriving_ = true;
     redrive_thread_ = std::thread([this, from, room_id, done = std::move(done)] {
-      done(Redrive(from, room_id));
-      std::lock_guard lock(mu_);
-      redriving_ = false;
+      Result<storage::RedriveReport> report = Redrive(from, room_id);
+      {
+        // Before the answer: a request that follows it finds no redrive running.
+        std::lock_guard lock(mu_);
+        redriving_ = false;
+      }
+      done(std::move(report));
     });
     return Status::Ok();
   };

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log.h"
+#include "common/log_rate_limit.h"
 #include "node/result_channel.h"
 #include "node/room_table.h"
 #include "proto/validation.h"
@@ -35,6 +36,13 @@ void Place(const std::vector<uint32_t>& ranks, v1::BattleResult* result) {
     result->clear_winner_team();
   }
   AddPlacements(ranks, result);
+}
+
+// A replay directory that fails fails every room's replay: one limit for them all, over every
+// room of the process.
+LogRateLimit& ReplayFailureLog() {
+  static LogRateLimit limit(RepeatedFaultLimit());
+  return limit;
 }
 
 }  // namespace
@@ -395,12 +403,14 @@ Status Room::HandOver(v1::BattleResult result) {
     if (path.ok()) {
       result.set_replay_path(*path);
       if (Status valid = wire::ValidateResult(result); !valid.ok()) {
-        Log().warn("room={}: replay path refused ({}); sending the result without it", room_id_,
+        LogLimited(Log(), ReplayFailureLog(), spdlog::level::warn,
+                   "room={}: replay path refused ({}); sending the result without it", room_id_,
                    valid.message());
         result.clear_replay_path();
       }
     } else {
-      Log().warn("room={}: replay not written ({}); sending the result without it", room_id_,
+      LogLimited(Log(), ReplayFailureLog(), spdlog::level::warn,
+                 "room={}: replay not written ({}); sending the result without it", room_id_,
                  path.status().ToString());
     }
   }

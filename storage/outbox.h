@@ -245,8 +245,10 @@ class Outbox {
   }
 
   // Moves decodable records from `from` back to the tail of their shards (new sequences), all
-  // of them or those of `room_id`, a page at a time. Records that cannot be redriven stay and
-  // are counted.
+  // of them or those of `room_id`, a page at a time, holding Enqueue back for one page at a
+  // time only. Records that cannot be redriven stay and are counted. A redriven record goes
+  // behind any record of its room stored since it was set aside: per-room order is the order
+  // the records are in the shard, and a redrive is a new store.
   virtual Result<RedriveReport> Redrive(SideArea from, std::optional<uint64_t> room_id) = 0;
 
   // Counts, bytes and ages per shard, side-area counts, free disk.

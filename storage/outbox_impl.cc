@@ -31,6 +31,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log.h"
+#include "common/log_rate_limit.h"
 #include "common/mutex.h"
 #include "proto/wire.h"
 #include "storage/log_scan.h"
@@ -448,17 +449,19 @@ class OutboxImpl final : public Outbox {
 
   Result<RedriveReport> Redrive(SideArea from, std::optional<uint64_t> room_id) override {
     VERDICT_RETURN_IF_ERROR(CheckWritable());
-    MutexLock lock(&write_mu_);
-    // Records written and not yet synced have lower sequences than the ones given here: make
-    // them durable and visible first, so a shard's records appear in sequence order.
-    VERDICT_RETURN_IF_ERROR(SyncEnqueued());
     RedriveReport report;
-    // A page at a time: moved records leave the area, those left behind stay below `after`.
+    // A page at a time: moved records leave the area, those left behind stay below `after`. The
+    // writes are held for one page at a time only, so that a node redriving while it runs goes
+    // on storing what its hosts post.
     for (uint64_t after = 0;;) {
       auto page = ListSidePage(from, room_id, after, kRedrivePage);
       if (!page.ok()) return page.status();
       if (page->empty()) return report;
       after = page->back().sequence;
+      MutexLock lock(&write_mu_);
+      // Records written and not yet synced have lower sequences than the ones given here: make
+      // them durable and visible first, so a shard's records appear in sequence order.
+      VERDICT_RETURN_IF_ERROR(SyncEnqueued());
       VERDICT_RETURN_IF_ERROR(RedriveOnePage(from, *page, report));
     }
   }
@@ -916,7 +919,8 @@ class OutboxImpl final : public Outbox {
     wb.Put(QuarantineCf(), key, SerializeEnvelope(envelope));
     wb.Delete(ShardCf(shard), key);
     VERDICT_RETURN_IF_ERROR(WriteRecovering(&wb, "quarantine"));
-    Log().warn("outbox shard={} sequence={}: {}; moved to quarantine", shard, sequence,
+    LogLimited(Log(), quarantine_log_, spdlog::level::warn,
+               "outbox shard={} sequence={}: {}; moved to quarantine", shard, sequence,
                envelope.detail());
     Removed(shard, sequence, value.size());
     ++quarantined_;
@@ -1007,6 +1011,8 @@ class OutboxImpl final : public Outbox {
   SideCursor side_cursors_[2] GUARDED_BY(side_cursor_mu_);  // quarantine, dead letter
   std::atomic<uint64_t> quarantined_{0};
   std::atomic<uint64_t> dead_lettered_{0};
+  // A damaged stretch of a shard quarantines record after record: one line each, up to a limit.
+  LogRateLimit quarantine_log_{RepeatedFaultLimit()};
   std::atomic<bool> needs_resume_{false};
   // Shared by each write, exclusive while the log's buffer goes to its file (WriteToLog says why).
   // Innermost: taken after write_mu_ or sync_mu_, never before them.
@@ -1035,11 +1041,14 @@ class RocksLogToSpdlog final : public rocksdb::Logger {
     if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
       Log().error("outbox (rocksdb): {}", line);
     } else {
-      Log().warn("outbox (rocksdb): {}", line);
+      LogLimited(Log(), warnings_, spdlog::level::warn, "outbox (rocksdb): {}", line);
     }
   }
 
  private:
+  // A failing disk repeats RocksDB's warnings (a background write retried): a few, then one a
+  // second. Its errors are never held back.
+  LogRateLimit warnings_{RepeatedFaultLimit()};
   static constexpr size_t kMaxLineBytes = 1024;
 };
 

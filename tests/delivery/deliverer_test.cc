@@ -503,6 +503,31 @@ TEST_F(DelivererTest, ASettledRecordWhoseAckFailsIsNeverSentAgain) {
   EXPECT_EQ(deliverer_->acked(), 20u);
 }
 
+// A loop restarted while acks were failing drops what waited for its ack, reads the shard again
+// and resends it (the lobby answers duplicate): once those acks are written by the ordinary path,
+// the shard is healthy again. It stayed "outbox writes are failing" for good.
+TEST_F(DelivererTest, ALoopRestartedWhileAcksFailedIsHealthyOnceTheyAreWritten) {
+  initial_backoff_ = 5ms;  // the restart backoff, in real time
+  OpenOutbox(/*shards=*/1);
+  WrapOutbox();
+  failing_->set_fail_acks(true);
+  StartDeliverer();
+  std::vector<v1::BattleResult> results;
+  for (uint64_t room = 1; room <= 5; ++room) results.push_back(MakeResult(room));
+  Enqueue(results);
+  ASSERT_TRUE(WaitUntil([&] { return lobby_.requests().size() == 5u; }));
+  ASSERT_TRUE(WaitUntil([&] { return !deliverer_->Health().ok(); }));
+  failing_->set_fail_acks(false);
+  failing_->set_throw_on_reads(true);
+  Enqueue({MakeResult(6)});  // the loop reads the shard, and throws
+  const std::string restarts = "verdict_node_delivery_loop_restarts_total{shard=\"0\"}";
+  ASSERT_TRUE(WaitUntil([&] { return Metric(restarts) >= 1; }));
+  failing_->set_throw_on_reads(false);
+  ASSERT_TRUE(WaitUntil([&] { return Pending() == 0; }, 30s));
+  EXPECT_TRUE(WaitUntil([&] { return deliverer_->Health().ok(); }))
+      << deliverer_->Health().ToString();
+}
+
 TEST_F(DelivererTest, TimeoutKeepsTheRecord) {
   attempt_timeout_ = 200ms;
   lobby_.SetHandler([](const FakeRequest& r) {
