@@ -57,7 +57,9 @@ TEST(LobbyLogTest, ADatabaseOutageWritesTheBurstAndThenALineASecond) {
   EXPECT_LE(written, burst + 1 + elapsed_s) << lines;
 
   // A terminal failure needs a human: never held back.
-  pg::Failure terminal{.kind = pg::FailureKind::kTerminal, .summary = "SQLSTATE 42P01"};
+  pg::Failure terminal;
+  terminal.kind = pg::FailureKind::kTerminal;
+  terminal.summary = "SQLSTATE 42P01";
   const std::string errors = LinesOf([&] {
     for (int i = 0; i < 100; ++i) pg::Log(terminal, "settle");
   });

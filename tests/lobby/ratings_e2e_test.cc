@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "lobby/ladder_store.h"
 #include "tests/lobby/lobby_fixture.h"
 
 namespace verdict::testing {
@@ -327,22 +328,9 @@ TEST_F(RatingsTest, AModesDeclarationIsFixedOnceItHasARoom) {
             401);
 }
 
-// `bytes` in base64url without padding: a ladder cursor's text (lobby/ladder_store.h).
-std::string Base64Url(const std::string& bytes) {
-  static const char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  uint32_t buffer = 0;
-  int held = 0;
-  for (unsigned char c : bytes) {
-    buffer = (buffer << 8) | c;
-    held += 8;
-    while (held >= 6) {
-      out.push_back(kDigits[(buffer >> (held - 6)) & 63]);
-      held -= 6;
-    }
-  }
-  if (held > 0) out.push_back(kDigits[(buffer << (6 - held)) & 63]);
-  return out;
+// A ladder cursor's text after `player_id`, whatever its bytes, as the lobby writes one.
+std::string CursorAfter(const std::string& player_id) {
+  return lobby::EncodeLadderCursor({.displayed = 1600, .player_id = player_id});
 }
 
 // The ladder pages best first by the displayed rating (Glicko-2's r - 2 RD here), a page at a
@@ -387,15 +375,13 @@ TEST_F(RatingsTest, TheLeaderboardPagesByTheDisplayedRating) {
   // and a NUL a page after the id cut there.
   for (const std::string& id : {std::string("\xff\xfe"), std::string("p3\0zzz", 6)}) {
     const HttpResponse bad = HttpCall(
-        lobby->port(), "GET",
-        "/v1/modes/chess/leaderboard?limit=2&after=" + Base64Url(std::string(8, '\x40') + id),
+        lobby->port(), "GET", "/v1/modes/chess/leaderboard?limit=2&after=" + CursorAfter(id),
         {{"Authorization", "Bearer token-a"}});
     EXPECT_EQ(bad.status, 400) << bad.body;
   }
   // The control: the same cursor with a player id is a page.
   EXPECT_EQ(HttpCall(lobby->port(), "GET",
-                     "/v1/modes/chess/leaderboard?limit=2&after=" +
-                         Base64Url(std::string(8, '\x40') + "p3"),
+                     "/v1/modes/chess/leaderboard?limit=2&after=" + CursorAfter("p3"),
                      {{"Authorization", "Bearer token-a"}})
                 .status,
             200);
@@ -531,7 +517,9 @@ TEST_F(RatingsTest, ImportsBeyondTheBoundsOfTheirSystemAreRefused) {
   ASSERT_TRUE(wire::DecodeBody(player.body, wire::BodyFormat::kJson, &p, &error)) << error;
   EXPECT_EQ(p.elo(), 1000000);
   for (const auto& r : p.ratings()) {
-    if (r.mode() == "ffa") EXPECT_EQ(r.displayed(), 25 - 3e6);
+    if (r.mode() == "ffa") {
+      EXPECT_EQ(r.displayed(), 25 - 3e6);
+    }
   }
   EXPECT_EQ(player.body.find("Infinity"), std::string::npos) << player.body;
 }
