@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -90,29 +91,24 @@ server::ListenAddress AddressOf(const LobbyChild& lobby) {
   return server::ListenAddress::Parse("127.0.0.1:" + std::to_string(lobby.port)).value();
 }
 
-// Allocates every room of every batch, from kAllocators threads.
-Status AllocateAll(const LobbyChild& lobby, const LobbyMemoryOptions& o) {
-  const uint64_t rooms = static_cast<uint64_t>(o.batches) * o.rooms;
-  std::atomic<uint64_t> next{1}, done{0};
+// Calls `one(client, i)` for every i from 1 to `count` on `clients` threads, each with its own
+// connection to the lobby (answers awaited up to `timeout`) and taking the next i, counting each
+// in `done`. Stops at the first failure, and returns it.
+Status OnClients(const LobbyChild& lobby, int clients, uint64_t count,
+                 std::chrono::milliseconds timeout, std::atomic<uint64_t>& done,
+                 const std::function<Status(server::BlockingHttpClient&, uint64_t)>& one) {
+  std::atomic<uint64_t> next{1};
   std::atomic<bool> failed{false};
-  std::string failure;
+  Status failure;
   std::mutex mu;
-  Progress progress("allocating rooms", 0, done);
   std::vector<std::thread> threads;
-  for (int t = 0; t < kAllocators; ++t) {
+  for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&] {
-      server::BlockingHttpClient client(AddressOf(lobby));
-      for (uint64_t room = next++; room <= rooms && !failed; room = next++) {
-        const std::string body =
-            wire::EncodeBody(Allocation(room, o.seats), wire::BodyFormat::kJson).value();
-        auto reply = client.Call({"POST", "/v1/rooms", "application/json", "application/json",
-                                  std::string("Bearer ") + kAdminToken, body});
-        if (!reply.ok() || reply->status != 201) {
+      server::BlockingHttpClient client(AddressOf(lobby), timeout);
+      for (uint64_t i = next++; i <= count && !failed; i = next++) {
+        if (Status s = one(client, i); !s.ok()) {
           std::lock_guard lock(mu);
-          failure = "allocating room " + std::to_string(room) + ": " +
-                    (reply.ok() ? std::to_string(reply->status) + " " + reply->body
-                                : reply.status().ToString());
-          failed = true;
+          if (!failed.exchange(true)) failure = s;
           return;
         }
         ++done;
@@ -120,22 +116,39 @@ Status AllocateAll(const LobbyChild& lobby, const LobbyMemoryOptions& o) {
     });
   }
   for (auto& t : threads) t.join();
-  return failed ? UnavailableError(failure) : Status::Ok();
+  return failure;
+}
+
+// What a reply says when it is not the one expected: its status and the start of its body.
+std::string Shown(const Result<server::HttpReply>& reply) {
+  return reply.ok() ? std::to_string(reply->status) + " " + reply->body.substr(0, 300)
+                    : reply.status().ToString();
+}
+
+// Allocates every room of every batch, from kAllocators threads.
+Status AllocateAll(const LobbyChild& lobby, const LobbyMemoryOptions& o) {
+  std::atomic<uint64_t> done{0};
+  Progress progress("allocating rooms", 0, done);
+  return OnClients(
+      lobby, kAllocators, static_cast<uint64_t>(o.batches) * o.rooms, std::chrono::seconds(30),
+      done, [&](server::BlockingHttpClient& client, uint64_t room) {
+        const std::string body =
+            wire::EncodeBody(Allocation(room, o.seats), wire::BodyFormat::kJson).value();
+        auto reply = client.Call({"POST", "/v1/rooms", "application/json", "application/json",
+                                  std::string("Bearer ") + kAdminToken, body});
+        if (reply.ok() && reply->status == 201) return Status::Ok();
+        return UnavailableError("allocating room " + std::to_string(room) + ": " + Shown(reply));
+      });
 }
 
 // Sends every batch, o.clients at a time; OK if every item of every batch settled.
 Status SendBatches(const LobbyChild& lobby, const LobbyMemoryOptions& o) {
-  std::atomic<int> next{0};
   std::atomic<uint64_t> done{0};
-  std::atomic<bool> failed{false};
-  std::string failure;
-  std::mutex mu;
   Progress progress("settling batches", 0, done);
-  std::vector<std::thread> threads;
-  for (int c = 0; c < o.clients; ++c) {
-    threads.emplace_back([&] {
-      server::BlockingHttpClient client(AddressOf(lobby), std::chrono::minutes(5));
-      for (int b = next++; b < o.batches && !failed; b = next++) {
+  return OnClients(
+      lobby, o.clients, static_cast<uint64_t>(o.batches), std::chrono::minutes(5), done,
+      [&](server::BlockingHttpClient& client, uint64_t i) {
+        const int b = static_cast<int>(i - 1);
         auto reply = client.Call({"POST", "/v1/settlements:batch", "application/x-protobuf",
                                   "application/x-protobuf", std::string("Bearer ") + kNodeToken,
                                   BatchBody(b, o.rooms, o.seats)});
@@ -145,20 +158,9 @@ Status SendBatches(const LobbyChild& lobby, const LobbyMemoryOptions& o) {
         const bool settled =
             parsed && std::all_of(items.items().begin(), items.items().end(),
                                   [](const v1::SettlementItem& i) { return i.has_receipt(); });
-        if (!settled) {
-          std::lock_guard lock(mu);
-          failure = "batch " + std::to_string(b) + ": " +
-                    (reply.ok() ? std::to_string(reply->status) + " " + reply->body.substr(0, 300)
-                                : reply.status().ToString());
-          failed = true;
-          return;
-        }
-        ++done;
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return failed ? UnavailableError(failure) : Status::Ok();
+        if (settled) return Status::Ok();
+        return UnavailableError("batch " + std::to_string(b) + ": " + Shown(reply));
+      });
 }
 
 Result<Run> MeasureOne(const LobbyMemoryOptions& o, const std::string& label,

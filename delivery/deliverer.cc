@@ -384,10 +384,7 @@ class ShardLoop {
     return picked;
   }
 
-  bool AwaitingAck(const storage::OutboxRecord& r) const {
-    return std::any_of(settled_.begin(), settled_.end(),
-                       [&](const Settled& s) { return s.record.sequence == r.sequence; });
-  }
+  bool AwaitingAck(const storage::OutboxRecord& r) const { return settled_.contains(r.sequence); }
 
   // Whether `r`'s room waits out a backoff (with P3 off, only the record that failed waits).
   bool Waiting(const storage::OutboxRecord& r, int64_t now) const {
@@ -576,16 +573,18 @@ class ShardLoop {
     if (!owner_.options_.unsafe_ack_before_send_for_test) {
       if (Status s = owner_.outbox_.AckAll(records); !s.ok()) {
         // Settled all the same: kept in the window, never sent again, the ack retried.
-        for (size_t i = 0; i < records.size(); ++i) settled_.push_back({records[i], attempts[i]});
+        for (size_t i = 0; i < records.size(); ++i) {
+          settled_.emplace(records[i].sequence, Settled{records[i], attempts[i]});
+        }
         AckFailed(s, records.size());
         return;
       }
     }
-    if (settled_.empty()) AcksWritten();
     for (size_t i = 0; i < records.size(); ++i) Acknowledged(records[i], attempts[i]);
   }
 
-  // No settled record waits for its ack: Health no longer reports failing acks.
+  // No settled record waits for its ack (all written, or dropped with the window by a restart):
+  // Health no longer reports failing acks.
   void AcksWritten() {
     MutexLock lock(&health_mu_);
     ack_failing_.clear();
@@ -594,15 +593,15 @@ class ShardLoop {
   // Writes the acks of the records settled whose acks failed, all at once.
   void AckSettled() {
     std::vector<storage::OutboxRecord> records;
-    for (const Settled& s : settled_) records.push_back(s.record);
+    for (const auto& [sequence, s] : settled_) records.push_back(s.record);
     if (Status s = owner_.outbox_.AckAll(records); !s.ok()) {
       AckFailed(s, 0);
       return;
     }
-    std::vector<Settled> settled = std::move(settled_);
+    std::map<uint64_t, Settled> settled = std::move(settled_);
     settled_.clear();
     ack_failures_ = 0;
-    for (const Settled& s : settled) Acknowledged(s.record, s.attempt);
+    for (const auto& [sequence, s] : settled) Acknowledged(s.record, s.attempt);
     AcksWritten();
     Log().info("shard={}: the acks of {} settled result(s) are written", shard_, settled.size());
   }
@@ -801,7 +800,7 @@ class ShardLoop {
   size_t token_refusals_ = 0;       // in a row, over the URLs
 
   std::vector<storage::OutboxRecord> window_;  // unresolved records in shard order
-  std::vector<Settled> settled_;               // of window_, those awaiting their ack
+  std::map<uint64_t, Settled> settled_;        // of window_, those awaiting their ack, by sequence
   int ack_failures_ = 0;                       // ack writes failed in a row
   int64_t ack_retry_at_ms_ = 0;                // when settled_'s acks are tried again
   uint64_t read_through_ = 0;                  // highest sequence read into the window

@@ -64,22 +64,16 @@ ErrorCode ProblemOf(const Status& s) {
 // What ?durability= asks for: false for "stored" (the default), true for "replicated";
 // INVALID_ARGUMENT for anything else.
 Result<bool> ReplicatedAsked(const std::string& target) {
-  const size_t q = target.find('?');
-  if (q == std::string::npos) return false;
-  std::string_view query = std::string_view(target).substr(q + 1);
   bool replicated = false;
-  while (!query.empty()) {
-    const std::string_view pair = query.substr(0, query.find('&'));
-    query.remove_prefix(std::min(query.size(), pair.size() + 1));
-    if (!pair.starts_with("durability=")) continue;
-    const std::string_view value = pair.substr(sizeof("durability=") - 1);
-    if (value == "replicated") {
+  for (const server::QueryParam& p : server::QueryParams(target)) {
+    if (p.name != "durability" || !p.has_value) continue;
+    if (p.value == "replicated") {
       replicated = true;
-    } else if (value == "stored") {
+    } else if (p.value == "stored") {
       replicated = false;
     } else {
       return InvalidArgumentError("durability is 'stored' or 'replicated', not '" +
-                                  wire::ValidUtf8(value) + "'");
+                                  wire::ValidUtf8(p.value) + "'");
     }
   }
   return replicated;
@@ -94,25 +88,18 @@ struct RedriveAsk {
 
 // The redrive's query, or INVALID_ARGUMENT saying what is wrong with it.
 Result<RedriveAsk> RedriveAskOf(const std::string& target) {
-  const size_t q = target.find('?');
-  std::string_view query = q == std::string::npos ? "" : std::string_view(target).substr(q + 1);
   std::optional<std::string_view> from, room, all;
-  while (!query.empty()) {
-    const std::string_view pair = query.substr(0, query.find('&'));
-    query.remove_prefix(std::min(query.size(), pair.size() + 1));
-    const size_t eq = pair.find('=');
-    const std::string_view key = pair.substr(0, eq);
-    const std::string_view value = eq == std::string_view::npos ? "" : pair.substr(eq + 1);
-    std::optional<std::string_view>* slot = key == "from"      ? &from
-                                            : key == "room_id" ? &room
-                                            : key == "all"     ? &all
-                                                               : nullptr;
+  for (const server::QueryParam& p : server::QueryParams(target)) {
+    std::optional<std::string_view>* slot = p.name == "from"      ? &from
+                                            : p.name == "room_id" ? &room
+                                            : p.name == "all"     ? &all
+                                                                  : nullptr;
     if (!slot) {
-      return InvalidArgumentError("unknown parameter '" + wire::ValidUtf8(key) +
+      return InvalidArgumentError("unknown parameter '" + wire::ValidUtf8(p.name) +
                                   "'; give from, and room_id or all=true");
     }
-    if (*slot) return InvalidArgumentError(std::string(key) + " is given twice");
-    *slot = value;
+    if (*slot) return InvalidArgumentError(std::string(p.name) + " is given twice");
+    *slot = p.value;
   }
   RedriveAsk ask;
   if (from == "dead-letter") {

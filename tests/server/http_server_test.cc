@@ -147,6 +147,27 @@ class HttpServerTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
 };
 
+// The one query splitter every endpoint reads its parameters with: a parameter with '=' has a
+// value (maybe empty), one without has none, and the order is kept.
+TEST(QueryParamsTest, SplitsNamesAndValuesAsWritten) {
+  EXPECT_TRUE(QueryParams("/v1/results").empty());
+  const std::vector<QueryParam> params = QueryParams("/v1/x?from=dead-letter&all&room_id=&a=b=c");
+  ASSERT_EQ(params.size(), 4u);
+  EXPECT_EQ(params[0].name, "from");
+  EXPECT_EQ(params[0].value, "dead-letter");
+  EXPECT_TRUE(params[0].has_value);
+  EXPECT_EQ(params[1].name, "all");
+  EXPECT_FALSE(params[1].has_value);
+  EXPECT_EQ(params[2].name, "room_id");
+  EXPECT_EQ(params[2].value, "");
+  EXPECT_TRUE(params[2].has_value);
+  EXPECT_EQ(params[3].value, "b=c");
+  EXPECT_EQ(QueryValue("/v1/events?after=10&after=11", "after"), "10");
+  EXPECT_EQ(QueryValue("/v1/events?after", "after"), std::nullopt);
+  EXPECT_EQ(QueryValue("/v1/events?afterwards=1", "after"), std::nullopt);
+  EXPECT_EQ(QueryValue("/v1/events?after=", "after"), "");
+}
+
 TEST(ListenAddressTest, ParsesBothFormsAndRefusesTheRest) {
   auto unix_address = ListenAddress::Parse("unix:/run/verdict/node.sock");
   ASSERT_TRUE(unix_address.ok());

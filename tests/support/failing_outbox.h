@@ -74,17 +74,7 @@ class FailingOutbox final : public storage::Outbox {
   uint32_t shard_count() const override { return inner_->shard_count(); }
   Result<std::vector<storage::EnqueueResult>> EnqueueBuffered(
       std::span<const v1::BattleResult> batch) override {
-    {
-      std::unique_lock lock(hold_mu_);
-      if (hold_writes_) {
-        ++held_writes_;
-        released_.wait(lock, [&] { return !hold_writes_; });
-      }
-    }
-    if (fail_writes_) {
-      ++failed_writes_;
-      return ResourceExhaustedError("simulated: no space left on device");
-    }
+    VERDICT_RETURN_IF_ERROR(BeforeWrite());
     return inner_->EnqueueBuffered(batch);
   }
   Status SyncEnqueued() override {
@@ -128,17 +118,7 @@ class FailingOutbox final : public storage::Outbox {
   // A redrive writes as an enqueue does: held and failed by the same switches.
   Result<storage::RedriveReport> Redrive(storage::SideArea from,
                                          std::optional<uint64_t> room) override {
-    {
-      std::unique_lock lock(hold_mu_);
-      if (hold_writes_) {
-        ++held_writes_;
-        released_.wait(lock, [&] { return !hold_writes_; });
-      }
-    }
-    if (fail_writes_) {
-      ++failed_writes_;
-      return ResourceExhaustedError("simulated: no space left on device");
-    }
+    VERDICT_RETURN_IF_ERROR(BeforeWrite());
     if (damaged_side_areas_) return DataLossError("simulated: dead letter is damaged");
     return inner_->Redrive(from, room);
   }
@@ -152,6 +132,23 @@ class FailingOutbox final : public storage::Outbox {
   }
 
  private:
+  // What the switches do to a write (an enqueue or a redrive) before it reaches the outbox: held
+  // while hold_writes_, then refused as a full disk would while fail_writes_.
+  Status BeforeWrite() {
+    {
+      std::unique_lock lock(hold_mu_);
+      if (hold_writes_) {
+        ++held_writes_;
+        released_.wait(lock, [&] { return !hold_writes_; });
+      }
+    }
+    if (fail_writes_) {
+      ++failed_writes_;
+      return ResourceExhaustedError("simulated: no space left on device");
+    }
+    return Status::Ok();
+  }
+
   std::unique_ptr<storage::Outbox> inner_;
   std::atomic<bool> fail_writes_{false};
   std::atomic<bool> damaged_side_areas_{false};
