@@ -12,8 +12,8 @@
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
 #include "lobby/modes.h"
+#include "lobby/pg_store.h"
 #include "lobby/settlement_service.h"
-#include "lobby/settlement_store.h"
 #include "verdict/v1/verdict.pb.h"
 
 namespace verdict::bench {
@@ -68,15 +68,16 @@ uint64_t ReceiptsBetween(const std::string& conninfo, uint64_t base, uint64_t co
 class InProcessLobby {
  public:
   InProcessLobby(const std::string& conninfo, int pool, double coalesce_ms)
-      : hub_(Store(conninfo, pool), lobby::pg::ConnectionOptions{.conninfo = conninfo}, {},
+      : hub_(FeedStore(conninfo), lobby::pg::ConnectionOptions{.conninfo = conninfo}, {},
              registry_) {
     lobby::SetLobbyAllocator();  // as verdict-lobby serve sets it
     lobby::ServiceOptions service_options;
-    service_options.coalesce_wait =
+    Open(conninfo, pool);
+    service_options.settlement.coalesce_wait =
         std::chrono::microseconds(static_cast<int64_t>(coalesce_ms * 1000));
     service_options.node_tokens.push_back({kBacklogNode, kBacklogToken});
-    service_ =
-        std::make_unique<lobby::SettlementService>(*store_, &hub_, service_options, registry_);
+    service_ = std::make_unique<lobby::SettlementService>(lobby::ServiceStores::Of(*store_), &hub_,
+                                                          service_options, registry_);
     lobby::ServerOptions server_options;
     server_options.port = 0;
     server_options.db_threads = pool;
@@ -103,16 +104,25 @@ class InProcessLobby {
   }
 
  private:
-  lobby::SettlementStore& Store(const std::string& conninfo, int pool) {
+  // The feed's store, opened before the hub that reads it (as verdict-lobby serve does: a pool
+  // of its own, 1 + page_threads connections).
+  lobby::FeedStore& FeedStore(const std::string& conninfo) {
+    lobby::StoreOptions options;
+    options.connection.conninfo = conninfo;
+    options.pool_size = 1 + lobby::EventHubOptions{}.page_threads;
+    feed_store_ = std::move(lobby::PgFeedStore::Open(options)).value();
+    return *feed_store_;
+  }
+  void Open(const std::string& conninfo, int pool) {
     lobby::StoreOptions options;
     options.connection.conninfo = conninfo;
     options.pool_size = pool;
-    store_ = std::move(lobby::OpenSettlementStore(options)).value();
-    return *store_;
+    store_ = std::move(lobby::PgStore::Open(options)).value();
   }
 
   metrics::Registry registry_;
-  std::unique_ptr<lobby::SettlementStore> store_;
+  std::unique_ptr<lobby::PgStore> store_;
+  std::unique_ptr<lobby::PgFeedStore> feed_store_;
   // Numbers each commit's events into the feed, as a deployed lobby's does: that is work of every
   // settlement, and retention drops only events that have their place in the feed.
   lobby::EventHub hub_;

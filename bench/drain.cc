@@ -650,7 +650,7 @@ int Summarize(const DrainOptions& o, const std::vector<Row>& rows) {
 
 struct DrainLobby::Impl {
   Impl(const std::string& conninfo, int pool)
-      : endpoint(conninfo, pool, lobby::ServiceOptions{}.coalesce_wait.count() / 1000.0, 0) {}
+      : endpoint(conninfo, pool, lobby::SchedulerOptions{}.coalesce_wait.count() / 1000.0, 0) {}
   LobbyEndpoint endpoint;
 };
 

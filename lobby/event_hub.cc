@@ -39,9 +39,9 @@ static_assert(kFeedWentBack.size() <= 123 && kFeedNewEpoch.size() <= 123);
 
 }  // namespace
 
-EventHub::EventHub(SettlementStore& store, pg::ConnectionOptions connection,
-                   EventHubOptions options, metrics::Registry& registry)
-    : store_(store),
+EventHub::EventHub(FeedStore& feed, pg::ConnectionOptions connection, EventHubOptions options,
+                   metrics::Registry& registry)
+    : feed_(feed),
       connection_(std::move(connection)),
       options_(options),
       reads_(registry.AddLabeledCounter(
@@ -66,7 +66,7 @@ void EventHub::Start() {
   // Subscribers hear live what is published after the feed's head at start; older events they
   // page themselves with ?after=.
   reads_.Add("hub");
-  if (auto state = store_.GetFeedState(std::nullopt); state.ok()) {
+  if (auto state = feed_.GetFeedState(std::nullopt); state.ok()) {
     cursor_ = state->head;
     epoch_ = state->epoch;
     head_.store(state->head);
@@ -111,7 +111,7 @@ void EventHub::FetchPage(int64_t after, std::optional<std::string> node_id, size
   boost::asio::post(*pages_,
                     [this, after, node_id = std::move(node_id), limit, done = std::move(done)] {
                       reads_.Add("catch_up");
-                      done(store_.EventsAfter(after, node_id, limit));
+                      done(feed_.EventsAfter(after, node_id, limit));
                     });
 }
 
@@ -121,13 +121,13 @@ void EventHub::FetchState(std::optional<std::string> node_id,
   if (!pages_) return;
   boost::asio::post(*pages_, [this, node_id = std::move(node_id), done = std::move(done)] {
     reads_.Add("judge");
-    done(store_.GetFeedState(node_id));
+    done(feed_.GetFeedState(node_id));
   });
 }
 
 void EventHub::SequenceAndPublish() {
   for (;;) {  // number everything committed so far, a bounded transaction at a time
-    auto sequenced = store_.SequenceEvents(static_cast<int>(options_.page_events));
+    auto sequenced = feed_.SequenceEvents(static_cast<int>(options_.page_events));
     if (!sequenced.ok()) {
       LogLimited(*spdlog::default_logger(), warnings_, spdlog::level::warn,
                  "event feed: cannot number events: {}", sequenced.status().ToString());
@@ -142,7 +142,7 @@ void EventHub::SequenceAndPublish() {
   if (CheckFailpoint("hub.before_read") == FailAction::kError) return;
   if (cursor_ < 0) {  // the database was away at start: begin at the head it has now
     reads_.Add("hub");
-    auto state = store_.GetFeedState(std::nullopt);
+    auto state = feed_.GetFeedState(std::nullopt);
     if (!state.ok()) return;
     cursor_ = state->head;
     epoch_ = state->epoch;
@@ -151,7 +151,7 @@ void EventHub::SequenceAndPublish() {
   if (MoveHeadIfNobodyListens()) return;
   for (;;) {
     reads_.Add("hub");
-    auto page = store_.EventsAfter(cursor_, std::nullopt, options_.page_events);
+    auto page = feed_.EventsAfter(cursor_, std::nullopt, options_.page_events);
     if (!page.ok()) {
       LogLimited(*spdlog::default_logger(), warnings_, spdlog::level::warn,
                  "event feed: cannot read: {}", page.status().ToString());
@@ -169,7 +169,7 @@ void EventHub::SequenceAndPublish() {
 bool EventHub::MoveHeadIfNobodyListens() {
   if (LiveSubscribers().empty() == false) return false;
   reads_.Add("hub");
-  auto state = store_.GetFeedState(std::nullopt);
+  auto state = feed_.GetFeedState(std::nullopt);
   if (!state.ok()) {
     LogLimited(*spdlog::default_logger(), warnings_, spdlog::level::warn,
                "event feed: cannot read where it stands: {}", state.status().ToString());

@@ -29,6 +29,7 @@
 #include "common/log_rate_limit.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
+#include "lobby/pg/connection.h"
 #include "lobby/settlement_store.h"
 
 namespace verdict::lobby {
@@ -67,10 +68,11 @@ class EventSubscriber {
 
 class EventHub {
  public:
-  // `store` and `registry` must outlive the hub; give the hub a store of its own (1 +
-  // page_threads connections), so subscribers never take the settlements' connections.
+  // `feed` and `registry` must outlive the hub; give the hub a feed store of its own (1 +
+  // page_threads connections: PgFeedStore), so subscribers never take the settlements'
+  // connections.
   // `connection` opens the LISTEN connection.
-  EventHub(SettlementStore& store, pg::ConnectionOptions connection, EventHubOptions options,
+  EventHub(FeedStore& feed, pg::ConnectionOptions connection, EventHubOptions options,
            metrics::Registry& registry);
   ~EventHub();
   EventHub(const EventHub&) = delete;
@@ -92,7 +94,7 @@ class EventHub {
   // this was seen has a head at least as high, unless the feed went back in time.
   int64_t head() const { return head_.load(); }
 
-  // Reads one page of the feed for a subscriber (see SettlementStore::EventsAfter) on a page
+  // Reads one page of the feed for a subscriber (see FeedStore::EventsAfter) on a page
   // thread, and calls `done` there; after Stop, drops `done` uncalled.
   void FetchPage(int64_t after, std::optional<std::string> node_id, size_t limit,
                  std::function<void(Result<FeedPage>)> done);
@@ -100,7 +102,7 @@ class EventHub {
   // reading it: one limit for them all (common/log_rate_limit.h).
   LogRateLimit& warnings() { return warnings_; }
 
-  // Reads where the feed stands for `node_id`'s token, or the admin's (SettlementStore::
+  // Reads where the feed stands for `node_id`'s token, or the admin's (FeedStore::
   // GetFeedState) on a page thread, for a subscription to be judged before it is accepted, and
   // calls `done` there; after Stop, drops `done` uncalled.
   void FetchState(std::optional<std::string> node_id, std::function<void(Result<FeedState>)> done);
@@ -123,7 +125,7 @@ class EventHub {
   std::vector<std::shared_ptr<EventSubscriber>> LiveSubscribers();
   void Wake();
 
-  SettlementStore& store_;
+  FeedStore& feed_;
   const pg::ConnectionOptions connection_;
   const EventHubOptions options_;
   mutable Mutex mu_;

@@ -30,8 +30,9 @@ struct ServerOptions {
     o.io_threads = 2;
     return o;
   }();
-  // DB worker threads; match the store's pool size. Default: the store's pool size (8).
-  int db_threads = StoreOptions{}.pool_size;
+  // DB worker threads; match the store's pool size (verdict-lobby serve gives its workers()).
+  // Default: 8, StoreOptions's pool size.
+  int db_threads = 8;
   // Requests waiting for a DB worker beyond which new ones get 503 at once. A connection has at
   // most one request waiting, so this binds only when set below http.max_connections.
   // Default: 4096, above the default max_connections: by default the connection cap bounds the

@@ -10,7 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "lobby/ladder_store.h"
+#include "lobby/ladder_cursor.h"
 #include "lobby/modes.h"
 #include "lobby/rating/rating_system.h"
 #include "lobby/settlement_service.h"
@@ -44,7 +44,7 @@ HttpReply NeedsAdmin(const std::string& what, const std::string& path) {
 
 HttpReply SettlementService::GetPlayer(const HttpRequest& request, const std::string& player_id) {
   const std::string path = "/v1/players/" + player_id;
-  auto player = store_.GetPlayer(player_id);
+  auto player = ladder_.GetPlayer(player_id);
   if (!player.ok()) return FailureReply(player.status(), path);
   if (!player->has_value()) return ProblemReply(ErrorCode::kNotFound, "no such player", path);
   v1::Player& p = **player;
@@ -67,7 +67,7 @@ HttpReply SettlementService::PutRating(const HttpRequest& request, const Caller&
   if (!caller.admin) return NeedsAdmin("importing a rating", path);
   v1::RatingImport rating;
   if (auto refused = Decode(request, &rating, path)) return *refused;
-  auto declared = store_.GetMode(mode);
+  auto declared = ladder_.GetMode(mode);
   if (!declared.ok()) return FailureReply(declared.status(), path);
   if (!declared->has_value()) {
     return ProblemReply(ErrorCode::kNotFound, "mode " + mode + " is not declared", path);
@@ -82,7 +82,7 @@ HttpReply SettlementService::PutRating(const HttpRequest& request, const Caller&
     return ProblemReply(ErrorCode::kInvalidArgument,
                         valid.message() + " (a " + spec.system() + " rating)", path);
   }
-  auto imported = store_.ImportRating(player_id, mode, rating, (*system)->Displayed(value));
+  auto imported = ladder_.ImportRating(player_id, mode, rating, (*system)->Displayed(value));
   if (!imported.ok()) return FailureReply(imported.status(), path);
   switch (imported->status) {
     case ImportStatus::kModeUnknown:
@@ -110,7 +110,7 @@ HttpReply SettlementService::PutMode(const HttpRequest& request, const Caller& c
   if (!complete.ok()) {
     return ProblemReply(ErrorCode::kInvalidArgument, complete.status().message(), path);
   }
-  auto declared = store_.DeclareMode(*complete);
+  auto declared = ladder_.DeclareMode(*complete);
   if (!declared.ok()) return FailureReply(declared.status(), path);
   switch (declared->status) {
     case DeclareStatus::kCreated:
@@ -133,7 +133,7 @@ HttpReply SettlementService::PutMode(const HttpRequest& request, const Caller& c
 
 HttpReply SettlementService::GetMode(const HttpRequest& request, const std::string& mode) {
   const std::string path = "/v1/modes/" + mode;
-  auto found = store_.GetMode(mode);
+  auto found = ladder_.GetMode(mode);
   if (!found.ok()) return FailureReply(found.status(), path);
   if (!found->has_value()) {
     return ProblemReply(ErrorCode::kNotFound, "mode " + mode + " is not declared", path);
@@ -161,7 +161,7 @@ HttpReply SettlementService::GetLeaderboard(const HttpRequest& request, const st
                           "after must be the `next` of an earlier page of this leaderboard", path);
     }
   }
-  auto page = store_.GetLeaderboard(mode, limit, after);
+  auto page = ladder_.GetLeaderboard(mode, limit, after);
   if (!page.ok()) return FailureReply(page.status(), path);
   if (!page->has_value()) {
     return ProblemReply(ErrorCode::kNotFound, "mode " + mode + " is not declared", path);

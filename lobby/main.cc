@@ -33,12 +33,12 @@
 #include "lobby/http_server.h"
 #include "lobby/maintenance.h"
 #include "lobby/modes.h"
+#include "lobby/pg_store.h"
 #include "lobby/readiness.h"
 #include "lobby/retention.h"
 #include "lobby/room_actions.h"
 #include "lobby/schema.h"
 #include "lobby/settlement_service.h"
-#include "lobby/settlement_store.h"
 #include "proto/wire.h"
 
 namespace {
@@ -59,8 +59,8 @@ struct Flags {
   std::string modes_file;
   int read_timeout_ms = static_cast<int>(ServerOptions{}.http.read_timeout.count());
   int lock_timeout_ms = static_cast<int>(pg::ConnectionOptions{}.lock_timeout.count());
-  double coalesce_wait_ms = ServiceOptions{}.coalesce_wait.count() / 1000.0;
-  int settle_concurrency = ServiceOptions{}.settle_concurrency;
+  double coalesce_wait_ms = SchedulerOptions{}.coalesce_wait.count() / 1000.0;
+  int settle_concurrency = SchedulerOptions{}.settle_concurrency;
   int statement_timeout_ms = static_cast<int>(pg::ConnectionOptions{}.statement_timeout.count());
   int readiness_interval_ms = static_cast<int>(ReadinessOptions{}.interval.count());
   size_t max_connections = ServerOptions{}.http.max_connections;
@@ -163,7 +163,7 @@ Result<RetentionOptions> RetentionFrom(const Flags& flags) {
 // Declares each mode of `path` (--modes-file), as PUT /v1/modes/{mode} would; the first that
 // cannot be declared (a bad declaration, a change of a mode in use, a database that cannot be
 // reached) stops `serve` from starting, naming it.
-Status DeclareModesOfFile(SettlementStore& store, const std::string& path) {
+Status DeclareModesOfFile(LadderStore& store, const std::string& path) {
   std::ifstream in(path);
   if (!in) return InvalidArgumentError("--modes-file: cannot read " + path);
   std::ostringstream text;
@@ -307,7 +307,7 @@ int ReconcileStatus(int lost, size_t receipts_without_event, int unchecked) {
 
 // Settles each lost room of `rooms` as ABORTED (AbortResult), through the settlement path a
 // result takes; sets `aborted[i]` for each one the call settled.
-Status AbortLost(SettlementStore& store, const Flags& flags, const std::vector<PendingRoom>& rooms,
+Status AbortLost(PgStore& store, const Flags& flags, const std::vector<PendingRoom>& rooms,
                  const std::vector<Whereabouts>& where, std::vector<bool>* aborted) {
   aborted->assign(rooms.size(), false);
   for (size_t i = 0; i < rooms.size(); ++i) {
@@ -337,7 +337,7 @@ int RunReconcile(const Flags& flags) {
   StoreOptions store_options;
   store_options.connection = ConnectionFrom(flags, true);
   store_options.pool_size = 1;
-  auto store = OpenSettlementStore(store_options);
+  auto store = PgStore::Open(store_options);
   if (!store.ok()) return Fail(store.status().ToString());
   auto rooms = (*store)->RoomsWithoutReceipt(flags.older_than_s);
   if (!rooms.ok()) return Fail(rooms.status().ToString());
@@ -507,9 +507,9 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   if (!tokens.ok()) return Fail(tokens.status().message());
   service_options.node_tokens = std::move(*tokens);
   service_options.admin_token = flags.admin_token;
-  service_options.coalesce_wait =
+  service_options.settlement.coalesce_wait =
       std::chrono::microseconds(static_cast<int64_t>(flags.coalesce_wait_ms * 1000));
-  service_options.settle_concurrency = flags.settle_concurrency;
+  service_options.settlement.settle_concurrency = flags.settle_concurrency;
   if (service_options.node_tokens.empty()) {
     spdlog::warn("no node tokens configured: every settlement will be refused with 401");
   }
@@ -539,19 +539,19 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   store_options.connection = ConnectionFrom(flags, false);
   store_options.pool_size = flags.db_pool;
   store_options.unsafe_release_before_commit_for_test = flags.unsafe_release_before_commit;
-  auto store = OpenSettlementStore(store_options);
+  auto store = PgStore::Open(store_options);
   if (!store.ok()) return Fail(store.status().ToString());
   if (!flags.modes_file.empty()) {
     if (Status declared = DeclareModesOfFile(**store, flags.modes_file); !declared.ok()) {
       return Fail(declared.message());
     }
   }
-  // The event feed reads through connections of its own, so subscribers never take the
-  // settlements' connections.
+  // The event feed reads through connections of its own, prepared with the feed's statements
+  // only, so subscribers never take the settlements' connections.
   EventHubOptions hub_options;
   StoreOptions feed_options = store_options;
   feed_options.pool_size = 1 + hub_options.page_threads;
-  auto feed_store = OpenSettlementStore(feed_options);
+  auto feed_store = PgFeedStore::Open(feed_options);
   if (!feed_store.ok()) return Fail(feed_store.status().ToString());
 
   // Signals are taken by sigwait below; block them before any thread starts.
@@ -572,12 +572,13 @@ int RunServe(const Flags& flags, int argc, char** argv) {
 
   // What bursts of large batches leave in the allocator's arenas goes back once they are over.
   FreeMemoryReturner free_memory;
-  service_options.on_quiet = [&free_memory] { free_memory.Quiet(); };
+  service_options.settlement.on_quiet = [&free_memory] { free_memory.Quiet(); };
 
   metrics::Registry registry;
   metrics::AddProcessMetrics(registry);
   EventHub hub(**feed_store, store_options.connection, hub_options, registry);
-  SettlementService service(**store, &hub, service_options, registry, &readiness);
+  SettlementService service(ServiceStores::Of(**store), &hub, service_options, registry,
+                            &readiness);
   server_options.http.io_threads = flags.threads;
   server_options.http.read_timeout = std::chrono::milliseconds(flags.read_timeout_ms);
   server_options.http.max_connections = flags.max_connections;

@@ -10,10 +10,10 @@ constexpr int kReleasesPerTick = 1000;
 
 }  // namespace
 
-Maintenance::Maintenance(MaintenanceOptions options, SettlementStore& store,
+Maintenance::Maintenance(MaintenanceOptions options, RoomStore& rooms,
                          pg::ConnectionOptions connection, metrics::Registry& registry)
     : options_(std::move(options)),
-      store_(store),
+      rooms_(rooms),
       connection_(std::move(connection)),
       failures_(registry.AddLabeledCounter("verdict_lobby_maintenance_failures_total",
                                            "Maintenance tasks that failed, by task.", "task")),
@@ -66,7 +66,7 @@ void Maintenance::Tick(std::chrono::steady_clock::time_point now) {
     failures_.Add("partitions");
     spdlog::warn("maintenance: partitions ahead: {}", created.status().ToString());
   }
-  if (auto age = store_.OldestUnsettledAllocationAge(); age.ok()) {
+  if (auto age = rooms_.OldestUnsettledAllocationAge(); age.ok()) {
     oldest_unsettled_s_ = *age;
   } else {
     failures_.Add("oldest_unsettled");
@@ -74,7 +74,7 @@ void Maintenance::Tick(std::chrono::steady_clock::time_point now) {
   if (options_.release_after) {
     const auto seconds =
         std::chrono::duration_cast<std::chrono::seconds>(*options_.release_after).count();
-    auto released = store_.ReleaseRoomsOlderThan(seconds, kReleasesPerTick);
+    auto released = rooms_.ReleaseRoomsOlderThan(seconds, kReleasesPerTick);
     if (!released.ok()) {
       failures_.Add("release");
       spdlog::warn("maintenance: releasing rooms: {}", released.status().ToString());

@@ -38,8 +38,8 @@ struct MaintenanceOptions {
 
 class Maintenance {
  public:
-  // `store` and `registry` must outlive it. `connection` is for the retention's own connections.
-  Maintenance(MaintenanceOptions options, SettlementStore& store, pg::ConnectionOptions connection,
+  // `rooms` and `registry` must outlive it. `connection` is for the retention's own connections.
+  Maintenance(MaintenanceOptions options, RoomStore& rooms, pg::ConnectionOptions connection,
               metrics::Registry& registry);
   ~Maintenance();
   Maintenance(const Maintenance&) = delete;
@@ -55,7 +55,7 @@ class Maintenance {
   void Tick(std::chrono::steady_clock::time_point now);
 
   const MaintenanceOptions options_;
-  SettlementStore& store_;
+  RoomStore& rooms_;
   const pg::ConnectionOptions connection_;
   Mutex mu_;
   CondVar wake_{&mu_};

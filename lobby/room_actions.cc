@@ -32,7 +32,7 @@ void SettlementService::PostRoomAction(const HttpRequest& request, const Caller&
     return done(ProblemReply(ErrorCode::kUnauthenticated, action + " needs the admin token", path));
   }
   if (action == "release") {
-    auto released = store_.ReleaseRoom(room_id);
+    auto released = rooms_.ReleaseRoom(room_id);
     if (!released.ok()) return done(FailureReply(released.status(), path));
     if (!released->found) {
       return done(ProblemReply(ErrorCode::kRoomUnknown, "the room is not allocated", path));
@@ -60,12 +60,12 @@ void SettlementService::PostRoomAction(const HttpRequest& request, const Caller&
   if (abort.reason().empty()) {
     return done(ProblemReply(ErrorCode::kInvalidArgument, "reason is required", path));
   }
-  auto room = store_.GetRoom(room_id);
+  auto room = rooms_.GetRoom(room_id);
   if (!room.ok()) return done(FailureReply(room.status(), path));
   if (room->has_value()) return AbortRoom(request, **room, abort.reason(), std::move(done));
 
   // Not allocated: settled already (by its node, or by an earlier abort), or unknown.
-  auto receipt = store_.GetReceipt(room_id, std::nullopt);
+  auto receipt = receipts_.GetReceipt(room_id, std::nullopt);
   if (!receipt.ok()) return done(FailureReply(receipt.status(), path));
   if (receipt->has_value()) {
     if ((*receipt)->outcome() != v1::ABORTED) {
@@ -76,7 +76,7 @@ void SettlementService::PostRoomAction(const HttpRequest& request, const Caller&
     r.set_duplicate(true);
     return done(MessageReply(200, r, request));
   }
-  auto expired = store_.ReceiptExpired(room_id, std::nullopt);
+  auto expired = receipts_.ReceiptExpired(room_id, std::nullopt);
   if (!expired.ok()) return done(FailureReply(expired.status(), path));
   if (*expired) {
     return done(ProblemReply(ErrorCode::kOriginalExpired,

@@ -20,7 +20,8 @@
 #include "lobby/pg/array_literal.h"
 #include "lobby/pg/binary_array.h"
 #include "lobby/pg/errors.h"
-#include "lobby/pg/schema.h"
+#include "lobby/pg/run.h"
+#include "lobby/pg_statuses.h"
 #include "lobby/settle_calls.h"
 #include "lobby/settlement_ratings.h"
 #include "proto/validation.h"
@@ -116,6 +117,16 @@ std::vector<std::pair<std::string, std::string>> SettleStatements() {
            kSettlePrepare.PreparedCall()},
       {kWriteStatement,
        "SELECT room_id, match_id, settled_at_ms FROM " + kSettleWrite.PreparedCall()},
+      // The receipts a commit of unknown fate is resolved from (ResolveUnknownCommit).
+      {"receipts_of_rooms",
+       "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
+       "encode(fingerprint, 'hex'), attempt_id, node_id FROM settlement_receipts "
+       "WHERE room_id = ANY ($1::bigint[])"},
+      // A transaction that writes WAL (a logical message, of no other consequence), so that its
+      // commit waits for the synchronous standby (if any) to confirm the WAL up to it. (A
+      // transaction id alone writes nothing before the commit, which then does not wait.)
+      {"await_replication",
+       "SELECT pg_logical_emit_message(true, 'verdict', 'replication barrier')"},
   };
 }
 
@@ -136,26 +147,6 @@ std::string Hex(const std::string& bytes) {
     out.push_back(digits[c & 15]);
   }
   return out;
-}
-
-Status UnlessSchemaReady(pg::Pool& pool, const Status& failed) {
-  if (failed.code() != StatusCode::kInternal) return failed;
-  Status verdict;
-  const auto check = [&] {
-    return pool.Run<bool>("readiness", [&](pg::Pool::Lease& lease) {
-      // Not a read-only transaction: the check asks whether the session only reads.
-      pqxx::nontransaction tx(lease.conn());
-      verdict = pg::CheckSchema(tx);
-      return true;
-    });
-  };
-  // A connection found lost (opened before a failover, say) is replaced, and asked again.
-  auto ran = check();
-  if (!ran.ok() && ran.status().code() == StatusCode::kUnavailable) ran = check();
-  const Status ready = ran.ok() ? verdict : ran.status();
-  if (ready.ok()) return failed;
-  return UnavailableError(failed.message() + " (the database is not ready: " + ready.message() +
-                          ")");
 }
 
 struct SettleTransaction::Marshalled {
@@ -189,8 +180,8 @@ Result<const rating::RatingSystem*> RatingSystems::Of(const std::string& system,
   return made_.emplace(key, std::move(*made)).first->second.get();
 }
 
-SettleTransaction::SettleTransaction(pg::Pool& pool, const StoreOptions& options)
-    : pool_(pool), options_(options) {}
+SettleTransaction::SettleTransaction(pg::Pool& pool, bool unsafe_release_before_commit_for_test)
+    : pool_(pool), unsafe_release_before_commit_(unsafe_release_before_commit_for_test) {}
 
 std::vector<Result<SettleOutcome>> SettleTransaction::Settle(
     const std::vector<SettleRequest>& requests, bool wait, Cancellation* cancel) {
@@ -399,7 +390,7 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
       return out;
     }
     try {
-      if (options_.unsafe_release_before_commit_for_test) {
+      if (unsafe_release_before_commit_) {
         pqxx::nontransaction early(conn);
         early.exec_params(
             "UPDATE battle_rooms SET released_at = clock_timestamp() "
@@ -486,7 +477,7 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
                  requests.size());
       out.state = Executed::State::kCommitUnknown;
     } else {
-      out.failure = UnlessSchemaReady(pool_, pg::StatusOf(*failure, "settle"));
+      out.failure = pg::UnlessSchemaReady(pool_, pg::StatusOf(*failure, "settle"));
     }
     return out;
   }
@@ -512,7 +503,9 @@ std::vector<Result<SettleOutcome>> SettleTransaction::Resolve(
   std::vector<Result<SettleOutcome>> outcomes;
   for (size_t i = 0; i < requests.size(); ++i) {
     const RoomRow& row = executed.rooms[i];
-    auto status = SettleStatusFromSql(row.status == "settle" ? "settled" : row.status);
+    auto status = row.status == kSettleToWrite
+                      ? Result<SettleStatus>(SettleStatus::kSettled)
+                      : StatusFromSql(kSettleStatuses, "settlement", row.status);
     if (!status.ok()) {
       spdlog::error("room={}: {}; answering INTERNAL", requests[i].result->room_id(),
                     status.status().message());

@@ -7,7 +7,8 @@
 //   resolve  the rows become one outcome per request; a commit whose fate is unknown is resolved
 //            room by room from the receipts, and an outcome read from an earlier receipt waits for
 //            the synchronous standby, if there is one.
-// Internal to the store; thread-safe (each call leases its own connection).
+// Internal to the PostgreSQL store (lobby/pg_store.h); thread-safe (each call leases its own
+// connection).
 #pragma once
 
 #include <cstdint>
@@ -46,10 +47,11 @@ class RatingSystems {
 
 class SettleTransaction {
  public:
-  // `pool` must outlive it.
-  SettleTransaction(pg::Pool& pool, const StoreOptions& options);
+  // `pool` must outlive it. `unsafe_release_before_commit_for_test`: StoreOptions's negative
+  // control.
+  SettleTransaction(pg::Pool& pool, bool unsafe_release_before_commit_for_test);
 
-  // SettlementStore::SettleBattles.
+  // BatchSettler::SettleBattles.
   std::vector<Result<SettleOutcome>> Settle(const std::vector<SettleRequest>& requests, bool wait,
                                             Cancellation* cancel);
 
@@ -67,17 +69,13 @@ class SettleTransaction {
   void AwaitReplication(std::vector<Result<SettleOutcome>>& outcomes, Pick from_receipt);
 
   pg::Pool& pool_;
-  const StoreOptions options_;
+  const bool unsafe_release_before_commit_;
   RatingSystems systems_;
 };
 
-// The receipt of a row (room_id, match_id, outcome, settled_at_ms, …).
+// The receipt of a row whose first columns are (room_id, match_id, outcome, settled_at_ms).
 v1::SettlementReceipt ReceiptFromRow(const pqxx::row& row);
 // Lowercase hex digits of `bytes`.
 std::string Hex(const std::string& bytes);
-// `failed` as it is, unless it is INTERNAL while the database is not the one this lobby expects
-// (not migrated yet, say: pg::CheckSchema on a pooled connection): then the error is the
-// deployment's, not the request's, and it waits (UNAVAILABLE) instead of being refused for good.
-Status UnlessSchemaReady(pg::Pool& pool, const Status& failed);
 
 }  // namespace verdict::lobby

@@ -1,12 +1,13 @@
 #include "lobby/settlement_scheduler.h"
 
-#include "lobby/settlement_service.h"
+#include <algorithm>
+#include <utility>
 
 namespace verdict::lobby {
 
 std::string SettlementScheduler::Attempt::key() const { return node_id + '/' + fingerprint; }
 
-SettlementScheduler::SettlementScheduler(BatchSettler& settler, const ServiceOptions& options,
+SettlementScheduler::SettlementScheduler(BatchSettler& settler, const SchedulerOptions& options,
                                          metrics::Registry& registry)
     : settler_(settler),
       coalesce_wait_(options.coalesce_wait),

@@ -24,17 +24,29 @@
 
 namespace verdict::lobby {
 
-struct ServiceOptions;
+struct SchedulerOptions {
+  // Settlements from different requests that are ready together go into one transaction (group
+  // commit): at most `settle_concurrency` transactions run at once, each taking up to
+  // `max_batch_rooms` ready rooms, and one that finds fewer waits up to `coalesce_wait` for
+  // more while another transaction is running (with none running it starts at once). A zero wait
+  // turns coalescing off: each request's rooms then settle in their own transaction, up to one per
+  // DB worker (the settler's workers()). Default: 2 ms, 4, 256.
+  std::chrono::microseconds coalesce_wait{2000};
+  int settle_concurrency = 4;
+  size_t max_batch_rooms = 256;
+  // Times the group commit's wait (its monotonic reading); tests give a FakeClock. Not owned.
+  // Default: the system clock.
+  const Clock* clock = SystemClock::Default();
+  // Called each time the settlements go quiet: the last transaction running has ended and no
+  // attempt is ready. On the thread of the call of Settle that ended it, without the scheduler's
+  // lock; it must not block. verdict-lobby serve gives free memory back then
+  // (lobby/allocator.h). Default: none.
+  std::function<void()> on_quiet;
 
-// The one store call the scheduler makes: SettlementStore::SettleBattles, which says what each
-// outcome means. Called from the threads that call SettlementScheduler::Settle, several at once.
-class BatchSettler {
- public:
-  virtual ~BatchSettler() = default;
-  virtual std::vector<Result<SettleOutcome>> SettleBattles(
-      const std::vector<SettleRequest>& requests, bool wait, Cancellation* cancel) = 0;
-  // How many of those calls can run at once: the store's DB workers (SettlementStore::workers).
-  virtual int workers() const = 0;
+  // Test-only negative control: an attempt at a room whose turn a different attempt holds runs
+  // at once beside it instead of waiting, so one room's settlements overlap and may finish out of
+  // order. Default: false. Never set it outside tests.
+  bool unsafe_ignore_room_turns_for_test = false;
 };
 
 class SettlementScheduler {
@@ -54,12 +66,10 @@ class SettlementScheduler {
     std::string key() const;
   };
 
-  // Takes the group commit's settings from `options`: coalesce_wait, settle_concurrency,
-  // max_batch_rooms, clock, on_quiet and unsafe_ignore_room_turns_for_test; the transactions at
-  // once without coalescing from `settler.workers()`. `settler` and `options.clock` must outlive
-  // the scheduler. `registry` gets its metrics; the rooms-in-turn gauge reads the scheduler, so
-  // render the registry only while the scheduler lives.
-  SettlementScheduler(BatchSettler& settler, const ServiceOptions& options,
+  // The transactions at once without coalescing come from `settler.workers()`. `settler` and
+  // `options.clock` must outlive the scheduler. `registry` gets its metrics; the rooms-in-turn
+  // gauge reads the scheduler, so render the registry only while the scheduler lives.
+  SettlementScheduler(BatchSettler& settler, const SchedulerOptions& options,
                       metrics::Registry& registry);
   SettlementScheduler(const SettlementScheduler&) = delete;
   SettlementScheduler& operator=(const SettlementScheduler&) = delete;

@@ -325,13 +325,13 @@ namespace {
 // settled, the event hub's news, and the failpoint where a lobby that dies loses only replies.
 class StoreCommitter final : public BatchSettler {
  public:
-  StoreCommitter(SettlementStore& store, EventHub* hub) : store_(store), hub_(hub) {}
+  StoreCommitter(BatchSettler& settler, EventHub* hub) : settler_(settler), hub_(hub) {}
 
-  int workers() const override { return store_.workers(); }
+  int workers() const override { return settler_.workers(); }
 
   std::vector<Result<SettleOutcome>> SettleBattles(const std::vector<SettleRequest>& requests,
                                                    bool wait, Cancellation* cancel) override {
-    std::vector<Result<SettleOutcome>> outcomes = store_.SettleBattles(requests, wait, cancel);
+    std::vector<Result<SettleOutcome>> outcomes = settler_.SettleBattles(requests, wait, cancel);
     bool committed = false;
     for (size_t k = 0; k < outcomes.size(); ++k) {
       if (outcomes[k].ok() && outcomes[k]->status == SettleStatus::kSettled) {
@@ -356,15 +356,17 @@ class StoreCommitter final : public BatchSettler {
   }
 
  private:
-  SettlementStore& store_;
+  BatchSettler& settler_;
   EventHub* const hub_;
 };
 
 }  // namespace
 
-SettlementService::SettlementService(SettlementStore& store, EventHub* hub, ServiceOptions options,
+SettlementService::SettlementService(ServiceStores stores, EventHub* hub, ServiceOptions options,
                                      metrics::Registry& registry, const ReadinessMonitor* readiness)
-    : store_(store),
+    : rooms_(stores.rooms),
+      receipts_(stores.receipts),
+      ladder_(stores.ladder),
       hub_(hub),
       options_(options),
       registry_(registry),
@@ -380,9 +382,10 @@ SettlementService::SettlementService(SettlementStore& store, EventHub* hub, Serv
           "Rooms an operator released to a pending settlement or aborted.", "action")),
       settle_latency_(registry.AddHistogram("verdict_lobby_settle_seconds",
                                             "Time to answer a settlement request.")),
-      refusal_log_limit_(LogRateLimitOptions{.clock = options_.clock}),
-      committer_(std::make_unique<StoreCommitter>(store, hub)),
-      scheduler_(std::make_unique<SettlementScheduler>(*committer_, options_, registry)) {
+      refusal_log_limit_(LogRateLimitOptions{.clock = options_.settlement.clock}),
+      committer_(std::make_unique<StoreCommitter>(stores.settler, hub)),
+      scheduler_(
+          std::make_unique<SettlementScheduler>(*committer_, options_.settlement, registry)) {
   registry.AddCounterReading(
       "verdict_lobby_refusal_log_lines_suppressed_total",
       "Log lines of refused settlements not written, over the rate limit (each such "
@@ -633,7 +636,7 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
     return ProblemReply(ErrorCode::kInvalidArgument,
                         "node " + allocation.node_id() + " has no token on this lobby", path);
   }
-  auto outcome = store_.AllocateRoom(allocation);
+  auto outcome = rooms_.AllocateRoom(allocation);
   if (!outcome.ok()) {
     allocations_.Add(InfoOf(ProblemOf(outcome.status())).code);
     return FailureReply(outcome.status(), path);
@@ -834,11 +837,11 @@ HttpReply SettlementService::SettlementReply(const HttpRequest& request,
 
 HttpReply SettlementService::GetSettlement(const HttpRequest& request, const Caller& caller,
                                            uint64_t room_id) {
-  auto receipt = store_.GetReceipt(
+  auto receipt = receipts_.GetReceipt(
       room_id, caller.admin ? std::nullopt : std::optional<std::string>(caller.node_id));
   if (!receipt.ok()) return FailureReply(receipt.status(), std::string(kSettlePath));
   if (!receipt->has_value()) {
-    auto expired = store_.ReceiptExpired(
+    auto expired = receipts_.ReceiptExpired(
         room_id, caller.admin ? std::nullopt : std::optional<std::string>(caller.node_id));
     if (!expired.ok()) return FailureReply(expired.status(), "/v1/settlements");
     if (*expired) {

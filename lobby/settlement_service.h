@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "lobby/event_hub.h"
 #include "lobby/readiness.h"
+#include "lobby/settlement_scheduler.h"
 #include "lobby/settlement_store.h"
 #include "proto/validation.h"
 #include "server/http_server.h"
@@ -50,28 +51,23 @@ struct ServiceOptions {
   // Seconds a 503 asks the client to wait (Retry-After).
   // Default: 1.
   int retry_after_s = 1;
-  // Settlements from different requests that are ready together go into one transaction (group
-  // commit): at most `settle_concurrency` transactions run at once, each taking up to
-  // `max_batch_rooms` ready rooms, and one that finds fewer waits up to `coalesce_wait` for
-  // more while another transaction is running (with none running it starts at once). A zero wait
-  // turns coalescing off: each request's rooms then settle in their own transaction, up to one per
-  // DB worker (the store's workers()). Default: 2 ms, 4, 256.
-  std::chrono::microseconds coalesce_wait{2000};
-  int settle_concurrency = 4;
-  size_t max_batch_rooms = 256;
-  // Times the group commit's wait (its monotonic reading); tests give a FakeClock. Not owned.
-  // Default: the system clock.
-  const Clock* clock = SystemClock::Default();
-  // Called each time the settlements go quiet: the last transaction running has ended and no
-  // attempt is ready. On the thread of the call of Settle that ended it, without the scheduler's
-  // lock; it must not block. verdict-lobby serve gives free memory back then
-  // (lobby/allocator.h). Default: none.
-  std::function<void()> on_quiet;
+  // The group commit (lobby/settlement_scheduler.h); its clock also times the refusals' log
+  // limit.
+  SchedulerOptions settlement;
+};
 
-  // Test-only negative control: an attempt at a room whose turn a different attempt holds runs
-  // at once beside it instead of waiting, so one room's settlements overlap and may finish out of
-  // order. Default: false. Never set it outside tests.
-  bool unsafe_ignore_room_turns_for_test = false;
+// The roles of the store the service uses: settlements, rooms, receipts and the ladder. Not owned.
+struct ServiceStores {
+  BatchSettler& settler;
+  RoomStore& rooms;
+  ReceiptStore& receipts;
+  LadderStore& ladder;
+
+  // All four from one store that plays every role (lobby/pg_store.h's PgStore, a test's fake).
+  template <typename Store>
+  static ServiceStores Of(Store& store) {
+    return ServiceStores{store, store, store, store};
+  }
 };
 
 // Who a request is from, by its bearer token.
@@ -91,14 +87,11 @@ struct SettlementRefusal {
 // refusal, which a node would dead-letter.
 std::optional<SettlementRefusal> RefusalOf(const SettleOutcome& outcome);
 
-class BatchSettler;
-class SettlementScheduler;
-
 class SettlementService {
  public:
-  // `store`, `hub`, `registry` and `readiness` must outlive the service; `hub` may be null, and
+  // `stores`, `hub`, `registry` and `readiness` must outlive the service; `hub` may be null, and
   // so may `readiness` (then /readyz answers 503).
-  SettlementService(SettlementStore& store, EventHub* hub, ServiceOptions options,
+  SettlementService(ServiceStores stores, EventHub* hub, ServiceOptions options,
                     metrics::Registry& registry, const ReadinessMonitor* readiness = nullptr);
   ~SettlementService();
   SettlementService(const SettlementService&) = delete;
@@ -147,8 +140,6 @@ class SettlementService {
                                                      const std::string& epoch,
                                                      const std::string& instance);
 
-  SettlementStore& store() { return store_; }
-
  private:
   HttpReply PostRoom(const HttpRequest& request, const Caller& caller);
   void PostSettlement(const HttpRequest& request, const Caller& caller,
@@ -187,7 +178,9 @@ class SettlementService {
   // meet again (INTERNAL).
   void LogIfRefused(uint64_t room, const std::string& node, const Result<SettleOutcome>& outcome);
 
-  SettlementStore& store_;
+  RoomStore& rooms_;
+  ReceiptStore& receipts_;
+  LadderStore& ladder_;
   EventHub* hub_;
   const ServiceOptions options_;
   metrics::Registry& registry_;

@@ -1,10 +1,15 @@
-// SettlementStore: the lobby's PostgreSQL adapter. It runs allocation and settlement as the
-// functions of sql/functions/ on a pool of connections (lobby/pg/pool.h, one per DB worker),
-// reads the event feed, and answers Status: what each failure means is pg/errors.h's table,
-// UNAVAILABLE for anything a retry may fix, INTERNAL for an error the same call would meet again.
-// Every statement runs under a lock timeout and a statement timeout on a connection with TCP
-// keepalives (lobby/pg/connection.h), so no call can hold its worker indefinitely. Every call
-// blocks: call it from DB worker threads, never from I/O threads. Thread-safe.
+// The lobby's store by role: the records its calls take and return, and one small interface per
+// kind of client, so that each consumer takes only what it uses (docs/design.md §5):
+//   BatchSettler    settles rooms in one transaction: the settlement scheduler;
+//   RoomStore       allocates, reads and releases rooms: the service and maintenance;
+//   ReceiptStore    reads receipts: GET /v1/settlements/{room_id};
+//   LadderStore     players, modes, ladders and imports: the ladder endpoints;
+//   FeedStore       numbers and reads the event feed: the event hub;
+//   ReconcileStore  finds rooms and receipts left half done: `verdict-lobby reconcile`.
+// lobby/pg_store.h implements them on PostgreSQL; tests/support/fake_store.h in memory. Every call
+// answers Status: UNAVAILABLE for anything a retry may fix (the database away or not migrated
+// yet), INTERNAL for an error the same call would meet again. Every call may block: call them
+// from DB worker threads, never from I/O threads. Implementations are thread-safe.
 #pragma once
 
 #include <chrono>
@@ -17,26 +22,9 @@
 
 #include "common/status.h"
 #include "lobby/cancellation.h"
-#include "lobby/pg/connection.h"
 #include "verdict/v1/verdict.pb.h"
 
 namespace verdict::lobby {
-
-struct StoreOptions {
-  // The database, and the connection defaults and session settings of every connection
-  // (lobby/pg/connection.h).
-  pg::ConnectionOptions connection;
-  // Connections in the pool, one per DB worker: the number of DB workers (workers()).
-  // Default: 8.
-  int pool_size = 8;
-  // How long a call waits for a free connection before answering UNAVAILABLE.
-  // Default: 2 s.
-  std::chrono::milliseconds acquire_timeout{2000};
-  // Test-only negative control, set by verdict-lobby-testing only: release the players'
-  // in_battle in a transaction of its own before settling (P5 off).
-  // Default: false.
-  bool unsafe_release_before_commit_for_test = false;
-};
 
 enum class AllocateStatus {
   kAllocated,
@@ -47,10 +35,6 @@ enum class AllocateStatus {
   kModeUnknown,   // the allocation's mode is not declared
   kShapeRefused,  // the mode does not accept a room of this shape
 };
-// The status verdict_allocate answers ('allocated', 'duplicate', 'room_exists', 'player_busy',
-// 'room_id_reused', 'mode_unknown', 'shape_refused'); INTERNAL naming it for any other, which
-// this binary does not know.
-Result<AllocateStatus> AllocateStatusFromSql(std::string_view status);
 struct AllocateOutcome {
   AllocateStatus status = AllocateStatus::kAllocated;
   std::string busy_player;  // for kPlayerBusy
@@ -88,11 +72,6 @@ enum class SettleStatus {
   kBusy,                 // (not waiting for locks) another transaction holds the room: not tried
   kOriginalExpired,      // settled long ago: only the compact record of its settlement is left
 };
-// The status of a room a settlement answers ('settled', 'duplicate', 'room_unknown',
-// 'outcome_conflict', 'idempotency_mismatch', 'roster_mismatch', 'busy', 'original_expired');
-// INTERNAL naming it for any other, which this binary does not know (never a guess: a node
-// dead-letters on a final refusal).
-Result<SettleStatus> SettleStatusFromSql(std::string_view status);
 
 // One room of a settlement call: a validated result, the node it is settled for, and the
 // sha256 of its deterministic serialization.
@@ -169,41 +148,36 @@ struct ReceiptWithoutEvent {
   int64_t settled_at_ms = 0;
 };
 
-class SettlementStore {
+// The one store call of the settlement scheduler (lobby/settlement_scheduler.h). Called from the
+// threads that call SettlementScheduler::Settle, several at once.
+class BatchSettler {
  public:
-  virtual ~SettlementStore() = default;
-
-  // The connections of its pool: how many DB workers can use it at once.
-  virtual int workers() const = 0;
-
-  // Allocates a validated room (see RoomAllocation rules in the service), in its mode, which the
-  // service has filled in (kDefaultMode when the request named none).
-  virtual Result<AllocateOutcome> AllocateRoom(const v1::RoomAllocation& allocation) = 0;
-
+  virtual ~BatchSettler() = default;
   // Settles `requests` (distinct rooms, each validated) in one transaction, and returns one
   // outcome per request in the same order. kSettled only once the commit is known; a commit
   // whose outcome is unknown is resolved per room by reading the receipts (kSettled if this
   // call committed it), and a room without a receipt is then UNAVAILABLE. An outcome read from
   // a receipt written earlier (a duplicate, a conflict, an unknown commit resolved) is returned
   // only once a synchronous standby, if there is one, has the receipt; else UNAVAILABLE. A failed
-  // call has changed nothing and fails every request alike: UNAVAILABLE if a retry may succeed (the
-  // connection or server went away, a serialization failure or deadlock, a lock or statement
-  // timeout, `cancel`, the server short of resources, a database not migrated yet), INTERNAL if
-  // the database refused the settlement itself (a data exception, a check violation): the same
-  // call would fail again. `wait`: wait for each room's lock
-  // (under the lock timeout); otherwise a room another transaction holds is kBusy. `cancel`
-  // (may be null) stops the statement from another thread.
+  // call has changed nothing and fails every request alike: UNAVAILABLE if a retry may succeed
+  // (the connection or server went away, a serialization failure or deadlock, a lock or
+  // statement timeout, `cancel`, the server short of resources, a database not migrated yet),
+  // INTERNAL if the database refused the settlement itself (a data exception, a check
+  // violation): the same call would fail again. `wait`: wait for each room's lock (under the
+  // lock timeout); otherwise a room another transaction holds is kBusy. `cancel` (may be null)
+  // stops the statement from another thread.
   virtual std::vector<Result<SettleOutcome>> SettleBattles(
       const std::vector<SettleRequest>& requests, bool wait, Cancellation* cancel) = 0;
+  // How many of those calls can run at once: the store's DB workers.
+  virtual int workers() const = 0;
+};
 
-  // The receipt of `room_id`; with a node_id, only if the room belongs to that node.
-  virtual Result<std::optional<v1::SettlementReceipt>> GetReceipt(
-      uint64_t room_id, const std::optional<std::string>& node_id) = 0;
-  // Whether `room_id` was settled and its receipt has expired, leaving the compact record of
-  // settled_rooms (sql/001_baseline.sql); with a node_id, only if the room belonged to that node.
-  virtual Result<bool> ReceiptExpired(uint64_t room_id,
-                                      const std::optional<std::string>& node_id) = 0;
-
+class RoomStore {
+ public:
+  virtual ~RoomStore() = default;
+  // Allocates a validated room (see RoomAllocation rules in the service), in its mode, which the
+  // service has filled in (kDefaultMode when the request named none).
+  virtual Result<AllocateOutcome> AllocateRoom(const v1::RoomAllocation& allocation) = 0;
   // The room as allocated (nullopt when it is not, or is settled already).
   virtual Result<std::optional<AllocatedRoom>> GetRoom(uint64_t room_id) = 0;
   // Releases the room's players and marks it pending (sql/functions/verdict_release_room.sql).
@@ -215,11 +189,26 @@ class SettlementStore {
   virtual Result<int> ReleaseRoomsOlderThan(int64_t older_than_s, int limit) = 0;
   // Seconds since the oldest room without a receipt was allocated (0 when there is none).
   virtual Result<double> OldestUnsettledAllocationAge() = 0;
+};
 
+class ReceiptStore {
+ public:
+  virtual ~ReceiptStore() = default;
+  // The receipt of `room_id`; with a node_id, only if the room belongs to that node.
+  virtual Result<std::optional<v1::SettlementReceipt>> GetReceipt(
+      uint64_t room_id, const std::optional<std::string>& node_id) = 0;
+  // Whether `room_id` was settled and its receipt has expired, leaving the compact record of
+  // settled_rooms (sql/001_baseline.sql); with a node_id, only if the room belonged to that node.
+  virtual Result<bool> ReceiptExpired(uint64_t room_id,
+                                      const std::optional<std::string>& node_id) = 0;
+};
+
+// Modes and ladders (docs/lobby.md, "Modes and ladders").
+class LadderStore {
+ public:
+  virtual ~LadderStore() = default;
   // The player with its rating in every mode it has one in; nullopt if no such player.
   virtual Result<std::optional<v1::Player>> GetPlayer(const std::string& player_id) = 0;
-
-  // Modes and ladders (docs/lobby.md, "Modes and ladders").
   // Declares `mode`, a declaration the caller checked and completed (lobby/modes.h).
   virtual Result<DeclareOutcome> DeclareMode(const v1::Mode& mode) = 0;
   // The mode as declared; nullopt if it is not.
@@ -232,13 +221,20 @@ class SettlementStore {
   // unless the player is in a room.
   virtual Result<ImportOutcome> ImportRating(const std::string& player_id, const std::string& mode,
                                              const v1::RatingImport& rating, double displayed) = 0;
+};
 
+// What FeedStore::SequenceEvents did.
+struct Sequenced {
+  int numbered = 0;     // 0 also when another lobby instance is numbering right now
+  int backend_pid = 0;  // the session that ran it, and sent the NOTIFY if it numbered any
+};
+
+// The event feed (docs/events.md).
+class FeedStore {
+ public:
+  virtual ~FeedStore() = default;
   // Gives committed events their place in the feed, at most `limit`
   // (sql/functions/verdict_sequence_events.sql).
-  struct Sequenced {
-    int numbered = 0;     // 0 also when another lobby instance is numbering right now
-    int backend_pid = 0;  // the session that ran it, and sent the NOTIFY if it numbered any
-  };
   virtual Result<Sequenced> SequenceEvents(int limit) = 0;
   // The feed after `after`, at most `limit` events; with a node_id, only that node's events.
   // A page with fewer than `limit` events covers the feed up to its newest numbered event.
@@ -247,37 +243,17 @@ class SettlementStore {
   // The feed's epoch, head and retained range, as of one moment; with a node_id, as that node's
   // token sees it (sql/functions/verdict_feed_state.sql).
   virtual Result<FeedState> GetFeedState(const std::optional<std::string>& node_id) = 0;
+};
 
+// What `verdict-lobby reconcile` looks for.
+class ReconcileStore {
+ public:
+  virtual ~ReconcileStore() = default;
   // Rooms allocated more than `older_than_s` seconds ago that have no receipt.
   virtual Result<std::vector<PendingRoom>> RoomsWithoutReceipt(int64_t older_than_s) = 0;
   // Receipts written more than `older_than_s` seconds ago whose settlement event is missing,
   // among those settled after the newest event retention dropped.
   virtual Result<std::vector<ReceiptWithoutEvent>> ReceiptsWithoutEvent(int64_t older_than_s) = 0;
 };
-
-// Every failed call answers with a message fit for any client: what failed, and a SQLSTATE where
-// there is one. libpq's own text, which names the database's host, port or socket path, goes to
-// the log only.
-Result<std::unique_ptr<SettlementStore>> OpenSettlementStore(const StoreOptions& options);
-
-// Whether settlements can commit now, asked on a database connection of the probe's own (opened
-// when first needed, and again after it is lost), never one of a store's pool. Its caller owns it;
-// one thread at a time.
-class ReadinessProbe {
- public:
-  virtual ~ReadinessProbe() = default;
-  // OK if the database takes writes (not a standby), serves the schema this binary needs (its
-  // version and every function file's checksum, pg::CheckSchema), and
-  // commits a transaction that needs a fresh page of storage in the database's default
-  // tablespace: a full data disk fails it, as it fails settlements. Otherwise UNAVAILABLE (or
-  // FAILED_PRECONDITION for the schema) saying why, in words fit for any client (see
-  // OpenSettlementStore).
-  virtual Status Probe() = 0;
-};
-
-// A probe on `connection`'s database whose statements each run under `timeout` (as lock and
-// statement timeout), so that none outlasts it by much.
-std::unique_ptr<ReadinessProbe> OpenReadinessProbe(const pg::ConnectionOptions& connection,
-                                                   std::chrono::milliseconds timeout);
 
 }  // namespace verdict::lobby

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <future>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -17,8 +18,9 @@
 #include "common/clock.h"
 #include "common/constant_time.h"
 #include "lobby/event_players.h"
-#include "lobby/ladder_store.h"
+#include "lobby/ladder_cursor.h"
 #include "lobby/pg/array_literal.h"
+#include "lobby/pg_statuses.h"
 #include "lobby/rating/rating_system.h"
 #include "lobby/readiness.h"
 #include "lobby/settlement_service.h"
@@ -461,41 +463,30 @@ TEST(LadderCursorTest, DecodesWhatItEncodesAndOnlyPlayerIds) {
 // meaning, and so does every SettleStatus; a status this binary does not know is INTERNAL, never
 // a guess at a final refusal (a node dead-letters on one).
 TEST(SqlStatusTest, EveryStatusHasItsMeaningAndAnUnknownOneIsInternal) {
-  const std::pair<const char*, SettleStatus> settle[] = {
-      {"settled", SettleStatus::kSettled},
-      {"duplicate", SettleStatus::kDuplicate},
-      {"room_unknown", SettleStatus::kRoomUnknown},
-      {"outcome_conflict", SettleStatus::kOutcomeConflict},
-      {"idempotency_mismatch", SettleStatus::kIdempotencyMismatch},
-      {"roster_mismatch", SettleStatus::kRosterMismatch},
-      {"busy", SettleStatus::kBusy},
-      {"original_expired", SettleStatus::kOriginalExpired},
+  // Each production table: every name reads as its own status, and no two names share one.
+  const auto each_reads_back = [](const auto& table) {
+    std::set<int> seen;
+    for (const auto& [name, status] : table) {
+      auto decoded = StatusFromSql(table, "call", name);
+      ASSERT_TRUE(decoded.ok()) << name;
+      EXPECT_EQ(*decoded, status) << name;
+      EXPECT_TRUE(seen.insert(static_cast<int>(status)).second) << name << " shares its status";
+    }
   };
-  for (const auto& [name, status] : settle) {
-    auto decoded = SettleStatusFromSql(name);
-    ASSERT_TRUE(decoded.ok()) << name;
-    EXPECT_EQ(*decoded, status) << name;
-  }
+  each_reads_back(kSettleStatuses);
+  each_reads_back(kAllocateStatuses);
+  each_reads_back(kDeclareStatuses);
+  each_reads_back(kImportStatuses);
+  each_reads_back(kReleaseStatuses);
   for (const char* unknown : {"", "settle", "SETTLED", "locked", "room_unknown "}) {
-    auto decoded = SettleStatusFromSql(unknown);
+    auto decoded = StatusFromSql(kSettleStatuses, "settlement", unknown);
     EXPECT_FALSE(decoded.ok()) << "'" << unknown << "' was taken for a known status";
     EXPECT_EQ(decoded.status().code(), StatusCode::kInternal);
     EXPECT_NE(decoded.status().message().find(std::string("'") + unknown + "'"), std::string::npos)
         << decoded.status().message();
   }
-  const std::pair<const char*, AllocateStatus> allocate[] = {
-      {"allocated", AllocateStatus::kAllocated},
-      {"duplicate", AllocateStatus::kDuplicate},
-      {"room_exists", AllocateStatus::kRoomExists},
-      {"player_busy", AllocateStatus::kPlayerBusy},
-      {"room_id_reused", AllocateStatus::kRoomIdReused},
-  };
-  for (const auto& [name, status] : allocate) {
-    auto decoded = AllocateStatusFromSql(name);
-    ASSERT_TRUE(decoded.ok()) << name;
-    EXPECT_EQ(*decoded, status) << name;
-  }
-  EXPECT_EQ(AllocateStatusFromSql("busy").status().code(), StatusCode::kInternal);
+  EXPECT_EQ(StatusFromSql(kAllocateStatuses, "allocation", "busy").status().code(),
+            StatusCode::kInternal);
 
   // What each outcome answers: a receipt, a final refusal, or (busy) a retry.
   const std::pair<SettleStatus, std::optional<ErrorCode>> answers[] = {

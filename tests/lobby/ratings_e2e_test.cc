@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "lobby/ladder_store.h"
+#include "lobby/ladder_cursor.h"
 #include "tests/lobby/lobby_fixture.h"
 
 namespace verdict::testing {

@@ -334,7 +334,7 @@ class SettlementSchedulerTest : public ::testing::Test {
 
   FakeStore store_;
   CountingClock clock_;
-  ServiceOptions options_;
+  SchedulerOptions options_;
   metrics::Registry registry_;
   std::unique_ptr<SettlementScheduler> scheduler_;
   std::vector<std::thread> threads_;

@@ -1,6 +1,6 @@
-// The store's reads and writes of modes, ladders and players' ratings (docs/lobby.md, "Modes and
-// ladders"), on the store's pool: SettlementStore's DeclareMode, GetMode, GetLeaderboard,
-// ImportRating and GetPlayer. Internal to the store; thread-safe.
+// The PostgreSQL store's reads and writes of modes, ladders and players' ratings (docs/lobby.md,
+// "Modes and ladders"), on the store's pool: LadderStore's calls for PgStore (lobby/pg_store.h),
+// each through pg::Run. Internal to that store; thread-safe.
 #pragma once
 
 #include <optional>
@@ -25,10 +25,5 @@ Result<ImportOutcome> ImportRatingIn(pg::Pool& pool, const std::string& player_i
                                      const std::string& mode, const v1::RatingImport& rating,
                                      double displayed);
 Result<std::optional<v1::Player>> GetPlayerIn(pg::Pool& pool, const std::string& player_id);
-
-// The opaque text of a ladder cursor (base64url), and back; nullopt for text that is not one,
-// its id included: a cursor names a player id (wire::ValidatePlayerId).
-std::string EncodeLadderCursor(const LadderCursor& cursor);
-std::optional<LadderCursor> DecodeLadderCursor(std::string_view text);
 
 }  // namespace verdict::lobby

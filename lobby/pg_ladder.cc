@@ -1,16 +1,16 @@
-#include "lobby/ladder_store.h"
+#include "lobby/pg_ladder.h"
 
-#include <bit>
 #include <cmath>
-#include <cstring>
 
 #include <pqxx/pqxx>
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "lobby/ladder_cursor.h"
+#include "lobby/pg/run.h"
+#include "lobby/pg_statuses.h"
 #include "lobby/rating/rating_system.h"
-#include "proto/validation.h"
 
 namespace verdict::lobby {
 namespace {
@@ -79,26 +79,6 @@ std::string ParametersJson(const v1::Mode& mode) {
   return json;
 }
 
-Result<DeclareStatus> DeclareStatusFromSql(const std::string& status) {
-  if (status == "created") return DeclareStatus::kCreated;
-  if (status == "updated") return DeclareStatus::kUpdated;
-  if (status == "unchanged") return DeclareStatus::kUnchanged;
-  if (status == "in_use") return DeclareStatus::kInUse;
-  return InternalError("the declaration answered status '" + status +
-                       "', which this lobby does not know");
-}
-
-// The order-preserving bits of a double: as unsigned integers, their order is the doubles'.
-uint64_t OrderedBits(double d) {
-  const uint64_t bits = std::bit_cast<uint64_t>(d);
-  return bits & (uint64_t{1} << 63) ? ~bits : bits | (uint64_t{1} << 63);
-}
-double FromOrderedBits(uint64_t bits) {
-  return std::bit_cast<double>(bits & (uint64_t{1} << 63) ? bits & ~(uint64_t{1} << 63) : ~bits);
-}
-
-constexpr char kBase64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> LadderStatements() {
@@ -130,8 +110,8 @@ std::vector<std::pair<std::string, std::string>> LadderStatements() {
 }
 
 Result<DeclareOutcome> DeclareModeIn(pg::Pool& pool, const v1::Mode& mode) {
-  return pool.Run<DeclareOutcome>(
-      "declare mode", [&](pg::Pool::Lease& lease) -> Result<DeclareOutcome> {
+  return pg::Run<DeclareOutcome>(
+      pool, "declare mode", [&](pg::Pool::Lease& lease) -> Result<DeclareOutcome> {
         pqxx::work tx(lease.conn());
         const v1::RoomShape& shape = mode.shape();
         const pqxx::row row = tx.exec_prepared1(
@@ -139,7 +119,7 @@ Result<DeclareOutcome> DeclareModeIn(pg::Pool& pool, const v1::Mode& mode) {
             ParametersJson(mode), mode.rated(), static_cast<int>(shape.min_teams()),
             static_cast<int>(shape.max_teams()), static_cast<int>(shape.min_team_size()),
             static_cast<int>(shape.max_team_size()));
-        auto status = DeclareStatusFromSql(row[0].as<std::string>());
+        auto status = StatusFromSql(kDeclareStatuses, "declaration", row[0].as<std::string>());
         if (!status.ok()) return status.status();
         tx.commit();
         return DeclareOutcome{*status, ModeFromRow(row, 1)};
@@ -147,7 +127,7 @@ Result<DeclareOutcome> DeclareModeIn(pg::Pool& pool, const v1::Mode& mode) {
 }
 
 Result<std::optional<v1::Mode>> GetModeIn(pg::Pool& pool, const std::string& mode) {
-  return pool.Run<std::optional<v1::Mode>>("get mode", [&](pg::Pool::Lease& lease) {
+  return pg::Run<std::optional<v1::Mode>>(pool, "get mode", [&](pg::Pool::Lease& lease) {
     pqxx::nontransaction tx(lease.conn());
     const pqxx::result rows = tx.exec_prepared("mode", mode);
     if (rows.empty()) return std::optional<v1::Mode>();
@@ -158,7 +138,7 @@ Result<std::optional<v1::Mode>> GetModeIn(pg::Pool& pool, const std::string& mod
 Result<std::optional<v1::Leaderboard>> GetLeaderboardIn(pg::Pool& pool, const std::string& mode,
                                                         size_t limit,
                                                         const std::optional<LadderCursor>& after) {
-  return pool.Run<std::optional<v1::Leaderboard>>("leaderboard", [&](pg::Pool::Lease& lease) {
+  return pg::Run<std::optional<v1::Leaderboard>>(pool, "leaderboard", [&](pg::Pool::Lease& lease) {
     // One snapshot for the mode and its page.
     pqxx::read_transaction tx(lease.conn());
     const pqxx::result found = tx.exec_prepared("mode", mode);
@@ -185,25 +165,16 @@ Result<std::optional<v1::Leaderboard>> GetLeaderboardIn(pg::Pool& pool, const st
 Result<ImportOutcome> ImportRatingIn(pg::Pool& pool, const std::string& player_id,
                                      const std::string& mode, const v1::RatingImport& rating,
                                      double displayed) {
-  return pool.Run<ImportOutcome>(
-      "import rating", [&](pg::Pool::Lease& lease) -> Result<ImportOutcome> {
+  return pg::Run<ImportOutcome>(
+      pool, "import rating", [&](pg::Pool::Lease& lease) -> Result<ImportOutcome> {
         pqxx::work tx(lease.conn());
         const pqxx::row row = tx.exec_prepared1("import_rating", player_id, mode, rating.rating(),
                                                 rating.deviation(), rating.volatility(), displayed);
-        const std::string status = row[0].as<std::string>();
+        auto status = StatusFromSql(kImportStatuses, "import", row[0].as<std::string>());
+        if (!status.ok()) return status.status();
         ImportOutcome out;
-        if (status == "mode_unknown") {
-          out.status = ImportStatus::kModeUnknown;
-          return out;
-        }
-        if (status == "player_busy") {
-          out.status = ImportStatus::kPlayerBusy;
-          return out;
-        }
-        if (status != "imported") {
-          return InternalError("the import answered status '" + status +
-                               "', which this lobby does not know");
-        }
+        out.status = *status;
+        if (out.status != ImportStatus::kImported) return out;
         const pqxx::result system = tx.exec_prepared("mode", mode);
         out.rating =
             RatingFromRow(row, 1, mode, system.empty() ? "" : system[0][1].as<std::string>());
@@ -213,7 +184,7 @@ Result<ImportOutcome> ImportRatingIn(pg::Pool& pool, const std::string& player_i
 }
 
 Result<std::optional<v1::Player>> GetPlayerIn(pg::Pool& pool, const std::string& player_id) {
-  return pool.Run<std::optional<v1::Player>>("get player", [&](pg::Pool::Lease& lease) {
+  return pg::Run<std::optional<v1::Player>>(pool, "get player", [&](pg::Pool::Lease& lease) {
     pqxx::read_transaction tx(lease.conn());
     const pqxx::result player = tx.exec_prepared("player", player_id);
     if (player.empty()) return std::optional<v1::Player>();
@@ -247,51 +218,6 @@ Result<std::optional<v1::Player>> GetPlayerIn(pg::Pool& pool, const std::string&
     }
     return std::optional<v1::Player>(std::move(p));
   });
-}
-
-std::string EncodeLadderCursor(const LadderCursor& cursor) {
-  std::string bytes(8, '\0');
-  const uint64_t bits = OrderedBits(cursor.displayed);
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(bits >> (56 - 8 * i));
-  bytes += cursor.player_id;
-  std::string out;
-  uint32_t buffer = 0;
-  int held = 0;
-  for (unsigned char c : bytes) {
-    buffer = (buffer << 8) | c;
-    held += 8;
-    while (held >= 6) {
-      out.push_back(kBase64Url[(buffer >> (held - 6)) & 63]);
-      held -= 6;
-    }
-  }
-  if (held > 0) out.push_back(kBase64Url[(buffer << (6 - held)) & 63]);
-  return out;
-}
-
-std::optional<LadderCursor> DecodeLadderCursor(std::string_view text) {
-  std::string bytes;
-  uint32_t buffer = 0;
-  int held = 0;
-  for (char c : text) {
-    const char* at = std::strchr(kBase64Url, c);
-    if (c == '\0' || at == nullptr) return std::nullopt;
-    buffer = (buffer << 6) | static_cast<uint32_t>(at - kBase64Url);
-    held += 6;
-    if (held >= 8) {
-      bytes.push_back(static_cast<char>((buffer >> (held - 8)) & 255));
-      held -= 8;
-    }
-  }
-  // 8 bytes of the rating, then a player id as every player id is (1 to 64 bytes of UTF-8 with
-  // no NUL): PostgreSQL refuses other bytes in a text parameter (a 500), and libpq's text
-  // parameters end at a NUL (a page after another id than the one given).
-  if (bytes.size() < 8) return std::nullopt;
-  std::string player_id = bytes.substr(8);
-  if (!wire::ValidatePlayerId(player_id).ok()) return std::nullopt;
-  uint64_t bits = 0;
-  for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<unsigned char>(bytes[i]);
-  return LadderCursor{FromOrderedBits(bits), std::move(player_id)};
 }
 
 }  // namespace verdict::lobby
