@@ -84,20 +84,11 @@ HttpReply SettlementService::PutRating(const HttpRequest& request, const Caller&
   }
   auto imported = ladder_.ImportRating(player_id, mode, rating, (*system)->Displayed(value));
   if (!imported.ok()) return FailureReply(imported.status(), path);
-  switch (imported->status) {
-    case ImportStatus::kModeUnknown:
-      return ProblemReply(ErrorCode::kNotFound, "mode " + mode + " is not declared", path);
-    case ImportStatus::kPlayerBusy:
-      return ProblemReply(ErrorCode::kPlayerBusy,
-                          "player " + player_id +
-                              " is in a room: a room is rated from the rating it was allocated "
-                              "with, so a rating is imported between rooms",
-                          path);
-    case ImportStatus::kImported:
-      spdlog::info("player={} mode={}: rating imported", player_id, mode);
-      return MessageReply(200, imported->rating, request);
+  if (imported->status == ImportStatus::kImported) {
+    spdlog::info("player={} mode={}: rating imported", player_id, mode);
   }
-  return ProblemReply(ErrorCode::kInternal, "the import's outcome is unknown", path);
+  return AnswerReply(AnswerOf(kImportAnswers, imported->status), "import",
+                     {.player = player_id, .mode = mode}, imported->rating, request, path);
 }
 
 HttpReply SettlementService::PutMode(const HttpRequest& request, const Caller& caller,
@@ -112,23 +103,13 @@ HttpReply SettlementService::PutMode(const HttpRequest& request, const Caller& c
   }
   auto declared = ladder_.DeclareMode(*complete);
   if (!declared.ok()) return FailureReply(declared.status(), path);
-  switch (declared->status) {
-    case DeclareStatus::kCreated:
-      spdlog::info("mode={}: declared ({})", mode, complete->rating().system());
-      return MessageReply(201, declared->mode, request);
-    case DeclareStatus::kUpdated:
-      spdlog::info("mode={}: declaration changed ({})", mode, complete->rating().system());
-      return MessageReply(200, declared->mode, request);
-    case DeclareStatus::kUnchanged:
-      return MessageReply(200, declared->mode, request);
-    case DeclareStatus::kInUse:
-      return ProblemReply(ErrorCode::kModeInUse,
-                          "mode " + mode +
-                              " has rooms, so its declaration is fixed: declare a new mode (a "
-                              "new season is a new mode)",
-                          path);
+  if (declared->status == DeclareStatus::kCreated) {
+    spdlog::info("mode={}: declared ({})", mode, complete->rating().system());
+  } else if (declared->status == DeclareStatus::kUpdated) {
+    spdlog::info("mode={}: declaration changed ({})", mode, complete->rating().system());
   }
-  return ProblemReply(ErrorCode::kInternal, "the declaration's outcome is unknown", path);
+  return AnswerReply(AnswerOf(kDeclareAnswers, declared->status), "declaration", {.mode = mode},
+                     declared->mode, request, path);
 }
 
 HttpReply SettlementService::GetMode(const HttpRequest& request, const std::string& mode) {

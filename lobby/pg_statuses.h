@@ -60,7 +60,6 @@ inline constexpr SqlStatus<ImportStatus> kImportStatuses[] = {
 };
 
 // sql/functions/verdict_release_room.sql
-enum class ReleaseStatus { kReleased, kRoomUnknown, kBusy };
 inline constexpr SqlStatus<ReleaseStatus> kReleaseStatuses[] = {
     {"released", ReleaseStatus::kReleased},
     {"room_unknown", ReleaseStatus::kRoomUnknown},

@@ -172,8 +172,7 @@ class PgStoreImpl final : public PgStore {
           const pqxx::row row = tx.exec_prepared1("release_room", room_id);
           auto status = StatusFromSql(kReleaseStatuses, "release", row[0].as<std::string>());
           if (!status.ok()) return status.status();
-          return ReleaseOutcome{*status == ReleaseStatus::kReleased, row[1].as<int64_t>(),
-                                row[2].as<uint32_t>()};
+          return ReleaseOutcome{*status, row[1].as<int64_t>(), row[2].as<uint32_t>()};
         });
   }
 

@@ -34,17 +34,17 @@ void SettlementService::PostRoomAction(const HttpRequest& request, const Caller&
   if (action == "release") {
     auto released = rooms_.ReleaseRoom(room_id);
     if (!released.ok()) return done(FailureReply(released.status(), path));
-    if (!released->found) {
-      return done(ProblemReply(ErrorCode::kRoomUnknown, "the room is not allocated", path));
+    const Answer* answer = AnswerOf(kReleaseAnswers, released->status);
+    if (answer && answer->success) {
+      room_actions_.Add(std::string(answer->label));
+      spdlog::info("room={}: released to a pending settlement ({} players freed)", room_id,
+                   released->players_released);
     }
-    room_actions_.Add("release");
-    spdlog::info("room={}: released to a pending settlement ({} players freed)", room_id,
-                 released->players_released);
     v1::RoomRelease reply;
     reply.set_room_id(room_id);
     reply.set_released_at_ms(released->released_at_ms);
     reply.set_players_released(released->players_released);
-    return done(MessageReply(200, reply, request));
+    return done(AnswerReply(answer, "release", {}, reply, request, path));
   }
 
   // abort: {"reason": "..."}

@@ -12,6 +12,7 @@
 #include "common/bearer_token.h"
 #include "common/constant_time.h"
 #include "common/failpoint.h"
+#include "lobby/answers.h"
 #include "lobby/modes.h"
 #include "lobby/settlement_scheduler.h"
 #include "proto/validation.h"
@@ -253,11 +254,16 @@ ErrorCode ProblemOf(const Status& failed) {
   return failed.code() == StatusCode::kInternal ? ErrorCode::kInternal : ErrorCode::kUnavailable;
 }
 
+// The detail of a status of `call` that its answer table does not hold.
+std::string UnknownOutcome(std::string_view call) {
+  return "the " + std::string(call) + "'s outcome is unknown";
+}
+
 // The counter label of a settlement's outcome.
-const char* CodeOf(const Result<SettleOutcome>& outcome) {
+std::string CodeOf(const Result<SettleOutcome>& outcome) {
   if (!outcome.ok()) return InfoOf(ProblemOf(outcome.status())).code;
-  if (auto refused = RefusalOf(*outcome)) return InfoOf(refused->code).code;
-  return outcome->status == SettleStatus::kDuplicate ? "DUPLICATE" : "OK";
+  const Answer* answer = AnswerOf(kSettlementAnswers, outcome->status);
+  return std::string(answer ? LabelOf(*answer) : InfoOf(ErrorCode::kInternal).code);
 }
 
 }  // namespace
@@ -288,35 +294,15 @@ Result<Attempt> PrepareAttempt(v1::BattleResult result, const Caller& caller) {
   return attempt;
 }
 
-constexpr const char* kOriginalExpiredDetail =
-    "the room was settled, and its receipt is past retention: the result was delivered before";
-
 }  // namespace
 
 std::optional<SettlementRefusal> RefusalOf(const SettleOutcome& outcome) {
-  switch (outcome.status) {
-    case SettleStatus::kSettled:
-    case SettleStatus::kDuplicate:
-      return std::nullopt;
-    case SettleStatus::kRoomUnknown:
-      return SettlementRefusal{ErrorCode::kRoomUnknown, "the room is not allocated to this node"};
-    case SettleStatus::kOutcomeConflict:
-      return SettlementRefusal{ErrorCode::kOutcomeConflict,
-                               "the room was already settled with outcome " +
-                                   v1::Outcome_Name(outcome.receipt.outcome())};
-    case SettleStatus::kIdempotencyMismatch:
-      return SettlementRefusal{ErrorCode::kIdempotencyMismatch,
-                               "the room was already settled with a different payload"};
-    case SettleStatus::kRosterMismatch:
-      return SettlementRefusal{ErrorCode::kRosterMismatch,
-                               "the players and teams differ from the room's allocated roster"};
-    case SettleStatus::kBusy:
-      return SettlementRefusal{ErrorCode::kUnavailable,
-                               "another transaction holds the room; retry it"};
-    case SettleStatus::kOriginalExpired:
-      return SettlementRefusal{ErrorCode::kOriginalExpired, kOriginalExpiredDetail};
-  }
-  return SettlementRefusal{ErrorCode::kInternal, "the settlement's outcome is unknown"};
+  const Answer* answer = AnswerOf(kSettlementAnswers, outcome.status);
+  if (!answer) return SettlementRefusal{ErrorCode::kInternal, UnknownOutcome("settlement")};
+  if (answer->success) return std::nullopt;
+  return SettlementRefusal{
+      answer->problem,
+      FillDetail(answer->detail, {.outcome = v1::Outcome_Name(outcome.receipt.outcome())})};
 }
 
 namespace {
@@ -641,38 +627,12 @@ HttpReply SettlementService::PostRoom(const HttpRequest& request, const Caller& 
     allocations_.Add(InfoOf(ProblemOf(outcome.status())).code);
     return FailureReply(outcome.status(), path);
   }
-  switch (outcome->status) {
-    case AllocateStatus::kAllocated:
-      allocations_.Add("OK");
-      return MessageReply(201, allocation, request);
-    case AllocateStatus::kDuplicate:
-      allocations_.Add("DUPLICATE");
-      return MessageReply(200, allocation, request);
-    case AllocateStatus::kPlayerBusy:
-      allocations_.Add("PLAYER_BUSY");
-      return ProblemReply(ErrorCode::kPlayerBusy,
-                          "player " + outcome->busy_player + " is already in another battle", path);
-    case AllocateStatus::kRoomIdReused:
-      allocations_.Add("ROOM_ID_REUSED");
-      return ProblemReply(ErrorCode::kRoomIdReused,
-                          "room " + std::to_string(allocation.room_id()) +
-                              " was settled before; room ids are never reused",
-                          path);
-    case AllocateStatus::kModeUnknown:
-      allocations_.Add("INVALID_ARGUMENT");
-      return ProblemReply(ErrorCode::kInvalidArgument, "mode: " + outcome->detail, path);
-    case AllocateStatus::kShapeRefused:
-      allocations_.Add("INVALID_ARGUMENT");
-      return ProblemReply(ErrorCode::kInvalidArgument, "seats: " + outcome->detail, path);
-    case AllocateStatus::kRoomExists:
-      allocations_.Add("ROOM_EXISTS");
-      return ProblemReply(ErrorCode::kRoomExists,
-                          "room " + std::to_string(allocation.room_id()) +
-                              " is already allocated differently; room ids are never reused",
-                          path);
-  }
-  allocations_.Add("INTERNAL");
-  return ProblemReply(ErrorCode::kInternal, "the allocation's outcome is unknown", path);
+  const Answer* answer = AnswerOf(kAllocationAnswers, outcome->status);
+  allocations_.Add(std::string(answer ? LabelOf(*answer) : "INTERNAL"));
+  const AnswerFields fields{.room = std::to_string(allocation.room_id()),
+                            .player = outcome->busy_player,
+                            .detail = outcome->detail};
+  return AnswerReply(answer, "allocation", fields, allocation, request, path);
 }
 
 void SettlementService::PostSettlement(const HttpRequest& request, const Caller& caller,
@@ -680,7 +640,7 @@ void SettlementService::PostSettlement(const HttpRequest& request, const Caller&
   const auto started = std::chrono::steady_clock::now();
   const std::string path(kSettlePath);
   // Counts the reply by its code and sends it.
-  auto answer = [this, started, done](const char* code, HttpReply r) {
+  auto answer = [this, started, done](const std::string& code, HttpReply r) {
     settlements_.Add(code);
     settle_latency_.Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
@@ -845,7 +805,8 @@ HttpReply SettlementService::GetSettlement(const HttpRequest& request, const Cal
         room_id, caller.admin ? std::nullopt : std::optional<std::string>(caller.node_id));
     if (!expired.ok()) return FailureReply(expired.status(), "/v1/settlements");
     if (*expired) {
-      return ProblemReply(ErrorCode::kOriginalExpired, kOriginalExpiredDetail, "/v1/settlements");
+      return ProblemReply(ErrorCode::kOriginalExpired, std::string(kOriginalExpiredDetail),
+                          "/v1/settlements");
     }
     return ProblemReply(ErrorCode::kRoomUnknown, "no settlement of this room is visible to you",
                         std::string(kSettlePath));
@@ -887,6 +848,16 @@ void SettlementService::LogIfRefused(uint64_t room, const std::string& node,
   if (auto refused = RefusalOf(*outcome); refused && !InfoOf(refused->code).retryable) {
     LogRefusal(room, node, refused->code, refused->detail);
   }
+}
+
+HttpReply SettlementService::AnswerReply(const Answer* answer, std::string_view call,
+                                         const AnswerFields& fields,
+                                         const google::protobuf::Message& message,
+                                         const HttpRequest& request, const std::string& path) {
+  if (!answer) return ProblemReply(ErrorCode::kInternal, UnknownOutcome(call), path);
+  if (answer->success) return MessageReply(answer->success, message, request);
+  return ProblemReply(answer->problem, FillDetail(answer->detail, fields), path,
+                      options_.retry_after_s);
 }
 
 HttpReply SettlementService::MessageReply(int status, const google::protobuf::Message& message,

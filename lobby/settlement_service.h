@@ -17,6 +17,7 @@
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "lobby/answers.h"
 #include "lobby/event_hub.h"
 #include "lobby/readiness.h"
 #include "lobby/settlement_scheduler.h"
@@ -82,9 +83,8 @@ struct SettlementRefusal {
   std::string detail;
 };
 
-// The refusal for `outcome`, or nullopt when it is answered with its receipt (settled, or a
-// duplicate). Every status has its own answer: one that says to retry (busy) is never a final
-// refusal, which a node would dead-letter.
+// The refusal for `outcome` in kSettlementAnswers (lobby/answers.h), or nullopt when it is
+// answered with its receipt (settled, or a duplicate).
 std::optional<SettlementRefusal> RefusalOf(const SettleOutcome& outcome);
 
 class SettlementService {
@@ -169,6 +169,12 @@ class SettlementService {
   HttpReply FailureReply(const Status& failed, const std::string& instance);
   HttpReply MessageReply(int status, const google::protobuf::Message& message,
                          const HttpRequest& request);
+  // The reply of a store call's status by its `answer` (lobby/answers.h): `message` for a
+  // success, else the problem, its detail filled from `fields`. No answer (nullptr): 500 INTERNAL
+  // saying `call`'s outcome is unknown.
+  HttpReply AnswerReply(const Answer* answer, std::string_view call, const AnswerFields& fields,
+                        const google::protobuf::Message& message, const HttpRequest& request,
+                        const std::string& path);
   // Logs a result refused for good (room 0: the body named none): once per result, at warning,
   // with its room, node and code; at most 50 lines at once and then one a second
   // (refusal_log_limit_), each saying how many it stands for.

@@ -134,8 +134,14 @@ struct AllocatedRoom {
   std::vector<v1::Seat> seats;
 };
 
+// What a release did (sql/functions/verdict_release_room.sql).
+enum class ReleaseStatus {
+  kReleased,     // released now, or before (then released_at_ms is the first release's)
+  kRoomUnknown,  // not allocated, or settled already
+  kBusy,         // (not waiting for locks) another transaction holds the room: nothing changed
+};
 struct ReleaseOutcome {
-  bool found = false;  // false: not allocated, or settled already
+  ReleaseStatus status = ReleaseStatus::kReleased;
   int64_t released_at_ms = 0;
   uint32_t players_released = 0;
 };

@@ -459,9 +459,9 @@ TEST(LadderCursorTest, DecodesWhatItEncodesAndOnlyPlayerIds) {
   EXPECT_FALSE(DecodeLadderCursor(lowered).has_value()) << lowered;
 }
 
-// Every status the settlement and allocation SQL answer (sql/functions/) has its own
-// meaning, and so does every SettleStatus; a status this binary does not know is INTERNAL, never
-// a guess at a final refusal (a node dead-letters on one).
+// Every status the lobby's SQL answers (sql/functions/) has its own meaning (what each answers is
+// ServiceTest's); a status this binary does not know is INTERNAL, never a guess at a final refusal
+// (a node dead-letters on one).
 TEST(SqlStatusTest, EveryStatusHasItsMeaningAndAnUnknownOneIsInternal) {
   // Each production table: every name reads as its own status, and no two names share one.
   const auto each_reads_back = [](const auto& table) {
@@ -487,29 +487,6 @@ TEST(SqlStatusTest, EveryStatusHasItsMeaningAndAnUnknownOneIsInternal) {
   }
   EXPECT_EQ(StatusFromSql(kAllocateStatuses, "allocation", "busy").status().code(),
             StatusCode::kInternal);
-
-  // What each outcome answers: a receipt, a final refusal, or (busy) a retry.
-  const std::pair<SettleStatus, std::optional<ErrorCode>> answers[] = {
-      {SettleStatus::kSettled, std::nullopt},
-      {SettleStatus::kDuplicate, std::nullopt},
-      {SettleStatus::kRoomUnknown, ErrorCode::kRoomUnknown},
-      {SettleStatus::kOutcomeConflict, ErrorCode::kOutcomeConflict},
-      {SettleStatus::kIdempotencyMismatch, ErrorCode::kIdempotencyMismatch},
-      {SettleStatus::kRosterMismatch, ErrorCode::kRosterMismatch},
-      {SettleStatus::kBusy, ErrorCode::kUnavailable},
-      {SettleStatus::kOriginalExpired, ErrorCode::kOriginalExpired},
-  };
-  static_assert(std::size(answers) == static_cast<size_t>(SettleStatus::kOriginalExpired) + 1,
-                "a SettleStatus without its answer here");
-  for (const auto& [status, code] : answers) {
-    SettleOutcome outcome;
-    outcome.status = status;
-    const auto refusal = RefusalOf(outcome);
-    EXPECT_EQ(refusal.has_value(), code.has_value()) << static_cast<int>(status);
-    if (refusal && code) {
-      EXPECT_EQ(InfoOf(refusal->code).code, InfoOf(*code).code) << static_cast<int>(status);
-    }
-  }
 }
 
 // The literal's text, element by element; that PostgreSQL reads these doubles back exactly is
