@@ -87,7 +87,9 @@ void SettlementScheduler::Drain() {
       // whether the refusal is its own.
       const bool refused_together = batch.size() > 1 && !outcomes[i].ok() &&
                                     outcomes[i].status().code() == StatusCode::kInternal;
-      if (busy || refused_together) {
+      // An attempt that ran alone already is answered with what it got: a room still busy
+      // while its transaction waited for the lock is the client's to retry (503), never a loop.
+      if ((busy || refused_together) && !batch[i].alone) {
         // It keeps its turn and goes first, to settle on its own (waiting for its lock).
         batch[i].alone = true;
         ready_.push_front(std::move(batch[i]));

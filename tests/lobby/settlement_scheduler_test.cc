@@ -581,6 +581,32 @@ TEST_F(SettlementSchedulerTest, ABusyRoomSettlesAloneWaitingForItsLock) {
   EXPECT_EQ(two->status, SettleStatus::kSettled);
 }
 
+// A room still busy when it settles alone (a store whose waiting call answers busy: PostgreSQL's
+// does not) is answered busy, which its client retries; it is not queued alone again forever.
+TEST_F(SettlementSchedulerTest, ARoomStillBusyAloneIsAnsweredNotRequeued) {
+  store_.AnswerWith([](const Call& call, Cancellation*) {
+    Outcomes outcomes = AllSettled(call);
+    for (size_t i = 0; i < call.rooms.size(); ++i) {
+      if (call.rooms[i] == 2) outcomes[i]->status = SettleStatus::kBusy;
+    }
+    return outcomes;
+  });
+  Start();
+  OccupyTheOnlyTransaction();
+  Submit(At(1, 1, "one"));
+  Submit(At(2, 1, "two"));
+  ASSERT_TRUE(WaitForReturned(2));
+  store_.Hold(false);
+  ASSERT_TRUE(WaitForFinished(3));
+  JoinAll();
+  const std::vector<Call> calls = store_.calls();
+  ASSERT_EQ(calls.size(), 3u) << "the busy room went to the store once in its batch, once alone";
+  EXPECT_TRUE(calls[2].wait);
+  auto two = OutcomeOf("two");
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->status, SettleStatus::kBusy);
+}
+
 // A client that hangs up while its attempt waits for the room's turn: when the turn comes the
 // attempt is skipped (it never reaches the store) and the turn passes to the next.
 TEST_F(SettlementSchedulerTest, ACancelledWaitingAttemptIsSkippedAndPassesItsTurn) {
