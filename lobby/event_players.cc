@@ -132,7 +132,7 @@ int64_t RoundedAsPostgres(double value) {
 
 }  // namespace
 
-std::string EventPlayersJson(std::vector<const RatedSeat*> seats, bool elo) {
+std::string EventPlayersJson(std::vector<const RatedSeat*> seats, bool integer_elo) {
   std::sort(seats.begin(), seats.end(), [](const RatedSeat* a, const RatedSeat* b) {
     return a->player->player_id() < b->player->player_id();  // bytes, as COLLATE "C"
   });
@@ -147,10 +147,10 @@ std::string EventPlayersJson(std::vector<const RatedSeat*> seats, bool elo) {
     AppendIntegerMember("team", s->player->team(), &out);
     AppendMember("result", &out);
     AppendStringAsJsonb(s->result, &out);
-    if (elo) AppendIntegerMember("elo_after", RoundedAsPostgres(s->after.value), &out);
+    if (integer_elo) AppendIntegerMember("elo_after", RoundedAsPostgres(s->after.value), &out);
     AppendMember("player_id", &out);
     AppendStringAsJsonb(s->player->player_id(), &out);
-    if (elo) AppendIntegerMember("elo_before", RoundedAsPostgres(s->before.value), &out);
+    if (integer_elo) AppendIntegerMember("elo_before", RoundedAsPostgres(s->before.value), &out);
     AppendDoubleMember("rating_after", s->after.value, &out);
     AppendDoubleMember("rating_before", s->before.value, &out);
     AppendDoubleMember("deviation_after", s->after.deviation, &out);

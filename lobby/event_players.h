@@ -16,7 +16,9 @@
 
 namespace verdict::lobby {
 
-// The players of one room, any order, as a JSON array; `elo`: the room's mode rates by Elo.
-std::string EventPlayersJson(std::vector<const RatedSeat*> seats, bool elo);
+// The players of one room, any order, as a JSON array; `integer_elo`: the room's system reports
+// integer Elo (rating::RatingSystem::ReportsIntegerElo), which the event then carries as
+// elo_before and elo_after.
+std::string EventPlayersJson(std::vector<const RatedSeat*> seats, bool integer_elo);
 
 }  // namespace verdict::lobby

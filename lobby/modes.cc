@@ -16,7 +16,7 @@ Result<v1::Mode> CompleteMode(const std::string& name, const v1::Mode& given) {
                                 ", the path " + name);
   }
   if (given.rating().system().empty()) {
-    return InvalidArgumentError("rating.system is required: elo, openskill or glicko2");
+    return InvalidArgumentError("rating.system is required: one of " + rating::KnownSystems());
   }
   rating::SystemSpec spec{given.rating().system(), given.rating().model(), {}};
   for (const auto& [parameter, value] : given.rating().parameters()) {

@@ -268,7 +268,7 @@ std::vector<pqxx::binarystring> WriteArgs(const std::vector<SettleRequest>& requ
     prints.Add(Bytea{requests[i].fingerprint});
     modes.Add(rooms[i].mode);
     event_players.Add(
-        EventPlayersJson(seats_of[r.room_id()], rooms[i].system->spec().system == "elo"));
+        EventPlayersJson(seats_of[r.room_id()], rooms[i].system->ReportsIntegerElo()));
   }
   set(kSettleWrite["p_room_ids"], ids);
   set(kSettleWrite["p_node_ids"], nodes);

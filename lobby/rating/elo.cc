@@ -32,6 +32,8 @@ class Elo final : public RatingSystem {
 
   Rating Initial() const override { return Rating{.value = parameters_.initial_rating}; }
 
+  bool ReportsIntegerElo() const override { return true; }
+
   double Displayed(const Rating& rating) const override { return rating.value; }
 
   Status Accepts(const std::vector<size_t>& team_sizes) const override {

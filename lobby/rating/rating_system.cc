@@ -46,14 +46,37 @@ Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& team
   return Status::Ok();
 }
 
+namespace {
+
+// Every system the lobby has, by name: the one list of them.
+struct KnownSystem {
+  std::string_view name;
+  Result<std::unique_ptr<RatingSystem>> (*make)(const SystemSpec&, Declaration);
+};
+constexpr KnownSystem kSystems[] = {
+    {kEloSystem, MakeElo},
+    {kOpenSkillSystem, MakeOpenSkill},
+    {kGlicko2System, MakeGlicko2},
+};
+
+}  // namespace
+
+std::string KnownSystems() {
+  std::string names;
+  for (const KnownSystem& known : kSystems) {
+    if (!names.empty()) names += ", ";
+    names += known.name;
+  }
+  return names;
+}
+
 Result<std::unique_ptr<RatingSystem>> MakeRatingSystem(const SystemSpec& spec,
                                                        Declaration declaration) {
-  if (spec.system == kEloSystem) return MakeElo(spec, declaration);
-  if (spec.system == kOpenSkillSystem) return MakeOpenSkill(spec, declaration);
-  if (spec.system == kGlicko2System) return MakeGlicko2(spec, declaration);
-  return InvalidArgumentError(
-      "system: unknown rating system \"" + spec.system + "\" (known: " + std::string(kEloSystem) +
-      ", " + std::string(kOpenSkillSystem) + ", " + std::string(kGlicko2System) + ")");
+  for (const KnownSystem& known : kSystems) {
+    if (spec.system == known.name) return known.make(spec, declaration);
+  }
+  return InvalidArgumentError("system: unknown rating system \"" + spec.system +
+                              "\" (known: " + KnownSystems() + ")");
 }
 
 namespace {

@@ -2,8 +2,8 @@
 // settlement hands it a room's teams as placed, each player with the rating the room is rated from,
 // and gets back every player's new rating; nothing else of the lobby is known here (no database, no
 // wire types). A system is one file beside this one (elo.cc, openskill.cc, glicko2.cc) with its
-// tests; adding one means adding it to MakeRatingSystem. Pure functions of their inputs: any
-// thread.
+// tests; adding one means adding it to the list of known systems (rating_system.cc). Pure
+// functions of their inputs: any thread.
 #pragma once
 
 #include <cstddef>
@@ -58,7 +58,7 @@ struct PlacedTeam {
 // "plackett_luce" or "bradley_terry_full"; empty: the system's default) and its numeric parameters
 // by name. A parameter left out takes the system's default.
 struct SystemSpec {
-  std::string system;  // "elo", "openskill" or "glicko2"
+  std::string system;  // one of KnownSystems()
   std::string model;
   std::map<std::string, double> parameters;
   bool operator==(const SystemSpec&) const = default;
@@ -74,6 +74,11 @@ class RatingSystem {
 
   // The rating of a player new to the mode.
   virtual Rating Initial() const = 0;
+
+  // Whether the system's ratings are whole Elo points, which the battle.settled event then also
+  // reports as the integers elo_before and elo_after (what its readers from before modes read).
+  // Default: false.
+  virtual bool ReportsIntegerElo() const { return false; }
 
   // The conservative rating a leaderboard orders by: Elo's rating, OpenSkill's mu - 3 sigma,
   // Glicko-2's r - 2 RD.
@@ -115,6 +120,9 @@ enum class Declaration {
   // cannot rate is recorded unchanged (Rate's INTERNAL), never a hang.
   kStored,
 };
+
+// The names of the systems MakeRatingSystem makes, in one list: "elo, openskill, glicko2".
+std::string KnownSystems();
 
 // The system `spec` names, with its parameters; INVALID_ARGUMENT naming the field for an unknown
 // system, model or parameter, or a value out of range (a negative K, a zero sigma, ...; for

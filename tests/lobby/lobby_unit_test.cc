@@ -612,7 +612,7 @@ TEST(RatingDisplayTest, ARatingBeyondTheBoundsSaturatesAndNeverWraps) {
   seat.result = "win";
   seat.before.value = -1e308;
   seat.after.value = 3e9;
-  const std::string json = EventPlayersJson({&seat}, /*elo=*/true);
+  const std::string json = EventPlayersJson({&seat}, /*integer_elo=*/true);
   EXPECT_NE(json.find("\"elo_after\": 2147483647"), std::string::npos) << json;
   EXPECT_NE(json.find("\"elo_before\": -2147483648"), std::string::npos) << json;
 }
