@@ -73,9 +73,7 @@ HttpReply SettlementService::PutRating(const HttpRequest& request, const Caller&
     return ProblemReply(ErrorCode::kNotFound, "mode " + mode + " is not declared", path);
   }
   const v1::RatingSystemSpec& spec = (*declared)->rating();
-  rating::SystemSpec system_spec{spec.system(), spec.model(), {}};
-  for (const auto& [name, value] : spec.parameters()) system_spec.parameters[name] = value;
-  auto system = rating::MakeRatingSystem(system_spec, rating::Declaration::kStored);
+  auto system = rating::MakeRatingSystem(SpecOf(spec), rating::Declaration::kStored);
   if (!system.ok()) return FailureReply(InternalError(system.status().message()), path);
   const rating::Rating value{rating.rating(), rating.deviation(), rating.volatility()};
   if (Status valid = (*system)->CheckRating(value); !valid.ok()) {

@@ -3,11 +3,54 @@
 #include <algorithm>
 #include <vector>
 
-#include "lobby/rating/rating_system.h"
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
 #include "proto/validation.h"
 #include "proto/wire.h"
 
 namespace verdict::lobby {
+
+rating::SystemSpec SpecOf(const v1::RatingSystemSpec& declared) {
+  rating::SystemSpec spec{declared.system(), declared.model(), {}};
+  for (const auto& [parameter, value] : declared.parameters()) spec.parameters[parameter] = value;
+  return spec;
+}
+
+v1::RatingSystemSpec DeclarationOf(const rating::SystemSpec& spec) {
+  v1::RatingSystemSpec declared;
+  declared.set_system(spec.system);
+  declared.set_model(spec.model);
+  for (const auto& [parameter, value] : spec.parameters) {
+    (*declared.mutable_parameters())[parameter] = value;
+  }
+  return declared;
+}
+
+std::string StoredParameters(const std::map<std::string, double>& parameters) {
+  google::protobuf::Struct object;
+  for (const auto& [name, value] : parameters) {
+    (*object.mutable_fields())[name].set_number_value(value);
+  }
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(object, &json);
+  return json;
+}
+
+Result<std::map<std::string, double>> ParametersFromStored(const std::string& json) {
+  google::protobuf::Struct object;
+  if (!google::protobuf::util::JsonStringToMessage(json, &object).ok()) {
+    return InternalError("a mode's parameters are not a JSON object: " + json);
+  }
+  std::map<std::string, double> parameters;
+  for (const auto& [name, value] : object.fields()) {
+    if (!value.has_number_value()) {
+      return InternalError("a mode's parameter " + name + " is not a number");
+    }
+    parameters[name] = value.number_value();
+  }
+  return parameters;
+}
 
 Result<v1::Mode> CompleteMode(const std::string& name, const v1::Mode& given) {
   VERDICT_RETURN_IF_ERROR(wire::ValidateModeName(name));
@@ -18,21 +61,13 @@ Result<v1::Mode> CompleteMode(const std::string& name, const v1::Mode& given) {
   if (given.rating().system().empty()) {
     return InvalidArgumentError("rating.system is required: one of " + rating::KnownSystems());
   }
-  rating::SystemSpec spec{given.rating().system(), given.rating().model(), {}};
-  for (const auto& [parameter, value] : given.rating().parameters()) {
-    spec.parameters[parameter] = value;
-  }
-  auto system = rating::MakeRatingSystem(spec);
+  auto system = rating::MakeRatingSystem(SpecOf(given.rating()));
   if (!system.ok()) return InvalidArgumentError("rating." + system.status().message());
 
   v1::Mode mode;
   mode.set_mode(name);
   const rating::SystemSpec& full = (*system)->spec();
-  mode.mutable_rating()->set_system(full.system);
-  mode.mutable_rating()->set_model(full.model);
-  for (const auto& [parameter, value] : full.parameters) {
-    (*mode.mutable_rating()->mutable_parameters())[parameter] = value;
-  }
+  *mode.mutable_rating() = DeclarationOf(full);
   mode.set_rated(!given.has_rated() || given.rated());
 
   // Two teams of one for a system that rates only those; otherwise the lobby's own limits.

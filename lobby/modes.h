@@ -5,9 +5,11 @@
 // thread.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "common/status.h"
+#include "lobby/rating/rating_system.h"
 #include "verdict/v1/verdict.pb.h"
 
 namespace verdict::lobby {
@@ -15,6 +17,20 @@ namespace verdict::lobby {
 // The mode of a room whose allocation names none: the ladder every room had before modes, an Elo
 // with K = 32 until the operator declares it otherwise.
 inline constexpr char kDefaultMode[] = "default";
+
+// The rating system a mode's declaration names, as rating::MakeRatingSystem takes it: the one
+// conversion from a declaration to a system, for a mode being declared and for one stored.
+rating::SystemSpec SpecOf(const v1::RatingSystemSpec& declared);
+
+// And back: the declaration a mode shows for `spec`.
+v1::RatingSystemSpec DeclarationOf(const rating::SystemSpec& spec);
+
+// A declaration's parameters as the database stores them (modes.parameters): a JSON object of
+// numbers.
+std::string StoredParameters(const std::map<std::string, double>& parameters);
+
+// And back; INTERNAL for a text that is not a JSON object of numbers.
+Result<std::map<std::string, double>> ParametersFromStored(const std::string& json);
 
 // `given` (PUT /v1/modes/{name}, or an entry of --modes-file) as it is stored: the mode named
 // `name` (a `mode` in the body must be the same), the rating spec with every parameter its system

@@ -1,13 +1,12 @@
 #include "lobby/pg_ladder.h"
 
 #include <cmath>
+#include <map>
 
 #include <pqxx/pqxx>
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-
 #include "lobby/ladder_cursor.h"
+#include "lobby/modes.h"
 #include "lobby/pg/run.h"
 #include "lobby/pg_statuses.h"
 #include "lobby/rating/rating_system.h"
@@ -30,15 +29,12 @@ constexpr char kRatingColumns[] =
 v1::Mode ModeFromRow(const pqxx::row& row, int at) {
   v1::Mode m;
   m.set_mode(row[at].as<std::string>());
-  m.mutable_rating()->set_system(row[at + 1].as<std::string>());
-  m.mutable_rating()->set_model(row[at + 2].as<std::string>());
-  google::protobuf::Struct parameters;
-  if (google::protobuf::util::JsonStringToMessage(row[at + 3].as<std::string>(), &parameters)
-          .ok()) {
-    for (const auto& [name, value] : parameters.fields()) {
-      (*m.mutable_rating()->mutable_parameters())[name] = value.number_value();
-    }
-  }
+  // Parameters that are not a JSON object of numbers (never stored: verdict_declare_mode stores
+  // StoredParameters) are shown as none; settling a room of the mode refuses them.
+  auto parameters = ParametersFromStored(row[at + 3].as<std::string>());
+  *m.mutable_rating() =
+      DeclarationOf({row[at + 1].as<std::string>(), row[at + 2].as<std::string>(),
+                     parameters.ok() ? std::move(*parameters) : std::map<std::string, double>()});
   m.set_rated(row[at + 4].as<bool>());
   m.mutable_shape()->set_min_teams(row[at + 5].as<uint32_t>());
   m.mutable_shape()->set_max_teams(row[at + 6].as<uint32_t>());
@@ -67,16 +63,6 @@ v1::ModeRating RatingFromRow(const pqxx::row& row, int at, const std::string& mo
   r.set_mean_placement(r.games() > 0 ? static_cast<double>(placements) / r.games() : 0);
   r.set_last_match_at_ms(row[at + 9].as<int64_t>());
   return r;
-}
-
-std::string ParametersJson(const v1::Mode& mode) {
-  google::protobuf::Struct parameters;
-  for (const auto& [name, value] : mode.rating().parameters()) {
-    (*parameters.mutable_fields())[name].set_number_value(value);
-  }
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(parameters, &json);
-  return json;
 }
 
 }  // namespace
@@ -116,9 +102,9 @@ Result<DeclareOutcome> DeclareModeIn(pg::Pool& pool, const v1::Mode& mode) {
         const v1::RoomShape& shape = mode.shape();
         const pqxx::row row = tx.exec_prepared1(
             "declare_mode", mode.mode(), mode.rating().system(), mode.rating().model(),
-            ParametersJson(mode), mode.rated(), static_cast<int>(shape.min_teams()),
-            static_cast<int>(shape.max_teams()), static_cast<int>(shape.min_team_size()),
-            static_cast<int>(shape.max_team_size()));
+            StoredParameters(SpecOf(mode.rating()).parameters), mode.rated(),
+            static_cast<int>(shape.min_teams()), static_cast<int>(shape.max_teams()),
+            static_cast<int>(shape.min_team_size()), static_cast<int>(shape.max_team_size()));
         auto status = StatusFromSql(kDeclareStatuses, "declaration", row[0].as<std::string>());
         if (!status.ok()) return status.status();
         tx.commit();

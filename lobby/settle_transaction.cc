@@ -9,14 +9,12 @@
 
 #include <pqxx/pqxx>
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-
 #include <spdlog/spdlog.h>
 
 #include "common/failpoint.h"
 #include "common/log_rate_limit.h"
 #include "lobby/event_players.h"
+#include "lobby/modes.h"
 #include "lobby/pg/array_literal.h"
 #include "lobby/pg/binary_array.h"
 #include "lobby/pg/errors.h"
@@ -90,22 +88,6 @@ std::optional<rating::Rating> RatingAt(const pqxx::row& row, int at) {
   return rating::Rating{row[at].as<double>(), or_zero(at + 1), or_zero(at + 2)};
 }
 
-// The parameters of a declaration as the database holds them: a JSON object of numbers.
-Result<std::map<std::string, double>> ParametersOf(const std::string& json) {
-  google::protobuf::Struct parsed;
-  if (!google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) {
-    return InternalError("a mode's parameters are not a JSON object: " + json);
-  }
-  std::map<std::string, double> parameters;
-  for (const auto& [name, value] : parsed.fields()) {
-    if (!value.has_number_value()) {
-      return InternalError("a mode's parameter " + name + " is not a number");
-    }
-    parameters[name] = value.number_value();
-  }
-  return parameters;
-}
-
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> SettleStatements() {
@@ -170,7 +152,7 @@ Result<const rating::RatingSystem*> RatingSystems::Of(const std::string& system,
   MutexLock lock(&mu_);
   auto found = made_.find(key);
   if (found != made_.end()) return found->second.get();
-  auto parameters = ParametersOf(parameters_json);
+  auto parameters = ParametersFromStored(parameters_json);
   if (!parameters.ok()) return parameters.status();
   auto made = rating::MakeRatingSystem({system, model, *parameters}, rating::Declaration::kStored);
   if (!made.ok()) {
