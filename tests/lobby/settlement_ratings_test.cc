@@ -1,12 +1,15 @@
 // The rating step of a settlement (lobby/settlement_ratings.h) without a database: a room whose
 // rating system fails is recorded with its ratings unchanged, and the other rooms of the call are
-// rated as ever. Pure computation.
+// rated as ever; a player's two rooms in one call are rated in room-id order, the second from the
+// rating the first left. Pure computation.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "lobby/rating/elo.h"
 #include "lobby/rating/rating_system.h"
 #include "lobby/settlement_ratings.h"
 
@@ -44,14 +47,21 @@ v1::BattleResult OneOnOne(uint64_t room, const std::string& a, const std::string
   return r;
 }
 
+// Elo as a mode declares it by default: K = 32, a new player at 1500.
+std::unique_ptr<rating::RatingSystem> DefaultElo() {
+  auto made = rating::MakeRatingSystem(rating::SystemSpec{std::string(rating::kEloSystem), "", {}});
+  EXPECT_TRUE(made.ok()) << made.status().ToString();
+  return made.ok() ? std::move(*made) : nullptr;
+}
+
 TEST(RateRoomsTest, ARoomWhoseSystemFailsIsRecordedUnchangedAndTheOthersAreRated) {
   const FailingSystem failing;
-  auto elo = rating::MakeRatingSystem(rating::SystemSpec{"elo", "", {}});
-  ASSERT_TRUE(elo.ok());
+  const auto elo = DefaultElo();
+  ASSERT_NE(elo, nullptr);
   const v1::BattleResult stuck = OneOnOne(1, "a", "b");
   const v1::BattleResult fine = OneOnOne(2, "c", "d");
   const std::vector<RoomToRate> rooms{{&stuck, "broken", &failing, true},
-                                      {&fine, "default", elo->get(), true}};
+                                      {&fine, "default", elo.get(), true}};
   const rating::Rating r1500{.value = 1500};
   const std::vector<SeatRatings> seats{{1, "a", r1500, r1500},
                                        {1, "b", r1500, r1500},
@@ -68,6 +78,54 @@ TEST(RateRoomsTest, ARoomWhoseSystemFailsIsRecordedUnchangedAndTheOthersAreRated
   EXPECT_EQ(call.seats[3].after.value, 1484);
   ASSERT_EQ(call.players.size(), 4u);
   for (const PlayerTotals& t : call.players) EXPECT_EQ(t.games, 1) << t.player_id;
+}
+
+// Player a's released room (1) and a's next room (2), settled in one call that lists the later room
+// first, each player's seats read in any order. Elo with K = 32 (A. Elo, "The Rating of
+// Chessplayers, Past and Present", 1978; lobby/rating/elo.h): E_a = 1 / (1 + 10^((R_b - R_a) /
+// 400)), and a moves by K (S_a - E_a), rounded to a whole number half away from zero.
+//   Room 1, rated from the ratings at allocation: a 1500 beats b 1500, E = 1/2: a +16, b -16.
+//   Room 2, allocated while room 1 was unsettled: a 1500 loses to c 1600,
+//   E_a = 1 / (1 + 10^(100 / 400)) = 0.359935..., K (0 - E_a) = -11.5179...: a -12, c +12.
+// In room-id order, room 2's change applies to the rating room 1 left: a 1516 -> 1504. Rated in
+// the batch's order instead, room 2 would take a from 1500 to 1488, and room 1 from 1488 to 1504.
+TEST(RateRoomsTest, APlayersTwoRoomsInOneCallChainInRoomIdOrder) {
+  const auto elo = DefaultElo();
+  ASSERT_NE(elo, nullptr);
+  const v1::BattleResult released = OneOnOne(1, "a", "b");
+  const v1::BattleResult next = OneOnOne(2, "c", "a");
+  const std::vector<RoomToRate> rooms{{&next, "default", elo.get(), true},
+                                      {&released, "default", elo.get(), true}};
+  const rating::Rating r1500{.value = 1500};
+  const rating::Rating r1600{.value = 1600};
+  // Each player's current rating and the one the room is rated from, as the prepare step reads
+  // them under the locks: a's current rating is the same in both its rooms' lines.
+  const std::vector<SeatRatings> seats{{2, "a", r1500, r1500},
+                                       {1, "b", r1500, r1500},
+                                       {2, "c", r1600, r1600},
+                                       {1, "a", r1500, r1500}};
+  const RatedCall call = RateRooms(rooms, seats);
+
+  ASSERT_EQ(call.seats.size(), 4u);
+  const auto seat = [&call](size_t i) {
+    const RatedSeat& s = call.seats[i];
+    return std::tuple(s.room_id, s.player->player_id(), s.before.value, s.after.value);
+  };
+  EXPECT_EQ(seat(0), std::tuple(1u, "a", 1500.0, 1516.0));
+  EXPECT_EQ(seat(1), std::tuple(1u, "b", 1500.0, 1484.0));
+  EXPECT_EQ(seat(2), std::tuple(2u, "c", 1600.0, 1612.0));
+  EXPECT_EQ(seat(3), std::tuple(2u, "a", 1516.0, 1504.0));
+  EXPECT_EQ(call.seats[3].before, call.seats[0].after);
+
+  ASSERT_EQ(call.players.size(), 3u);
+  const PlayerTotals& a = call.players[0];
+  EXPECT_EQ(a.player_id, "a");
+  EXPECT_EQ(a.rating.value, 1504);
+  EXPECT_EQ(a.displayed, 1504);
+  EXPECT_EQ(std::tuple(a.games, a.wins, a.losses, a.draws, a.placements),
+            std::tuple(2, 1, 1, 0, int64_t{3}));
+  EXPECT_EQ(call.players[1].rating.value, 1484);
+  EXPECT_EQ(call.players[2].rating.value, 1612);
 }
 
 }  // namespace
