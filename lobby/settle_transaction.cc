@@ -1,11 +1,9 @@
 #include "lobby/settle_transaction.h"
 
 #include <algorithm>
-#include <cmath>
-#include <map>
 #include <optional>
 #include <random>
-#include <string_view>
+#include <unordered_map>
 
 #include <pqxx/pqxx>
 
@@ -15,7 +13,6 @@
 #include "common/log_rate_limit.h"
 #include "lobby/event_players.h"
 #include "lobby/modes.h"
-#include "lobby/pg/array_literal.h"
 #include "lobby/pg/binary_array.h"
 #include "lobby/pg/errors.h"
 #include "lobby/pg/run.h"
@@ -26,8 +23,6 @@
 
 namespace verdict::lobby {
 namespace {
-
-using pg::ArrayLiteral;
 
 constexpr char kPrepareStatement[] = "settle_prepare";
 constexpr char kWriteStatement[] = "settle_write";
@@ -66,6 +61,17 @@ v1::Outcome OutcomeFromName(const std::string& s) {
   return s == "ABORTED" ? v1::ABORTED : v1::SETTLED;
 }
 
+// A call's arguments as libpqxx sends them in binary: each copied once, into a binarystring.
+template <size_t N>
+std::vector<pqxx::binarystring> BinaryParams(const std::array<std::string, N>& args) {
+  std::vector<pqxx::binarystring> params;
+  params.reserve(N);
+  for (const std::string& a : args) params.emplace_back(a.data(), a.size());
+  return params;
+}
+
+std::string_view View(const pqxx::field& field) { return {field.c_str(), field.size()}; }
+
 // What verdict_settle_prepare said of one room: its status and, for a status read from a
 // receipt, that receipt; for a room to settle, its mode and the mode's system; after the write,
 // for a room this call settled, its new match.
@@ -79,31 +85,269 @@ struct RoomRow {
   bool rated = true;
 };
 
-// The rating of columns `at`, `at + 1`, `at + 2` (value, deviation, volatility), or none. A seat
-// recorded before ratings had deviations (migration 003) has a value only: its deviation and
-// volatility are 0, Elo's.
-std::optional<rating::Rating> RatingAt(const pqxx::row& row, int at) {
-  if (row[at].is_null()) return std::nullopt;
-  const auto or_zero = [&row](int i) { return row[i].is_null() ? 0.0 : row[i].as<double>(); };
-  return rating::Rating{row[at].as<double>(), or_zero(at + 1), or_zero(at + 2)};
+// What verdict_settle_prepare read: every room, in request order; the rooms to settle, by their
+// index in `rooms`; and the seats of those rooms.
+struct Prepared {
+  std::vector<RoomRow> rooms;
+  std::vector<size_t> settle;
+  std::vector<SeatRatings> seats;
+};
+
+// The columns of one rating in verdict_settle_prepare's result.
+struct RatingColumns {
+  pqxx::row::size_type value, deviation, volatility;
+};
+
+// verdict_settle_prepare's columns (sql/functions/verdict_settle_prepare.sql), each found by its
+// name once per result. A room's row has no player_id; a seat's row is its room id, its player
+// and the player's two ratings.
+struct PrepareColumns {
+  explicit PrepareColumns(const pqxx::result& r)
+      : room_id(r.column_number("room_id")),
+        status(r.column_number("status")),
+        match_id(r.column_number("match_id")),
+        outcome(r.column_number("outcome")),
+        settled_at_ms(r.column_number("settled_at_ms")),
+        mode(r.column_number("mode")),
+        system(r.column_number("system")),
+        model(r.column_number("model")),
+        parameters(r.column_number("parameters")),
+        rated(r.column_number("rated")),
+        player_id(r.column_number("player_id")),
+        current{r.column_number("rating"), r.column_number("deviation"),
+                r.column_number("volatility")},
+        allocation{r.column_number("rated_rating"), r.column_number("rated_deviation"),
+                   r.column_number("rated_volatility")} {}
+  pqxx::row::size_type room_id, status, match_id, outcome, settled_at_ms, mode, system, model,
+      parameters, rated, player_id;
+  RatingColumns current, allocation;
+};
+
+// The rating in `columns` of `row`, or none. A seat recorded before ratings had deviations
+// (migration 003) has a value only: its deviation and volatility are 0, Elo's.
+std::optional<rating::Rating> RatingIn(const pqxx::row& row, const RatingColumns& columns) {
+  if (row[columns.value].is_null()) return std::nullopt;
+  const auto or_zero = [&row](pqxx::row::size_type at) {
+    return row[at].is_null() ? 0.0 : row[at].as<double>();
+  };
+  return rating::Rating{row[columns.value].as<double>(), or_zero(columns.deviation),
+                        or_zero(columns.volatility)};
+}
+
+SeatRatings SeatIn(const pqxx::row& row, const PrepareColumns& c) {
+  return {row[c.room_id].as<uint64_t>(), row[c.player_id].as<std::string>(),
+          RatingIn(row, c.current), RatingIn(row, c.allocation)};
+}
+
+// A room's row, but its system.
+RoomRow RoomIn(const pqxx::row& row, const PrepareColumns& c) {
+  RoomRow room;
+  room.status = row[c.status].as<std::string>();
+  if (!row[c.match_id].is_null()) room.match_id = row[c.match_id].as<uint64_t>();
+  if (!row[c.outcome].is_null()) room.outcome = row[c.outcome].as<std::string>();
+  if (!row[c.settled_at_ms].is_null()) room.settled_at_ms = row[c.settled_at_ms].as<int64_t>();
+  if (room.status == kSettleToWrite) {
+    room.mode = row[c.mode].as<std::string>();
+    room.rated = row[c.rated].as<bool>();
+  }
+  return room;
+}
+
+// The rows of verdict_settle_prepare for a call of `requests` rooms, each room to settle with its
+// mode's system; INTERNAL for a mode this lobby cannot rate by, or a count of rooms that is not
+// the call's.
+Result<Prepared> ReadPrepared(const pqxx::result& read, size_t requests, RatingSystems& systems) {
+  const PrepareColumns columns(read);
+  Prepared out;
+  out.rooms.reserve(requests);
+  out.seats.reserve(read.size());  // a row a seat, but for the rooms' own
+  for (const auto& row : read) {
+    if (!row[columns.player_id].is_null()) {
+      out.seats.push_back(SeatIn(row, columns));
+      continue;
+    }
+    RoomRow room = RoomIn(row, columns);
+    if (room.status == kSettleToWrite) {
+      auto system = systems.Of(View(row[columns.system]), View(row[columns.model]),
+                               View(row[columns.parameters]));
+      if (!system.ok()) return system.status();
+      room.system = *system;
+      out.settle.push_back(out.rooms.size());
+    }
+    out.rooms.push_back(std::move(room));
+  }
+  if (out.rooms.size() != requests) {
+    return InternalError("the settlement returned " + std::to_string(out.rooms.size()) +
+                         " rooms for " + std::to_string(requests));
+  }
+  return out;
+}
+
+// The team placed first alone, or 0: matches.winner_team (a two-team result's own winner_team).
+uint32_t WinnerOf(const v1::BattleResult& r) {
+  const std::vector<uint32_t> ranks = wire::RanksOf(r);
+  uint32_t winner = 0;
+  for (size_t t = 0; t < ranks.size(); ++t) {
+    if (ranks[t] != 1) continue;
+    if (winner != 0) return 0;
+    winner = static_cast<uint32_t>(t + 1);
+  }
+  return winner;
+}
+
+// Orders seats by room id, and finds a room's among them.
+struct ByRoom {
+  bool operator()(const RatedSeat& s, uint64_t room) const { return s.room_id < room; }
+  bool operator()(uint64_t room, const RatedSeat& s) const { return room < s.room_id; }
+};
+
+// The rooms to settle as verdict_settle_write records them, each with its battle.settled event's
+// players from its seats in `rated` (which lists them room by room in room-id order).
+std::vector<SettleWriteRoom> WriteRooms(const std::vector<SettleRequest>& requests,
+                                        const Prepared& prepared, const RatedCall& rated) {
+  std::vector<SettleWriteRoom> rooms;
+  rooms.reserve(prepared.settle.size());
+  for (size_t i : prepared.settle) {
+    const v1::BattleResult& r = *requests[i].result;
+    const auto [first, last] =
+        std::equal_range(rated.seats.begin(), rated.seats.end(), r.room_id(), ByRoom{});
+    std::vector<const RatedSeat*> seats;
+    seats.reserve(static_cast<size_t>(last - first));
+    for (auto s = first; s != last; ++s) seats.push_back(&*s);
+    const RoomRow& room = prepared.rooms[i];
+    // A room id is at most 2^63 - 1, a team at most kMaxTeams (proto/wire.h, validation.h).
+    rooms.push_back({
+        .room_id = static_cast<int64_t>(r.room_id()),
+        .node_id = requests[i].node_id,
+        .outcome = OutcomeName(r.outcome()),
+        .winner_team = static_cast<int16_t>(WinnerOf(r)),
+        .suspect = r.suspect(),
+        .ended_at_ms = r.ended_at_ms(),
+        .replay_path = r.replay_path(),
+        .abort_reason = r.abort_reason(),
+        .fingerprint = pg::Bytea{requests[i].fingerprint},
+        .mode = room.mode,
+        .event_players = EventPlayersJson(std::move(seats), room.system->ReportsIntegerElo()),
+    });
+  }
+  return rooms;
+}
+
+std::vector<SettleWriteSeat> WriteSeats(const RatedCall& rated) {
+  std::vector<SettleWriteSeat> seats;
+  seats.reserve(rated.seats.size());
+  for (const RatedSeat& s : rated.seats) {
+    const v1::PlayerResult& p = *s.player;
+    // Teams and ranks at most kMaxTeams, the counts at most 2^31 - 1 (proto/wire.h,
+    // proto/validation.h).
+    seats.push_back({
+        .room_id = static_cast<int64_t>(s.room_id),
+        .player_id = p.player_id(),
+        .team = static_cast<int16_t>(p.team()),
+        .rank = static_cast<int16_t>(s.rank),
+        .kills = static_cast<int32_t>(p.kills()),
+        .deaths = static_cast<int32_t>(p.deaths()),
+        .assists = static_cast<int32_t>(p.assists()),
+        .score = p.score(),
+        .disconnected = p.disconnected(),
+        .result = s.result,
+        .rating_before = s.before.value,
+        .rating_after = s.after.value,
+        .deviation_before = s.before.deviation,
+        .deviation_after = s.after.deviation,
+        .volatility_before = s.before.volatility,
+        .volatility_after = s.after.volatility,
+    });
+  }
+  return seats;
+}
+
+std::vector<SettleWriteTotals> WriteTotals(const RatedCall& rated) {
+  std::vector<SettleWriteTotals> totals;
+  totals.reserve(rated.players.size());
+  for (const PlayerTotals& t : rated.players) {
+    // One call's counts: at most its rooms, and its ranks summed at most rooms * kMaxTeams.
+    totals.push_back({
+        .mode = t.mode,
+        .player_id = t.player_id,
+        .rating = t.rating.value,
+        .deviation = t.rating.deviation,
+        .volatility = t.rating.volatility,
+        .displayed = t.displayed,
+        .games = t.games,
+        .wins = t.wins,
+        .losses = t.losses,
+        .draws = t.draws,
+        .placements = static_cast<int32_t>(t.placements),
+    });
+  }
+  return totals;
+}
+
+// Each room `written` (verdict_settle_write's rows) gets its new match and settlement time.
+void RecordWritten(const pqxx::result& written, const std::vector<SettleRequest>& requests,
+                   Prepared& prepared) {
+  const auto room_id = written.column_number("room_id");
+  const auto match_id = written.column_number("match_id");
+  const auto settled_at_ms = written.column_number("settled_at_ms");
+  std::unordered_map<uint64_t, size_t> settled;  // the rooms to settle by id: their index
+  settled.reserve(prepared.settle.size());
+  for (size_t i : prepared.settle) settled.emplace(requests[i].result->room_id(), i);
+  for (const auto& row : written) {
+    const auto found = settled.find(row[room_id].as<uint64_t>());
+    if (found == settled.end()) continue;
+    RoomRow& room = prepared.rooms[found->second];
+    room.match_id = row[match_id].as<uint64_t>();
+    room.settled_at_ms = row[settled_at_ms].as<int64_t>();
+    room.outcome = OutcomeName(requests[found->second].result->outcome());
+  }
+}
+
+// Rates the rooms `prepared` settles and writes them in `tx` (verdict_settle_write): the rating
+// step of lobby/settlement_ratings.h, then one statement. Returns the write's size in bytes.
+size_t RateAndWrite(pqxx::work& tx, const std::vector<SettleRequest>& requests, Prepared& prepared,
+                    int64_t attempt_id) {
+  std::vector<RoomToRate> rate;
+  rate.reserve(prepared.settle.size());
+  for (size_t i : prepared.settle) {
+    const RoomRow& room = prepared.rooms[i];
+    rate.push_back({requests[i].result, room.mode, room.system, room.rated});
+  }
+  const RatedCall rated = RateRooms(rate, prepared.seats);
+  const std::vector<pqxx::binarystring> args = BinaryParams(
+      SettleWriteCall::Encode({.attempt_id = attempt_id}, WriteRooms(requests, prepared, rated),
+                              WriteSeats(rated), WriteTotals(rated)));
+  size_t bytes = 0;
+  for (const pqxx::binarystring& a : args) bytes += a.size();
+  RecordWritten(tx.exec_prepared(kWriteStatement, pqxx::prepare::make_dynamic_params(args)),
+                requests, prepared);
+  return bytes;
+}
+
+// StoreOptions's negative control: the rooms (`room_ids`, a bigint[] in binary) released before
+// their settlement commits.
+void ReleaseBeforeCommit(pqxx::connection& conn, const pqxx::binarystring& room_ids) {
+  pqxx::nontransaction early(conn);
+  early.exec_params(
+      "UPDATE battle_rooms SET released_at = clock_timestamp() "
+      "WHERE room_id = ANY ($1::bigint[]) AND released_at IS NULL",
+      room_ids);
 }
 
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> SettleStatements() {
   return {
-      {kPrepareStatement,
-       "SELECT room_id, status, match_id, outcome, settled_at_ms, mode, system, model, "
-       "parameters, rated, player_id, rating, deviation, volatility, rated_rating, "
-       "rated_deviation, rated_volatility FROM " +
-           kSettlePrepare.PreparedCall()},
+      // Read by column name (PrepareColumns): the function's result is declared once, in SQL.
+      {kPrepareStatement, "SELECT * FROM " + kSettlePrepare.PreparedCall()},
       {kWriteStatement,
        "SELECT room_id, match_id, settled_at_ms FROM " + kSettleWrite.PreparedCall()},
-      // The receipts a commit of unknown fate is resolved from (ResolveUnknownCommit).
+      // The receipts a commit of unknown fate is resolved from (ResolveUnknownCommit); its first
+      // columns are ReceiptFromRow's.
       {"receipts_of_rooms",
        "SELECT room_id, match_id, outcome, (extract(epoch FROM settled_at) * 1000)::bigint, "
-       "encode(fingerprint, 'hex'), attempt_id, node_id FROM settlement_receipts "
-       "WHERE room_id = ANY ($1::bigint[])"},
+       "encode(fingerprint, 'hex') AS fingerprint_hex, attempt_id, node_id "
+       "FROM settlement_receipts WHERE room_id = ANY ($1::bigint[])"},
       // A transaction that writes WAL (a logical message, of no other consequence), so that its
       // commit waits for the synchronous standby (if any) to confirm the WAL up to it. (A
       // transaction id alone writes nothing before the commit, which then does not wait.)
@@ -132,9 +376,8 @@ std::string Hex(const std::string& bytes) {
 }
 
 struct SettleTransaction::Marshalled {
-  decltype(kSettlePrepare)::Args prepare;
+  std::vector<pqxx::binarystring> prepare;  // verdict_settle_prepare's arguments
   int64_t attempt_id = 0;
-  std::string rooms;  // the rooms' ids, for the negative control
 };
 
 struct SettleTransaction::Executed {
@@ -145,21 +388,30 @@ struct SettleTransaction::Executed {
   int64_t attempt_id = 0;
 };
 
-Result<const rating::RatingSystem*> RatingSystems::Of(const std::string& system,
-                                                      const std::string& model,
-                                                      const std::string& parameters_json) {
-  const std::string key = system + '\n' + model + '\n' + parameters_json;
+// How far the transaction went: what a failure means, and what to do with its connection.
+struct SettleTransaction::Attempt {
+  bool committing = false;  // COMMIT was sent: a lost connection leaves the outcome unknown
+  bool any_settled = false;
+  size_t write_bytes = 0;
+};
+
+Result<const rating::RatingSystem*> RatingSystems::Of(std::string_view system,
+                                                      std::string_view model,
+                                                      std::string_view parameters_json) {
   MutexLock lock(&mu_);
-  auto found = made_.find(key);
+  auto found = made_.find(std::tuple{system, model, parameters_json});
   if (found != made_.end()) return found->second.get();
-  auto parameters = ParametersFromStored(parameters_json);
+  Declaration declaration{system, model, parameters_json};
+  auto parameters = ParametersFromStored(std::get<2>(declaration));
   if (!parameters.ok()) return parameters.status();
-  auto made = rating::MakeRatingSystem({system, model, *parameters}, rating::Declaration::kStored);
+  auto made = rating::MakeRatingSystem(
+      {std::get<0>(declaration), std::get<1>(declaration), std::move(*parameters)},
+      rating::Declaration::kStored);
   if (!made.ok()) {
     return InternalError("a mode's declaration is not one this lobby can rate by: " +
                          made.status().message());
   }
-  return made_.emplace(key, std::move(*made)).first->second.get();
+  return made_.emplace(std::move(declaration), std::move(*made)).first->second.get();
 }
 
 SettleTransaction::SettleTransaction(pg::Pool& pool, bool unsafe_release_before_commit_for_test)
@@ -173,179 +425,52 @@ std::vector<Result<SettleOutcome>> SettleTransaction::Settle(
 
 SettleTransaction::Marshalled SettleTransaction::Marshal(const std::vector<SettleRequest>& requests,
                                                          bool wait) const {
-  ArrayLiteral rooms, nodes, outcomes, prints, player_rooms, ids, teams;
+  size_t seats = 0;
+  for (const SettleRequest& q : requests) seats += static_cast<size_t>(q.result->players_size());
+  std::vector<SettlePrepareRoom> rooms;
+  rooms.reserve(requests.size());
+  std::vector<SettlePreparePlayer> players;
+  players.reserve(seats);
   for (const SettleRequest& q : requests) {
     const v1::BattleResult& r = *q.result;
-    rooms.Add(r.room_id());
-    nodes.AddText(q.node_id);
-    outcomes.AddText(OutcomeName(r.outcome()));
-    prints.AddHexBytes(Hex(q.fingerprint));
+    // A room id is at most 2^63 - 1, a team at most kMaxTeams (proto/wire.h, validation.h).
+    const auto room_id = static_cast<int64_t>(r.room_id());
+    rooms.push_back({room_id, q.node_id, OutcomeName(r.outcome()), pg::Bytea{q.fingerprint}});
     for (const v1::PlayerResult& p : r.players()) {
-      player_rooms.Add(r.room_id());
-      ids.AddText(p.player_id());
-      teams.Add(p.team());
+      players.push_back({room_id, p.player_id(), static_cast<int16_t>(p.team())});
     }
   }
   Marshalled call;
-  call.prepare[kSettlePrepare["p_room_ids"]] = rooms.str();
-  call.prepare[kSettlePrepare["p_node_ids"]] = nodes.str();
-  call.prepare[kSettlePrepare["p_outcomes"]] = outcomes.str();
-  call.prepare[kSettlePrepare["p_fingerprints"]] = prints.str();
-  call.prepare[kSettlePrepare["p_player_rooms"]] = player_rooms.str();
-  call.prepare[kSettlePrepare["p_player_ids"]] = ids.str();
-  call.prepare[kSettlePrepare["p_teams"]] = teams.str();
-  call.prepare[kSettlePrepare["p_wait"]] = wait ? "true" : "false";
+  call.prepare = BinaryParams(SettlePrepareCall::Encode({.wait = wait}, rooms, players));
   call.attempt_id = NewAttemptId();
-  call.rooms = rooms.str();
   return call;
 }
 
-namespace {
-
-// The team placed first alone, or 0: matches.winner_team (a two-team result's own winner_team).
-uint32_t WinnerOf(const v1::BattleResult& r) {
-  const std::vector<uint32_t> ranks = wire::RanksOf(r);
-  uint32_t winner = 0;
-  for (size_t t = 0; t < ranks.size(); ++t) {
-    if (ranks[t] != 1) continue;
-    if (winner != 0) return 0;
-    winner = static_cast<uint32_t>(t + 1);
+Status SettleTransaction::Transact(pqxx::connection& conn,
+                                   const std::vector<SettleRequest>& requests,
+                                   const Marshalled& call, Attempt& attempt, Executed& out) {
+  if (unsafe_release_before_commit_) {
+    ReleaseBeforeCommit(conn, call.prepare[kSettlePrepare["p_room_ids"]]);
   }
-  return winner;
+  pqxx::work tx(conn);
+  auto prepared = ReadPrepared(
+      tx.exec_prepared(kPrepareStatement, pqxx::prepare::make_dynamic_params(call.prepare)),
+      requests.size(), systems_);
+  if (!prepared.ok()) return prepared.status();  // `tx` rolls back as it ends
+  if (!prepared->settle.empty()) {
+    attempt.write_bytes = RateAndWrite(tx, requests, *prepared, call.attempt_id);
+    attempt.any_settled = true;
+  }
+  if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
+    // Injected fault: the backend dies before COMMIT and takes the transaction with it: a lost
+    // connection, a 503.
+    tx.exec("SELECT pg_terminate_backend(pg_backend_pid())");
+  }
+  attempt.committing = true;
+  tx.commit();
+  out.rooms = std::move(prepared->rooms);
+  return Status::Ok();
 }
-
-// verdict_settle_write's arguments for the rooms `settle` names, from what the rating step made,
-// each in binary (BinaryArray), in the function's parameter order.
-std::vector<pqxx::binarystring> WriteArgs(const std::vector<SettleRequest>& requests,
-                                          const std::vector<RoomRow>& rooms,
-                                          const std::vector<size_t>& settle, const RatedCall& rated,
-                                          int64_t attempt_id) {
-  using pg::BinaryArray;
-  using pg::Bytea;
-  using Text = std::string_view;
-  std::array<std::string, kSettleWrite.parameters.size()> args;
-  const auto set = [&args](size_t at, auto&& array) { args[at] = std::move(array).bytes(); };
-
-  std::map<uint64_t, std::vector<const RatedSeat*>> seats_of;  // by room
-  for (const RatedSeat& s : rated.seats) seats_of[s.room_id].push_back(&s);
-  BinaryArray<int64_t> ids, ended;
-  BinaryArray<Text> nodes, outcomes, replays, reasons, modes, event_players;
-  BinaryArray<int16_t> winners;
-  BinaryArray<bool> suspects;
-  BinaryArray<Bytea> prints;
-  // About 280 bytes a player: reserved, so that it is not copied at each size it doubles through.
-  event_players.Reserve(settle.size(),
-                        rated.seats.size() * 300 / std::max<size_t>(1, settle.size()));
-  for (size_t i : settle) {
-    const v1::BattleResult& r = *requests[i].result;
-    // A room id is at most 2^63 - 1, a team at most kMaxTeams (proto/wire.h, validation.h).
-    ids.Add(static_cast<int64_t>(r.room_id()));
-    nodes.Add(requests[i].node_id);
-    outcomes.Add(OutcomeName(r.outcome()));
-    winners.Add(static_cast<int16_t>(WinnerOf(r)));
-    suspects.Add(r.suspect());
-    ended.Add(r.ended_at_ms());
-    replays.Add(r.replay_path());
-    reasons.Add(r.abort_reason());
-    prints.Add(Bytea{requests[i].fingerprint});
-    modes.Add(rooms[i].mode);
-    event_players.Add(
-        EventPlayersJson(seats_of[r.room_id()], rooms[i].system->ReportsIntegerElo()));
-  }
-  set(kSettleWrite["p_room_ids"], ids);
-  set(kSettleWrite["p_node_ids"], nodes);
-  set(kSettleWrite["p_outcomes"], outcomes);
-  set(kSettleWrite["p_winner_teams"], winners);
-  set(kSettleWrite["p_suspects"], suspects);
-  set(kSettleWrite["p_ended_at_ms"], ended);
-  set(kSettleWrite["p_replay_paths"], replays);
-  set(kSettleWrite["p_abort_reasons"], reasons);
-  set(kSettleWrite["p_fingerprints"], prints);
-  set(kSettleWrite["p_modes"], modes);
-  set(kSettleWrite["p_event_players"], event_players);
-
-  BinaryArray<int64_t> player_rooms, scores;
-  BinaryArray<Text> players, results;
-  BinaryArray<int16_t> teams, ranks;
-  BinaryArray<int32_t> kills, deaths, assists;
-  BinaryArray<bool> disconnected;
-  BinaryArray<double> rating_before, rating_after, deviation_before, deviation_after,
-      volatility_before, volatility_after;
-  for (const RatedSeat& s : rated.seats) {
-    player_rooms.Add(static_cast<int64_t>(s.room_id));
-    players.Add(s.player->player_id());
-    // Teams and ranks at most kMaxTeams, the counts at most 2^31 - 1 (proto/wire.h,
-    // proto/validation.h).
-    teams.Add(static_cast<int16_t>(s.player->team()));
-    ranks.Add(static_cast<int16_t>(s.rank));
-    kills.Add(static_cast<int32_t>(s.player->kills()));
-    deaths.Add(static_cast<int32_t>(s.player->deaths()));
-    assists.Add(static_cast<int32_t>(s.player->assists()));
-    scores.Add(s.player->score());
-    disconnected.Add(s.player->disconnected());
-    results.Add(s.result);
-    rating_before.Add(s.before.value);
-    rating_after.Add(s.after.value);
-    deviation_before.Add(s.before.deviation);
-    deviation_after.Add(s.after.deviation);
-    volatility_before.Add(s.before.volatility);
-    volatility_after.Add(s.after.volatility);
-  }
-  set(kSettleWrite["p_player_rooms"], player_rooms);
-  set(kSettleWrite["p_player_ids"], players);
-  set(kSettleWrite["p_teams"], teams);
-  set(kSettleWrite["p_ranks"], ranks);
-  set(kSettleWrite["p_kills"], kills);
-  set(kSettleWrite["p_deaths"], deaths);
-  set(kSettleWrite["p_assists"], assists);
-  set(kSettleWrite["p_scores"], scores);
-  set(kSettleWrite["p_disconnected"], disconnected);
-  set(kSettleWrite["p_results"], results);
-  set(kSettleWrite["p_ratings_before"], rating_before);
-  set(kSettleWrite["p_ratings_after"], rating_after);
-  set(kSettleWrite["p_deviations_before"], deviation_before);
-  set(kSettleWrite["p_deviations_after"], deviation_after);
-  set(kSettleWrite["p_volatilities_before"], volatility_before);
-  set(kSettleWrite["p_volatilities_after"], volatility_after);
-
-  BinaryArray<Text> rated_modes, rated_players;
-  BinaryArray<double> final_rating, final_deviation, final_volatility, final_displayed;
-  BinaryArray<int32_t> games, wins, losses, draws, placements;
-  for (const PlayerTotals& t : rated.players) {
-    rated_modes.Add(t.mode);
-    rated_players.Add(t.player_id);
-    final_rating.Add(t.rating.value);
-    final_deviation.Add(t.rating.deviation);
-    final_volatility.Add(t.rating.volatility);
-    final_displayed.Add(t.displayed);
-    // One call's counts: at most its rooms, and its ranks summed at most rooms * kMaxTeams.
-    games.Add(t.games);
-    wins.Add(t.wins);
-    losses.Add(t.losses);
-    draws.Add(t.draws);
-    placements.Add(static_cast<int32_t>(t.placements));
-  }
-  set(kSettleWrite["p_rated_modes"], rated_modes);
-  set(kSettleWrite["p_rated_players"], rated_players);
-  set(kSettleWrite["p_final_ratings"], final_rating);
-  set(kSettleWrite["p_final_deviations"], final_deviation);
-  set(kSettleWrite["p_final_volatilities"], final_volatility);
-  set(kSettleWrite["p_final_displayed"], final_displayed);
-  set(kSettleWrite["p_games"], games);
-  set(kSettleWrite["p_wins"], wins);
-  set(kSettleWrite["p_losses"], losses);
-  set(kSettleWrite["p_draws"], draws);
-  set(kSettleWrite["p_placements"], placements);
-
-  args[kSettleWrite["p_attempt_id"]] = pg::BinaryInt64(attempt_id);
-
-  std::vector<pqxx::binarystring> params;
-  params.reserve(args.size());
-  for (const std::string& a : args) params.emplace_back(a.data(), a.size());
-  return params;
-}
-
-}  // namespace
 
 SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleRequest>& requests,
                                                        const Marshalled& call,
@@ -359,10 +484,9 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
   }
   std::optional<pg::Pool::Lease> lease(std::move(*leased));
   pqxx::connection& conn = lease->conn();
+  Attempt attempt;
   std::optional<pg::Failure> failure;
-  bool committing = false;
-  bool any_settled = false;
-  size_t write_bytes = 0;
+  Status refused;
   {
     // Armed only around the transaction: a lost connection is closed after it (below), so a
     // cancel never reaches a connection that is gone.
@@ -372,105 +496,45 @@ SettleTransaction::Executed SettleTransaction::Execute(const std::vector<SettleR
       return out;
     }
     try {
-      if (unsafe_release_before_commit_) {
-        pqxx::nontransaction early(conn);
-        early.exec_params(
-            "UPDATE battle_rooms SET released_at = clock_timestamp() "
-            "WHERE room_id = ANY ($1::bigint[]) AND released_at IS NULL",
-            call.rooms);
-      }
-      pqxx::work tx(conn);
-      const pqxx::result read =
-          tx.exec_prepared(kPrepareStatement, pqxx::prepare::make_dynamic_params(call.prepare));
-      // The rooms' rows first, in request order; then the players of the rooms to settle.
-      std::vector<size_t> settle;
-      std::vector<SeatRatings> seats;
-      seats.reserve(read.size());  // a row a seat, but for the rooms' own
-      for (const auto& row : read) {
-        if (!row[10].is_null()) {
-          seats.push_back({row[0].as<uint64_t>(), row[10].as<std::string>(), RatingAt(row, 11),
-                           RatingAt(row, 14)});
-          continue;
-        }
-        RoomRow room;
-        room.status = row[1].as<std::string>();
-        if (!row[2].is_null()) room.match_id = row[2].as<uint64_t>();
-        if (!row[3].is_null()) room.outcome = row[3].as<std::string>();
-        if (!row[4].is_null()) room.settled_at_ms = row[4].as<int64_t>();
-        if (room.status == "settle") {
-          room.mode = row[5].as<std::string>();
-          auto system = systems_.Of(row[6].as<std::string>(), row[7].as<std::string>(),
-                                    row[8].as<std::string>());
-          if (!system.ok()) throw pqxx::internal_error(system.status().message());
-          room.system = *system;
-          room.rated = row[9].as<bool>();
-          settle.push_back(out.rooms.size());
-        }
-        out.rooms.push_back(std::move(room));
-      }
-      if (out.rooms.size() != requests.size()) {
-        throw pqxx::internal_error("the settlement returned " + std::to_string(out.rooms.size()) +
-                                   " rooms for " + std::to_string(requests.size()));
-      }
-      if (!settle.empty()) {
-        std::vector<RoomToRate> rate;
-        for (size_t i : settle) {
-          rate.push_back(
-              {requests[i].result, out.rooms[i].mode, out.rooms[i].system, out.rooms[i].rated});
-        }
-        const RatedCall rated = RateRooms(rate, seats);
-        const std::vector<pqxx::binarystring> args =
-            WriteArgs(requests, out.rooms, settle, rated, call.attempt_id);
-        for (const pqxx::binarystring& a : args) write_bytes += a.size();
-        const pqxx::result written =
-            tx.exec_prepared(kWriteStatement, pqxx::prepare::make_dynamic_params(args));
-        for (const auto& row : written) {
-          const auto room_id = row[0].as<uint64_t>();
-          const auto match_id = row[1].as<uint64_t>();
-          const auto settled_at_ms = row[2].as<int64_t>();
-          for (size_t i : settle) {
-            if (requests[i].result->room_id() != room_id) continue;
-            out.rooms[i].match_id = match_id;
-            out.rooms[i].settled_at_ms = settled_at_ms;
-            out.rooms[i].outcome = OutcomeName(requests[i].result->outcome());
-          }
-        }
-        any_settled = true;
-      }
-      if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
-        // Injected fault: the backend dies before COMMIT and takes the transaction with it: a
-        // lost connection, a 503.
-        tx.exec("SELECT pg_terminate_backend(pg_backend_pid())");
-      }
-      committing = true;
-      tx.commit();
+      refused = Transact(conn, requests, call, attempt, out);
     } catch (const std::exception& e) {
-      failure = pg::Classify(e, &conn, committing);
+      failure = pg::Classify(e, &conn, attempt.committing);
     }
   }
-  if (failure) {
-    pg::Log(*failure, "settle");
-    lease->Drop(*failure);
-    lease.reset();  // back to the pool before the schema is asked about on another
-    if (failure->kind == pg::FailureKind::kCommitUnknown) {
-      static LogRateLimit limit(RepeatedFaultLimit());
-      LogLimited(*spdlog::default_logger(), limit, spdlog::level::warn,
-                 "settlement of {} room(s) lost its connection during COMMIT, outcome unknown",
-                 requests.size());
-      out.state = Executed::State::kCommitUnknown;
-    } else {
-      out.failure = pg::UnlessSchemaReady(pool_, pg::StatusOf(*failure, "settle"));
-    }
+  if (failure || !refused.ok()) {
+    Fail(failure, refused, requests.size(), lease, out);
     return out;
   }
   out.state = Executed::State::kCommitted;
-  if (write_bytes > kRetireConnectionAboveBytes) lease->Retire();
-  if (any_settled && CheckFailpoint("settle.commit_unknown") == FailAction::kError) {
+  if (attempt.write_bytes > kRetireConnectionAboveBytes) lease->Retire();
+  if (attempt.any_settled && CheckFailpoint("settle.commit_unknown") == FailAction::kError) {
     // As if the connection dropped right after COMMIT was sent: the reply is lost.
     lease->Drop(pg::Failure{pg::FailureKind::kCommitUnknown, "", true, "failpoint", ""});
     out.state = Executed::State::kCommitUnknown;
   }
   return out;
+}
+
+void SettleTransaction::Fail(const std::optional<pg::Failure>& failure, const Status& refused,
+                             size_t rooms, std::optional<pg::Pool::Lease>& lease, Executed& out) {
+  if (!failure) {
+    spdlog::error("settle: {}; the transaction is rolled back", refused.message());
+    lease.reset();  // back to the pool before the schema is asked about on another
+    out.failure = pg::UnlessSchemaReady(pool_, InternalError("settle: " + refused.message()));
+    return;
+  }
+  pg::Log(*failure, "settle");
+  lease->Drop(*failure);
+  lease.reset();  // as above
+  if (failure->kind == pg::FailureKind::kCommitUnknown) {
+    static LogRateLimit limit(RepeatedFaultLimit());
+    LogLimited(*spdlog::default_logger(), limit, spdlog::level::warn,
+               "settlement of {} room(s) lost its connection during COMMIT, outcome unknown",
+               rooms);
+    out.state = Executed::State::kCommitUnknown;
+  } else {
+    out.failure = pg::UnlessSchemaReady(pool_, pg::StatusOf(*failure, "settle"));
+  }
 }
 
 std::vector<Result<SettleOutcome>> SettleTransaction::Resolve(
@@ -552,19 +616,25 @@ void SettleTransaction::AwaitReplication(std::vector<Result<SettleOutcome>>& out
 // transaction is gone and the room must be retried (UNAVAILABLE), never a 2xx.
 std::vector<Result<SettleOutcome>> SettleTransaction::ResolveUnknownCommit(
     const std::vector<SettleRequest>& requests, int64_t attempt_id) {
-  ArrayLiteral rooms;
-  for (const SettleRequest& q : requests) rooms.Add(q.result->room_id());
+  pg::BinaryArray<int64_t> rooms;
+  for (const SettleRequest& q : requests) rooms.Add(static_cast<int64_t>(q.result->room_id()));
+  const std::string room_ids = std::move(rooms).bytes();
   auto found = pool_.Run<pqxx::result>("resolve commit", [&](pg::Pool::Lease& lease) {
     pqxx::nontransaction tx(lease.conn());
-    return tx.exec_prepared("receipts_of_rooms", rooms.str());
+    return tx.exec_prepared("receipts_of_rooms",
+                            pqxx::binarystring(room_ids.data(), room_ids.size()));
   });
   if (!found.ok()) return {requests.size(), Result<SettleOutcome>(found.status())};
+  const auto room_id = found->column_number("room_id");
+  const auto fingerprint_hex = found->column_number("fingerprint_hex");
+  const auto receipt_attempt = found->column_number("attempt_id");
+  const auto node_id = found->column_number("node_id");
   std::vector<Result<SettleOutcome>> outcomes;
   for (const SettleRequest& q : requests) {
     const v1::BattleResult& r = *q.result;
     std::optional<pqxx::row> receipt;  // a copy: the loop's row is the iterator itself
     for (const auto& row : *found) {
-      if (row[0].as<uint64_t>() == r.room_id() && row[6].as<std::string>() == q.node_id) {
+      if (row[room_id].as<uint64_t>() == r.room_id() && View(row[node_id]) == q.node_id) {
         receipt = row;
       }
     }
@@ -577,10 +647,10 @@ std::vector<Result<SettleOutcome>> SettleTransaction::ResolveUnknownCommit(
     }
     SettleOutcome out;
     out.receipt = ReceiptFromRow(*receipt);
-    const bool ours = (*receipt)[5].as<int64_t>() == attempt_id;
+    const bool ours = (*receipt)[receipt_attempt].as<int64_t>() == attempt_id;
     out.status = ours                                   ? SettleStatus::kSettled
                  : out.receipt.outcome() != r.outcome() ? SettleStatus::kOutcomeConflict
-                 : (*receipt)[4].as<std::string>() != Hex(q.fingerprint)
+                 : View((*receipt)[fingerprint_hex]) != Hex(q.fingerprint)
                      ? SettleStatus::kIdempotencyMismatch
                      : SettleStatus::kDuplicate;
     out.receipt.set_duplicate(out.status == SettleStatus::kDuplicate);

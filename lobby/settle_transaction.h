@@ -14,9 +14,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
+#include <pqxx/connection>
 #include <pqxx/row>
 
 #include "common/mutex.h"
@@ -36,13 +40,16 @@ std::vector<std::pair<std::string, std::string>> SettleStatements();
 // (verdict_allocate), so a declaration's system is made once. Thread-safe.
 class RatingSystems {
  public:
-  // The system of that declaration; INTERNAL if the database holds one this lobby cannot make.
-  Result<const rating::RatingSystem*> Of(const std::string& system, const std::string& model,
-                                         const std::string& parameters_json);
+  // The system of that declaration (`parameters_json`: modes.parameters, lobby/modes.h's
+  // StoredParameters); INTERNAL if the database holds one this lobby cannot make.
+  Result<const rating::RatingSystem*> Of(std::string_view system, std::string_view model,
+                                         std::string_view parameters_json);
 
  private:
+  // (system, model, parameters); looked up by views of a row's fields, without copying them.
+  using Declaration = std::tuple<std::string, std::string, std::string>;
   Mutex mu_;
-  std::map<std::string, std::unique_ptr<rating::RatingSystem>> made_ GUARDED_BY(mu_);
+  std::map<Declaration, std::unique_ptr<rating::RatingSystem>, std::less<>> made_ GUARDED_BY(mu_);
 };
 
 class SettleTransaction {
@@ -58,9 +65,18 @@ class SettleTransaction {
  private:
   struct Marshalled;
   struct Executed;
+  struct Attempt;
   Marshalled Marshal(const std::vector<SettleRequest>& requests, bool wait) const;
   Executed Execute(const std::vector<SettleRequest>& requests, const Marshalled& call,
                    Cancellation* cancel);
+  // The transaction itself, on `conn`: read, rate, write, commit. Throws what libpqxx throws;
+  // INTERNAL, the transaction rolled back, for a room whose mode this lobby cannot rate by.
+  Status Transact(pqxx::connection& conn, const std::vector<SettleRequest>& requests,
+                  const Marshalled& call, Attempt& attempt, Executed& out);
+  // `out` for a transaction of `rooms` rooms that failed: in libpqxx (`failure`), its connection
+  // dropped; or refused by Transact. `lease` is given back first.
+  void Fail(const std::optional<pg::Failure>& failure, const Status& refused, size_t rooms,
+            std::optional<pg::Pool::Lease>& lease, Executed& out);
   std::vector<Result<SettleOutcome>> Resolve(const std::vector<SettleRequest>& requests,
                                              Executed executed, Cancellation* cancel);
   std::vector<Result<SettleOutcome>> ResolveUnknownCommit(

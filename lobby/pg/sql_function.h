@@ -28,12 +28,18 @@ struct SqlFunction {
   // placeholder) at its parameter's index.
   using Args = std::array<std::string, N>;
 
-  // The index of the parameter named `parameter`. A name not in the list does not compile.
-  consteval size_t operator[](std::string_view parameter) const {
+  // The index of the parameter named `parameter`, or N if the function has none of that name.
+  constexpr size_t Find(std::string_view parameter) const {
     for (size_t i = 0; i < N; ++i) {
       if (parameters[i].name == parameter) return i;
     }
-    throw "the function has no parameter of that name";
+    return N;
+  }
+
+  // The index of the parameter named `parameter`. A name not in the list does not compile.
+  consteval size_t operator[](std::string_view parameter) const {
+    if (Find(parameter) == N) throw "the function has no parameter of that name";
+    return Find(parameter);
   }
 
   // "name((a1)::bigint[], (a2)::text[], …)": each of `sql` passed as its parameter, cast to the

@@ -210,6 +210,37 @@ TEST_F(BatchSettlementTest, ARoomTheDatabaseRefusesIsRefusedAloneAndTheOthersSet
   EXPECT_EQ(CodeOf(Items(alone).items(0)), "INTERNAL");
 }
 
+// A mode whose stored declaration this lobby cannot rate by (a parameter no system has, written
+// behind the lobby's back) fails the whole call as INTERNAL, its transaction rolled back: no room
+// of the call is touched, and each settles once the declaration is one the lobby rates by again.
+TEST_F(BatchSettlementTest, AModeTheLobbyCannotRateByFailsTheCallAndWritesNothing) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  MustAllocate(lobby->port(), 51);
+  MustAllocate(lobby->port(), 52);
+  const std::string declared = Q("SELECT parameters::text FROM modes WHERE mode = 'default'");
+  db_->Exec(
+      "UPDATE modes SET parameters = parameters || '{\"surprise\": 1}' "
+      "WHERE mode = 'default'");
+  const DbSnapshot before = Snapshot();
+  const HttpResponse refused = Settle(lobby->port(), MakeResult(51));
+  EXPECT_EQ(refused.status, 500) << refused.body;
+  const HttpResponse batch = PostBatch(lobby->port(), {MakeResult(51), MakeResult(52)});
+  ASSERT_EQ(batch.status, 200) << batch.body;
+  const v1::SettlementBatchReply items = Items(batch);
+  ASSERT_EQ(items.items_size(), 2);
+  for (const auto& item : items.items()) EXPECT_EQ(item.problem().status(), 500u) << batch.body;
+  EXPECT_EQ(Snapshot(), before);
+
+  db_->Exec("UPDATE modes SET parameters = '" + declared + "' WHERE mode = 'default'");
+  const HttpResponse settled = PostBatch(lobby->port(), {MakeResult(51), MakeResult(52)});
+  ASSERT_EQ(settled.status, 200) << settled.body;
+  const v1::SettlementBatchReply settled_items = Items(settled);
+  ASSERT_EQ(settled_items.items_size(), 2);
+  for (const auto& item : settled_items.items()) EXPECT_EQ(CodeOf(item), "SETTLED");
+  EXPECT_EQ(Q("SELECT count(*) FROM matches WHERE room_id IN (51, 52)"), "2");
+}
+
 // A row lock another session holds on one room's battle_rooms row, or on one of its players,
 // makes that room's item alone UNAVAILABLE (after the lock timeout, trying it on its own), as the
 // room's advisory lock does: the rest of the batch settles, and the stuck room settles once the
