@@ -52,6 +52,8 @@ DECLARE
   v_settled_ms bigint[];
   v_modes text[];  -- each room's mode, as allocated
   v_mode_ids integer[];  -- and its key (modes.mode_id), which player_ratings is keyed by
+  v_seats battle_room_seats[];  -- the seats of the rooms to settle
+  v_ratings player_ratings[];  -- their players' ratings now, read under their locks
 BEGIN
   SELECT array_agg(g.verdict ORDER BY g.ord), array_agg(g.match_id ORDER BY g.ord),
          array_agg(g.outcome ORDER BY g.ord), array_agg(g.settled_at_ms ORDER BY g.ord)
@@ -69,8 +71,17 @@ BEGIN
                                      p_player_ids, p_teams);
   v_verdicts := verdict_settle_lock_players(v_verdicts, p_room_ids, p_player_rooms,
                                             p_player_ids, p_wait);
-  v_verdicts := verdict_settle_lock_ratings(v_verdicts, p_room_ids, v_mode_ids, p_player_rooms,
-                                            p_player_ids, p_wait);
+  -- The seats of the rooms to settle, which the check found to be the players given: read once,
+  -- a room's in one range of the seats' key. The subquery behind OFFSET 0 is, like a scalar
+  -- subquery, planned alone and run once per room, so it stays a probe by key whatever the
+  -- statistics say (verdict_settle_check).
+  SELECT array_agg(s.seat) INTO v_seats
+  FROM unnest(p_room_ids, v_verdicts) AS x(room, verdict)
+  CROSS JOIN LATERAL (SELECT t AS seat FROM battle_room_seats t WHERE t.room_id = x.room
+                      OFFSET 0) s
+  WHERE x.verdict = 'settle';
+  SELECT l.verdicts, l.ratings INTO v_verdicts, v_ratings
+  FROM verdict_settle_lock_ratings(v_verdicts, p_room_ids, v_mode_ids, v_seats, p_wait) l;
 
   -- The rooms, each with its mode's declaration when it is to be settled (a mode in use is fixed:
   -- verdict_allocate).
@@ -85,25 +96,17 @@ BEGIN
   IF 'settle' <> ALL (v_verdicts) THEN
     RETURN;
   END IF;
-  -- Read after the players' and the ratings' locks, so each is the rating every earlier
-  -- settlement left. Seats and ratings are read by their keys: battle_room_seats is a queue whose
-  -- statistics may say it is empty (verdict_settle_check).
+  -- The players from the seats read above, each with the rating row its lock read, so each is
+  -- the rating every earlier settlement left: nothing is read from the tables again.
   RETURN QUERY
-  SELECT x.room, 'settle', NULL::bigint, NULL::text, NULL::bigint, NULL::text, NULL::text,
-         NULL::text, NULL::text, NULL::boolean, x.pid, (x.now).rating, (x.now).deviation,
-         (x.now).volatility, (x.seat).rating_at_allocation, (x.seat).deviation_at_allocation,
-         (x.seat).volatility_at_allocation
-  FROM (
-    SELECT p.room, p.pid,
-           (SELECT r FROM player_ratings r WHERE r.mode_id = rm.mode_id AND r.player_id = p.pid)
-             AS now,
-           (SELECT s FROM battle_room_seats s WHERE s.room_id = p.room AND s.player_id = p.pid)
-             AS seat
-    FROM unnest(p_player_rooms, p_player_ids) AS p(room, pid)
-    JOIN unnest(p_room_ids, v_mode_ids, v_verdicts) AS rm(room, mode_id, verdict)
-      ON rm.room = p.room
-    WHERE rm.verdict = 'settle'
-    OFFSET 0) x
-  ORDER BY x.room, x.pid COLLATE "C";
+  SELECT s.room_id, 'settle', NULL::bigint, NULL::text, NULL::bigint, NULL::text, NULL::text,
+         NULL::text, NULL::text, NULL::boolean, s.player_id, n.rating, n.deviation, n.volatility,
+         s.rating_at_allocation, s.deviation_at_allocation, s.volatility_at_allocation
+  FROM unnest(v_seats) AS s
+  JOIN unnest(p_room_ids, v_mode_ids, v_verdicts) AS rm(room, mode_id, verdict)
+    ON rm.room = s.room_id
+  LEFT JOIN unnest(v_ratings) AS n ON n.mode_id = rm.mode_id AND n.player_id = s.player_id
+  WHERE rm.verdict = 'settle'
+  ORDER BY s.room_id, s.player_id COLLATE "C";
 END
 $$;
