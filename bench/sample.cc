@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 
 #include "lobby/schema.h"
 #include "proto/wire.h"
+#include "server/http_client.h"
 
 extern char** environ;
 
@@ -41,6 +43,12 @@ v1::BattleResult PaddedResult(size_t size) {
   const size_t base = wire::DeterministicBytes(r).size();
   if (size > base + 3) r.set_replay_path(std::string(size - base - 3, 'r'));
   return r;
+}
+
+double Percentile(std::vector<double> samples, double fraction) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  return samples[std::min(samples.size() - 1, static_cast<size_t>(fraction * samples.size()))];
 }
 
 double CpuSeconds(int who) {
@@ -107,6 +115,32 @@ Result<pid_t> SpawnWithLog(const std::vector<std::string>& args, const std::stri
   posix_spawn_file_actions_destroy(&files);
   if (rc != 0) return UnavailableError("cannot start " + args[0] + ": " + std::strerror(rc));
   return pid;
+}
+
+Result<pid_t> SpawnReadyNode(const std::vector<std::string>& args, const std::string& ingest,
+                             const std::string& log) {
+  constexpr std::chrono::seconds kStartFor{30};
+  constexpr std::chrono::milliseconds kProbeEvery{50};
+  auto pid = SpawnWithLog(args, log);
+  if (!pid.ok()) return pid.status();
+  const auto address = server::ListenAddress::Parse(ingest);
+  if (!address.ok()) {
+    StopChild(*pid, "verdict-node").IgnoreError();
+    return address.status();
+  }
+  const auto started = std::chrono::steady_clock::now();
+  for (;;) {
+    server::BlockingHttpClient probe(*address, std::chrono::seconds(1));
+    auto ready = probe.Call({"GET", "/readyz", "", "", "", ""});
+    if (ready.ok() && ready->status == 200) return *pid;
+    if (std::chrono::steady_clock::now() - started > kStartFor) {
+      const Status stopped = StopChild(*pid, "verdict-node");
+      return UnavailableError("verdict-node did not become ready" +
+                              (stopped.ok() ? "" : " (" + stopped.ToString() + ")") + "; see " +
+                              log);
+    }
+    std::this_thread::sleep_for(kProbeEvery);
+  }
 }
 
 std::string LobbyBinary(const std::string& given) {
