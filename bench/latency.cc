@@ -1,0 +1,518 @@
+// `verdict-bench latency`: what a player waits for once a match ends, at an ordinary load, beside
+// the irreducible parts of the same path, in one run against one PostgreSQL (a database of the
+// run's own):
+//   rate     unless --rate gives it, the drain's maximum C (drain.h: a backlog of allocated rooms
+//            emptied by deliverers of the same shards and batch into the same lobby), then the
+//            load R = --load-fraction × C;
+//   latency  a real verdict-lobby and verdict-node, each its own process, the node delivering to
+//            the lobby. N results of allocated rooms are posted open loop to the node's Unix
+//            socket (POST /v1/results, one result a request, from keep-alive connections that
+//            each wait for their answer), result i due at i / R whatever the answers before it.
+//            Each is timed from its due time, not its send, so that a sender held up is not
+//            excused (no coordinated omission), to its battle.settled event on a subscriber of
+//            the lobby's feed (/v1/events): the moment a game service can show the new rating;
+//   floor    the same path's irreducible parts, each measured alone, one sample at a time:
+//              append  the node's durable append: an outbox Enqueue of one result, its write and
+//                      the log's fsync (the calls the node's writer makes for every batch);
+//              settle  one room's settlement committed directly: the lobby's two statements as
+//                      pgbench runs them (pgbench_settle.h), prepared, one room a transaction;
+//              http    two loopback HTTP exchanges: GET /healthz to the node over its socket,
+//                      then to the lobby over TCP, each on a connection kept alive.
+//            The floor is the sum of the three medians: each part's typical cost, paid once by
+//            every result. A sum of p99s would ask every part to be slow for the same result.
+// Reported: p50, p99 and p99.9 of the latency, the floor and p99 / floor. To say what makes up
+// the rest: each result's time to its 201 and from its 201 to its event, and over the posting the
+// node's and the lobby's own histograms (the node's log syncs and delivery attempts, records per
+// delivery request; the lobby's settlement requests and rooms per transaction).
+#include "bench/latency.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "bench/backlog.h"
+#include "bench/drain.h"
+#include "bench/feed.h"
+#include "bench/metrics_page.h"
+#include "bench/pgbench_settle.h"
+#include "bench/sample.h"
+#include "lobby/settlement_service.h"
+#include "proto/wire.h"
+#include "server/http_client.h"
+#include "storage/outbox.h"
+
+namespace verdict::bench {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+using TimePoint = SteadyClock::time_point;
+
+// Each part of a run settles rooms of its own, base + 1 …, on the run's database; every part
+// seats the same players (ResultFor), free again once the part before has settled its rooms.
+constexpr uint64_t kRunSpan = 10'000'000;
+constexpr uint64_t kDrainBase = 1 * kRunSpan;
+constexpr uint64_t kFloorBase = 2 * kRunSpan;
+constexpr uint64_t kLatencyBase = 3 * kRunSpan;
+// A run whose feed brings no event of it for this long fails (a result refused, a stuck lobby).
+constexpr std::chrono::milliseconds kFeedStall{30'000};
+constexpr std::chrono::seconds kCallTimeout{30};
+// The senders' start, after the threads are up.
+constexpr std::chrono::milliseconds kStartAfter{50};
+
+double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// The median, p99 and p99.9 of a set of samples in ms, and how many there were.
+struct Spread {
+  double p50 = 0;
+  double p99 = 0;
+  double p999 = 0;
+  size_t samples = 0;
+};
+
+Spread SpreadOf(const std::vector<double>& ms) {
+  return {Percentile(ms, 0.50), Percentile(ms, 0.99), Percentile(ms, 0.999), ms.size()};
+}
+
+// A child process that is stopped (SIGTERM, then reaped) when the run is over, however it ends.
+class ChildProcess {
+ public:
+  ChildProcess(pid_t pid, std::string what) : pid_(pid), what_(std::move(what)) {}
+  ~ChildProcess() { Stop().IgnoreError(); }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  // OK if it exited with status 0 (StopChild), or was stopped before.
+  Status Stop() {
+    const pid_t pid = std::exchange(pid_, -1);
+    return pid > 0 ? StopChild(pid, what_) : Status::Ok();
+  }
+
+ private:
+  pid_t pid_;
+  std::string what_;
+};
+
+// The node's durable append: `samples` results one at a time, each an Enqueue (its write, then the
+// log's fsync) on a fresh outbox of `shards` shards in `dir`.
+Result<std::vector<double>> TimeDurableAppends(const std::string& dir, uint32_t shards,
+                                               uint64_t samples) {
+  auto outbox = storage::OpenOutbox(dir, {.shard_count = shards});
+  if (!outbox.ok()) return outbox.status();
+  std::vector<double> ms;
+  for (uint64_t slot = 1; slot <= samples; ++slot) {
+    const v1::BattleResult result = ResultFor(kFloorBase, slot);
+    const auto start = SteadyClock::now();
+    auto stored = (*outbox)->Enqueue({&result, 1});
+    if (!stored.ok()) return stored.status();
+    ms.push_back(Ms(SteadyClock::now() - start));
+  }
+  return ms;
+}
+
+// One room's settlement committed directly, `samples` times: the lobby's two statements for one
+// room (BenchSettleStatements), prepared once, in a transaction a room, on rooms allocated first.
+Result<std::vector<double>> TimeDirectSettlements(const std::string& conninfo, uint64_t samples) {
+  AllocateRooms(conninfo, kFloorBase, samples);
+  std::vector<double> ms;
+  try {
+    pqxx::connection conn(conninfo);
+    const BenchSettle statements = BenchSettleStatements(kFloorBase, 1, "$1::bigint");
+    conn.prepare("floor_settle_prepare", statements.prepare);
+    conn.prepare("floor_settle_write", statements.write);
+    for (uint64_t call = 0; call < samples; ++call) {
+      const auto start = SteadyClock::now();
+      pqxx::work tx(conn);
+      tx.exec_prepared("floor_settle_prepare", static_cast<int64_t>(call));
+      tx.exec_prepared("floor_settle_write", static_cast<int64_t>(call));
+      tx.commit();
+      ms.push_back(Ms(SteadyClock::now() - start));
+    }
+  } catch (const std::exception& e) {
+    return UnavailableError(std::string("settling directly: ") + e.what());
+  }
+  if (const uint64_t settled = ReceiptsBetween(conninfo, kFloorBase, samples); settled < samples) {
+    return InternalError("settling directly: " + std::to_string(settled) + " receipts for " +
+                         std::to_string(samples) + " rooms");
+  }
+  return ms;
+}
+
+// Two loopback HTTP exchanges a sample: GET /healthz to the node over its Unix socket, then to the
+// lobby over TCP, each on a connection kept alive (opened by a first round that is not counted).
+Result<std::vector<double>> TimeLoopbackExchanges(const server::ListenAddress& node,
+                                                  const server::ListenAddress& lobby,
+                                                  uint64_t samples) {
+  server::BlockingHttpClient to_node(node, kCallTimeout), to_lobby(lobby, kCallTimeout);
+  const server::HttpRequest health{"GET", "/healthz", "", "", "", ""};
+  std::vector<double> ms;
+  for (uint64_t round = 0; round <= samples; ++round) {
+    const auto start = SteadyClock::now();
+    for (server::BlockingHttpClient* client : {&to_node, &to_lobby}) {
+      auto reply = client->Call(health);
+      if (!reply.ok()) return reply.status();
+      if (reply->status != 200) {
+        return UnavailableError("GET /healthz answered " + std::to_string(reply->status));
+      }
+    }
+    if (round > 0) ms.push_back(Ms(SteadyClock::now() - start));
+  }
+  return ms;
+}
+
+// When result i (room kLatencyBase + i + 1) is due, and when it got where.
+struct Timeline {
+  Timeline(uint64_t n, TimePoint start, double rate)
+      : start(start), rate(rate), sent(n), stored(n), settled(n) {}
+  TimePoint Due(uint64_t i) const {
+    return start + std::chrono::duration_cast<SteadyClock::duration>(
+                       std::chrono::duration<double>(static_cast<double>(i) / rate));
+  }
+  const TimePoint start;
+  const double rate;               // results due per second
+  std::vector<TimePoint> sent;     // its POST began (written by its sender)
+  std::vector<TimePoint> stored;   // the node answered it stored (by its sender)
+  std::vector<TimePoint> settled;  // its battle.settled event arrived (by the feed's reader)
+};
+
+// Posts every result of `timeline` to the node at `node`, each at its due time, from `clients`
+// keep-alive connections that each wait for their answer (as a battle host waits for "stored").
+// A connection that is still waiting when its next result comes due sends it late; the lateness
+// counts against the result. The first failure, if any: the posting stops there.
+Status PostOpenLoop(const server::ListenAddress& node, int clients, Timeline& timeline) {
+  const uint64_t n = timeline.sent.size();
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex failure_mu;
+  Status failure;
+  std::vector<std::thread> senders;
+  for (int c = 0; c < clients; ++c) {
+    senders.emplace_back([&] {
+      server::BlockingHttpClient client(node, kCallTimeout);
+      for (uint64_t i; !failed && (i = next++) < n;) {
+        const std::string body = wire::DeterministicBytes(ResultFor(kLatencyBase, i + 1));
+        std::this_thread::sleep_until(timeline.Due(i));
+        timeline.sent[i] = SteadyClock::now();
+        auto reply = client.Call({"POST", "/v1/results", std::string(wire::kProtobufType),
+                                  std::string(wire::kProtobufType), "", body});
+        if (reply.ok() && reply->status / 100 == 2) {
+          timeline.stored[i] = SteadyClock::now();
+          continue;
+        }
+        std::lock_guard lock(failure_mu);
+        if (failed.exchange(true)) return;
+        failure = reply.ok() ? UnavailableError("room " + std::to_string(kLatencyBase + i + 1) +
+                                                ": the node answered " +
+                                                std::to_string(reply->status) + " " + reply->body)
+                             : reply.status();
+      }
+    });
+  }
+  for (std::thread& sender : senders) sender.join();
+  return failure;
+}
+
+// Reads the feed until every result of `timeline` has its event (others' events are passed
+// over), counting them in `settled`.
+Status FollowFeed(FeedReader& feed, Timeline& timeline, std::atomic<uint64_t>& settled) {
+  const uint64_t n = timeline.settled.size();
+  while (settled < n) {
+    auto message = feed.Next(kFeedStall);
+    const TimePoint now = SteadyClock::now();
+    if (!message.ok()) {
+      return UnavailableError(message.status().message() + ", " + std::to_string(n - settled) +
+                              " of " + std::to_string(n) + " results without their event");
+    }
+    const uint64_t room = EventRoomId(*message);
+    if (room <= kLatencyBase || room > kLatencyBase + n) continue;
+    TimePoint& at = timeline.settled[room - kLatencyBase - 1];
+    if (at != TimePoint{}) continue;
+    at = now;
+    ++settled;
+  }
+  return Status::Ok();
+}
+
+// The feed's newest event now (the subscriber starts after it, and sees only what comes next).
+uint64_t FeedHead(const std::string& conninfo) {
+  pqxx::connection conn(conninfo);
+  pqxx::nontransaction tx(conn);
+  return tx.exec1("SELECT verdict_feed_head()")[0].as<uint64_t>();
+}
+
+// The page GET /metrics answers at `at`; empty if it cannot be read.
+std::string Scrape(const server::ListenAddress& at) {
+  server::BlockingHttpClient client(at, kCallTimeout);
+  auto page = client.Call({"GET", "/metrics", "", "", "", ""});
+  return page.ok() && page->status == 200 ? page->body : "";
+}
+
+// What the node's and the lobby's own metrics say of the posting (their gains over it).
+struct Profile {
+  double sync_p50_ms = 0;  // the node's log syncs (verdict_node_outbox_write_seconds)
+  double sync_p99_ms = 0;
+  double attempt_p50_ms = 0;  // the node's delivery requests, sent to answered
+  double attempt_p99_ms = 0;
+  double records_per_request = 0;  // of its batch requests
+  // The lobby's single-room settlement requests (POST /v1/settlements), read to answered: its
+  // histogram leaves batch requests out, so it has these only at --batch 1.
+  double settle_requests = 0;
+  double settle_p50_ms = 0;
+  double settle_p99_ms = 0;
+  double rooms_per_transaction = 0;
+};
+
+Profile ProfileOf(const std::string& node_before, const std::string& node_after,
+                  const std::string& lobby_before, const std::string& lobby_after) {
+  const auto node = [&](const char* name, double fraction) {
+    return HistogramQuantileMs(node_before, node_after, name, fraction);
+  };
+  const auto lobby = [&](const char* name, double fraction) {
+    return HistogramQuantileMs(lobby_before, lobby_after, name, fraction);
+  };
+  return {node("verdict_node_outbox_write_seconds", 0.50),
+          node("verdict_node_outbox_write_seconds", 0.99),
+          node("verdict_node_delivery_attempt_seconds", 0.50),
+          node("verdict_node_delivery_attempt_seconds", 0.99),
+          HistogramMean(node_before, node_after, "verdict_node_delivery_batch_records"),
+          MetricValue(lobby_after, "verdict_lobby_settle_seconds_count") -
+              MetricValue(lobby_before, "verdict_lobby_settle_seconds_count"),
+          lobby("verdict_lobby_settle_seconds", 0.50),
+          lobby("verdict_lobby_settle_seconds", 0.99),
+          HistogramMean(lobby_before, lobby_after, "verdict_lobby_settle_batch_rooms")};
+}
+
+struct Measured {
+  double drain_max_per_s = 0;   // 0 when --rate gave the rate
+  double rate_per_s = 0;        // results due per second
+  double sent_per_s = 0;        // as sent: the results over the time from the start to the last
+  Spread latency;               // due -> battle.settled on the feed
+  Spread to_stored;             // due -> the node's 201
+  Spread stored_to_event;       // the 201 -> battle.settled
+  Spread send_lag;              // due -> sent: the load generator's own lateness
+  Spread append, settle, http;  // the floor's parts
+  Profile profile;
+  double floor_ms() const { return append.p50 + settle.p50 + http.p50; }
+};
+
+// The floor's three parts, each alone; the node (at `node`) and the lobby idle.
+Status MeasureFloor(const LatencyOptions& o, const std::string& conninfo, const std::string& root,
+                    const server::ListenAddress& node, const server::ListenAddress& lobby,
+                    Measured& m) {
+  std::fprintf(stderr, "latency: the floor, %llu samples of each part\n",
+               static_cast<unsigned long long>(o.floor_samples));
+  auto append = TimeDurableAppends(root + "/append", o.shards, o.floor_samples);
+  if (!append.ok()) return append.status();
+  auto settle = TimeDirectSettlements(conninfo, o.floor_samples);
+  if (!settle.ok()) return settle.status();
+  auto http = TimeLoopbackExchanges(node, lobby, o.floor_samples);
+  if (!http.ok()) return http.status();
+  m.append = SpreadOf(*append);
+  m.settle = SpreadOf(*settle);
+  m.http = SpreadOf(*http);
+  return Status::Ok();
+}
+
+// The results posted open loop at m.rate_per_s and followed on the feed of the lobby at
+// `lobby_port`; the latencies and the profile into `m`.
+Status MeasureLatency(const LatencyOptions& o, const std::string& conninfo, uint16_t lobby_port,
+                      const server::ListenAddress& node, const server::ListenAddress& lobby,
+                      Measured& m) {
+  AllocateRooms(conninfo, kLatencyBase, o.results);
+  auto feed = FeedReader::Open(lobby_port, kBacklogToken, FeedHead(conninfo));
+  if (!feed.ok()) return feed.status();
+  const std::string node_before = Scrape(node), lobby_before = Scrape(lobby);
+  std::fprintf(stderr, "latency: %llu results open loop at %.0f/s from %d connections\n",
+               static_cast<unsigned long long>(o.results), m.rate_per_s, o.clients);
+  Timeline timeline(o.results, SteadyClock::now() + kStartAfter, m.rate_per_s);
+  std::atomic<uint64_t> settled{0};
+  Status followed, posted;
+  {
+    Progress progress("posting (results settled)", o.results / m.rate_per_s, settled);
+    std::thread follower([&] { followed = FollowFeed(**feed, timeline, settled); });
+    posted = PostOpenLoop(node, o.clients, timeline);
+    follower.join();
+  }
+  if (!posted.ok()) return posted;
+  if (!followed.ok()) return followed;
+  m.profile = ProfileOf(node_before, Scrape(node), lobby_before, Scrape(lobby));
+  std::vector<double> latency, to_stored, stored_to_event, send_lag;
+  TimePoint last_sent = timeline.start;
+  for (uint64_t i = 0; i < o.results; ++i) {
+    const TimePoint due = timeline.Due(i);
+    latency.push_back(Ms(timeline.settled[i] - due));
+    to_stored.push_back(Ms(timeline.stored[i] - due));
+    stored_to_event.push_back(Ms(timeline.settled[i] - timeline.stored[i]));
+    send_lag.push_back(Ms(timeline.sent[i] - due));
+    last_sent = std::max(last_sent, timeline.sent[i]);
+  }
+  m.sent_per_s = o.results / std::chrono::duration<double>(last_sent - timeline.start).count();
+  m.latency = SpreadOf(latency);
+  m.to_stored = SpreadOf(to_stored);
+  m.stored_to_event = SpreadOf(stored_to_event);
+  m.send_lag = SpreadOf(send_lag);
+  return Status::Ok();
+}
+
+// The whole run: the lobby, the drain's maximum (unless --rate), the node, the floor, the latency.
+Result<Measured> Measure(const LatencyOptions& o, const std::string& conninfo,
+                         const std::string& root) {
+  std::vector<std::string> lobby_args = {"--node-token",
+                                         std::string(kBacklogNode) + "=" + kBacklogToken};
+  if (o.lobby_coalesce_ms >= 0) {
+    lobby_args.insert(lobby_args.end(),
+                      {"--coalesce-wait-ms", std::to_string(o.lobby_coalesce_ms)});
+  }
+  auto spawned_lobby =
+      SpawnLobby(LobbyBinary(o.lobby_binary), conninfo, lobby_args, root + "/lobby.log");
+  if (!spawned_lobby.ok()) return spawned_lobby.status();
+  ChildProcess lobby_process(spawned_lobby->pid, "verdict-lobby");
+  const std::string lobby_host_port = "127.0.0.1:" + std::to_string(spawned_lobby->port);
+  Measured m;
+  m.rate_per_s = o.rate;
+  if (m.rate_per_s <= 0) {
+    std::fprintf(stderr, "latency: the drain's maximum, %llu results, %u shards, batch %zu\n",
+                 static_cast<unsigned long long>(o.backlog), o.shards, o.batch);
+    AllocateRooms(conninfo, kDrainBase, o.backlog);
+    m.drain_max_per_s = DrainAllocated(conninfo, root + "/drain", o.shards, o.batch, kDrainBase,
+                                       o.backlog, "http://" + lobby_host_port);
+    if (m.drain_max_per_s <= 0) {
+      return UnavailableError("the drain did not run; see " + root + "/lobby.log");
+    }
+    m.rate_per_s = m.drain_max_per_s * o.load_fraction;
+  }
+  const std::string ingest = "unix:" + root + "/ingest.sock";
+  auto spawned_node =
+      SpawnReadyNode({NodeBinary(o.node_binary), "run", "--node-id", kBacklogNode, "--outbox",
+                      root + "/outbox", "--lobby", "http://" + lobby_host_port, "--token",
+                      kBacklogToken, "--shards", std::to_string(o.shards), "--batch",
+                      std::to_string(o.batch), "--ingest-listen", ingest, "--log-level", "error"},
+                     ingest, root + "/node.log");
+  if (!spawned_node.ok()) return spawned_node.status();
+  ChildProcess node_process(*spawned_node, "verdict-node");
+  const auto node = server::ListenAddress::Parse(ingest);
+  const auto lobby = server::ListenAddress::Parse(lobby_host_port);
+  if (!node.ok()) return node.status();
+  if (!lobby.ok()) return lobby.status();
+  VERDICT_RETURN_IF_ERROR(MeasureFloor(o, conninfo, root, *node, *lobby, m));
+  VERDICT_RETURN_IF_ERROR(MeasureLatency(o, conninfo, spawned_lobby->port, *node, *lobby, m));
+  VERDICT_RETURN_IF_ERROR(node_process.Stop());
+  VERDICT_RETURN_IF_ERROR(lobby_process.Stop());
+  return m;
+}
+
+// One line of the table: a distribution's p50, p99 and p99.9.
+void PrintSpread(FILE* table, const char* name, const Spread& s) {
+  std::fprintf(table, "%-46s %9.2f %9.2f %9.2f\n", name, s.p50, s.p99, s.p999);
+}
+
+int Summarize(const LatencyOptions& o, const Measured& m) {
+  const double floor = m.floor_ms();
+  const double ratio = floor > 0 ? m.latency.p99 / floor : 0;
+  FILE* table = o.output.json ? stderr : stdout;
+  if (m.drain_max_per_s > 0) {
+    std::fprintf(table,
+                 "\ndrain maximum %.0f results/s; posted at %.2f of it: %.0f/s due, %.0f/s sent\n",
+                 m.drain_max_per_s, o.load_fraction, m.rate_per_s, m.sent_per_s);
+  } else {
+    std::fprintf(table, "\nposted at --rate: %.0f/s due, %.0f/s sent\n", m.rate_per_s,
+                 m.sent_per_s);
+  }
+  std::fprintf(table, "%llu results, %u shards, batch %zu, %d connections\n\n",
+               static_cast<unsigned long long>(o.results), o.shards, o.batch, o.clients);
+  std::fprintf(table, "%-46s %9s %9s %9s\n", "", "p50 ms", "p99 ms", "p99.9 ms");
+  PrintSpread(table, "due -> battle.settled on the feed", m.latency);
+  PrintSpread(table, "  due -> stored (the node's 201)", m.to_stored);
+  PrintSpread(table, "  stored -> battle.settled", m.stored_to_event);
+  PrintSpread(table, "  due -> sent (the load's own lateness)", m.send_lag);
+  std::fprintf(table, "floor, each part alone:\n");
+  PrintSpread(table, "  durable append (outbox Enqueue, fsync)", m.append);
+  PrintSpread(table, "  one room's settlement committed directly", m.settle);
+  PrintSpread(table, "  two loopback HTTP exchanges", m.http);
+  std::fprintf(table, "%-46s %9.2f\n", "  floor (the sum of the medians)", floor);
+  std::fprintf(table, "\np99 / floor: %.2f (target <= 3)\n", ratio);
+  const Profile& p = m.profile;
+  std::fprintf(table,
+               "over the posting (histogram buckets' upper bounds): the node's log syncs p50 %.1f, "
+               "p99 %.1f ms; its delivery requests p50 %.1f, p99 %.1f ms, %.1f records a batch "
+               "request; the lobby's transactions %.1f rooms each\n",
+               p.sync_p50_ms, p.sync_p99_ms, p.attempt_p50_ms, p.attempt_p99_ms,
+               p.records_per_request, p.rooms_per_transaction);
+  if (p.settle_requests > 0) {
+    std::fprintf(table, "the lobby's single-room settlement requests: p50 %.1f, p99 %.1f ms\n",
+                 p.settle_p50_ms, p.settle_p99_ms);
+  }
+
+  Report report("latency");
+  report.Field("results", static_cast<double>(o.results));
+  if (m.drain_max_per_s > 0) {
+    report.Field("load_fraction", o.load_fraction);
+    report.Field("drain_max_per_s", m.drain_max_per_s);
+  }
+  report.Field("rate_per_s", m.rate_per_s);
+  report.Field("sent_per_s", m.sent_per_s);
+  report.Field("shards", o.shards);
+  report.Field("batch", static_cast<double>(o.batch));
+  report.Field("clients", o.clients);
+  report.Field("lobby_coalesce_ms", o.lobby_coalesce_ms >= 0
+                                        ? o.lobby_coalesce_ms
+                                        : std::chrono::duration<double, std::milli>(
+                                              lobby::ServiceOptions{}.coalesce_wait)
+                                              .count());
+  report.Field("p50_ms", m.latency.p50);
+  report.Field("p99_ms", m.latency.p99);
+  report.Field("p999_ms", m.latency.p999);
+  report.Field("floor_ms", floor);
+  report.Field("floor_append_p50_ms", m.append.p50);
+  report.Field("floor_settle_p50_ms", m.settle.p50);
+  report.Field("floor_http_p50_ms", m.http.p50);
+  report.Field("p99_over_floor", ratio);
+  report.Field("node_sync_p50_ms", p.sync_p50_ms);
+  report.Field("node_sync_p99_ms", p.sync_p99_ms);
+  report.Field("delivery_attempt_p50_ms", p.attempt_p50_ms);
+  report.Field("delivery_attempt_p99_ms", p.attempt_p99_ms);
+  report.Field("delivery_records_per_request", p.records_per_request);
+  if (p.settle_requests > 0) {
+    report.Field("lobby_settle_p50_ms", p.settle_p50_ms);
+    report.Field("lobby_settle_p99_ms", p.settle_p99_ms);
+  }
+  report.Field("lobby_rooms_per_transaction", p.rooms_per_transaction);
+  for (const auto& [part, s] : {std::pair<const char*, const Spread&>{"latency", m.latency},
+                                {"to_stored", m.to_stored},
+                                {"stored_to_event", m.stored_to_event},
+                                {"send_lag", m.send_lag},
+                                {"floor_append", m.append},
+                                {"floor_settle", m.settle},
+                                {"floor_http", m.http}}) {
+    report.Row({{"part", part}}, {{"p50_ms", s.p50},
+                                  {"p99_ms", s.p99},
+                                  {"p999_ms", s.p999},
+                                  {"samples", static_cast<double>(s.samples)}});
+  }
+  return report.Emit(o.output);
+}
+
+}  // namespace
+
+int RunLatency(const LatencyOptions& o) {
+  const std::unique_ptr<ScratchDatabase> database = MigratedScratchDatabase(o.db, "latency");
+  if (!database) return 1;
+  const std::string root = TempRoot();
+  const Result<Measured> measured = Measure(o, database->conninfo(), root);
+  if (!measured.ok()) {
+    // The processes' logs stay, for the reason.
+    std::fprintf(stderr, "verdict-bench latency: %s (files in %s)\n",
+                 measured.status().ToString().c_str(), root.c_str());
+    return 1;
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(root, ignored);
+  return Summarize(o, *measured);
+}
+
+}  // namespace verdict::bench
