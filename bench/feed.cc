@@ -60,12 +60,13 @@ Result<std::string> FeedReader::Next(std::chrono::milliseconds stall) {
   return beast::buffers_to_string(f.buffer.data());
 }
 
-uint64_t EventRoomId(const std::string& message) {
-  // The lobby prints the event as jsonb does ("room_id": "N"); the quote may follow at once.
-  constexpr std::string_view kRoom = "\"room_id\":";
-  size_t at = message.find(kRoom);
+uint64_t EventNumber(const std::string& message, std::string_view member) {
+  // The lobby prints the event as jsonb does ("room_id": "N"): a space, and a quote for a 64-bit
+  // number, may come between the colon and the digits.
+  const std::string key = "\"" + std::string(member) + "\":";
+  size_t at = message.find(key);
   if (at == std::string::npos) return 0;
-  at = message.find_first_not_of(" \"", at + kRoom.size());
+  at = message.find_first_not_of(" \"", at + key.size());
   return at == std::string::npos ? 0 : std::strtoull(message.c_str() + at, nullptr, 10);
 }
 

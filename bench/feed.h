@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -35,7 +36,9 @@ class FeedReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// The room_id of a battle.settled event's message; 0 if it has none.
-uint64_t EventRoomId(const std::string& message);
+// The number in `member` of an event's message, as the lobby prints it ("room_id": "N",
+// "settled_at_ms": "N"); 0 if the message has no such member. The first such member counts (an
+// event's players have no room_id or settled_at_ms of their own).
+uint64_t EventNumber(const std::string& message, std::string_view member);
 
 }  // namespace verdict::bench

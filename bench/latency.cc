@@ -21,9 +21,11 @@
 //            The floor is the sum of the three medians: each part's typical cost, paid once by
 //            every result. A sum of p99s would ask every part to be slow for the same result.
 // Reported: p50, p99 and p99.9 of the latency, the floor and p99 / floor. To say what makes up
-// the rest: each result's time to its 201 and from its 201 to its event, and over the posting the
-// node's and the lobby's own histograms (the node's log syncs and delivery attempts, records per
-// delivery request; the lobby's settlement requests and rooms per transaction).
+// the rest, each result's latency in three: due to the node's 201; the 201 to the start of its
+// settlement's write in the lobby's transaction (the event's settled_at_ms, the database's clock
+// in whole ms, on this host); and from there to the event on the feed. Beside them, over the
+// posting, the node's and the lobby's own histograms: the node's log syncs, its delivery requests
+// and their records, the lobby's rooms per transaction.
 #include "bench/latency.h"
 
 #include <algorithm>
@@ -168,15 +170,32 @@ Result<std::vector<double>> TimeLoopbackExchanges(const server::ListenAddress& n
 // When result i (room kLatencyBase + i + 1) is due, and when it got where.
 struct Timeline {
   Timeline(uint64_t n, TimePoint start, double rate)
-      : start(start), rate(rate), sent(n), stored(n), settled(n) {}
+      : start(start),
+        rate(rate),
+        wall_ahead(std::chrono::system_clock::now().time_since_epoch() -
+                   SteadyClock::now().time_since_epoch()),
+        sent(n),
+        stored(n),
+        written(n),
+        settled(n) {}
   TimePoint Due(uint64_t i) const {
     return start + std::chrono::duration_cast<SteadyClock::duration>(
                        std::chrono::duration<double>(static_cast<double>(i) / rate));
   }
+  // A wall-clock time in ms since the epoch (the database's clock, on this host) on this clock.
+  TimePoint FromWallMs(uint64_t ms) const {
+    return TimePoint(std::chrono::duration_cast<SteadyClock::duration>(
+        std::chrono::milliseconds(ms) - wall_ahead));
+  }
   const TimePoint start;
-  const double rate;               // results due per second
-  std::vector<TimePoint> sent;     // its POST began (written by its sender)
-  std::vector<TimePoint> stored;   // the node answered it stored (by its sender)
+  const double rate;  // results due per second
+  // How far the wall clock reads ahead of this one.
+  const std::chrono::nanoseconds wall_ahead;
+  std::vector<TimePoint> sent;    // its POST began (written by its sender)
+  std::vector<TimePoint> stored;  // the node answered it stored (by its sender)
+  // Its settlement's write began in the lobby's transaction: the event's settled_at_ms, the
+  // database's clock in whole ms (by the feed's reader).
+  std::vector<TimePoint> written;
   std::vector<TimePoint> settled;  // its battle.settled event arrived (by the feed's reader)
 };
 
@@ -228,11 +247,12 @@ Status FollowFeed(FeedReader& feed, Timeline& timeline, std::atomic<uint64_t>& s
       return UnavailableError(message.status().message() + ", " + std::to_string(n - settled) +
                               " of " + std::to_string(n) + " results without their event");
     }
-    const uint64_t room = EventRoomId(*message);
+    const uint64_t room = EventNumber(*message, "room_id");
     if (room <= kLatencyBase || room > kLatencyBase + n) continue;
-    TimePoint& at = timeline.settled[room - kLatencyBase - 1];
-    if (at != TimePoint{}) continue;
-    at = now;
+    const uint64_t i = room - kLatencyBase - 1;
+    if (timeline.settled[i] != TimePoint{}) continue;
+    timeline.settled[i] = now;
+    timeline.written[i] = timeline.FromWallMs(EventNumber(*message, "settled_at_ms"));
     ++settled;
   }
   return Status::Ok();
@@ -293,7 +313,8 @@ struct Measured {
   double sent_per_s = 0;        // as sent: the results over the time from the start to the last
   Spread latency;               // due -> battle.settled on the feed
   Spread to_stored;             // due -> the node's 201
-  Spread stored_to_event;       // the 201 -> battle.settled
+  Spread stored_to_write;       // the 201 -> the settlement's write began in the lobby
+  Spread write_to_event;        // the write began -> battle.settled
   Spread send_lag;              // due -> sent: the load generator's own lateness
   Spread append, settle, http;  // the floor's parts
   Profile profile;
@@ -341,20 +362,22 @@ Status MeasureLatency(const LatencyOptions& o, const std::string& conninfo, uint
   if (!posted.ok()) return posted;
   if (!followed.ok()) return followed;
   m.profile = ProfileOf(node_before, Scrape(node), lobby_before, Scrape(lobby));
-  std::vector<double> latency, to_stored, stored_to_event, send_lag;
+  std::vector<double> latency, to_stored, stored_to_write, write_to_event, send_lag;
   TimePoint last_sent = timeline.start;
   for (uint64_t i = 0; i < o.results; ++i) {
     const TimePoint due = timeline.Due(i);
     latency.push_back(Ms(timeline.settled[i] - due));
     to_stored.push_back(Ms(timeline.stored[i] - due));
-    stored_to_event.push_back(Ms(timeline.settled[i] - timeline.stored[i]));
+    stored_to_write.push_back(Ms(timeline.written[i] - timeline.stored[i]));
+    write_to_event.push_back(Ms(timeline.settled[i] - timeline.written[i]));
     send_lag.push_back(Ms(timeline.sent[i] - due));
     last_sent = std::max(last_sent, timeline.sent[i]);
   }
   m.sent_per_s = o.results / std::chrono::duration<double>(last_sent - timeline.start).count();
   m.latency = SpreadOf(latency);
   m.to_stored = SpreadOf(to_stored);
-  m.stored_to_event = SpreadOf(stored_to_event);
+  m.stored_to_write = SpreadOf(stored_to_write);
+  m.write_to_event = SpreadOf(write_to_event);
   m.send_lag = SpreadOf(send_lag);
   return Status::Ok();
 }
@@ -428,7 +451,8 @@ int Summarize(const LatencyOptions& o, const Measured& m) {
   std::fprintf(table, "%-46s %9s %9s %9s\n", "", "p50 ms", "p99 ms", "p99.9 ms");
   PrintSpread(table, "due -> battle.settled on the feed", m.latency);
   PrintSpread(table, "  due -> stored (the node's 201)", m.to_stored);
-  PrintSpread(table, "  stored -> battle.settled", m.stored_to_event);
+  PrintSpread(table, "  stored -> the lobby's write began (+-1 ms)", m.stored_to_write);
+  PrintSpread(table, "  the write began -> battle.settled (+-1 ms)", m.write_to_event);
   PrintSpread(table, "  due -> sent (the load's own lateness)", m.send_lag);
   std::fprintf(table, "floor, each part alone:\n");
   PrintSpread(table, "  durable append (outbox Enqueue, fsync)", m.append);
@@ -484,7 +508,8 @@ int Summarize(const LatencyOptions& o, const Measured& m) {
   report.Field("lobby_rooms_per_transaction", p.rooms_per_transaction);
   for (const auto& [part, s] : {std::pair<const char*, const Spread&>{"latency", m.latency},
                                 {"to_stored", m.to_stored},
-                                {"stored_to_event", m.stored_to_event},
+                                {"stored_to_write", m.stored_to_write},
+                                {"write_to_event", m.write_to_event},
                                 {"send_lag", m.send_lag},
                                 {"floor_append", m.append},
                                 {"floor_settle", m.settle},
