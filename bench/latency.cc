@@ -33,6 +33,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <pqxx/pqxx>
 #include <thread>
@@ -177,15 +178,17 @@ struct Timeline {
         sent(n),
         stored(n),
         written(n),
+        committed(n),
+        sequenced(n),
         settled(n) {}
   TimePoint Due(uint64_t i) const {
     return start + std::chrono::duration_cast<SteadyClock::duration>(
                        std::chrono::duration<double>(static_cast<double>(i) / rate));
   }
   // A wall-clock time in ms since the epoch (the database's clock, on this host) on this clock.
-  TimePoint FromWallMs(uint64_t ms) const {
+  TimePoint FromWallMs(double ms) const {
     return TimePoint(std::chrono::duration_cast<SteadyClock::duration>(
-        std::chrono::milliseconds(ms) - wall_ahead));
+        std::chrono::duration<double, std::milli>(ms) - wall_ahead));
   }
   const TimePoint start;
   const double rate;  // results due per second
@@ -196,6 +199,11 @@ struct Timeline {
   // Its settlement's write began in the lobby's transaction: the event's settled_at_ms, the
   // database's clock in whole ms (by the feed's reader).
   std::vector<TimePoint> written;
+  // Where the server tracks commit timestamps: when its settlement's transaction committed, and
+  // when the sequencer's transaction that gave its event a place in the feed did (read after the
+  // run; unset where they are not tracked).
+  std::vector<TimePoint> committed;
+  std::vector<TimePoint> sequenced;
   std::vector<TimePoint> settled;  // its battle.settled event arrived (by the feed's reader)
 };
 
@@ -258,6 +266,30 @@ Status FollowFeed(FeedReader& feed, Timeline& timeline, std::atomic<uint64_t>& s
   return Status::Ok();
 }
 
+// Where the server tracks commit timestamps (track_commit_timestamp = on), when each result's
+// settlement committed (the transaction that wrote its match) and when its event was numbered in
+// the feed (the sequencer's transaction, the last to write the event's row), into `timeline`.
+// False, leaving them unset, where the server does not track them.
+bool ReadCommitTimes(const std::string& conninfo, Timeline& timeline) {
+  const uint64_t n = timeline.committed.size();
+  pqxx::connection conn(conninfo);
+  pqxx::nontransaction tx(conn);
+  if (tx.exec1("SHOW track_commit_timestamp")[0].as<std::string>() != "on") return false;
+  const pqxx::result rows = tx.exec_params(
+      "SELECT m.room_id, extract(epoch FROM pg_xact_commit_timestamp(m.xmin)) * 1000, "
+      "extract(epoch FROM pg_xact_commit_timestamp(e.xmin)) * 1000 "
+      "FROM matches m JOIN settlement_events e ON e.match_id = m.match_id "
+      "WHERE m.room_id BETWEEN $1 AND $2",
+      kLatencyBase + 1, kLatencyBase + n);
+  for (const auto& row : rows) {
+    if (row[1].is_null() || row[2].is_null()) continue;  // committed before tracking began
+    const uint64_t i = row[0].as<uint64_t>() - kLatencyBase - 1;
+    timeline.committed[i] = timeline.FromWallMs(row[1].as<double>());
+    timeline.sequenced[i] = timeline.FromWallMs(row[2].as<double>());
+  }
+  return true;
+}
+
 // The feed's newest event now (the subscriber starts after it, and sees only what comes next).
 uint64_t FeedHead(const std::string& conninfo) {
   pqxx::connection conn(conninfo);
@@ -270,6 +302,63 @@ std::string Scrape(const server::ListenAddress& at) {
   server::BlockingHttpClient client(at, kCallTimeout);
   auto page = client.Call({"GET", "/metrics", "", "", "", ""});
   return page.ok() && page->status == 200 ? page->body : "";
+}
+
+// The CPU a span of the run used, in cores (CPU seconds a second): the host's busy time, and of
+// it the load generator (this process), the node, the lobby, PostgreSQL's processes, and the
+// rest (whatever else runs on the host).
+struct CpuUse {
+  double host = 0;
+  double bench = 0;
+  double node = 0;
+  double lobby = 0;
+  double postgres = 0;
+  double rest = 0;
+};
+
+// The CPU time used so far, by the host and by each process of the run.
+struct CpuReading {
+  TimePoint at;
+  HostCpu host;
+  double bench = 0;
+  double node = 0;
+  double lobby = 0;
+  std::map<pid_t, double> postgres;  // by the server's processes (pg_stat_activity)
+};
+
+// The CPU time of the processes of the server at `conninfo`: its backends, background workers
+// and auxiliary processes, as pg_stat_activity lists them (a process that ended is not counted).
+std::map<pid_t, double> PostgresCpu(const std::string& conninfo) {
+  std::map<pid_t, double> cpu;
+  pqxx::connection conn(conninfo);
+  pqxx::nontransaction tx(conn);
+  for (const auto& row : tx.exec("SELECT pid FROM pg_stat_activity")) {
+    const pid_t pid = row[0].as<pid_t>();
+    if (const double seconds = ProcessCpuSeconds(pid); seconds >= 0) cpu[pid] = seconds;
+  }
+  return cpu;
+}
+
+CpuReading ReadCpu(const std::string& conninfo, pid_t node, pid_t lobby) {
+  CpuReading reading{SteadyClock::now(),       HostCpuNow(),
+                     CpuSeconds(RUSAGE_SELF),  ProcessCpuSeconds(node),
+                     ProcessCpuSeconds(lobby), PostgresCpu(conninfo)};
+  return reading;
+}
+
+CpuUse CpuBetween(const CpuReading& from, const CpuReading& to) {
+  const double seconds = std::chrono::duration<double>(to.at - from.at).count();
+  CpuUse use;
+  use.host = (to.host.busy_s - from.host.busy_s) / seconds;
+  use.bench = (to.bench - from.bench) / seconds;
+  use.node = (to.node - from.node) / seconds;
+  use.lobby = (to.lobby - from.lobby) / seconds;
+  for (const auto& [pid, cpu] : to.postgres) {
+    const auto before = from.postgres.find(pid);
+    use.postgres += (cpu - (before == from.postgres.end() ? 0 : before->second)) / seconds;
+  }
+  use.rest = use.host - use.bench - use.node - use.lobby - use.postgres;
+  return use;
 }
 
 // What the node's and the lobby's own metrics say of the posting (their gains over it).
@@ -308,16 +397,21 @@ Profile ProfileOf(const std::string& node_before, const std::string& node_after,
 }
 
 struct Measured {
-  double drain_max_per_s = 0;   // 0 when --rate gave the rate
-  double rate_per_s = 0;        // results due per second
-  double sent_per_s = 0;        // as sent: the results over the time from the start to the last
-  Spread latency;               // due -> battle.settled on the feed
-  Spread to_stored;             // due -> the node's 201
-  Spread stored_to_write;       // the 201 -> the settlement's write began in the lobby
-  Spread write_to_event;        // the write began -> battle.settled
+  double drain_max_per_s = 0;  // 0 when --rate gave the rate
+  double rate_per_s = 0;       // results due per second
+  double sent_per_s = 0;       // as sent: the results over the time from the start to the last
+  Spread latency;              // due -> battle.settled on the feed
+  Spread to_stored;            // due -> the node's 201
+  Spread stored_to_write;      // the 201 -> the settlement's write began in the lobby
+  Spread write_to_event;       // the write began -> battle.settled
+  // Its parts, where the server tracks commit timestamps (no samples where it does not).
+  Spread write_to_commit;       // the write began -> the settlement committed
+  Spread commit_to_sequenced;   // the settlement committed -> the sequencer numbered its event
+  Spread sequenced_to_event;    // numbered -> battle.settled on the subscriber
   Spread send_lag;              // due -> sent: the load generator's own lateness
   Spread append, settle, http;  // the floor's parts
   Profile profile;
+  CpuUse cpu;  // over the posting
   double floor_ms() const { return append.p50 + settle.p50 + http.p50; }
 };
 
@@ -339,32 +433,25 @@ Status MeasureFloor(const LatencyOptions& o, const std::string& conninfo, const 
   return Status::Ok();
 }
 
-// The results posted open loop at m.rate_per_s and followed on the feed of the lobby at
-// `lobby_port`; the latencies and the profile into `m`.
-Status MeasureLatency(const LatencyOptions& o, const std::string& conninfo, uint16_t lobby_port,
-                      const server::ListenAddress& node, const server::ListenAddress& lobby,
-                      Measured& m) {
-  AllocateRooms(conninfo, kLatencyBase, o.results);
-  auto feed = FeedReader::Open(lobby_port, kBacklogToken, FeedHead(conninfo));
-  if (!feed.ok()) return feed.status();
-  const std::string node_before = Scrape(node), lobby_before = Scrape(lobby);
-  std::fprintf(stderr, "latency: %llu results open loop at %.0f/s from %d connections\n",
-               static_cast<unsigned long long>(o.results), m.rate_per_s, o.clients);
-  Timeline timeline(o.results, SteadyClock::now() + kStartAfter, m.rate_per_s);
+// Every result of `timeline` posted to the node at `node` from `clients` connections, and followed
+// on `feed` until each has its event.
+Status PostAndFollow(const server::ListenAddress& node, int clients, FeedReader& feed,
+                     Timeline& timeline) {
   std::atomic<uint64_t> settled{0};
   Status followed, posted;
-  {
-    Progress progress("posting (results settled)", o.results / m.rate_per_s, settled);
-    std::thread follower([&] { followed = FollowFeed(**feed, timeline, settled); });
-    posted = PostOpenLoop(node, o.clients, timeline);
-    follower.join();
-  }
-  if (!posted.ok()) return posted;
-  if (!followed.ok()) return followed;
-  m.profile = ProfileOf(node_before, Scrape(node), lobby_before, Scrape(lobby));
+  const double seconds = timeline.sent.size() / timeline.rate;
+  Progress progress("posting (results settled)", seconds, settled);
+  std::thread follower([&] { followed = FollowFeed(feed, timeline, settled); });
+  posted = PostOpenLoop(node, clients, timeline);
+  follower.join();
+  return posted.ok() ? followed : posted;
+}
+
+// The latency of each result of `timeline`, its parts and the senders' lateness into `m`.
+void SpreadsOf(const Timeline& timeline, Measured& m) {
   std::vector<double> latency, to_stored, stored_to_write, write_to_event, send_lag;
   TimePoint last_sent = timeline.start;
-  for (uint64_t i = 0; i < o.results; ++i) {
+  for (uint64_t i = 0; i < timeline.sent.size(); ++i) {
     const TimePoint due = timeline.Due(i);
     latency.push_back(Ms(timeline.settled[i] - due));
     to_stored.push_back(Ms(timeline.stored[i] - due));
@@ -373,12 +460,48 @@ Status MeasureLatency(const LatencyOptions& o, const std::string& conninfo, uint
     send_lag.push_back(Ms(timeline.sent[i] - due));
     last_sent = std::max(last_sent, timeline.sent[i]);
   }
-  m.sent_per_s = o.results / std::chrono::duration<double>(last_sent - timeline.start).count();
+  m.sent_per_s =
+      timeline.sent.size() / std::chrono::duration<double>(last_sent - timeline.start).count();
   m.latency = SpreadOf(latency);
   m.to_stored = SpreadOf(to_stored);
   m.stored_to_write = SpreadOf(stored_to_write);
   m.write_to_event = SpreadOf(write_to_event);
   m.send_lag = SpreadOf(send_lag);
+  std::vector<double> write_to_commit, commit_to_sequenced, sequenced_to_event;
+  for (uint64_t i = 0; i < timeline.sent.size(); ++i) {
+    if (timeline.committed[i] == TimePoint{}) continue;
+    write_to_commit.push_back(Ms(timeline.committed[i] - timeline.written[i]));
+    commit_to_sequenced.push_back(Ms(timeline.sequenced[i] - timeline.committed[i]));
+    sequenced_to_event.push_back(Ms(timeline.settled[i] - timeline.sequenced[i]));
+  }
+  m.write_to_commit = SpreadOf(write_to_commit);
+  m.commit_to_sequenced = SpreadOf(commit_to_sequenced);
+  m.sequenced_to_event = SpreadOf(sequenced_to_event);
+}
+
+// The results posted open loop at m.rate_per_s to the node at `node` (process `node_pid`) and
+// followed on the feed of the lobby at `lobby` (`lobby_port`, process `lobby_pid`); the latencies,
+// the profile and the CPU into `m`.
+Status MeasureLatency(const LatencyOptions& o, const std::string& conninfo, uint16_t lobby_port,
+                      pid_t lobby_pid, pid_t node_pid, const server::ListenAddress& node,
+                      const server::ListenAddress& lobby, Measured& m) {
+  AllocateRooms(conninfo, kLatencyBase, o.results);
+  auto feed = FeedReader::Open(lobby_port, kBacklogToken, FeedHead(conninfo));
+  if (!feed.ok()) return feed.status();
+  std::fprintf(stderr, "latency: %llu results open loop at %.0f/s from %d connections\n",
+               static_cast<unsigned long long>(o.results), m.rate_per_s, o.clients);
+  const std::string node_before = Scrape(node), lobby_before = Scrape(lobby);
+  const CpuReading cpu_before = ReadCpu(conninfo, node_pid, lobby_pid);
+  Timeline timeline(o.results, SteadyClock::now() + kStartAfter, m.rate_per_s);
+  VERDICT_RETURN_IF_ERROR(PostAndFollow(node, o.clients, **feed, timeline));
+  m.cpu = CpuBetween(cpu_before, ReadCpu(conninfo, node_pid, lobby_pid));
+  m.profile = ProfileOf(node_before, Scrape(node), lobby_before, Scrape(lobby));
+  if (!ReadCommitTimes(conninfo, timeline)) {
+    std::fprintf(stderr,
+                 "latency: the server does not track commit timestamps "
+                 "(track_commit_timestamp): no split at the commits\n");
+  }
+  SpreadsOf(timeline, m);
   return Status::Ok();
 }
 
@@ -423,7 +546,8 @@ Result<Measured> Measure(const LatencyOptions& o, const std::string& conninfo,
   if (!node.ok()) return node.status();
   if (!lobby.ok()) return lobby.status();
   VERDICT_RETURN_IF_ERROR(MeasureFloor(o, conninfo, root, *node, *lobby, m));
-  VERDICT_RETURN_IF_ERROR(MeasureLatency(o, conninfo, spawned_lobby->port, *node, *lobby, m));
+  VERDICT_RETURN_IF_ERROR(MeasureLatency(o, conninfo, spawned_lobby->port, spawned_lobby->pid,
+                                         *spawned_node, *node, *lobby, m));
   VERDICT_RETURN_IF_ERROR(node_process.Stop());
   VERDICT_RETURN_IF_ERROR(lobby_process.Stop());
   return m;
@@ -453,6 +577,11 @@ int Summarize(const LatencyOptions& o, const Measured& m) {
   PrintSpread(table, "  due -> stored (the node's 201)", m.to_stored);
   PrintSpread(table, "  stored -> the lobby's write began (+-1 ms)", m.stored_to_write);
   PrintSpread(table, "  the write began -> battle.settled (+-1 ms)", m.write_to_event);
+  if (m.write_to_commit.samples > 0) {
+    PrintSpread(table, "    the write began -> committed (+-1 ms)", m.write_to_commit);
+    PrintSpread(table, "    committed -> numbered in the feed", m.commit_to_sequenced);
+    PrintSpread(table, "    numbered -> on the subscriber", m.sequenced_to_event);
+  }
   PrintSpread(table, "  due -> sent (the load's own lateness)", m.send_lag);
   std::fprintf(table, "floor, each part alone:\n");
   PrintSpread(table, "  durable append (outbox Enqueue, fsync)", m.append);
@@ -471,6 +600,11 @@ int Summarize(const LatencyOptions& o, const Measured& m) {
     std::fprintf(table, "the lobby's single-room settlement requests: p50 %.1f, p99 %.1f ms\n",
                  p.settle_p50_ms, p.settle_p99_ms);
   }
+  std::fprintf(table,
+               "CPU over the posting, in cores: the host %.2f of %u busy; the load %.2f, the node "
+               "%.2f, the lobby %.2f, PostgreSQL %.2f, the rest of the host %.2f\n",
+               m.cpu.host, std::thread::hardware_concurrency(), m.cpu.bench, m.cpu.node,
+               m.cpu.lobby, m.cpu.postgres, m.cpu.rest);
 
   Report report("latency");
   report.Field("results", static_cast<double>(o.results));
@@ -501,6 +635,12 @@ int Summarize(const LatencyOptions& o, const Measured& m) {
   report.Field("delivery_attempt_p50_ms", p.attempt_p50_ms);
   report.Field("delivery_attempt_p99_ms", p.attempt_p99_ms);
   report.Field("delivery_records_per_request", p.records_per_request);
+  report.Field("cpu_host_cores", m.cpu.host);
+  report.Field("cpu_load_cores", m.cpu.bench);
+  report.Field("cpu_node_cores", m.cpu.node);
+  report.Field("cpu_lobby_cores", m.cpu.lobby);
+  report.Field("cpu_postgres_cores", m.cpu.postgres);
+  report.Field("cpu_rest_cores", m.cpu.rest);
   if (p.settle_requests > 0) {
     report.Field("lobby_settle_p50_ms", p.settle_p50_ms);
     report.Field("lobby_settle_p99_ms", p.settle_p99_ms);
@@ -510,10 +650,14 @@ int Summarize(const LatencyOptions& o, const Measured& m) {
                                 {"to_stored", m.to_stored},
                                 {"stored_to_write", m.stored_to_write},
                                 {"write_to_event", m.write_to_event},
+                                {"write_to_commit", m.write_to_commit},
+                                {"commit_to_sequenced", m.commit_to_sequenced},
+                                {"sequenced_to_event", m.sequenced_to_event},
                                 {"send_lag", m.send_lag},
                                 {"floor_append", m.append},
                                 {"floor_settle", m.settle},
                                 {"floor_http", m.http}}) {
+    if (s.samples == 0) continue;  // commit times the server does not track
     report.Row({{"part", part}}, {{"p50_ms", s.p50},
                                   {"p99_ms", s.p99},
                                   {"p999_ms", s.p999},

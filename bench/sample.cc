@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <pqxx/pqxx>
@@ -82,6 +83,36 @@ Progress::~Progress() {
   }
   cv_.notify_all();
   thread_.join();
+}
+
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return -1;
+  // The command (field 2) is in parentheses and may hold spaces: count the fields after it.
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int n = 3; n <= 15 && fields >> field; ++n) {
+    if (n == 14 || n == 15) ticks += std::stod(field);  // utime, stime
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+HostCpu HostCpuNow() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  in >> cpu;  // "cpu": the sum over the cores
+  // user nice system idle iowait irq softirq steal, in ticks
+  double ticks[8] = {};
+  for (double& t : ticks) in >> t;
+  const double tick_s = 1.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  HostCpu host;
+  for (int i = 0; i < 8; ++i) {
+    host.total_s += ticks[i] * tick_s;
+    if (i != 3 && i != 4) host.busy_s += ticks[i] * tick_s;
+  }
+  return host;
 }
 
 double StatusMiB(pid_t pid, const std::string& field) {

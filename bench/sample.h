@@ -49,6 +49,18 @@ double Percentile(std::vector<double> samples, double fraction);
 // (RUSAGE_THREAD) has used so far.
 double CpuSeconds(int who);
 
+// User plus system CPU time, in seconds, that process `pid` has used so far (/proc/PID/stat); -1
+// if it is gone.
+double ProcessCpuSeconds(pid_t pid);
+
+// The host's CPU time so far, in seconds summed over its cores (/proc/stat): busy (neither idle
+// nor waiting for I/O), and in all.
+struct HostCpu {
+  double busy_s = 0;
+  double total_s = 0;
+};
+HostCpu HostCpuNow();
+
 // A size field of /proc/PID/status ("VmRSS", "VmHWM") in MiB; -1 if the process is gone.
 double StatusMiB(pid_t pid, const std::string& field);
 
