@@ -33,6 +33,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <pqxx/pqxx>
@@ -308,6 +309,7 @@ std::string Scrape(const server::ListenAddress& at) {
 // it the load generator (this process), the node, the lobby, PostgreSQL's processes, and the
 // rest (whatever else runs on the host).
 struct CpuUse {
+  double seconds = 0;  // the span's length
   double host = 0;
   double bench = 0;
   double node = 0;
@@ -349,6 +351,7 @@ CpuReading ReadCpu(const std::string& conninfo, pid_t node, pid_t lobby) {
 CpuUse CpuBetween(const CpuReading& from, const CpuReading& to) {
   const double seconds = std::chrono::duration<double>(to.at - from.at).count();
   CpuUse use;
+  use.seconds = seconds;
   use.host = (to.host.busy_s - from.host.busy_s) / seconds;
   use.bench = (to.bench - from.bench) / seconds;
   use.node = (to.node - from.node) / seconds;
@@ -411,7 +414,8 @@ struct Measured {
   Spread send_lag;              // due -> sent: the load generator's own lateness
   Spread append, settle, http;  // the floor's parts
   Profile profile;
-  CpuUse cpu;  // over the posting
+  CpuUse cpu;        // over the posting
+  CpuUse drain_cpu;  // over the drain (its outbox filled, then emptied)
   double floor_ms() const { return append.p50 + settle.p50 + http.p50; }
 };
 
@@ -525,8 +529,11 @@ Result<Measured> Measure(const LatencyOptions& o, const std::string& conninfo,
     std::fprintf(stderr, "latency: the drain's maximum, %llu results, %u shards, batch %zu\n",
                  static_cast<unsigned long long>(o.backlog), o.shards, o.batch);
     AllocateRooms(conninfo, kDrainBase, o.backlog);
+    // The deliverers run in this process (no node process: pid -1 reads no CPU).
+    const CpuReading cpu_before = ReadCpu(conninfo, -1, spawned_lobby->pid);
     m.drain_max_per_s = DrainAllocated(conninfo, root + "/drain", o.shards, o.batch, kDrainBase,
                                        o.backlog, "http://" + lobby_host_port);
+    m.drain_cpu = CpuBetween(cpu_before, ReadCpu(conninfo, -1, spawned_lobby->pid));
     if (m.drain_max_per_s <= 0) {
       return UnavailableError("the drain did not run; see " + root + "/lobby.log");
     }
@@ -558,20 +565,42 @@ void PrintSpread(FILE* table, const char* name, const Spread& s) {
   std::fprintf(table, "%-46s %9.2f %9.2f %9.2f\n", name, s.p50, s.p99, s.p999);
 }
 
-int Summarize(const LatencyOptions& o, const Measured& m) {
-  const double floor = m.floor_ms();
-  const double ratio = floor > 0 ? m.latency.p99 / floor : 0;
-  FILE* table = o.output.json ? stderr : stdout;
+// What the table and the JSON say beyond the measurements themselves.
+struct Derived {
+  double floor_ms = 0;
+  double p99_over_floor = 0;
+  double coalesce_ms = 0;  // the lobby's group-commit wait, as given or its default
+  // CPU time a result, in ms, by PostgreSQL and by the lobby: the same work for a result drained
+  // from a backlog as for one posted live (the drain's figures are 0 with --rate).
+  double pg_ms = 0;
+  double lobby_ms = 0;
+  double drain_pg_ms = 0;
+  double drain_lobby_ms = 0;
+};
+
+Derived DerivedOf(const LatencyOptions& o, const Measured& m) {
+  const auto per_result_ms = [](const CpuUse& use, double cores, double results) {
+    return results > 0 ? cores * use.seconds / results * 1000 : 0;
+  };
+  Derived d;
+  d.floor_ms = m.floor_ms();
+  d.p99_over_floor = d.floor_ms > 0 ? m.latency.p99 / d.floor_ms : 0;
+  d.coalesce_ms =
+      o.lobby_coalesce_ms >= 0
+          ? o.lobby_coalesce_ms
+          : std::chrono::duration<double, std::milli>(lobby::ServiceOptions{}.coalesce_wait)
+                .count();
+  d.pg_ms = per_result_ms(m.cpu, m.cpu.postgres, o.results);
+  d.lobby_ms = per_result_ms(m.cpu, m.cpu.lobby, o.results);
   if (m.drain_max_per_s > 0) {
-    std::fprintf(table,
-                 "\ndrain maximum %.0f results/s; posted at %.2f of it: %.0f/s due, %.0f/s sent\n",
-                 m.drain_max_per_s, o.load_fraction, m.rate_per_s, m.sent_per_s);
-  } else {
-    std::fprintf(table, "\nposted at --rate: %.0f/s due, %.0f/s sent\n", m.rate_per_s,
-                 m.sent_per_s);
+    d.drain_pg_ms = per_result_ms(m.drain_cpu, m.drain_cpu.postgres, o.backlog);
+    d.drain_lobby_ms = per_result_ms(m.drain_cpu, m.drain_cpu.lobby, o.backlog);
   }
-  std::fprintf(table, "%llu results, %u shards, batch %zu, %d connections\n\n",
-               static_cast<unsigned long long>(o.results), o.shards, o.batch, o.clients);
+  return d;
+}
+
+// The latency, its parts and the floor, one distribution a line.
+void PrintSpreads(FILE* table, const Measured& m, const Derived& d) {
   std::fprintf(table, "%-46s %9s %9s %9s\n", "", "p50 ms", "p99 ms", "p99.9 ms");
   PrintSpread(table, "due -> battle.settled on the feed", m.latency);
   PrintSpread(table, "  due -> stored (the node's 201)", m.to_stored);
@@ -587,15 +616,19 @@ int Summarize(const LatencyOptions& o, const Measured& m) {
   PrintSpread(table, "  durable append (outbox Enqueue, fsync)", m.append);
   PrintSpread(table, "  one room's settlement committed directly", m.settle);
   PrintSpread(table, "  two loopback HTTP exchanges", m.http);
-  std::fprintf(table, "%-46s %9.2f\n", "  floor (the sum of the medians)", floor);
-  std::fprintf(table, "\np99 / floor: %.2f (target <= 3)\n", ratio);
+  std::fprintf(table, "%-46s %9.2f\n", "  floor (the sum of the medians)", d.floor_ms);
+  std::fprintf(table, "\np99 / floor: %.2f (target <= 3)\n", d.p99_over_floor);
+}
+
+// The programs' own histograms and the CPU over the posting.
+void PrintProfile(FILE* table, const Measured& m, const Derived& d) {
   const Profile& p = m.profile;
   std::fprintf(table,
                "over the posting (histogram buckets' upper bounds): the node's log syncs p50 %.1f, "
                "p99 %.1f ms; its delivery requests p50 %.1f, p99 %.1f ms, %.1f records a batch "
-               "request; the lobby's transactions %.1f rooms each\n",
+               "request; the lobby's transactions %.1f rooms each (group-commit wait %.1f ms)\n",
                p.sync_p50_ms, p.sync_p99_ms, p.attempt_p50_ms, p.attempt_p99_ms,
-               p.records_per_request, p.rooms_per_transaction);
+               p.records_per_request, p.rooms_per_transaction, d.coalesce_ms);
   if (p.settle_requests > 0) {
     std::fprintf(table, "the lobby's single-room settlement requests: p50 %.1f, p99 %.1f ms\n",
                  p.settle_p50_ms, p.settle_p99_ms);
@@ -605,47 +638,75 @@ int Summarize(const LatencyOptions& o, const Measured& m) {
                "%.2f, the lobby %.2f, PostgreSQL %.2f, the rest of the host %.2f\n",
                m.cpu.host, std::thread::hardware_concurrency(), m.cpu.bench, m.cpu.node,
                m.cpu.lobby, m.cpu.postgres, m.cpu.rest);
+  if (m.drain_max_per_s > 0) {
+    std::fprintf(table,
+                 "CPU a result, in ms: PostgreSQL %.2f posted against %.2f drained, the lobby "
+                 "%.2f against %.2f\n",
+                 d.pg_ms, d.drain_pg_ms, d.lobby_ms, d.drain_lobby_ms);
+  }
+}
 
+void PrintTable(FILE* table, const LatencyOptions& o, const Measured& m, const Derived& d) {
+  if (m.drain_max_per_s > 0) {
+    std::fprintf(table,
+                 "\ndrain maximum %.0f results/s; posted at %.2f of it: %.0f/s due, %.0f/s sent\n",
+                 m.drain_max_per_s, o.load_fraction, m.rate_per_s, m.sent_per_s);
+  } else {
+    std::fprintf(table, "\nposted at --rate: %.0f/s due, %.0f/s sent\n", m.rate_per_s,
+                 m.sent_per_s);
+  }
+  std::fprintf(table, "%llu results, %u shards, batch %zu, %d connections\n\n",
+               static_cast<unsigned long long>(o.results), o.shards, o.batch, o.clients);
+  PrintSpreads(table, m, d);
+  PrintProfile(table, m, d);
+}
+
+// The headline figures, the profile's, and a row a distribution.
+Report ReportOf(const LatencyOptions& o, const Measured& m, const Derived& d) {
+  const Profile& p = m.profile;
   Report report("latency");
-  report.Field("results", static_cast<double>(o.results));
+  for (const auto& [name, value] : std::initializer_list<std::pair<const char*, double>>{
+           {"results", static_cast<double>(o.results)},
+           {"rate_per_s", m.rate_per_s},
+           {"sent_per_s", m.sent_per_s},
+           {"shards", static_cast<double>(o.shards)},
+           {"batch", static_cast<double>(o.batch)},
+           {"clients", static_cast<double>(o.clients)},
+           {"lobby_coalesce_ms", d.coalesce_ms},
+           {"p50_ms", m.latency.p50},
+           {"p99_ms", m.latency.p99},
+           {"p999_ms", m.latency.p999},
+           {"floor_ms", d.floor_ms},
+           {"floor_append_p50_ms", m.append.p50},
+           {"floor_settle_p50_ms", m.settle.p50},
+           {"floor_http_p50_ms", m.http.p50},
+           {"p99_over_floor", d.p99_over_floor},
+           {"node_sync_p50_ms", p.sync_p50_ms},
+           {"node_sync_p99_ms", p.sync_p99_ms},
+           {"delivery_attempt_p50_ms", p.attempt_p50_ms},
+           {"delivery_attempt_p99_ms", p.attempt_p99_ms},
+           {"delivery_records_per_request", p.records_per_request},
+           {"lobby_rooms_per_transaction", p.rooms_per_transaction},
+           {"cpu_host_cores", m.cpu.host},
+           {"cpu_load_cores", m.cpu.bench},
+           {"cpu_node_cores", m.cpu.node},
+           {"cpu_lobby_cores", m.cpu.lobby},
+           {"cpu_postgres_cores", m.cpu.postgres},
+           {"cpu_rest_cores", m.cpu.rest},
+           {"postgres_cpu_ms_per_result", d.pg_ms},
+           {"lobby_cpu_ms_per_result", d.lobby_ms}}) {
+    report.Field(name, value);
+  }
   if (m.drain_max_per_s > 0) {
     report.Field("load_fraction", o.load_fraction);
     report.Field("drain_max_per_s", m.drain_max_per_s);
+    report.Field("drain_postgres_cpu_ms_per_result", d.drain_pg_ms);
+    report.Field("drain_lobby_cpu_ms_per_result", d.drain_lobby_ms);
   }
-  report.Field("rate_per_s", m.rate_per_s);
-  report.Field("sent_per_s", m.sent_per_s);
-  report.Field("shards", o.shards);
-  report.Field("batch", static_cast<double>(o.batch));
-  report.Field("clients", o.clients);
-  report.Field("lobby_coalesce_ms", o.lobby_coalesce_ms >= 0
-                                        ? o.lobby_coalesce_ms
-                                        : std::chrono::duration<double, std::milli>(
-                                              lobby::ServiceOptions{}.coalesce_wait)
-                                              .count());
-  report.Field("p50_ms", m.latency.p50);
-  report.Field("p99_ms", m.latency.p99);
-  report.Field("p999_ms", m.latency.p999);
-  report.Field("floor_ms", floor);
-  report.Field("floor_append_p50_ms", m.append.p50);
-  report.Field("floor_settle_p50_ms", m.settle.p50);
-  report.Field("floor_http_p50_ms", m.http.p50);
-  report.Field("p99_over_floor", ratio);
-  report.Field("node_sync_p50_ms", p.sync_p50_ms);
-  report.Field("node_sync_p99_ms", p.sync_p99_ms);
-  report.Field("delivery_attempt_p50_ms", p.attempt_p50_ms);
-  report.Field("delivery_attempt_p99_ms", p.attempt_p99_ms);
-  report.Field("delivery_records_per_request", p.records_per_request);
-  report.Field("cpu_host_cores", m.cpu.host);
-  report.Field("cpu_load_cores", m.cpu.bench);
-  report.Field("cpu_node_cores", m.cpu.node);
-  report.Field("cpu_lobby_cores", m.cpu.lobby);
-  report.Field("cpu_postgres_cores", m.cpu.postgres);
-  report.Field("cpu_rest_cores", m.cpu.rest);
   if (p.settle_requests > 0) {
     report.Field("lobby_settle_p50_ms", p.settle_p50_ms);
     report.Field("lobby_settle_p99_ms", p.settle_p99_ms);
   }
-  report.Field("lobby_rooms_per_transaction", p.rooms_per_transaction);
   for (const auto& [part, s] : {std::pair<const char*, const Spread&>{"latency", m.latency},
                                 {"to_stored", m.to_stored},
                                 {"stored_to_write", m.stored_to_write},
@@ -663,7 +724,13 @@ int Summarize(const LatencyOptions& o, const Measured& m) {
                                   {"p999_ms", s.p999},
                                   {"samples", static_cast<double>(s.samples)}});
   }
-  return report.Emit(o.output);
+  return report;
+}
+
+int Summarize(const LatencyOptions& o, const Measured& m) {
+  const Derived d = DerivedOf(o, m);
+  PrintTable(o.output.json ? stderr : stdout, o, m, d);
+  return ReportOf(o, m, d).Emit(o.output);
 }
 
 }  // namespace
