@@ -33,12 +33,12 @@
 #include <map>
 #include <optional>
 #include <pqxx/pqxx>
-#include <sstream>
 #include <thread>
 #include <variant>
 
 #include "bench/backlog.h"
 #include "bench/latency_proxy.h"
+#include "bench/metrics_page.h"
 #include "bench/pgbench_settle.h"
 #include "common/host_port.h"
 #include "delivery/deliverer.h"
@@ -63,27 +63,6 @@ constexpr uint64_t kRunSpan = 10'000'000;  // room ids per run: run k uses k * s
 constexpr std::chrono::milliseconds kSerialRetryPause{100};
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// The 99th percentile of a rendered Prometheus histogram: the upper bound of the first bucket
-// holding 99 % of the observations (in ms).
-double HistogramP99Ms(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  std::string line;
-  std::vector<std::pair<double, double>> buckets;  // (le, cumulative)
-  const std::string prefix = name + "_bucket{le=\"";
-  while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) != 0) continue;
-    const size_t end = line.find('"', prefix.size());
-    const std::string le = line.substr(prefix.size(), end - prefix.size());
-    const double bound = le == "+Inf" ? INFINITY : std::stod(le);
-    buckets.emplace_back(bound, std::stod(line.substr(line.rfind(' ') + 1)));
-  }
-  if (buckets.empty() || buckets.back().second == 0) return 0;
-  for (const auto& [bound, cumulative] : buckets) {
-    if (cumulative >= 0.99 * buckets.back().second) return bound * 1000;
-  }
-  return INFINITY;
-}
 
 struct Row {
   std::string mode;
@@ -210,7 +189,8 @@ Row RunVerdict(const std::string& conninfo, const std::string& dir, uint32_t sha
                  static_cast<unsigned long long>(settled));
   }
   Row row{mode, shards, batch, settled / elapsed,
-          HistogramP99Ms(registry.RenderText(), "verdict_node_delivery_attempt_seconds")};
+          HistogramQuantileMs("", registry.RenderText(), "verdict_node_delivery_attempt_seconds",
+                              0.99)};
   row.empty_after_s = elapsed;
   return row;
 }

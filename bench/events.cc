@@ -14,11 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
-
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -26,19 +21,18 @@
 #include <pqxx/pqxx>
 #include <string>
 
+#include "bench/feed.h"
 #include "bench/sample.h"
 #include "lobby/settlement_store.h"
 
 namespace verdict::bench {
 namespace {
 
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace websocket = beast::websocket;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr uint64_t kSeedChunk = 50'000;
-constexpr std::chrono::seconds kFeedStall{60};  // no event for this long fails the catch-up
+constexpr std::chrono::milliseconds kFeedStall{
+    60'000};  // no event for this long fails the catch-up
 
 // Writes the history, already numbered 1..N, in chunks.
 void Seed(const std::string& conninfo, const EventsOptions& o) {
@@ -73,42 +67,23 @@ Result<LobbyChild> StartLobby(const EventsOptions& o, const std::string& conninf
 
 // Reads the whole feed from the start; returns how many events arrived in order, once each.
 Result<uint64_t> CatchUp(uint16_t port, uint64_t events) {
-  net::io_context ioc;
-  websocket::stream<beast::tcp_stream> ws(ioc);
-  beast::error_code ec;
-  beast::get_lowest_layer(ws).connect({net::ip::make_address("127.0.0.1"), port}, ec);
-  if (ec) return UnavailableError("connect: " + ec.message());
-  ws.set_option(websocket::stream_base::decorator([](websocket::request_type& req) {
-    req.set(beast::http::field::authorization, "Bearer bench-token");
-  }));
-  ws.handshake("127.0.0.1", "/v1/events?after=0", ec);
-  if (ec) return UnavailableError("handshake: " + ec.message());
+  auto feed = FeedReader::Open(port, "bench-token", 0);
+  if (!feed.ok()) return feed.status();
   std::atomic<uint64_t> done{0};
   Progress progress("catching up (events)", 0, done);
-  beast::flat_buffer buffer;
   for (uint64_t expected = 1; expected <= events; ++expected) {
-    buffer.clear();
-    // Asynchronous only for the deadline: a feed that stops short (its history gone, a stuck
-    // lobby) fails the run with a reason instead of hanging it.
-    beast::get_lowest_layer(ws).expires_after(kFeedStall);
-    ws.async_read(buffer, [&ec](beast::error_code e, size_t) { ec = e; });
-    ioc.restart();
-    ioc.run();
-    if (ec == beast::error::timeout) {
-      return UnavailableError("no event for " + std::to_string(kFeedStall.count()) +
-                              " s after event " + std::to_string(expected - 1) + " of " +
-                              std::to_string(events));
+    auto message = (*feed)->Next(kFeedStall);
+    if (!message.ok()) {
+      return UnavailableError(message.status().message() + " after event " +
+                              std::to_string(expected - 1) + " of " + std::to_string(events));
     }
-    if (ec) return UnavailableError("read: " + ec.message());
-    const std::string message = beast::buffers_to_string(buffer.data());
     const std::string id = "{\"event_id\":\"" + std::to_string(expected) + "\"";
-    if (!message.starts_with(id)) {
+    if (!message->starts_with(id)) {
       return DataLossError("event " + std::to_string(expected) + " arrived as " +
-                           message.substr(0, 40));
+                           message->substr(0, 40));
     }
     done = expected;
   }
-  ws.close(websocket::close_code::normal, ec);
   return events;
 }
 

@@ -28,12 +28,6 @@ constexpr size_t kReadChunk = 64 * 1024;
 
 double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-double Percentile(std::vector<double>& samples, int percent) {
-  if (samples.empty()) return 0;
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() * percent / 100];
-}
-
 // One keep-alive client: at most one request in flight, as a battle host posting a result and
 // waiting for "stored" before it lets the room go.
 struct Client {
@@ -236,8 +230,8 @@ HttpIngestRun RunHttpIngest(const IngestOptions& o, const std::string& dir, int 
   (*node)->Shutdown();
   HttpIngestRun run;
   run.per_s = failed ? 0 : answered.load() / elapsed;
-  run.p50_ms = Percentile(latencies_ms, 50);
-  run.p99_ms = Percentile(latencies_ms, 99);
+  run.p50_ms = Percentile(latencies_ms, 0.50);
+  run.p99_ms = Percentile(latencies_ms, 0.99);
   if (answered > 0) {
     run.node_cpu_us = node_cpu / answered * 1e6;
     run.client_cpu_us = client_cpu / answered * 1e6;

@@ -75,13 +75,6 @@ struct VerdictRun {
   double cpu_us = 0;
 };
 
-// Sorts `samples` in place.
-double Percentile(std::vector<double>& samples, int percent) {
-  if (samples.empty()) return 0;
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() * percent / 100];
-}
-
 // Passes everything to the outbox and times each SyncEnqueued. Calls come from the writer's
 // sync thread only.
 class SyncTimingOutbox final : public storage::Outbox {
@@ -267,11 +260,11 @@ VerdictRun RunPipeline(const IngestOptions& o, storage::Outbox& outbox, double r
                  (elapsed * std::max(1u, std::thread::hardware_concurrency()));
   run.per_s = stored.load() / elapsed;
   if (stored > 0) run.cpu_us = (CpuSeconds(RUSAGE_SELF) - cpu_at_start) / stored.load() * 1e6;
-  run.p50_ms = Percentile(latencies_ms, 50);
-  run.p99_ms = Percentile(latencies_ms, 99);
+  run.p50_ms = Percentile(latencies_ms, 0.50);
+  run.p99_ms = Percentile(latencies_ms, 0.99);
   run.fsyncs = timed.sync_ms.size();
-  run.fsync_p50_ms = Percentile(timed.sync_ms, 50);
-  run.fsync_p99_ms = Percentile(timed.sync_ms, 99);
+  run.fsync_p50_ms = Percentile(timed.sync_ms, 0.50);
+  run.fsync_p99_ms = Percentile(timed.sync_ms, 0.99);
   return run;
 }
 

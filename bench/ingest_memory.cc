@@ -23,7 +23,6 @@
 
 #include "bench/sample.h"
 #include "proto/wire.h"
-#include "server/http_client.h"
 
 namespace verdict::bench {
 namespace {
@@ -32,9 +31,8 @@ using SteadyClock = std::chrono::steady_clock;
 
 // A budget no run reaches: the node without one.
 constexpr uint64_t kNoBudgetMib = uint64_t{1} << 20;
-// How long the connections may take to send their bodies, and the node to come up.
+// How long the connections may take to send their bodies.
 constexpr std::chrono::seconds kSendFor{120};
-constexpr std::chrono::seconds kStartFor{30};
 constexpr std::chrono::milliseconds kSampleEvery{50};
 
 struct Run {
@@ -118,28 +116,17 @@ Result<Run> MeasureOne(const IngestMemoryOptions& o, const std::string& label, u
   std::filesystem::create_directories(dir);
   const std::string socket = dir + "/ingest.sock";
   const std::string log = dir + "/node.log";
-  auto spawned = SpawnWithLog(
+  auto spawned = SpawnReadyNode(
       {NodeBinary(o.node_binary), "run", "--node-id", "bench-memory", "--outbox", dir + "/outbox",
        "--lobby", "http://127.0.0.1:1", "--token", "t", "--ingest-listen", "unix:" + socket,
        "--ingest-body-budget-mib", std::to_string(budget_mib), "--log-level", "error"},
-      log);
+      "unix:" + socket, log);
   if (!spawned.ok()) return spawned.status();
   const pid_t pid = *spawned;
   auto stop = [&](Status why) {
     Status stopped = StopChild(pid, "verdict-node");
     return why.ok() ? stopped : Status(why.code(), why.message() + "; see " + log);
   };
-  const auto started = SteadyClock::now();
-  for (;;) {
-    server::BlockingHttpClient probe(server::ListenAddress::Parse("unix:" + socket).value(),
-                                     std::chrono::seconds(1));
-    auto ready = probe.Call({"GET", "/readyz", "", "", "", ""});
-    if (ready.ok() && ready->status == 200) break;
-    if (SteadyClock::now() - started > kStartFor) {
-      return stop(UnavailableError("verdict-node did not become ready"));
-    }
-    std::this_thread::sleep_for(kSampleEvery);
-  }
   Run run{label, budget_mib};
   run.baseline_rss_mib = StatusMiB(pid, "VmRSS");
 

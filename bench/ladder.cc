@@ -34,13 +34,6 @@ constexpr uint64_t kFirstRoom = 1;
 
 double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t at = std::min(v.size() - 1, static_cast<size_t>(p * v.size()));
-  return v[at];
-}
-
 // Players 1 … N (ids their decimal strings), each rated in "default".
 void Seed(const std::string& conninfo, uint64_t players) {
   pqxx::connection conn(conninfo);

@@ -19,6 +19,7 @@
 #include "bench/ingest.h"
 #include "bench/ingest_memory.h"
 #include "bench/ladder.h"
+#include "bench/latency.h"
 #include "bench/lobby_memory.h"
 #include "bench/replicate.h"
 #include "bench/retention.h"
@@ -182,6 +183,60 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 50));
   drain_cmd->add_flag("--json", drain.output.json, "print one JSON object on stdout");
   drain_cmd->add_option("--csv", drain.output.csv_dir, "write the raw rows to DIR/drain.csv");
+
+  verdict::bench::LatencyOptions latency;
+  CLI::App* latency_cmd = app.add_subcommand(
+      "latency",
+      "the time from a battle's end to its settlement on the lobby's feed, open loop at part of "
+      "the drain's maximum, beside the floor of its path (durable append, one room's "
+      "settlement committed directly, two loopback HTTP exchanges)");
+  latency_cmd->add_option("--results", latency.results, "results posted open loop")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{10}, uint64_t{5'000'000}));
+  CLI::Option* load_fraction =
+      latency_cmd
+          ->add_option("--load-fraction", latency.load_fraction,
+                       "post at this part of the drain's maximum, measured first")
+          ->capture_default_str()
+          ->check(CLI::Range(0.01, 1.0));
+  latency_cmd
+      ->add_option("--rate", latency.rate,
+                   "post this many results/s instead (the drain's maximum is not measured)")
+      ->check(CLI::Range(1.0, 1e6))
+      ->excludes(load_fraction);
+  latency_cmd
+      ->add_option("--backlog", latency.backlog, "results of the drain that measures the maximum")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{100}, uint64_t{5'000'000}));
+  latency_cmd->add_option("--shards", latency.shards, "the node's outbox shards (and the drain's)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  latency_cmd
+      ->add_option("--batch", latency.batch, "the node's records per request (and the drain's)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{256}));
+  latency_cmd
+      ->add_option("--clients", latency.clients,
+                   "connections posting to the node, each waiting for its answer")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  latency_cmd
+      ->add_option("--floor-samples", latency.floor_samples, "samples of each part of the floor")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{10}, uint64_t{1'000'000}));
+  latency_cmd
+      ->add_option("--lobby-coalesce-ms", latency.lobby_coalesce_ms,
+                   "the lobby's group-commit wait (its --coalesce-wait-ms; default: its own)")
+      ->check(CLI::Range(0.0, 1000.0));
+  latency_cmd->add_option("--lobby-binary", latency.lobby_binary,
+                          "verdict-lobby to run (default: the one built with this benchmark)");
+  latency_cmd->add_option("--node-binary", latency.node_binary,
+                          "verdict-node to run (default: the one built with this benchmark)");
+  latency_cmd->add_option("--db", latency.db,
+                          "libpq conninfo; without it (and without PGHOST) the benchmark runs "
+                          "itself inside pg_virtualenv");
+  latency_cmd->add_flag("--json", latency.output.json, "print one JSON object on stdout");
+  latency_cmd->add_option("--csv", latency.output.csv_dir, "write the raw rows to DIR/latency.csv");
 
   verdict::bench::ScaleOptions scale;
   CLI::App* scale_cmd = app.add_subcommand(
@@ -382,13 +437,14 @@ int main(int argc, char** argv) {
   if (outage_cmd->parsed()) return verdict::bench::RunReplicateOutage(outage);
   const bool needs_db = drain_cmd->parsed() || events_cmd->parsed() || replicate_cmd->parsed() ||
                         retention_cmd->parsed() || ladder_cmd->parsed() ||
-                        lobby_memory_cmd->parsed();
+                        lobby_memory_cmd->parsed() || latency_cmd->parsed();
   if (needs_db) {
     const std::string& db = drain_cmd->parsed()          ? drain.db
                             : events_cmd->parsed()       ? events.db
                             : replicate_cmd->parsed()    ? replicate.db
                             : ladder_cmd->parsed()       ? ladder.db
                             : lobby_memory_cmd->parsed() ? lobby_memory.db
+                            : latency_cmd->parsed()      ? latency.db
                                                          : retention.db;
     if (const char* fd = std::getenv(kStdoutFdVariable)) {
       // Inside pg_virtualenv: take back the stdout it was started with (see below).
@@ -421,6 +477,7 @@ int main(int argc, char** argv) {
       if (retention_cmd->parsed()) return verdict::bench::RunRetentionBench(retention);
       if (ladder_cmd->parsed()) return verdict::bench::RunLadder(ladder);
       if (lobby_memory_cmd->parsed()) return verdict::bench::RunLobbyMemory(lobby_memory);
+      if (latency_cmd->parsed()) return verdict::bench::RunLatency(latency);
       if (drain_cmd->parsed() && !drain.baseline_lobby.empty()) {
         return verdict::bench::RunLobbyComparison(drain);
       }

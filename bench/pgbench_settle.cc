@@ -20,7 +20,41 @@ namespace {
 
 constexpr const char* kNode = kBacklogNode;
 
+// The rooms of call `call` (an SQL expression: a pgbench variable, nextval, a number) and their
+// players, as the start of a query whose FROM list ends in the row of arrays p and a LATERAL
+// for the settlement's call: rooms base + call * batch + 1 … + batch, each seating the players
+// ResultFor gives it.
+std::string RoomsOfCall(uint64_t base, size_t batch, const std::string& call) {
+  const std::string b = std::to_string(batch);
+  return "SELECT count(*) FROM (SELECT " + call +
+         " AS k) c,\n"
+         "LATERAL (SELECT array_agg(c.k * " +
+         b +
+         " + i ORDER BY i) AS slots FROM "
+         "generate_series(1, " +
+         b +
+         ") i) r,\n"
+         "LATERAL (SELECT array_agg(" +
+         std::to_string(base) +
+         " + slot ORDER BY slot, g) AS rooms,\n"
+         "  array_agg((slot * 10 + g)::text ORDER BY slot, g) AS ids,\n"
+         "  array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY slot, g) AS teams,\n"
+         "  array_agg(g ORDER BY slot, g) AS kills, array_agg(0 ORDER BY slot, g) AS zeros,\n"
+         "  array_agg(100 * g::bigint ORDER BY slot, g) AS scores,\n"
+         "  array_agg(false ORDER BY slot, g) AS disconnected\n"
+         "  FROM unnest(r.slots) slot, generate_series(1, 10) g) p,\n"
+         "LATERAL ";
+}
+
 }  // namespace
+
+BenchSettle BenchSettleStatements(uint64_t base, size_t batch, const std::string& call) {
+  const BenchSettle calls = BenchSettleCalls(
+      "ARRAY(SELECT " + std::to_string(base) + " + slot FROM unnest(r.slots) slot)",
+      std::to_string(batch));
+  return {RoomsOfCall(base, batch, call) + calls.prepare + " s WHERE s.status = 'settle'",
+          RoomsOfCall(base, batch, call) + calls.write + " w"};
+}
 
 double RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t base, uint64_t n,
                   uint32_t clients, size_t batch, PgbenchStatement statement) {
@@ -40,43 +74,20 @@ double RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t 
   }
   std::filesystem::create_directories(dir);
   const std::string script = dir + "/settle.sql";
-  const std::string b = std::to_string(batch);
-  // The rooms of call k and their players, as a FROM list ending in the row of arrays p.
-  const auto rooms_of = [&](const std::string& k) {
-    return "SELECT count(*) FROM (SELECT " + k +
-           " AS k) c,\n"
-           "LATERAL (SELECT array_agg(c.k * " +
-           b +
-           " + i ORDER BY i) AS slots FROM "
-           "generate_series(1, " +
-           b +
-           ") i) r,\n"
-           "LATERAL (SELECT array_agg(" +
-           std::to_string(base) +
-           " + slot ORDER BY slot, g) AS rooms,\n"
-           "  array_agg((slot * 10 + g)::text ORDER BY slot, g) AS ids,\n"
-           "  array_agg(CASE WHEN g <= 5 THEN 1 ELSE 2 END::smallint ORDER BY slot, g) AS teams,\n"
-           "  array_agg(g ORDER BY slot, g) AS kills, array_agg(0 ORDER BY slot, g) AS zeros,\n"
-           "  array_agg(100 * g::bigint ORDER BY slot, g) AS scores,\n"
-           "  array_agg(false ORDER BY slot, g) AS disconnected\n"
-           "  FROM unnest(r.slots) slot, generate_series(1, 10) g) p,\n"
-           "LATERAL ";
-  };
   std::ofstream file(script);
   if (statement == PgbenchStatement::kReference) {
     // The frozen reference's own positional call (bench/reference_settle.sql), not the lobby's.
-    file << rooms_of("nextval('verdict_bench_calls')") << "verdict_bench_settle_one(" << base
-         << " + c.k + 1, '" << kNode
+    file << RoomsOfCall(base, batch, "nextval('verdict_bench_calls')")
+         << "verdict_bench_settle_one(" << base << " + c.k + 1, '" << kNode
          << "', 'SETTLED', 1::smallint, false, 1700000000000, 'replays/bench', '',\n"
             "  decode(repeat('ab', 32), 'hex'), p.ids, p.teams, p.kills, p.zeros, p.zeros, "
             "p.scores,\n  p.disconnected, 32) s WHERE s.status = 'settled';\n";
   } else {
     // The lobby's own transaction: its two statements, for the same rooms.
-    const BenchSettle calls = BenchSettleCalls(
-        "ARRAY(SELECT " + std::to_string(base) + " + slot FROM unnest(r.slots) slot)", b);
+    const BenchSettle statements = BenchSettleStatements(base, batch, ":k");
     file << "SELECT nextval('verdict_bench_calls') AS k \\gset\nBEGIN;\n"
-         << rooms_of(":k") << calls.prepare << " s WHERE s.status = 'settle';\n"
-         << rooms_of(":k") << calls.write << " w;\nEND;\n";
+         << statements.prepare << ";\n"
+         << statements.write << ";\nEND;\n";
   }
   file.close();  // pgbench reads it next
   const std::string command = "pgbench -n -c " + std::to_string(clients) + " -j 2 -t " +

@@ -3,6 +3,7 @@
 // make of the bench's rooms.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -30,5 +31,11 @@ struct BenchSettle {
   std::string write;    // a call returning verdict_settle_write's rows
 };
 BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count);
+
+// The two statements of one call of the lobby's settlement transaction as pgbench makes it, whole:
+// for the rooms of call `call` (an SQL expression: a pgbench variable such as ":k", or a number),
+// base + call * batch + 1 … + batch, each seating the players ResultFor gives it. Run in one
+// transaction, prepare then write, each returns one row (a count); the rooms must be allocated.
+BenchSettle BenchSettleStatements(uint64_t base, size_t batch, const std::string& call);
 
 }  // namespace verdict::bench

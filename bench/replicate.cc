@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "bench/backlog.h"
+#include "bench/metrics_page.h"
 #include "bench/sample.h"
 #include "delivery/deliverer.h"
 #include "lobby/schema.h"
@@ -58,12 +59,6 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr uint64_t kRunSpan = 10'000'000;
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
 
 uint16_t FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -373,23 +368,17 @@ v1::BattleResult OutageResult(uint64_t slot, size_t bytes) {
   return r;
 }
 
-// The number after `name ` on its own line of a Prometheus text page; 0 when absent.
-double MetricValue(const std::string& text, const std::string& name) {
-  const size_t at = ("\n" + text).find("\n" + name + " ");
-  return at == std::string::npos ? 0 : std::atof(text.c_str() + at + name.size() + 1);
-}
-
 Result<OutageRun> MeasureOutage(const ReplicateOutageOptions& o, bool replicated,
                                 const std::string& root) {
   const std::string dir = root + (replicated ? "/replicated" : "/stored");
   std::filesystem::create_directories(dir);
   const std::string socket = dir + "/ingest.sock";
   const std::string log = dir + "/node.log";
-  auto spawned = SpawnWithLog(
+  auto spawned = SpawnReadyNode(
       {NodeBinary(o.node_binary), "run", "--node-id", "bench-outage", "--outbox", dir + "/outbox",
        "--lobby", "http://127.0.0.1:1", "--token", "t", "--ingest-listen", "unix:" + socket,
        "--replicate-to", "etcd://127.0.0.1:" + std::to_string(FreePort()), "--log-level", "error"},
-      log);
+      "unix:" + socket, log);
   if (!spawned.ok()) return spawned.status();
   const pid_t pid = *spawned;
   auto stop = [&](Status why) {
@@ -397,16 +386,6 @@ Result<OutageRun> MeasureOutage(const ReplicateOutageOptions& o, bool replicated
     return why.ok() ? stopped : Status(why.code(), why.message() + "; see " + log);
   };
   const auto address = server::ListenAddress::Parse("unix:" + socket).value();
-  const auto started = SteadyClock::now();
-  for (;;) {
-    server::BlockingHttpClient probe(address, std::chrono::seconds(1));
-    auto ready = probe.Call({"GET", "/readyz", "", "", "", ""});
-    if (ready.ok() && ready->status == 200) break;
-    if (SteadyClock::now() - started > std::chrono::seconds(30)) {
-      return stop(UnavailableError("verdict-node did not become ready"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
   OutageRun run;
   run.replicated = replicated;
   run.baseline_rss_mib = StatusMiB(pid, "VmRSS");

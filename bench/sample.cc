@@ -7,17 +7,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <pqxx/pqxx>
 
 #include "lobby/schema.h"
 #include "proto/wire.h"
+#include "server/http_client.h"
 
 extern char** environ;
 
@@ -41,6 +44,12 @@ v1::BattleResult PaddedResult(size_t size) {
   const size_t base = wire::DeterministicBytes(r).size();
   if (size > base + 3) r.set_replay_path(std::string(size - base - 3, 'r'));
   return r;
+}
+
+double Percentile(std::vector<double> samples, double fraction) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  return samples[std::min(samples.size() - 1, static_cast<size_t>(fraction * samples.size()))];
 }
 
 double CpuSeconds(int who) {
@@ -76,6 +85,36 @@ Progress::~Progress() {
   thread_.join();
 }
 
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return -1;
+  // The command (field 2) is in parentheses and may hold spaces: count the fields after it.
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int n = 3; n <= 15 && fields >> field; ++n) {
+    if (n == 14 || n == 15) ticks += std::stod(field);  // utime, stime
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+HostCpu HostCpuNow() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  in >> cpu;  // "cpu": the sum over the cores
+  // user nice system idle iowait irq softirq steal, in ticks
+  double ticks[8] = {};
+  for (double& t : ticks) in >> t;
+  const double tick_s = 1.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  HostCpu host;
+  for (int i = 0; i < 8; ++i) {
+    host.total_s += ticks[i] * tick_s;
+    if (i != 3 && i != 4) host.busy_s += ticks[i] * tick_s;
+  }
+  return host;
+}
+
 double StatusMiB(pid_t pid, const std::string& field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -107,6 +146,32 @@ Result<pid_t> SpawnWithLog(const std::vector<std::string>& args, const std::stri
   posix_spawn_file_actions_destroy(&files);
   if (rc != 0) return UnavailableError("cannot start " + args[0] + ": " + std::strerror(rc));
   return pid;
+}
+
+Result<pid_t> SpawnReadyNode(const std::vector<std::string>& args, const std::string& ingest,
+                             const std::string& log) {
+  constexpr std::chrono::seconds kStartFor{30};
+  constexpr std::chrono::milliseconds kProbeEvery{50};
+  auto pid = SpawnWithLog(args, log);
+  if (!pid.ok()) return pid.status();
+  const auto address = server::ListenAddress::Parse(ingest);
+  if (!address.ok()) {
+    StopChild(*pid, "verdict-node").IgnoreError();
+    return address.status();
+  }
+  const auto started = std::chrono::steady_clock::now();
+  for (;;) {
+    server::BlockingHttpClient probe(*address, std::chrono::seconds(1));
+    auto ready = probe.Call({"GET", "/readyz", "", "", "", ""});
+    if (ready.ok() && ready->status == 200) return *pid;
+    if (std::chrono::steady_clock::now() - started > kStartFor) {
+      const Status stopped = StopChild(*pid, "verdict-node");
+      return UnavailableError("verdict-node did not become ready" +
+                              (stopped.ok() ? "" : " (" + stopped.ToString() + ")") + "; see " +
+                              log);
+    }
+    std::this_thread::sleep_for(kProbeEvery);
+  }
 }
 
 std::string LobbyBinary(const std::string& given) {

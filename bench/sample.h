@@ -1,5 +1,6 @@
 // What the benchmark modes share: the sample result they store, a progress line printer, a
-// process's memory as /proc reports it, stopping a child process, and a database of their own.
+// percentile of samples, a process's memory as /proc reports it, starting and stopping child
+// processes, and a database of their own.
 #pragma once
 
 #include <atomic>
@@ -40,9 +41,25 @@ class Progress {
   std::thread thread_;
 };
 
+// The sample at `fraction` (0.5, 0.99, 0.999) of `samples`, sorted: the one at index
+// floor(fraction * N); 0 for none.
+double Percentile(std::vector<double> samples, double fraction);
+
 // User plus system CPU time, in seconds, that this process (RUSAGE_SELF) or the calling thread
 // (RUSAGE_THREAD) has used so far.
 double CpuSeconds(int who);
+
+// User plus system CPU time, in seconds, that process `pid` has used so far (/proc/PID/stat); -1
+// if it is gone.
+double ProcessCpuSeconds(pid_t pid);
+
+// The host's CPU time so far, in seconds summed over its cores (/proc/stat): busy (neither idle
+// nor waiting for I/O), and in all.
+struct HostCpu {
+  double busy_s = 0;
+  double total_s = 0;
+};
+HostCpu HostCpuNow();
 
 // A size field of /proc/PID/status ("VmRSS", "VmHWM") in MiB; -1 if the process is gone.
 double StatusMiB(pid_t pid, const std::string& field);
@@ -53,6 +70,12 @@ std::string NodeBinary(const std::string& given);
 
 // Starts `args` (args[0] from PATH if it has no slash) with its stdout and stderr in `log`.
 Result<pid_t> SpawnWithLog(const std::vector<std::string>& args, const std::string& log);
+
+// Starts verdict-node with `args` (args[0] the binary) and its output in `log`, and waits until
+// it answers GET /readyz with 200 on its ingest listener `ingest` ("unix:PATH"). UNAVAILABLE if
+// it cannot start or is not ready within 30 s (it is then stopped).
+Result<pid_t> SpawnReadyNode(const std::vector<std::string>& args, const std::string& ingest,
+                             const std::string& log);
 
 // The verdict-lobby to run: `given` if set, else the one built with this benchmark, else the one
 // on PATH.
