@@ -588,7 +588,7 @@ Derived DerivedOf(const LatencyOptions& o, const Measured& m) {
   d.coalesce_ms =
       o.lobby_coalesce_ms >= 0
           ? o.lobby_coalesce_ms
-          : std::chrono::duration<double, std::milli>(lobby::ServiceOptions{}.coalesce_wait)
+          : std::chrono::duration<double, std::milli>(lobby::SchedulerOptions{}.coalesce_wait)
                 .count();
   d.pg_ms = per_result_ms(m.cpu, m.cpu.postgres, o.results);
   d.lobby_ms = per_result_ms(m.cpu, m.cpu.lobby, o.results);
