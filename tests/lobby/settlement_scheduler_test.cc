@@ -286,6 +286,30 @@ class SettlementSchedulerTest : public ::testing::Test {
 
   // Holds an unrelated room's transaction in flight (the store's call 0), so that requests
   // submitted meanwhile queue up behind it and return (one transaction at a time runs).
+  // Rooms 1 ("one") and 2 ("two") batched behind an occupied transaction, room 2 answered busy:
+  // by a call that does not wait only (as PostgreSQL does), or by every call (`even_waiting`).
+  // Returns the store's calls once every attempt is finished.
+  std::vector<Call> SettleWithRoomTwoBusy(bool even_waiting) {
+    store_.AnswerWith([even_waiting](const Call& call, Cancellation*) {
+      Outcomes outcomes = AllSettled(call);
+      for (size_t i = 0; i < call.rooms.size(); ++i) {
+        if (call.rooms[i] == 2 && (even_waiting || !call.wait)) {
+          outcomes[i]->status = SettleStatus::kBusy;
+        }
+      }
+      return outcomes;
+    });
+    Start();
+    OccupyTheOnlyTransaction();
+    Submit(At(1, 1, "one"));
+    Submit(At(2, 1, "two"));
+    EXPECT_TRUE(WaitForReturned(2));
+    store_.Hold(false);
+    EXPECT_TRUE(WaitForFinished(3));
+    JoinAll();
+    return store_.calls();
+  }
+
   void OccupyTheOnlyTransaction() {
     Submit(At(99, 1, "occupier"));
     ASSERT_TRUE(store_.WaitForCalls(1));
@@ -557,22 +581,7 @@ TEST_F(SettlementSchedulerTest, ARefusedTransactionRetriesEachRoomAlone) {
 // A batch leaves a room that another transaction holds (busy); the room keeps its turn and
 // settles on its own, waiting for the lock. Its client never hears "busy".
 TEST_F(SettlementSchedulerTest, ABusyRoomSettlesAloneWaitingForItsLock) {
-  store_.AnswerWith([](const Call& call, Cancellation*) {
-    Outcomes outcomes = AllSettled(call);
-    for (size_t i = 0; i < call.rooms.size(); ++i) {
-      if (call.rooms[i] == 2 && !call.wait) outcomes[i]->status = SettleStatus::kBusy;
-    }
-    return outcomes;
-  });
-  Start();
-  OccupyTheOnlyTransaction();
-  Submit(At(1, 1, "one"));
-  Submit(At(2, 1, "two"));
-  ASSERT_TRUE(WaitForReturned(2));
-  store_.Hold(false);
-  ASSERT_TRUE(WaitForFinished(3));
-  JoinAll();
-  const std::vector<Call> calls = store_.calls();
+  const std::vector<Call> calls = SettleWithRoomTwoBusy(/*even_waiting=*/false);
   ASSERT_EQ(calls.size(), 3u);
   EXPECT_EQ(calls[2].rooms, (std::vector<uint64_t>{2}));
   EXPECT_TRUE(calls[2].wait);
@@ -584,22 +593,7 @@ TEST_F(SettlementSchedulerTest, ABusyRoomSettlesAloneWaitingForItsLock) {
 // A room still busy when it settles alone (a store whose waiting call answers busy: PostgreSQL's
 // does not) is answered busy, which its client retries; it is not queued alone again forever.
 TEST_F(SettlementSchedulerTest, ARoomStillBusyAloneIsAnsweredNotRequeued) {
-  store_.AnswerWith([](const Call& call, Cancellation*) {
-    Outcomes outcomes = AllSettled(call);
-    for (size_t i = 0; i < call.rooms.size(); ++i) {
-      if (call.rooms[i] == 2) outcomes[i]->status = SettleStatus::kBusy;
-    }
-    return outcomes;
-  });
-  Start();
-  OccupyTheOnlyTransaction();
-  Submit(At(1, 1, "one"));
-  Submit(At(2, 1, "two"));
-  ASSERT_TRUE(WaitForReturned(2));
-  store_.Hold(false);
-  ASSERT_TRUE(WaitForFinished(3));
-  JoinAll();
-  const std::vector<Call> calls = store_.calls();
+  const std::vector<Call> calls = SettleWithRoomTwoBusy(/*even_waiting=*/true);
   ASSERT_EQ(calls.size(), 3u) << "the busy room went to the store once in its batch, once alone";
   EXPECT_TRUE(calls[2].wait);
   auto two = OutcomeOf("two");
