@@ -399,7 +399,7 @@ Result<const rating::RatingSystem*> RatingSystems::Of(std::string_view system,
                                                       std::string_view model,
                                                       std::string_view parameters_json) {
   MutexLock lock(&mu_);
-  auto found = made_.find(std::tuple{system, model, parameters_json});
+  auto found = made_.find(DeclarationView{system, model, parameters_json});
   if (found != made_.end()) return found->second.get();
   Declaration declaration{system, model, parameters_json};
   auto parameters = ParametersFromStored(std::get<2>(declaration));

@@ -48,8 +48,22 @@ class RatingSystems {
  private:
   // (system, model, parameters); looked up by views of a row's fields, without copying them.
   using Declaration = std::tuple<std::string, std::string, std::string>;
+  using DeclarationView = std::tuple<std::string_view, std::string_view, std::string_view>;
+  // Orders declarations and views of them alike, as views (a tuple of strings and one of views
+  // do not compare with every standard library).
+  struct ByView {
+    using is_transparent = void;
+    static DeclarationView View(const DeclarationView& d) { return d; }
+    static DeclarationView View(const Declaration& d) {
+      return {std::get<0>(d), std::get<1>(d), std::get<2>(d)};
+    }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return View(a) < View(b);
+    }
+  };
   Mutex mu_;
-  std::map<Declaration, std::unique_ptr<rating::RatingSystem>, std::less<>> made_ GUARDED_BY(mu_);
+  std::map<Declaration, std::unique_ptr<rating::RatingSystem>, ByView> made_ GUARDED_BY(mu_);
 };
 
 class SettleTransaction {
