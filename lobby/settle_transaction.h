@@ -1,5 +1,5 @@
 // SettleTransaction: one settlement call as one database transaction (docs/design.md §5), the
-// heart of SettlementStore::SettleBattles, in three steps:
+// heart of PgStore::SettleBattles (lobby/pg_store.h), in three steps:
 //   marshal  the requests become the typed parameters of verdict_settle_prepare;
 //   execute  on one connection: BEGIN; verdict_settle_prepare (locks, verdicts, ratings read under
 //            the players' locks); the rating step (lobby/settlement_ratings.h);
