@@ -1,5 +1,9 @@
 #include "bench/feed.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange declared first
 
 #include <boost/asio.hpp>
@@ -19,6 +23,7 @@ struct FeedReader::Impl {
   net::io_context ioc;
   websocket::stream<beast::tcp_stream> ws{ioc};
   beast::flat_buffer buffer;
+  bool quick_ack = false;
 };
 
 FeedReader::FeedReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -29,8 +34,9 @@ FeedReader::~FeedReader() {
 }
 
 Result<std::unique_ptr<FeedReader>> FeedReader::Open(uint16_t port, const std::string& token,
-                                                     uint64_t after) {
+                                                     uint64_t after, bool quick_ack) {
   auto impl = std::make_unique<Impl>();
+  impl->quick_ack = quick_ack;
   beast::error_code ec;
   beast::get_lowest_layer(impl->ws).connect({net::ip::make_address("127.0.0.1"), port}, ec);
   if (ec) return UnavailableError("feed: connect: " + ec.message());
@@ -45,6 +51,12 @@ Result<std::unique_ptr<FeedReader>> FeedReader::Open(uint16_t port, const std::s
 Result<std::string> FeedReader::Next(std::chrono::milliseconds stall) {
   Impl& f = *impl_;
   f.buffer.clear();
+  if (f.quick_ack) {
+    // The kernel turns quick acknowledgement off again by itself: asked for before every read.
+    const int on = 1;
+    ::setsockopt(beast::get_lowest_layer(f.ws).socket().native_handle(), IPPROTO_TCP, TCP_QUICKACK,
+                 &on, sizeof(on));
+  }
   // Asynchronous only for the deadline.
   beast::get_lowest_layer(f.ws).expires_after(stall);
   beast::error_code ec;

@@ -16,10 +16,13 @@ namespace verdict::bench {
 class FeedReader {
  public:
   // Subscribes to the feed of the lobby at 127.0.0.1:`port` with the bearer `token`, from the
-  // event after `after` (0: the feed's beginning). UNAVAILABLE if the connection or the upgrade
-  // fails (a cursor the lobby refuses among them).
+  // event after `after` (0: the feed's beginning). With `quick_ack`, each segment the lobby sends
+  // is acknowledged at once (TCP_QUICKACK), not after the kernel's delayed-ACK wait: a sender that
+  // holds small writes until its last one is acknowledged (Nagle's algorithm) then stalls no
+  // longer. UNAVAILABLE if the connection or the upgrade fails (a cursor the lobby refuses among
+  // them).
   static Result<std::unique_ptr<FeedReader>> Open(uint16_t port, const std::string& token,
-                                                  uint64_t after);
+                                                  uint64_t after, bool quick_ack = false);
   ~FeedReader();  // closes the subscription
   FeedReader(const FeedReader&) = delete;
   FeedReader& operator=(const FeedReader&) = delete;

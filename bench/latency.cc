@@ -490,7 +490,8 @@ Status MeasureLatency(const LatencyOptions& o, const std::string& conninfo, uint
                       pid_t lobby_pid, pid_t node_pid, const server::ListenAddress& node,
                       const server::ListenAddress& lobby, Measured& m) {
   AllocateRooms(conninfo, kLatencyBase, o.results);
-  auto feed = FeedReader::Open(lobby_port, kBacklogToken, FeedHead(conninfo));
+  auto feed =
+      FeedReader::Open(lobby_port, kBacklogToken, FeedHead(conninfo), o.subscriber_quick_ack);
   if (!feed.ok()) return feed.status();
   std::fprintf(stderr, "latency: %llu results open loop at %.0f/s from %d connections\n",
                static_cast<unsigned long long>(o.results), m.rate_per_s, o.clients);
@@ -655,8 +656,9 @@ void PrintTable(FILE* table, const LatencyOptions& o, const Measured& m, const D
     std::fprintf(table, "\nposted at --rate: %.0f/s due, %.0f/s sent\n", m.rate_per_s,
                  m.sent_per_s);
   }
-  std::fprintf(table, "%llu results, %u shards, batch %zu, %d connections\n\n",
-               static_cast<unsigned long long>(o.results), o.shards, o.batch, o.clients);
+  std::fprintf(table, "%llu results, %u shards, batch %zu, %d connections%s\n\n",
+               static_cast<unsigned long long>(o.results), o.shards, o.batch, o.clients,
+               o.subscriber_quick_ack ? ", the subscriber acknowledging at once" : "");
   PrintSpreads(table, m, d);
   PrintProfile(table, m, d);
 }
@@ -673,6 +675,7 @@ Report ReportOf(const LatencyOptions& o, const Measured& m, const Derived& d) {
            {"batch", static_cast<double>(o.batch)},
            {"clients", static_cast<double>(o.clients)},
            {"lobby_coalesce_ms", d.coalesce_ms},
+           {"subscriber_quick_ack", o.subscriber_quick_ack ? 1.0 : 0.0},
            {"p50_ms", m.latency.p50},
            {"p99_ms", m.latency.p99},
            {"p999_ms", m.latency.p999},

@@ -21,9 +21,12 @@ struct LatencyOptions {
   int clients = 32;  // keep-alive connections posting to the node, one request in flight each
   uint64_t floor_samples = 1000;  // samples of each part of the floor
   double lobby_coalesce_ms = -1;  // the lobby's --coalesce-wait-ms; negative: its default
-  std::string db;                 // libpq conninfo of the server; empty: the PG* environment
-  std::string lobby_binary;       // verdict-lobby to run; empty: the one built with this bench
-  std::string node_binary;        // verdict-node to run; empty: the one built with this bench
+  // The feed's subscriber acknowledges every segment at once (FeedReader::Open): what the
+  // lobby's small writes held back for a delayed acknowledgement cost.
+  bool subscriber_quick_ack = false;
+  std::string db;            // libpq conninfo of the server; empty: the PG* environment
+  std::string lobby_binary;  // verdict-lobby to run; empty: the one built with this bench
+  std::string node_binary;   // verdict-node to run; empty: the one built with this bench
   OutputOptions output;
 };
 

@@ -228,6 +228,9 @@ int main(int argc, char** argv) {
       ->add_option("--lobby-coalesce-ms", latency.lobby_coalesce_ms,
                    "the lobby's group-commit wait (its --coalesce-wait-ms; default: its own)")
       ->check(CLI::Range(0.0, 1000.0));
+  latency_cmd->add_flag("--subscriber-quick-ack", latency.subscriber_quick_ack,
+                        "the feed's subscriber acknowledges each segment at once (TCP_QUICKACK), "
+                        "to show what the lobby's small writes held for a delayed ACK cost");
   latency_cmd->add_option("--lobby-binary", latency.lobby_binary,
                           "verdict-lobby to run (default: the one built with this benchmark)");
   latency_cmd->add_option("--node-binary", latency.node_binary,
