@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "bench/backlog.h"
-#include "lobby/event_players.h"
 #include "lobby/settle_calls.h"
+#include "lobby/settled_event.h"
 #include "lobby/settlement_ratings.h"
 #include "reference_settle_sql.h"
 
@@ -111,7 +111,7 @@ double RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t 
   return std::stod(text.substr(tps + 6)) * batch;
 }
 
-// The "players" of a 2x5 room's event as the lobby builds them (lobby/event_players.h), team 1
+// The "players" of a 2x5 room's event as the lobby builds them (lobby/settled_event.h), team 1
 // winning 16 at equal ratings, as a format() template whose player ids carry the room (%1$s).
 std::string EventPlayersTemplate() {
   std::vector<v1::PlayerResult> players(10);
@@ -128,6 +128,29 @@ std::string EventPlayersTemplate() {
   std::vector<const lobby::RatedSeat*> room;
   for (const lobby::RatedSeat& s : seats) room.push_back(&s);
   return lobby::EventPlayersJson(room, true);
+}
+
+// The room's whole battle.settled event as the lobby builds it (lobby/settled_event.h), as a
+// format() template: the players of EventPlayersTemplate, the room %1$s, its match %2$s and the
+// settlement time %3$s.
+std::string EventTemplate() {
+  constexpr uint64_t kRoom = 111111, kMatch = 222222;
+  constexpr int64_t kTime = 333333;
+  std::string event = lobby::SettledEventJson({.mode = "default",
+                                               .outcome = "SETTLED",
+                                               .room_id = kRoom,
+                                               .match_id = kMatch,
+                                               .winner_team = 1,
+                                               .suspect = false,
+                                               .settled_at_ms = kTime},
+                                              EventPlayersTemplate());
+  for (const auto& [number, placeholder] :
+       {std::pair{std::to_string(kRoom), "%1$s"}, std::pair{std::to_string(kMatch), "%2$s"},
+        std::pair{std::to_string(kTime), "%3$s"}}) {
+    const std::string quoted = "\"" + number + "\"";
+    event.replace(event.find(quoted), quoted.size(), std::string("\"") + placeholder + "\"");
+  }
+  return event;
 }
 
 BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count) {
@@ -163,10 +186,13 @@ BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count)
   write[lobby::kSettleWrite["p_abort_reasons"]] = fill_of("''::text");
   write[lobby::kSettleWrite["p_fingerprints"]] = fill_of("decode(repeat('ab', 32), 'hex')");
   write[lobby::kSettleWrite["p_modes"]] = fill_of("'default'::text");
-  // Each room's players as text, as the lobby's parameter is.
-  write[lobby::kSettleWrite["p_event_players"]] = "ARRAY(SELECT format('" + EventPlayersTemplate() +
-                                                  "', r) FROM unnest(" + rooms +
-                                                  ") WITH ORDINALITY AS x(r, i) ORDER BY x.i)";
+  // The new matches' ids and the call's time from m (below), each room's event as text, as the
+  // lobby's parameters are.
+  write[lobby::kSettleWrite["p_match_ids"]] = "m.ids";
+  write[lobby::kSettleWrite["p_settled_at_ms"]] = "m.ms";
+  write[lobby::kSettleWrite["p_events"]] = "ARRAY(SELECT format('" + EventTemplate() +
+                                           "', x.r, x.id, m.ms) FROM unnest(" + rooms +
+                                           ", m.ids) WITH ORDINALITY AS x(r, id, i) ORDER BY x.i)";
   write[lobby::kSettleWrite["p_player_rooms"]] = "p.rooms";
   write[lobby::kSettleWrite["p_player_ids"]] = "p.ids";
   write[lobby::kSettleWrite["p_teams"]] = "p.teams";
@@ -196,7 +222,17 @@ BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count)
   write[lobby::kSettleWrite["p_draws"]] = "array_fill(0, " + players + ")";
   write[lobby::kSettleWrite["p_placements"]] = by_team("1", "2");
   write[lobby::kSettleWrite["p_attempt_id"]] = "0";
-  calls.write = lobby::kSettleWrite.Call(write);
+  // The lobby takes the rooms' match ids and the time from the prepare's rows; a pgbench script
+  // cannot carry rows from one statement to the next, so the write takes its own from the same
+  // identity: one nextval a room more than the lobby's call makes.
+  calls.write =
+      "(SELECT w.* FROM (SELECT ARRAY(SELECT nextval(pg_get_serial_sequence('matches', "
+      "'match_id')::regclass) FROM unnest(" +
+      rooms +
+      ") WITH ORDINALITY AS u(r, i) ORDER BY u.i) AS ids, "
+      "(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms) m, "
+      "LATERAL " +
+      lobby::kSettleWrite.Call(write) + " w)";
   return calls;
 }
 

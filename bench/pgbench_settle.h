@@ -28,7 +28,7 @@ double RunPgbench(const std::string& conninfo, const std::string& dir, uint64_t 
 // equal teams of players new to the ladder (1500, moving 16).
 struct BenchSettle {
   std::string prepare;  // a call returning verdict_settle_prepare's rows
-  std::string write;    // a call returning verdict_settle_write's rows
+  std::string write;    // a subquery returning verdict_settle_write's one row
 };
 BenchSettle BenchSettleCalls(const std::string& rooms, const std::string& count);
 

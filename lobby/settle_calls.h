@@ -70,7 +70,7 @@ using SettlePrepareCall =
 static_assert(SettlePrepareCall::kChecked);
 
 inline constexpr pg::SqlFunction kSettleWrite{
-    "verdict_settle_write", std::array<pg::SqlParameter, 39>{{
+    "verdict_settle_write", std::array<pg::SqlParameter, 41>{{
                                 // One element per room written.
                                 {"p_room_ids", "bigint[]"},
                                 {"p_node_ids", "text[]"},
@@ -82,7 +82,8 @@ inline constexpr pg::SqlFunction kSettleWrite{
                                 {"p_abort_reasons", "text[]"},
                                 {"p_fingerprints", "bytea[]"},
                                 {"p_modes", "text[]"},
-                                {"p_event_players", "text[]"},
+                                {"p_match_ids", "bigint[]"},
+                                {"p_events", "text[]"},
                                 // One element per player of those rooms.
                                 {"p_player_rooms", "bigint[]"},
                                 {"p_player_ids", "text[]"},
@@ -114,6 +115,7 @@ inline constexpr pg::SqlFunction kSettleWrite{
                                 {"p_placements", "integer[]"},
                                 // The call's own.
                                 {"p_attempt_id", "bigint"},
+                                {"p_settled_at_ms", "bigint"},
                             }}};
 
 // verdict_settle_write's rows: one per room written, one per player of those rooms, one per
@@ -129,7 +131,8 @@ struct SettleWriteRoom {
   std::string_view abort_reason;
   pg::Bytea fingerprint;
   std::string_view mode;
-  std::string event_players;  // the battle.settled event's players (lobby/event_players.h)
+  int64_t match_id = 0;  // the id verdict_settle_prepare took for the room's match
+  std::string event;     // the room's battle.settled event (lobby/settled_event.h)
   static constexpr auto Columns() {
     return std::tuple{pg::Column{"p_room_ids", &SettleWriteRoom::room_id},
                       pg::Column{"p_node_ids", &SettleWriteRoom::node_id},
@@ -141,7 +144,8 @@ struct SettleWriteRoom {
                       pg::Column{"p_abort_reasons", &SettleWriteRoom::abort_reason},
                       pg::Column{"p_fingerprints", &SettleWriteRoom::fingerprint},
                       pg::Column{"p_modes", &SettleWriteRoom::mode},
-                      pg::Column{"p_event_players", &SettleWriteRoom::event_players}};
+                      pg::Column{"p_match_ids", &SettleWriteRoom::match_id},
+                      pg::Column{"p_events", &SettleWriteRoom::event}};
   }
 };
 
@@ -211,8 +215,10 @@ struct SettleWriteTotals {
 
 struct SettleWriteScalars {
   int64_t attempt_id = 0;
+  int64_t settled_at_ms = 0;  // the call's time, as verdict_settle_prepare gave it
   static constexpr auto Columns() {
-    return std::tuple{pg::Column{"p_attempt_id", &SettleWriteScalars::attempt_id}};
+    return std::tuple{pg::Column{"p_attempt_id", &SettleWriteScalars::attempt_id},
+                      pg::Column{"p_settled_at_ms", &SettleWriteScalars::settled_at_ms}};
   }
 };
 

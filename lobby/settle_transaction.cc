@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <optional>
 #include <random>
-#include <unordered_map>
 
 #include <pqxx/pqxx>
 
@@ -11,13 +10,13 @@
 
 #include "common/failpoint.h"
 #include "common/log_rate_limit.h"
-#include "lobby/event_players.h"
 #include "lobby/modes.h"
 #include "lobby/pg/binary_array.h"
 #include "lobby/pg/errors.h"
 #include "lobby/pg/run.h"
 #include "lobby/pg_statuses.h"
 #include "lobby/settle_calls.h"
+#include "lobby/settled_event.h"
 #include "lobby/settlement_ratings.h"
 #include "proto/validation.h"
 
@@ -73,8 +72,8 @@ std::vector<pqxx::binarystring> BinaryParams(const std::array<std::string, N>& a
 std::string_view View(const pqxx::field& field) { return {field.c_str(), field.size()}; }
 
 // What verdict_settle_prepare said of one room: its status and, for a status read from a
-// receipt, that receipt; for a room to settle, its mode and the mode's system; after the write,
-// for a room this call settled, its new match.
+// receipt, that receipt; for a room to settle, its mode, the mode's system, and the match id and
+// time the write is to record.
 struct RoomRow {
   std::string status;
   uint64_t match_id = 0;
@@ -215,19 +214,29 @@ std::vector<SettleWriteRoom> WriteRooms(const std::vector<SettleRequest>& reques
     seats.reserve(static_cast<size_t>(last - first));
     for (auto s = first; s != last; ++s) seats.push_back(&*s);
     const RoomRow& room = prepared.rooms[i];
-    // A room id is at most 2^63 - 1, a team at most kMaxTeams (proto/wire.h, validation.h).
+    const SettledEvent event{.mode = room.mode,
+                             .outcome = OutcomeName(r.outcome()),
+                             .room_id = r.room_id(),
+                             .match_id = room.match_id,
+                             .winner_team = WinnerOf(r),
+                             .suspect = r.suspect(),
+                             .settled_at_ms = room.settled_at_ms};
+    // A room id and a match id are at most 2^63 - 1, a team at most kMaxTeams (proto/wire.h,
+    // validation.h; matches.match_id is a bigint).
     rooms.push_back({
         .room_id = static_cast<int64_t>(r.room_id()),
         .node_id = requests[i].node_id,
-        .outcome = OutcomeName(r.outcome()),
-        .winner_team = static_cast<int16_t>(WinnerOf(r)),
+        .outcome = event.outcome,
+        .winner_team = static_cast<int16_t>(event.winner_team),
         .suspect = r.suspect(),
         .ended_at_ms = r.ended_at_ms(),
         .replay_path = r.replay_path(),
         .abort_reason = r.abort_reason(),
         .fingerprint = pg::Bytea{requests[i].fingerprint},
         .mode = room.mode,
-        .event_players = EventPlayersJson(std::move(seats), room.system->ReportsIntegerElo()),
+        .match_id = static_cast<int64_t>(room.match_id),
+        .event = SettledEventJson(
+            event, EventPlayersJson(std::move(seats), room.system->ReportsIntegerElo())),
     });
   }
   return rooms;
@@ -284,29 +293,11 @@ std::vector<SettleWriteTotals> WriteTotals(const RatedCall& rated) {
   return totals;
 }
 
-// Each room `written` (verdict_settle_write's rows) gets its new match and settlement time.
-void RecordWritten(const pqxx::result& written, const std::vector<SettleRequest>& requests,
-                   Prepared& prepared) {
-  const auto room_id = written.column_number("room_id");
-  const auto match_id = written.column_number("match_id");
-  const auto settled_at_ms = written.column_number("settled_at_ms");
-  std::unordered_map<uint64_t, size_t> settled;  // the rooms to settle by id: their index
-  settled.reserve(prepared.settle.size());
-  for (size_t i : prepared.settle) settled.emplace(requests[i].result->room_id(), i);
-  for (const auto& row : written) {
-    const auto found = settled.find(row[room_id].as<uint64_t>());
-    if (found == settled.end()) continue;
-    RoomRow& room = prepared.rooms[found->second];
-    room.match_id = row[match_id].as<uint64_t>();
-    room.settled_at_ms = row[settled_at_ms].as<int64_t>();
-    room.outcome = OutcomeName(requests[found->second].result->outcome());
-  }
-}
-
 // Rates the rooms `prepared` settles and writes them in `tx` (verdict_settle_write): the rating
-// step of lobby/settlement_ratings.h, then one statement. Returns the write's size in bytes.
-size_t RateAndWrite(pqxx::work& tx, const std::vector<SettleRequest>& requests, Prepared& prepared,
-                    int64_t attempt_id) {
+// step of lobby/settlement_ratings.h, then one statement. Returns the write's size in bytes;
+// INTERNAL if the write wrote other than every room it was given.
+Result<size_t> RateAndWrite(pqxx::work& tx, const std::vector<SettleRequest>& requests,
+                            Prepared& prepared, int64_t attempt_id) {
   std::vector<RoomToRate> rate;
   rate.reserve(prepared.settle.size());
   for (size_t i : prepared.settle) {
@@ -314,13 +305,22 @@ size_t RateAndWrite(pqxx::work& tx, const std::vector<SettleRequest>& requests, 
     rate.push_back({requests[i].result, room.mode, room.system, room.rated});
   }
   const RatedCall rated = RateRooms(rate, prepared.seats);
-  const std::vector<pqxx::binarystring> args = BinaryParams(
-      SettleWriteCall::Encode({.attempt_id = attempt_id}, WriteRooms(requests, prepared, rated),
-                              WriteSeats(rated), WriteTotals(rated)));
+  // Every room to settle carries the call's one time (verdict_settle_prepare).
+  const int64_t settled_at_ms = prepared.rooms[prepared.settle.front()].settled_at_ms;
+  const std::vector<pqxx::binarystring> args = BinaryParams(SettleWriteCall::Encode(
+      {.attempt_id = attempt_id, .settled_at_ms = settled_at_ms},
+      WriteRooms(requests, prepared, rated), WriteSeats(rated), WriteTotals(rated)));
   size_t bytes = 0;
   for (const pqxx::binarystring& a : args) bytes += a.size();
-  RecordWritten(tx.exec_prepared(kWriteStatement, pqxx::prepare::make_dynamic_params(args)),
-                requests, prepared);
+  const auto written =
+      tx.exec_prepared1(kWriteStatement, pqxx::prepare::make_dynamic_params(args))[0].as<size_t>();
+  if (written != prepared.settle.size()) {
+    return InternalError("the settlement wrote " + std::to_string(written) + " rooms of " +
+                         std::to_string(prepared.settle.size()));
+  }
+  for (size_t i : prepared.settle) {
+    prepared.rooms[i].outcome = OutcomeName(requests[i].result->outcome());
+  }
   return bytes;
 }
 
@@ -340,8 +340,7 @@ std::vector<std::pair<std::string, std::string>> SettleStatements() {
   return {
       // Read by column name (PrepareColumns): the function's result is declared once, in SQL.
       {kPrepareStatement, "SELECT * FROM " + kSettlePrepare.PreparedCall()},
-      {kWriteStatement,
-       "SELECT room_id, match_id, settled_at_ms FROM " + kSettleWrite.PreparedCall()},
+      {kWriteStatement, "SELECT " + kSettleWrite.PreparedCall()},
       // The receipts a commit of unknown fate is resolved from (ResolveUnknownCommit); its first
       // columns are ReceiptFromRow's.
       {"receipts_of_rooms",
@@ -458,7 +457,9 @@ Status SettleTransaction::Transact(pqxx::connection& conn,
       requests.size(), systems_);
   if (!prepared.ok()) return prepared.status();  // `tx` rolls back as it ends
   if (!prepared->settle.empty()) {
-    attempt.write_bytes = RateAndWrite(tx, requests, *prepared, call.attempt_id);
+    const auto written = RateAndWrite(tx, requests, *prepared, call.attempt_id);
+    if (!written.ok()) return written.status();
+    attempt.write_bytes = *written;
     attempt.any_settled = true;
   }
   if (CheckFailpoint("settle.before_commit") == FailAction::kError) {
@@ -549,9 +550,7 @@ std::vector<Result<SettleOutcome>> SettleTransaction::Resolve(
   std::vector<Result<SettleOutcome>> outcomes;
   for (size_t i = 0; i < requests.size(); ++i) {
     const RoomRow& row = executed.rooms[i];
-    auto status = row.status == kSettleToWrite
-                      ? Result<SettleStatus>(SettleStatus::kSettled)
-                      : StatusFromSql(kSettleStatuses, "settlement", row.status);
+    auto status = StatusFromSql(kSettleStatuses, "settlement", row.status);
     if (!status.ok()) {
       spdlog::error("room={}: {}; answering INTERNAL", requests[i].result->room_id(),
                     status.status().message());

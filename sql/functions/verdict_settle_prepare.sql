@@ -12,8 +12,12 @@
 -- Returns, first, one row per room in input order (player_id NULL): its status ('settle' |
 -- 'duplicate' | 'room_unknown' | 'outcome_conflict' | 'idempotency_mismatch' | 'roster_mismatch'
 -- | 'busy' | 'original_expired') and, for a status read from a receipt (duplicate and the two
--- conflicts), that receipt's match_id, outcome and settled_at_ms; for a 'settle' room, its mode
--- and the mode's declaration (system, model, parameters as JSON text, rated). Then one row per
+-- conflicts), that receipt's match_id, outcome and settled_at_ms; for a 'settle' room, its mode,
+-- the mode's declaration (system, model, parameters as JSON text, rated), and the match id and
+-- settlement time verdict_settle_write is to record: the match ids are taken from the matches'
+-- identity here, in room-id order, and the time is the call's, so that the lobby can build each
+-- room's battle.settled event whole, in one place (lobby/settled_event.h). An id taken by a call
+-- that then rolls back is skipped, as an identity's are. Then one row per
 -- player of every 'settle' room, in room and player order: the player's rating in the room's mode
 -- now (rating, deviation, volatility; NULL if the player has none yet) and the one the room is
 -- rated from (rated_*: the rating recorded when the room was allocated, the compensation rule of
@@ -54,6 +58,9 @@ DECLARE
   v_mode_ids integer[];  -- and its key (modes.mode_id), which player_ratings is keyed by
   v_seats battle_room_seats[];  -- the seats of the rooms to settle
   v_ratings player_ratings[];  -- their players' ratings now, read under their locks
+  v_new_rooms bigint[];  -- the index in p_room_ids of each room to settle, in room-id order
+  v_new_match_ids bigint[];  -- and its new match's id
+  v_now_ms bigint;
 BEGIN
   SELECT array_agg(g.verdict ORDER BY g.ord), array_agg(g.match_id ORDER BY g.ord),
          array_agg(g.outcome ORDER BY g.ord), array_agg(g.settled_at_ms ORDER BY g.ord)
@@ -83,15 +90,30 @@ BEGIN
   SELECT l.verdicts, l.ratings INTO v_verdicts, v_ratings
   FROM verdict_settle_lock_ratings(v_verdicts, p_room_ids, v_mode_ids, v_seats, p_wait) l;
 
-  -- The rooms, each with its mode's declaration when it is to be settled (a mode in use is fixed:
-  -- verdict_allocate).
+  -- The new matches' ids, taken in room-id order (the order verdict_settle_write inserts them):
+  -- the subquery is sorted before its rows reach nextval, and OFFSET 0 keeps it apart.
+  IF 'settle' = ANY (v_verdicts) THEN
+    v_now_ms := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    SELECT array_agg(n.i), array_agg(n.match_id) INTO v_new_rooms, v_new_match_ids
+    FROM (SELECT o.i, nextval(pg_get_serial_sequence('matches', 'match_id')::regclass) AS match_id
+          FROM (SELECT x.i
+                FROM unnest(p_room_ids, v_verdicts) WITH ORDINALITY AS x(room, verdict, i)
+                WHERE x.verdict = 'settle'
+                ORDER BY x.room
+                OFFSET 0) o) n;
+  END IF;
+
+  -- The rooms, each with its mode's declaration, new match and time when it is to be settled (a
+  -- mode in use is fixed: verdict_allocate).
   RETURN QUERY
-  SELECT x.room_id, x.verdict, x.match_id, x.outcome, x.settled_ms, m.mode, m.system, m.model,
-         m.parameters::text, m.rated, NULL::text, NULL::float8, NULL::float8, NULL::float8,
-         NULL::float8, NULL::float8, NULL::float8
+  SELECT x.room_id, x.verdict, coalesce(x.match_id, nm.match_id), x.outcome,
+         CASE WHEN x.verdict = 'settle' THEN v_now_ms ELSE x.settled_ms END, m.mode, m.system,
+         m.model, m.parameters::text, m.rated, NULL::text, NULL::float8, NULL::float8,
+         NULL::float8, NULL::float8, NULL::float8, NULL::float8
   FROM unnest(p_room_ids, v_verdicts, v_match_ids, v_outcomes, v_settled_ms, v_modes)
          WITH ORDINALITY AS x(room_id, verdict, match_id, outcome, settled_ms, mode, i)
   LEFT JOIN modes m ON x.verdict = 'settle' AND m.mode = x.mode
+  LEFT JOIN unnest(v_new_rooms, v_new_match_ids) AS nm(i, match_id) ON nm.i = x.i
   ORDER BY x.i;
   IF 'settle' <> ALL (v_verdicts) THEN
     RETURN;

@@ -6,11 +6,12 @@
 -- Inputs, parallel arrays:
 --   one element per room written: p_room_ids, p_node_ids, p_outcomes, p_winner_teams (the team
 --   placed first alone, 0 if none), p_suspects, p_ended_at_ms, p_replay_paths ('' for none),
---   p_abort_reasons, p_fingerprints, p_modes, p_event_players: the "players" of the room's
---   battle.settled event as the JSON text the lobby wrote (lobby/event_players.h), stored as that
---   text. Text, not json: a json parameter is read as JSON on the way in, and again for each
---   element; the event it goes into is read as JSON once, and that checks it (the lobby sends
---   this array in binary, so that its quotes are neither escaped nor unescaped);
+--   p_abort_reasons, p_fingerprints, p_modes, p_match_ids (the ids verdict_settle_prepare took
+--   for the rooms' matches), p_events: the room's battle.settled event, whole, as the JSON text
+--   the lobby wrote (lobby/settled_event.h), stored as that text. Text, not json: a json
+--   parameter is read as JSON on the way in, and again for each element; cast to json once, the
+--   event is checked on its way into the table (the lobby sends this array in binary, so that its
+--   quotes are neither escaped nor unescaped);
 --   one element per player of those rooms, each with its room: p_player_rooms, p_player_ids,
 --   p_teams, p_ranks (0 for an ABORTED room), p_kills, p_deaths, p_assists, p_scores,
 --   p_disconnected, p_results ('win' | 'loss' | 'draw' | 'aborted'), and the player's rating in
@@ -21,21 +22,22 @@
 --   p_final_ratings, p_final_deviations, p_final_volatilities, p_final_displayed (the rating the
 --   player ends the call with), p_games, p_wins, p_losses, p_draws, p_placements (what the call
 --   adds: the ranks placed, summed);
---   p_attempt_id, the caller's random id for this call, written into every receipt.
+--   p_attempt_id, the caller's random id for this call, written into every receipt, and
+--   p_settled_at_ms, the settlement time verdict_settle_prepare gave the call (the events carry
+--   it).
 -- One source row per target row: an UPDATE … FROM (or an upsert) with two source rows for one
 -- target row applies only one of them, which one unpredictably.
 --
--- Returns one row per room written: its new match and settlement time.
+-- Returns the number of rooms written.
 --
 -- The write never reads back what it writes. How PostgreSQL would read rows back depends on what
 -- ANALYZE last said of them, and both ways of being wrong cost a full scan that grows with the
--- history (bench/RESULTS.md, "Reading back what was just written"). So the new matches' ids come
--- back from their insert, and everything else is written from the call's own arrays in one
--- statement.
+-- history (bench/RESULTS.md, "Reading back what was just written"). Everything is written from
+-- the call's own arrays, in one statement.
 CREATE OR REPLACE FUNCTION verdict_settle_write(
   p_room_ids bigint[], p_node_ids text[], p_outcomes text[], p_winner_teams smallint[],
   p_suspects boolean[], p_ended_at_ms bigint[], p_replay_paths text[], p_abort_reasons text[],
-  p_fingerprints bytea[], p_modes text[], p_event_players text[],
+  p_fingerprints bytea[], p_modes text[], p_match_ids bigint[], p_events text[],
   p_player_rooms bigint[], p_player_ids text[], p_teams smallint[], p_ranks smallint[],
   p_kills integer[], p_deaths integer[], p_assists integer[], p_scores bigint[],
   p_disconnected boolean[], p_results text[],
@@ -46,48 +48,40 @@ CREATE OR REPLACE FUNCTION verdict_settle_write(
   p_final_deviations double precision[], p_final_volatilities double precision[],
   p_final_displayed double precision[], p_games integer[], p_wins integer[], p_losses integer[],
   p_draws integer[], p_placements integer[],
-  p_attempt_id bigint)
-RETURNS TABLE (room_id bigint, match_id bigint, settled_at_ms bigint)
+  p_attempt_id bigint, p_settled_at_ms bigint)
+RETURNS integer
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-  v_now timestamptz := clock_timestamp();
-  v_now_ms bigint := (extract(epoch FROM v_now) * 1000)::bigint;
-  v_match_ids bigint[]; -- the new matches, in the same order as v_match_rooms
-  v_match_rooms bigint[];
+  v_now timestamptz := timestamptz 'epoch' + p_settled_at_ms * interval '1 millisecond';
+  v_written integer;
 BEGIN
   IF cardinality(p_room_ids) IS NULL OR cardinality(p_room_ids) = 0 THEN
-    RETURN;
+    RETURN 0;
   END IF;
-  IF cardinality(p_event_players) IS DISTINCT FROM cardinality(p_room_ids) THEN
-    RAISE EXCEPTION 'verdict_settle_write: % rooms but the players of %', cardinality(p_room_ids),
-      coalesce(cardinality(p_event_players), 0);
+  IF cardinality(p_events) IS DISTINCT FROM cardinality(p_room_ids)
+     OR cardinality(p_match_ids) IS DISTINCT FROM cardinality(p_room_ids) THEN
+    RAISE EXCEPTION 'verdict_settle_write: % rooms but % match ids and % events',
+      cardinality(p_room_ids), coalesce(cardinality(p_match_ids), 0),
+      coalesce(cardinality(p_events), 0);
   END IF;
-  WITH inserted AS (
-    INSERT INTO matches (room_id, node_id, outcome, winner_team, suspect, abort_reason,
-                         ended_at_ms, settled_at, mode)
-    SELECT x.room_id, x.node_id, x.outcome, x.winner_team, x.suspect, x.abort_reason,
-           x.ended_at_ms, v_now, x.mode
-    FROM unnest(p_room_ids, p_node_ids, p_outcomes, p_winner_teams, p_suspects, p_abort_reasons,
-                p_ended_at_ms, p_modes)
-           AS x(room_id, node_id, outcome, winner_team, suspect, abort_reason, ended_at_ms, mode)
-    ORDER BY x.room_id
-    RETURNING matches.match_id, matches.room_id)
-  SELECT array_agg(i.match_id), array_agg(i.room_id) INTO v_match_ids, v_match_rooms
-  FROM inserted i;
-
-  -- The rest in one statement: settled is each new match with its room's values from the call's
-  -- arrays, seated each of its players with theirs, and every write takes from those.
+  -- settled is each new match with its room's values from the call's arrays, seated each of its
+  -- players with theirs, and every write takes from those.
   WITH settled AS (
-    SELECT mm.match_id, x.room_id, x.node_id, x.outcome, x.winner_team, x.suspect,
-           x.replay_path, x.fingerprint, x.mode, x.event_players
-    FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id)
-    JOIN ROWS FROM (unnest(p_room_ids), unnest(p_node_ids), unnest(p_outcomes),
-                    unnest(p_winner_teams), unnest(p_suspects), unnest(p_replay_paths),
-                    unnest(p_fingerprints), unnest(p_modes), unnest(p_event_players))
-           AS x(room_id, node_id, outcome, winner_team, suspect, replay_path, fingerprint, mode,
-                event_players)
-      ON x.room_id = mm.room_id),
+    SELECT x.*
+    FROM unnest(p_room_ids, p_node_ids, p_outcomes, p_winner_teams, p_suspects, p_ended_at_ms,
+                p_replay_paths, p_abort_reasons, p_fingerprints, p_modes, p_match_ids, p_events)
+           AS x(room_id, node_id, outcome, winner_team, suspect, ended_at_ms, replay_path,
+                abort_reason, fingerprint, mode, match_id, event)),
+  matched AS (
+    -- The ids verdict_settle_prepare took from the identity, in room-id order as it took them.
+    INSERT INTO matches (match_id, room_id, node_id, outcome, winner_team, suspect, abort_reason,
+                         ended_at_ms, settled_at, mode)
+    OVERRIDING SYSTEM VALUE
+    SELECT m.match_id, m.room_id, m.node_id, m.outcome, m.winner_team, m.suspect, m.abort_reason,
+           m.ended_at_ms, v_now, m.mode
+    FROM settled m
+    ORDER BY m.room_id),
   seated AS (
     SELECT m.match_id, m.mode, x.*
     FROM unnest(p_player_rooms, p_player_ids, p_teams, p_ranks, p_kills, p_deaths, p_assists,
@@ -138,23 +132,14 @@ BEGIN
                                      settled_at, attempt_id)
     SELECT m.room_id, m.node_id, m.outcome, m.match_id, m.fingerprint, v_now, p_attempt_id
     FROM settled m)
-  -- The event as jsonb would print it (migration 007): its members in jsonb's key order (shorter
-  -- keys first, then by bytes), ", " and ": " between them; the players as the lobby laid them
-  -- out the same way. The cast to json checks it is JSON.
+  -- The events as the lobby built them; the cast to json checks each is JSON.
   INSERT INTO settlement_events (room_id, node_id, match_id, payload)
-  SELECT m.room_id, m.node_id, m.match_id,
-         format('{"mode": %s, "type": "battle.settled", "outcome": %s, "players": %s, '
-                '"room_id": "%s", "suspect": %s, "match_id": "%s", "winner_team": %s, '
-                '"settled_at_ms": "%s"}',
-                to_json(m.mode), to_json(m.outcome), m.event_players, m.room_id,
-                to_json(m.suspect), m.match_id, m.winner_team, v_now_ms)::json
+  SELECT m.room_id, m.node_id, m.match_id, m.event::json
   FROM settled m
   ORDER BY m.room_id;
+  GET DIAGNOSTICS v_written = ROW_COUNT;
 
-  DELETE FROM battle_rooms b WHERE b.room_id = ANY (v_match_rooms);
-
-  RETURN QUERY
-  SELECT mm.room_id, mm.match_id, v_now_ms
-  FROM unnest(v_match_rooms, v_match_ids) AS mm(room_id, match_id);
+  DELETE FROM battle_rooms b WHERE b.room_id = ANY (p_room_ids);
+  RETURN v_written;
 END
 $$;

@@ -13,9 +13,9 @@
 
 #include <pqxx/pqxx>
 
-#include "lobby/event_players.h"
 #include "lobby/pg/array_literal.h"
 #include "lobby/settle_calls.h"
+#include "lobby/settled_event.h"
 #include "tests/lobby/lobby_fixture.h"
 
 namespace verdict::testing {
@@ -499,7 +499,7 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
 
   using lobby::pg::ArrayLiteral;
   ArrayLiteral rooms, nodes, outcomes, winners, suspects, ended, replays, reasons, prints, modes;
-  ArrayLiteral event_players;  // a JSON text a room
+  ArrayLiteral events;  // a JSON text a room
   ArrayLiteral player_rooms, ids, teams, ranks, stats, scores, disconnected, results, before, after,
       zeros, rated_modes, games, wins, losses, draws;
   for (uint64_t room = 1; room <= kRooms; ++room) {
@@ -514,7 +514,7 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
     reasons.AddText("");
     prints.AddHexBytes(std::string(64, 'a'));
     modes.AddText("default");
-    event_players.AddText("[{\"room\":" + std::to_string(room) + "}]");  // stored as given
+    events.AddText("{\"room\":" + std::to_string(room) + "}");  // stored as given
     for (const v1::PlayerResult& p : r.players()) {
       const bool won = p.team() == 1;
       player_rooms.Add(room);
@@ -556,7 +556,7 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   write[lobby::kSettleWrite["p_abort_reasons"]] = quoted(reasons);
   write[lobby::kSettleWrite["p_fingerprints"]] = quoted(prints);
   write[lobby::kSettleWrite["p_modes"]] = quoted(modes);
-  write[lobby::kSettleWrite["p_event_players"]] = quoted(event_players);
+  write[lobby::kSettleWrite["p_events"]] = quoted(events);
   write[lobby::kSettleWrite["p_player_rooms"]] = quoted(player_rooms);
   write[lobby::kSettleWrite["p_player_ids"]] = quoted(ids);
   write[lobby::kSettleWrite["p_teams"]] = quoted(teams);
@@ -585,6 +585,7 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   write[lobby::kSettleWrite["p_draws"]] = quoted(draws);
   write[lobby::kSettleWrite["p_placements"]] = quoted(ranks);
   write[lobby::kSettleWrite["p_attempt_id"]] = "7";
+  write[lobby::kSettleWrite["p_settled_at_ms"]] = "1700000000000";
 
   auto conn = db_->Connect();
   PlanCollector collector(*conn);
@@ -593,13 +594,16 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
       "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0;"
       " SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice;"
       " SET client_min_messages = notice");
-  ASSERT_EQ(tx.exec("SELECT * FROM " + lobby::kSettlePrepare.Call(prepare) +
-                    " WHERE status = 'settle' AND player_id IS NULL")
-                .size(),
-            static_cast<size_t>(kRooms));
+  // The prepare hands out the rooms' new match ids, in room order: the write records them.
+  const pqxx::result settle =
+      tx.exec("SELECT match_id FROM " + lobby::kSettlePrepare.Call(prepare) +
+              " WHERE status = 'settle' AND player_id IS NULL");
+  ASSERT_EQ(settle.size(), static_cast<size_t>(kRooms));
+  ArrayLiteral match_ids;
+  for (const auto& row : settle) match_ids.Add(row[0].as<int64_t>());
+  write[lobby::kSettleWrite["p_match_ids"]] = quoted(match_ids);
   collector.plans.clear();  // the write's plans from here
-  ASSERT_EQ(tx.exec("SELECT * FROM " + lobby::kSettleWrite.Call(write)).size(),
-            static_cast<size_t>(kRooms));
+  ASSERT_EQ(tx.exec1("SELECT " + lobby::kSettleWrite.Call(write))[0].as<int>(), kRooms);
   tx.commit();
 
   // The collector saw the write's plans, and in them match_players only as the insert's target.
@@ -616,8 +620,8 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
   EXPECT_EQ(count("Insert on match_players"), 1u) << collector.plans;
   EXPECT_EQ(count(" on match_players"), 1u) << "a plan reads match_players:\n" << collector.plans;
 
-  // What was written is what was given: each player rated once and released, and each event
-  // holding the players given for its room (the lobby builds them: the test below).
+  // What was written is what was given: each player rated once and released, and each event and
+  // match as given for its room (the lobby builds the events: the two tests below).
   EXPECT_EQ(Q("SELECT count(*) FROM match_players"), std::to_string(kRooms * 10));
   EXPECT_EQ(Q("SELECT sum(rating_after - rating_before) FROM match_players"), "0");
   EXPECT_EQ(Q("SELECT count(*) FROM players p JOIN match_players mp USING (player_id)"
@@ -627,12 +631,12 @@ TEST_F(BatchSettlementTest, TheWriteReadsNoMatchPlayersBack) {
               " AND verdict_player_room(p.player_id) = 0"),
             std::to_string(kRooms * 10));
   EXPECT_EQ(Q("SELECT count(*) FROM settlement_events e JOIN matches m USING (match_id)"
-              " WHERE (e.payload->'players'->0->>'room')::bigint = m.room_id"
-              " AND json_array_length(e.payload->'players') = 1"),
+              " WHERE (e.payload->>'room')::bigint = m.room_id"
+              " AND m.settled_at = timestamptz 'epoch' + interval '1700000000 seconds'"),
             std::to_string(kRooms));
 }
 
-// The event's players, built by the lobby (lobby/event_players.h), are byte for byte the text of
+// The event's players, built by the lobby (lobby/settled_event.h), are byte for byte the text of
 // the jsonb the write built from the same values before migration 007 (jsonb_agg of
 // jsonb_build_object per player, ordered by id in byte order, with Elo's rounded members), which
 // the feed served: the event is now stored as that text. On values whose text is easy to get
@@ -711,6 +715,51 @@ TEST_F(BatchSettlementTest, EventPlayersAreTheTextJsonbPrints) {
               dev_before.str(), dev_after.str(), vol_before.str(), vol_after.str(), elo)[0]
             .as<std::string>();
     EXPECT_EQ(lobby::EventPlayersJson(room, elo), printed) << "elo=" << elo;
+  }
+}
+
+// The whole event, built by the lobby (lobby/settled_event.h), is byte for byte what the write's
+// format() built around the players before the event had one home (verdict_settle_write of
+// 1c9338c up to this change), which the feed served and still serves as stored: on a mode that
+// needs escaping, each outcome, a suspect room and not, no winner, and ids and times at their
+// bounds.
+TEST_F(BatchSettlementTest, TheSettledEventIsTheTextTheWriteBuilt) {
+  const std::string players = "[{\"rank\": 1, \"team\": 1}]";  // any JSON: placed as it is
+  struct Case {
+    std::string mode;
+    std::string outcome;
+    uint64_t room_id, match_id;
+    uint32_t winner_team;
+    bool suspect;
+    int64_t settled_at_ms;
+  };
+  const std::vector<Case> cases = {
+      {"default", "SETTLED", 1, 1, 1, false, 1700000000000},
+      {"ranked \"5v5\"\\\t\u00e9\x01", "ABORTED", 42, 7, 0, true, 0},
+      {"ffa", "SETTLED", uint64_t{1} << 62, (uint64_t{1} << 63) - 1, 64, true, 253402300799999},
+  };
+  auto conn = db_->Connect();
+  pqxx::nontransaction tx(*conn);
+  for (const Case& c : cases) {
+    const std::string old_text =
+        tx.exec_params1(
+              "SELECT format('{\"mode\": %s, \"type\": \"battle.settled\", \"outcome\": %s, "
+              "\"players\": %s, \"room_id\": \"%s\", \"suspect\": %s, \"match_id\": \"%s\", "
+              "\"winner_team\": %s, \"settled_at_ms\": \"%s\"}', to_json($1::text), "
+              "to_json($2::text), $3::text, $4::bigint, to_json($5::boolean), $6::bigint, "
+              "$7::smallint, $8::bigint)::json::text",
+              c.mode, c.outcome, players, static_cast<int64_t>(c.room_id), c.suspect,
+              static_cast<int64_t>(c.match_id), static_cast<int>(c.winner_team), c.settled_at_ms)[0]
+            .as<std::string>();
+    const std::string built = lobby::SettledEventJson({.mode = c.mode,
+                                                       .outcome = c.outcome,
+                                                       .room_id = c.room_id,
+                                                       .match_id = c.match_id,
+                                                       .winner_team = c.winner_team,
+                                                       .suspect = c.suspect,
+                                                       .settled_at_ms = c.settled_at_ms},
+                                                      players);
+    EXPECT_EQ(built, old_text) << "mode " << c.mode;
   }
 }
 

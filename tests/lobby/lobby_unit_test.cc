@@ -17,7 +17,7 @@
 
 #include "common/clock.h"
 #include "common/constant_time.h"
-#include "lobby/event_players.h"
+#include "lobby/settled_event.h"
 #include "lobby/ladder_cursor.h"
 #include "lobby/pg/array_literal.h"
 #include "lobby/pg_statuses.h"

@@ -1,4 +1,4 @@
-#include "lobby/event_players.h"
+#include "lobby/settled_event.h"
 
 #include <algorithm>
 #include <charconv>
@@ -160,6 +160,29 @@ std::string EventPlayersJson(std::vector<const RatedSeat*> seats, bool integer_e
     out.push_back('}');
   }
   out.push_back(']');
+  return out;
+}
+
+std::string SettledEventJson(const SettledEvent& event, std::string_view players_json) {
+  std::string out;
+  out.reserve(players_json.size() + 256);
+  out += "{\"mode\": ";
+  AppendStringAsJsonb(event.mode, &out);
+  out += ", \"type\": \"battle.settled\"";
+  AppendMember("outcome", &out);
+  AppendStringAsJsonb(event.outcome, &out);
+  AppendMember("players", &out);
+  out += players_json;
+  AppendMember("room_id", &out);
+  AppendStringAsJsonb(std::to_string(event.room_id), &out);
+  AppendMember("suspect", &out);
+  out += event.suspect ? "true" : "false";
+  AppendMember("match_id", &out);
+  AppendStringAsJsonb(std::to_string(event.match_id), &out);
+  AppendIntegerMember("winner_team", event.winner_team, &out);
+  AppendMember("settled_at_ms", &out);
+  AppendStringAsJsonb(std::to_string(event.settled_at_ms), &out);
+  out.push_back('}');
   return out;
 }
 
