@@ -30,11 +30,11 @@ inline constexpr SqlStatus<AllocateStatus> kAllocateStatuses[] = {
     {"shape_refused", AllocateStatus::kShapeRefused},
 };
 
-// sql/functions/verdict_settle_prepare.sql, whose 'settle' (a room this call settles) becomes
-// kSettled once the write commits; and the receipts a commit of unknown fate is resolved from.
+// sql/functions/verdict_settle_prepare.sql. Its 'settle' is a room this call writes: answered
+// kSettled once the write commits (a call that does not commit answers no room from its rows).
 inline constexpr std::string_view kSettleToWrite = "settle";
 inline constexpr SqlStatus<SettleStatus> kSettleStatuses[] = {
-    {"settled", SettleStatus::kSettled},
+    {kSettleToWrite, SettleStatus::kSettled},
     {"duplicate", SettleStatus::kDuplicate},
     {"room_unknown", SettleStatus::kRoomUnknown},
     {"outcome_conflict", SettleStatus::kOutcomeConflict},

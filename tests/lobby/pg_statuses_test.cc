@@ -73,9 +73,8 @@ TEST(PgStatusesTest, ReleaseStatusesAreVerdictReleaseRooms) {
 }
 
 // verdict_settle_prepare answers the verdicts of the parts it is composed of (each
-// verdict_settle_* function it calls, found in its text), and passes them through. Its 'settle'
-// (kSettleToWrite) is no answer: the room is written, and it is the commit that makes it kSettled,
-// whose name only the resolution of a commit of unknown fate reads.
+// verdict_settle_* function it calls, found in its text), and passes them through, and its own
+// 'settle' (kSettleToWrite: the room is written, answered kSettled once the write commits).
 TEST(PgStatusesTest, SettlementStatusesAreThoseOfVerdictSettlePrepareAndItsParts) {
   const std::string prepare = FunctionText("verdict_settle_prepare");
   std::set<std::string> returned = StatusNamesIn(prepare);
@@ -90,12 +89,7 @@ TEST(PgStatusesTest, SettlementStatusesAreThoseOfVerdictSettlePrepareAndItsParts
   EXPECT_TRUE(parts.count("verdict_settle_guard") && parts.count("verdict_settle_check"))
       << "the parts were not found in verdict_settle_prepare's text";
 
-  std::set<std::string> expected;
-  for (const SqlStatus<SettleStatus>& entry : kSettleStatuses) {
-    if (entry.status != SettleStatus::kSettled) expected.emplace(entry.name);
-  }
-  expected.emplace(kSettleToWrite);
-  EXPECT_EQ(expected, returned);
+  EXPECT_EQ(NamesOf(kSettleStatuses), returned);
 }
 
 }  // namespace
