@@ -199,6 +199,12 @@ awaitable<beast::error_code> HttpConnection::State::Connect(const HttpUrl& url) 
   if (ec) {
     CloseStreams();
   } else {
+    // A request goes out whole, in one write: with Nagle's algorithm on, the next one waits for
+    // the lobby's acknowledgement of the last, which it may delay (server/http_server.cc).
+    beast::error_code ignored;
+    tcp::socket& socket =
+        url.tls ? beast::get_lowest_layer(*tls_stream).socket() : stream->socket();
+    socket.set_option(tcp::no_delay(true), ignored);
     connected_to = url;
   }
   co_return ec;

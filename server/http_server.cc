@@ -718,6 +718,14 @@ class HttpServer::Impl::Listener final : public HttpServer::Impl::ListenerBase {
       });
       return;
     }
+    if constexpr (!kUnix) {
+      // Every answer and feed event goes out whole, in one write, so Nagle's algorithm can only
+      // hold a small one back until the peer acknowledges the one before, which a peer that
+      // delays its acknowledgements does for up to 40 ms: most of a settlement's visible latency
+      // at a low rate (docs/benchmarks.md, "Settlement latency").
+      beast::error_code ignored;
+      socket.set_option(net::ip::tcp::no_delay(true), ignored);
+    }
     if constexpr (kUnix) {
       std::make_shared<HttpSession<UnixStream>>(server_, true, index_, std::move(socket))->Run();
     } else if (server_.tls_) {
