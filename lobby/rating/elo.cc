@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lobby/rating/checks.h"
+#include "lobby/rating/prediction.h"
 
 namespace verdict::rating {
 
@@ -22,6 +23,30 @@ double RoundEloChange(double unrounded) {
 }
 
 namespace {
+
+// The expected score of a team rated `rating` against one rated `opponent`,
+// 1 / (1 + 10^((opponent - rating) / 400)); the formula Rate's E_ij is.
+double ExpectedScore(double rating, double opponent) {
+  return 1.0 / (1.0 + std::pow(10.0, (opponent - rating) / 400.0));
+}
+
+// The prediction of teams of these ratings (see elo.h): every pair by its expected scores.
+Prediction PredictElo(const std::vector<std::vector<Rating>>& teams) {
+  std::vector<double> team_rating(teams.size());
+  for (size_t i = 0; i < teams.size(); ++i) {
+    for (const Rating& rating : teams[i]) team_rating[i] += rating.value;
+    team_rating[i] /= static_cast<double>(teams[i].size());
+  }
+  std::vector<std::vector<double>> beats(teams.size(), std::vector<double>(teams.size()));
+  for (size_t i = 0; i < teams.size(); ++i) {
+    for (size_t j = 0; j < teams.size(); ++j) {
+      if (j != i) beats[i][j] = ExpectedScore(team_rating[i], team_rating[j]);
+    }
+  }
+  Prediction prediction = internal::FromPairwise(beats);
+  prediction.quality = internal::EvenOddsQuality(beats);
+  return prediction;
+}
 
 class Elo final : public RatingSystem {
  public:
@@ -97,6 +122,11 @@ class Elo final : public RatingSystem {
       }
     }
     return rated;
+  }
+
+  Result<Prediction> Predict(const std::vector<std::vector<Rating>>& teams) const override {
+    VERDICT_RETURN_IF_ERROR(internal::CheckProposal(*this, teams));
+    return PredictElo(teams);
   }
 
  private:

@@ -38,6 +38,12 @@
 //     players.
 //
 // Weights (partial play) are ignored: every player of a team moves by the team's change.
+//
+// Predict: the teams' ratings as Rate takes them (their players' mean), and each pair's expected
+// score E_ij. A team's `win` is its mean E_ij over its opponents, normalized to sum to 1, which
+// for two teams is E itself: Elo has no separate probability of a win, its expected score counting
+// a draw as half of one, so `draw` is 0. `quality` is the mean over pairs of 1 - |E_ij - E_ji|
+// (2 min(E, 1 - E) for two teams): 1 at even ratings, 0.5 at 190.8 points apart (E = 0.75).
 #pragma once
 
 #include <memory>

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "lobby/rating/checks.h"
+#include "lobby/rating/prediction.h"
 
 namespace verdict::rating {
 namespace {
@@ -26,10 +27,6 @@ constexpr double kCentre = 1500;
 constexpr int kMaxBracketSteps = 64;
 constexpr int kIllinoisSteps = 50;
 constexpr int kMaxIterations = kIllinoisSteps + 64;
-
-double G(double phi) {
-  return 1 / std::sqrt(1 + 3 * phi * phi / (std::numbers::pi * std::numbers::pi));
-}
 
 // The rating after a period without information: the deviation grows by the volatility (step 6).
 Rating Idle(const Rating& player) {
@@ -106,6 +103,15 @@ Result<double> NewVolatility(double phi, double sigma, double v, double delta, d
 
 }  // namespace
 
+double Glicko2G(double phi) {
+  return 1 / std::sqrt(1 + 3 * phi * phi / (std::numbers::pi * std::numbers::pi));
+}
+
+double Glicko2ExpectedScore(const Rating& player, const Rating& opponent) {
+  const double g = Glicko2G(opponent.deviation / kScale);
+  return 1 / (1 + std::exp(-g * (player.value - opponent.value) / kScale));
+}
+
 Result<Rating> Glicko2RatingPeriod(const Rating& player, const std::vector<Glicko2Game>& games,
                                    double tau) {
   if (games.empty()) return Idle(player);
@@ -116,7 +122,7 @@ Result<Rating> Glicko2RatingPeriod(const Rating& player, const std::vector<Glick
   double information = 0;
   double surprise = 0;
   for (const auto& game : games) {
-    const double g = G(game.opponent.deviation / kScale);
+    const double g = Glicko2G(game.opponent.deviation / kScale);
     const double x = g * (mu - (game.opponent.value - kCentre) / kScale);
     const double expected = 1 / (1 + std::exp(-x));   // E
     const double unexpected = 1 / (1 + std::exp(x));  // 1 - E, without cancellation
@@ -146,6 +152,20 @@ Result<Rating> Glicko2RatingPeriod(const Rating& player, const std::vector<Glick
 }
 
 namespace {
+
+// The prediction of a match of the two players `a` and `b` (see glicko2.h).
+Prediction PredictGlicko2(const Rating& a, const Rating& b) {
+  const double phi_a = a.deviation / kScale;
+  const double phi_b = b.deviation / kScale;
+  const double x =
+      Glicko2G(std::sqrt(phi_a * phi_a + phi_b * phi_b)) * (a.value - b.value) / kScale;
+  // Each side from its own tail, so that neither is a difference 1 - p near 0.
+  const std::vector<std::vector<double>> beats{{0, 1 / (1 + std::exp(-x))},
+                                               {1 / (1 + std::exp(x)), 0}};
+  Prediction prediction = internal::FromPairwise(beats);
+  prediction.quality = internal::EvenOddsQuality(beats);
+  return prediction;
+}
 
 class Glicko2 final : public RatingSystem {
  public:
@@ -201,6 +221,11 @@ class Glicko2 final : public RatingSystem {
     constexpr internal::RatingShape kShape{.deviation = true, .volatility = true};
     return std::vector<std::vector<Rating>>{{internal::Bounded(*first_after, first, kShape)},
                                             {internal::Bounded(*second_after, second, kShape)}};
+  }
+
+  Result<Prediction> Predict(const std::vector<std::vector<Rating>>& teams) const override {
+    VERDICT_RETURN_IF_ERROR(internal::CheckProposal(*this, teams));
+    return PredictGlicko2(teams[0][0], teams[1][0]);
   }
 
  private:

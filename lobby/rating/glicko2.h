@@ -12,6 +12,12 @@
 // initial_rating (1500), initial_deviation (350) and initial_volatility (0.06). Weights (partial
 // play) are ignored: a match counts whole.
 //
+// Predict (two players): the probability that a beats b, Glickman's expected outcome of a game
+// between two rated players, 1 / (1 + exp(-g(sqrt(phi_a^2 + phi_b^2)) (mu_a - mu_b))): step 3's
+// E with both players' uncertainty, which the rating step gives only the opponent's (its
+// player's is in phi itself). Symmetric: the two sum to 1. Glicko-2 has no model of a draw, a
+// draw being half a win in E: `draw` is 0, and `quality` is 2 min(p, 1 - p), 1 at even odds.
+//
 // Numerics: E (1 - E) and s - E are computed from the two logistic tails, which the textbook
 // difference 1 - E loses for ratings thousands of points apart; a rating whose arithmetic still
 // leaves the range of doubles stays as it was, and one that would leave the bounds of
@@ -66,6 +72,14 @@ inline constexpr double kGlicko2Epsilon = 0.000001;
 // iterations are bounded, and INTERNAL says which one reached its bound.
 Result<Rating> Glicko2RatingPeriod(const Rating& player, const std::vector<Glicko2Game>& games,
                                    double tau);
+
+// Glickman's g(phi) = 1 / sqrt(1 + 3 phi^2 / pi^2), phi on the Glicko-2 scale: how much a
+// deviation discounts a rating difference (step 3).
+double Glicko2G(double phi);
+
+// Step 3's E: the score `player` is expected to take from `opponent`,
+// 1 / (1 + exp(-g(phi_opponent) (mu - mu_opponent))).
+double Glicko2ExpectedScore(const Rating& player, const Rating& opponent);
 
 // The "glicko2" system `spec` names (no model; parameters "tau", "initial_rating",
 // "initial_deviation", "initial_volatility"); INVALID_ARGUMENT naming the field otherwise.

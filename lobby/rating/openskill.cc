@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "lobby/rating/checks.h"
+#include "lobby/rating/openskill_prediction.h"
+#include "lobby/rating/prediction.h"
 
 namespace verdict::rating {
 namespace {
@@ -118,6 +120,11 @@ class OpenSkill final : public RatingSystem {
 
   double Displayed(const Rating& rating) const override {
     return rating.value - 3 * rating.deviation;
+  }
+
+  Result<Prediction> Predict(const std::vector<std::vector<Rating>>& teams) const override {
+    VERDICT_RETURN_IF_ERROR(internal::CheckProposal(*this, teams));
+    return internal::PredictWengLin(teams, parameters_.beta);
   }
 
   Status Accepts(const std::vector<size_t>& team_sizes) const override {

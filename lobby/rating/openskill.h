@@ -44,6 +44,14 @@
 // bradley_terry_full mode rate differently from every other implementation of the model.
 // Plackett-Luce, the default, reads a placement as one ranking and moves the same winner far less
 // (docs/modes.md gives both); a mode of many teams should use it.
+//
+// Predict (openskill_prediction.cc), for either model, as openskill.py 6.2.0 computes it: `win`
+// is predict_win (for every pair Phi((mu_i - mu_j) / sqrt(2 beta^2 + sigma_i^2 + sigma_j^2)) over
+// team sums, a team's mean over its opponents normalized), `rank` predict_rank's placements and
+// `draw` predict_draw. `quality` is TrueSkill's match quality (Herbrich, Minka and Graepel, 2006)
+// under the same beta, not the draw probability: predict_draw is at most 1/2 and falls as a room
+// grows (its draw margin is set for a draw of probability 1 / players), so it could not compare a
+// 1v1 with a 5v5, where TrueSkill's quality is 1 for any even match of exactly known ratings.
 #pragma once
 
 #include <memory>

@@ -64,6 +64,22 @@ struct SystemSpec {
   bool operator==(const SystemSpec&) const = default;
 };
 
+// What a system predicts of a proposed match (RatingSystem::Predict), for a matchmaker choosing
+// among rooms. Each system's header says how it computes each number.
+struct Prediction {
+  // Per team, in input order: the probability that it comes first. Sums to 1.
+  std::vector<double> win;
+  // The probability of a draw; 0 for a system that has no model of one (Elo and Glicko-2 count a
+  // draw as half a win in their expected score).
+  double draw = 0;
+  // Per team, in input order: its predicted placement by `win`, 1 the likeliest winner; teams of
+  // equal `win` share a placement and the next is skipped (1, 1, 3), as openskill.py's
+  // predict_rank places them.
+  std::vector<uint32_t> rank;
+  // In [0, 1]: 1 a match as even as the system can know one, toward 0 a foregone one.
+  double quality = 0;
+};
+
 class RatingSystem {
  public:
   virtual ~RatingSystem() = default;
@@ -104,6 +120,12 @@ class RatingSystem {
   // converging (a bug: every parameter's range is one its iterations are proven to converge in).
   virtual Result<std::vector<std::vector<Rating>>> Rate(
       const std::vector<PlacedTeam>& teams) const = 0;
+
+  // What the system predicts of a match between `teams` (each team its players' ratings, in input
+  // order), placements unknown. INVALID_ARGUMENT for what Rate could not rate, as CheckRoom says
+  // it: sizes Accepts() refuses, or a rating failing CheckRating (naming the team, 1-based, and the
+  // player, 0-based). Closed forms: no iteration without a bound.
+  virtual Result<Prediction> Predict(const std::vector<std::vector<Rating>>& teams) const = 0;
 };
 
 // OK if `teams` meets what `system.Rate` requires; INVALID_ARGUMENT naming the team (1-based, in
