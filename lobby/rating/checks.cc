@@ -53,6 +53,20 @@ void ParameterReader::Read(std::string_view name, double& value, const Parameter
   const auto given = spec_.parameters.find(std::string(name));
   if (given != spec_.parameters.end()) value = given->second;
   filled_.parameters[std::string(name)] = value;
+  Check(name, value, range);
+}
+
+void ParameterReader::ReadOptional(std::string_view name, std::optional<double>& value,
+                                   const ParameterRange& range) {
+  read_.emplace_back(name);
+  const auto given = spec_.parameters.find(std::string(name));
+  if (given == spec_.parameters.end()) return;
+  value = given->second;
+  filled_.parameters[std::string(name)] = given->second;
+  Check(name, given->second, range);
+}
+
+void ParameterReader::Check(std::string_view name, double value, const ParameterRange& range) {
   const ParameterRange any_finite{.least = -std::numeric_limits<double>::max(),
                                   .most = std::numeric_limits<double>::max()};
   const ParameterRange& within = declaration_ == Declaration::kNew ? range : any_finite;

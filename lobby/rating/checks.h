@@ -5,6 +5,7 @@
 // glicko2.cc) only. Plain functions and values: any thread.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,12 +45,21 @@ class ParameterReader {
   // to refuse.
   void Read(std::string_view name, double& value, const ParameterRange& range);
 
+  // As Read, for a parameter with no default: `value` is set, and the filled spec lists it, only
+  // if the spec gives it. For parameters added after modes were stored: a mode that does not give
+  // one keeps the filled spec it had, so that declaring it again compares unchanged.
+  void ReadOptional(std::string_view name, std::optional<double>& value,
+                    const ParameterRange& range);
+
   // The spec with every parameter read, defaults filled in; INVALID_ARGUMENT naming
   // "parameters.<name>" for the first parameter read out of its range, else for the first
   // parameter of the spec that no Read asked for (with the names the system has).
   Result<SystemSpec> Finish() const;
 
  private:
+  // Keeps the first parameter out of its range for Finish.
+  void Check(std::string_view name, double value, const ParameterRange& range);
+
   const SystemSpec& spec_;
   const Declaration declaration_;
   SystemSpec filled_;

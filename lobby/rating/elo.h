@@ -44,6 +44,8 @@
 // for two teams is E itself: Elo has no separate probability of a win, its expected score counting
 // a draw as half of one, so `draw` is 0. `quality` is the mean over pairs of 1 - |E_ij - E_ji|
 // (2 min(E, 1 - E) for two teams): 1 at even ratings, 0.5 at 190.8 points apart (E = 0.75).
+//
+// Idle: unchanged (an Elo rating has no uncertainty to grow).
 #pragma once
 
 #include <memory>

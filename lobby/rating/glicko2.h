@@ -18,6 +18,11 @@
 // player's is in phi itself). Symmetric: the two sum to 1. Glicko-2 has no model of a draw, a
 // draw being half a win in E: `draw` is 0, and `quality` is 2 min(p, 1 - p), 1 at even odds.
 //
+// Idle: a mode that declares period_days (days, > 0 and <= kMaxGlicko2PeriodDays) ages a player
+// by step 6 once for each whole period idle, phi' = sqrt(phi^2 + sigma^2) per period: after n
+// periods sqrt(phi^2 + n sigma^2) (the volatility does not move without games), at most the
+// initial_deviation. Without period_days the rating does not age.
+//
 // Numerics: E (1 - E) and s - E are computed from the two logistic tails, which the textbook
 // difference 1 - E loses for ratings thousands of points apart; a rating whose arithmetic still
 // leaves the range of doubles stays as it was, and one that would leave the bounds of
@@ -25,6 +30,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -44,6 +50,10 @@ inline constexpr std::string_view kGlicko2System = "glicko2";
 inline constexpr double kMinGlicko2Tau = 0.01;
 inline constexpr double kMaxGlicko2Tau = 10;
 
+// The longest rating period an idle player may be aged by: ten years. A longer one would never
+// age anybody within a ladder's life.
+inline constexpr double kMaxGlicko2PeriodDays = 3650;
+
 struct Glicko2Parameters {
   // The system constant. Default: 0.5. From kMinGlicko2Tau to kMaxGlicko2Tau.
   double tau = 0.5;
@@ -53,6 +63,9 @@ struct Glicko2Parameters {
   double initial_deviation = 350;
   // A new player's sigma. Default: 0.06. From kMinUncertainty to kMaxUncertainty.
   double initial_volatility = 0.06;
+  // The days of one rating period for aging an idle player (Idle). Default: none, no aging. Over
+  // 0 and at most kMaxGlicko2PeriodDays.
+  std::optional<double> period_days;
 };
 
 // One game of a rating period: the opponent's rating at the start of the period and the score
@@ -82,7 +95,8 @@ double Glicko2G(double phi);
 double Glicko2ExpectedScore(const Rating& player, const Rating& opponent);
 
 // The "glicko2" system `spec` names (no model; parameters "tau", "initial_rating",
-// "initial_deviation", "initial_volatility"); INVALID_ARGUMENT naming the field otherwise.
+// "initial_deviation", "initial_volatility", "period_days"); INVALID_ARGUMENT naming the field
+// otherwise.
 Result<std::unique_ptr<RatingSystem>> MakeGlicko2(const SystemSpec& spec,
                                                   Declaration declaration = Declaration::kNew);
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lobby/rating/checks.h"
+#include "lobby/rating/inactivity.h"
 #include "lobby/rating/openskill_prediction.h"
 #include "lobby/rating/prediction.h"
 
@@ -127,6 +128,17 @@ class OpenSkill final : public RatingSystem {
     return internal::PredictWengLin(teams, parameters_.beta);
   }
 
+  Result<Rating> Idle(const Rating& rating, double idle_days) const override {
+    VERDICT_RETURN_IF_ERROR(internal::CheckIdle(*this, rating, idle_days));
+    if (!parameters_.tau_idle) return rating;
+    Rating aged = rating;
+    // The cap kept within the bounds for a mode stored with a sigma beyond them.
+    aged.deviation = internal::AgedDeviation(
+        rating.deviation, idle_days * *parameters_.tau_idle * *parameters_.tau_idle,
+        std::clamp(parameters_.sigma, kMinUncertainty, kMaxUncertainty));
+    return aged;
+  }
+
   Status Accepts(const std::vector<size_t>& team_sizes) const override {
     return internal::CheckAnyTeams(kOpenSkillSystem, team_sizes);
   }
@@ -211,6 +223,7 @@ Result<std::unique_ptr<RatingSystem>> MakeOpenSkill(const SystemSpec& spec,
   reader.Read("kappa", parameters.kappa,
               {.least = 0, .most = 1, .least_excluded = true, .most_excluded = true});
   reader.Read("tau", parameters.tau, {.least = 0, .most = kMaxUncertainty});
+  reader.ReadOptional("tau_idle", parameters.tau_idle, {.least = 0, .most = kMaxUncertainty});
   auto filled = reader.Finish();
   if (!filled.ok()) return filled.status();
   return std::unique_ptr<RatingSystem>(std::make_unique<OpenSkill>(parameters, std::move(*filled)));

@@ -52,9 +52,13 @@
 // under the same beta, not the draw probability: predict_draw is at most 1/2 and falls as a room
 // grows (its draw margin is set for a draw of probability 1 / players), so it could not compare a
 // 1v1 with a 5v5, where TrueSkill's quality is 1 for any even match of exactly known ratings.
+//
+// Idle: a mode that declares tau_idle grows every idle player's sigma^2 by tau_idle^2 per day
+// (fractions of a day included), at most to the mode's sigma; without it ratings do not age.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "common/status.h"
@@ -82,10 +86,14 @@ struct OpenSkillParameters {
   // Added to every sigma (in quadrature) before a room is rated. Default: 0 (none). From 0 to
   // kMaxUncertainty.
   double tau = 0;
+  // How much sigma an idle player gains per day, in quadrature (Idle). Default: none, no aging.
+  // From 0 to kMaxUncertainty.
+  std::optional<double> tau_idle;
 };
 
 // The "openskill" system `spec` names (model "plackett_luce", "bradley_terry_full" or empty;
-// parameters "mu", "sigma", "beta", "kappa", "tau"); INVALID_ARGUMENT naming the field otherwise.
+// parameters "mu", "sigma", "beta", "kappa", "tau", "tau_idle"); INVALID_ARGUMENT naming the field
+// otherwise.
 Result<std::unique_ptr<RatingSystem>> MakeOpenSkill(const SystemSpec& spec,
                                                     Declaration declaration = Declaration::kNew);
 

@@ -7,6 +7,7 @@
 #include "lobby/rating/checks.h"
 #include "lobby/rating/elo.h"
 #include "lobby/rating/glicko2.h"
+#include "lobby/rating/inactivity.h"
 #include "lobby/rating/openskill.h"
 
 namespace verdict::rating {
@@ -17,6 +18,11 @@ double WithinRatingBounds(double value) {
 
 Status RatingSystem::CheckRating(const Rating& rating) const {
   return internal::CheckBoundedRating(rating);
+}
+
+Result<Rating> RatingSystem::Idle(const Rating& rating, double idle_days) const {
+  VERDICT_RETURN_IF_ERROR(internal::CheckIdle(*this, rating, idle_days));
+  return rating;
 }
 
 Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& teams) {

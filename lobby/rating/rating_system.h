@@ -126,6 +126,16 @@ class RatingSystem {
   // it: sizes Accepts() refuses, or a rating failing CheckRating (naming the team, 1-based, and the
   // player, 0-based). Closed forms: no iteration without a bound.
   virtual Result<Prediction> Predict(const std::vector<std::vector<Rating>>& teams) const = 0;
+
+  // `rating` after `idle_days` days without a rated match: the value and volatility stay, and the
+  // deviation grows as the system says time adds to it, never beyond a new player's (Initial())
+  // and never down (one already beyond it stays). Meant for the rating as the player's last match
+  // left it with the whole time since, not applied day by day: a Glicko-2 period counts only
+  // whole (see glicko2.h), and every growth is from the rating given. Unchanged for Elo (the
+  // default: no deviation) and for a mode that declares no aging. INVALID_ARGUMENT naming
+  // "idle_days" for a number of days that is negative or not finite, or "rating" for a rating
+  // failing CheckRating.
+  virtual Result<Rating> Idle(const Rating& rating, double idle_days) const;
 };
 
 // OK if `teams` meets what `system.Rate` requires; INVALID_ARGUMENT naming the team (1-based, in
