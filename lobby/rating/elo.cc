@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lobby/rating/checks.h"
+#include "lobby/rating/inactivity.h"
 #include "lobby/rating/prediction.h"
 
 namespace verdict::rating {
@@ -127,6 +128,12 @@ class Elo final : public RatingSystem {
   Result<Prediction> Predict(const std::vector<std::vector<Rating>>& teams) const override {
     VERDICT_RETURN_IF_ERROR(internal::CheckProposal(*this, teams));
     return PredictElo(teams);
+  }
+
+  Result<Rating> ResetForSeason(const Rating& rating, const SeasonReset& reset) const override {
+    VERDICT_RETURN_IF_ERROR(internal::CheckSeasonReset(*this, rating, reset, false));
+    // Half away from zero, as a room's change rounds; within the bounds, whose ends are whole.
+    return Rating{.value = std::round(internal::ResetValue(rating.value, reset))};
   }
 
  private:

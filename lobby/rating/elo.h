@@ -45,7 +45,8 @@
 // a draw as half of one, so `draw` is 0. `quality` is the mean over pairs of 1 - |E_ij - E_ji|
 // (2 min(E, 1 - E) for two teams): 1 at even ratings, 0.5 at 190.8 points apart (E = 0.75).
 //
-// Idle: unchanged (an Elo rating has no uncertainty to grow).
+// Idle: unchanged (an Elo rating has no uncertainty to grow). ResetForSeason: the value drawn
+// toward the mean and rounded half away from zero to a whole number; no deviation.
 #pragma once
 
 #include <memory>

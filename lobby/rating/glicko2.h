@@ -21,7 +21,8 @@
 // Idle: a mode that declares period_days (days, > 0 and <= kMaxGlicko2PeriodDays) ages a player
 // by step 6 once for each whole period idle, phi' = sqrt(phi^2 + sigma^2) per period: after n
 // periods sqrt(phi^2 + n sigma^2) (the volatility does not move without games), at most the
-// initial_deviation. Without period_days the rating does not age.
+// initial_deviation. Without period_days the rating does not age. ResetForSeason: the default
+// of rating_system.h, the volatility kept.
 //
 // Numerics: E (1 - E) and s - E are computed from the two logistic tails, which the textbook
 // difference 1 - E loses for ratings thousands of points apart; a rating whose arithmetic still

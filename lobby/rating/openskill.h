@@ -55,6 +55,7 @@
 //
 // Idle: a mode that declares tau_idle grows every idle player's sigma^2 by tau_idle^2 per day
 // (fractions of a day included), at most to the mode's sigma; without it ratings do not age.
+// ResetForSeason: the default of rating_system.h.
 #pragma once
 
 #include <memory>

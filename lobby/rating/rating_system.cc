@@ -25,6 +25,18 @@ Result<Rating> RatingSystem::Idle(const Rating& rating, double idle_days) const 
   return rating;
 }
 
+Result<Rating> RatingSystem::ResetForSeason(const Rating& rating, const SeasonReset& reset) const {
+  // A system uses a deviation exactly when its new players have one: Elo's Initial() has 0,
+  // OpenSkill's and Glicko-2's at least kMinUncertainty.
+  const bool uses_deviation = Initial().deviation > 0;
+  VERDICT_RETURN_IF_ERROR(internal::CheckSeasonReset(*this, rating, reset, uses_deviation));
+  Rating reset_rating = rating;
+  reset_rating.value = internal::ResetValue(rating.value, reset);
+  if (uses_deviation) reset_rating.deviation = std::max(rating.deviation, reset.deviation);
+  VERDICT_RETURN_IF_ERROR(CheckRating(reset_rating));
+  return reset_rating;
+}
+
 Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& teams) {
   std::vector<size_t> sizes;
   sizes.reserve(teams.size());

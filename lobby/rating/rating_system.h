@@ -80,6 +80,23 @@ struct Prediction {
   double quality = 0;
 };
 
+// A season's soft reset (RatingSystem::ResetForSeason): every rating drawn toward `mean`, keeping
+// `keep` of its distance from it, value' = mean + keep (value - mean), and its deviation raised to
+// at least `deviation`: a new season starts from ratings that still order the players but trust
+// the order less.
+struct SeasonReset {
+  // What the values are drawn toward, usually the mode's Initial().value. Within
+  // +-kMaxRatingValue.
+  double mean = 0;
+  // The fraction of each value's distance from `mean` that it keeps: 1 leaves it, 0 puts every
+  // player at `mean`. From 0 to 1.
+  double keep = 1;
+  // The least deviation a rating has after the reset, where the system has one (OpenSkill's
+  // sigma, Glicko-2's RD; Elo ignores it): a deviation already above it stays. From
+  // kMinUncertainty to kMaxUncertainty where used.
+  double deviation = kMinUncertainty;
+};
+
 class RatingSystem {
  public:
   virtual ~RatingSystem() = default;
@@ -136,6 +153,12 @@ class RatingSystem {
   // "idle_days" for a number of days that is negative or not finite, or "rating" for a rating
   // failing CheckRating.
   virtual Result<Rating> Idle(const Rating& rating, double idle_days) const;
+
+  // `rating` after the season's soft reset `reset`; the result passes CheckRating. Default: the
+  // value moved, the deviation raised, the volatility kept (OpenSkill, Glicko-2); Elo also rounds
+  // the value to a whole number. INVALID_ARGUMENT naming the field of `reset` ("keep") out of its
+  // range, or "rating" for a rating failing CheckRating.
+  virtual Result<Rating> ResetForSeason(const Rating& rating, const SeasonReset& reset) const;
 };
 
 // OK if `teams` meets what `system.Rate` requires; INVALID_ARGUMENT naming the team (1-based, in

@@ -1,5 +1,5 @@
-// RatingSystem::Idle of every system: Glicko-2's aging checked against Glickman's step 6, the
-// rest worked by hand. Pure computation, no database.
+// RatingSystem::Idle and RatingSystem::ResetForSeason of every system: Glicko-2's aging checked
+// against Glickman's step 6, the rest worked by hand. Pure computation, no database.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,6 +32,14 @@ Rating IdleOk(const RatingSystem& system, const Rating& rating, double days) {
   auto aged = system.Idle(rating, days);
   EXPECT_TRUE(aged.ok()) << aged.status().ToString();
   return aged.ok() ? *aged : Rating{};
+}
+
+Rating ResetOk(const RatingSystem& system, const Rating& rating, const SeasonReset& reset) {
+  auto reset_rating = system.ResetForSeason(rating, reset);
+  EXPECT_TRUE(reset_rating.ok()) << reset_rating.status().ToString();
+  if (!reset_rating.ok()) return Rating{};
+  EXPECT_TRUE(system.CheckRating(*reset_rating).ok());
+  return *reset_rating;
 }
 
 // The first words of a refusal's message: the field it names.
@@ -137,6 +145,79 @@ TEST(IdleTest, AgingParametersAreCheckedAndListedOnlyWhenGiven) {
   EXPECT_EQ(Make("openskill", {{"tau_idle", 0.2}})->spec().parameters.at("tau_idle"), 0.2);
   // Elo has neither.
   EXPECT_EQ(MakeSpec("elo", {{"period_days", 7}}).status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ResetForSeason: value' = mean + keep (value - mean), the deviation raised to the stated one.
+
+// Elo, mean 1500, keep 1/2: 1800 -> 1650; 1601 -> 1550.5 -> 1551 and 1399 -> 1449.5 -> 1450
+// (half away from zero, as a room's change rounds); keep 0 puts everyone at the mean, keep 1
+// changes nothing. The deviation asked for is ignored.
+TEST(SeasonResetTest, EloDrawsTowardTheMeanInWholePoints) {
+  const auto system = Make("elo");
+  const SeasonReset half{.mean = 1500, .keep = 0.5, .deviation = 100};
+  EXPECT_EQ(ResetOk(*system, Rating{.value = 1800}, half), Rating{.value = 1650});
+  EXPECT_EQ(ResetOk(*system, Rating{.value = 1601}, half), Rating{.value = 1551});
+  EXPECT_EQ(ResetOk(*system, Rating{.value = 1399}, half), Rating{.value = 1450});
+  EXPECT_EQ(ResetOk(*system, Rating{.value = 1800}, {.mean = 1500, .keep = 0}).value, 1500);
+  EXPECT_EQ(ResetOk(*system, Rating{.value = 1800}, {.mean = 1500, .keep = 1}).value, 1800);
+}
+
+// OpenSkill, mean 25, keep 0.6, sigma at least 4: (40, 2) -> 25 + 0.6 (15) = 34 with sigma 4;
+// (10, 6) -> 25 - 0.6 (15) = 16, its sigma of 6 kept.
+TEST(SeasonResetTest, OpenSkillMovesMuAndRaisesSigma) {
+  const auto system = Make("openskill");
+  const SeasonReset reset{.mean = 25, .keep = 0.6, .deviation = 4};
+  const Rating high = ResetOk(*system, MuSigma(40, 2), reset);
+  EXPECT_NEAR(high.value, 34, 1e-12);
+  EXPECT_EQ(high.deviation, 4);
+  const Rating low = ResetOk(*system, MuSigma(10, 6), reset);
+  EXPECT_NEAR(low.value, 16, 1e-12);
+  EXPECT_EQ(low.deviation, 6);
+}
+
+// Glicko-2, mean 1500, keep 3/4, RD at least 150: 1800/60/0.05 -> 1500 + 0.75 (300) = 1725,
+// RD 150, the volatility kept.
+TEST(SeasonResetTest, Glicko2KeepsTheVolatility) {
+  const auto system = Make("glicko2");
+  EXPECT_EQ(
+      ResetOk(*system, Glicko(1800, 60, 0.05), {.mean = 1500, .keep = 0.75, .deviation = 150}),
+      Glicko(1725, 150, 0.05));
+}
+
+// Ratings at the bounds stay within them (keep 1 cannot round past a bound).
+TEST(SeasonResetTest, ResultsAtTheBoundsPassCheckRating) {
+  const auto system = Make("openskill");
+  for (double keep : {0.0, 0.1, 0.3, 0.7, 0.999999, 1.0}) {
+    const Rating top = ResetOk(*system, MuSigma(kMaxRatingValue, kMaxUncertainty),
+                               {.mean = -kMaxRatingValue, .keep = keep, .deviation = 1});
+    EXPECT_LE(top.value, kMaxRatingValue) << keep;
+    ResetOk(*system, MuSigma(-kMaxRatingValue, 1),
+            {.mean = 0.1, .keep = keep, .deviation = kMaxUncertainty});
+  }
+}
+
+TEST(SeasonResetTest, RefusesEachBadFieldByName) {
+  const auto openskill = Make("openskill");
+  const Rating rating = MuSigma(30, 2);
+  for (double keep : {-0.1, 1.1, std::numeric_limits<double>::quiet_NaN()}) {
+    ExpectRefusedNaming(
+        openskill->ResetForSeason(rating, {.mean = 25, .keep = keep, .deviation = 4}), "keep");
+    ExpectRefusedNaming(
+        Make("elo")->ResetForSeason(Rating{.value = 1500}, {.mean = 1500, .keep = keep}), "keep");
+  }
+  ExpectRefusedNaming(openskill->ResetForSeason(rating, {.mean = 2e6, .keep = 0.5, .deviation = 4}),
+                      "mean");
+  ExpectRefusedNaming(openskill->ResetForSeason(rating, {.mean = 25, .keep = 0.5, .deviation = 0}),
+                      "deviation");
+  ExpectRefusedNaming(
+      openskill->ResetForSeason(MuSigma(30, 0), {.mean = 25, .keep = 0.5, .deviation = 4}),
+      "rating");
+  // Elo has no deviation to ask for: a 0 is fine.
+  EXPECT_TRUE(
+      Make("elo")
+          ->ResetForSeason(Rating{.value = 1500}, {.mean = 1500, .keep = 0.5, .deviation = 0})
+          .ok());
 }
 
 }  // namespace
