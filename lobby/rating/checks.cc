@@ -63,6 +63,13 @@ void ParameterReader::Read(std::string_view name, double& value, const Parameter
   }
 }
 
+void ParameterReader::ReadIfGiven(std::string_view name, double& value,
+                                  const ParameterRange& range) {
+  const bool given = spec_.parameters.count(std::string(name)) > 0;
+  Read(name, value, range);
+  if (!given) filled_.parameters.erase(std::string(name));
+}
+
 Result<SystemSpec> ParameterReader::Finish() const {
   if (!first_error_.ok()) return first_error_;
   for (const auto& [name, value] : spec_.parameters) {
@@ -127,6 +134,22 @@ Rating Bounded(const Rating& computed, const Rating& before, RatingShape shape) 
     bounded.volatility = std::clamp(computed.volatility, kMinUncertainty, kMaxUncertainty);
   }
   return bounded;
+}
+
+namespace {
+
+double MovedVariance(double before, double full, double share) {
+  return std::sqrt(std::max(0.0, before * before + share * (full * full - before * before)));
+}
+
+}  // namespace
+
+Rating MovedByShare(const Rating& before, const Rating& full, double share) {
+  if (share >= 1) return full;
+  if (share <= 0) return before;
+  return Rating{.value = before.value + share * (full.value - before.value),
+                .deviation = MovedVariance(before.deviation, full.deviation, share),
+                .volatility = MovedVariance(before.volatility, full.volatility, share)};
 }
 
 std::vector<std::vector<Rating>> Unchanged(const std::vector<PlacedTeam>& teams) {

@@ -198,9 +198,13 @@ class Glicko2 final : public RatingSystem {
     if (!first_after.ok()) return first_after.status();
     const auto second_after = Glicko2RatingPeriod(second, {{first, 1 - score}}, parameters_.tau);
     if (!second_after.ok()) return second_after.status();
-    constexpr internal::RatingShape kShape{.deviation = true, .volatility = true};
-    return std::vector<std::vector<Rating>>{{internal::Bounded(*first_after, first, kShape)},
-                                            {internal::Bounded(*second_after, second, kShape)}};
+    const auto rated = [](const RatedPlayer& player, const Rating& full) {
+      constexpr internal::RatingShape kShape{.deviation = true, .volatility = true};
+      return internal::Bounded(internal::MovedByShare(player.rating, full, player.share),
+                               player.rating, kShape);
+    };
+    return std::vector<std::vector<Rating>>{{rated(teams[0].players[0], *first_after)},
+                                            {rated(teams[1].players[0], *second_after)}};
   }
 
  private:

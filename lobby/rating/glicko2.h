@@ -9,8 +9,14 @@
 // volatility found with the Illinois iteration of step 5 to epsilon = 0.000001.
 //
 // Parameters: tau (0.5: the system constant, how far volatility may move), and a new player's
-// initial_rating (1500), initial_deviation (350) and initial_volatility (0.06). Weights (partial
-// play) are ignored: a match counts whole.
+// initial_rating (1500), initial_deviation (350) and initial_volatility (0.06).
+//
+// Partial play: a player of share s (RatedPlayer::share) ends the room s of the way from its
+// rating to the one the rating period gives it (r by s of the change, RD and volatility by s of
+// their change of variance; checks.h, MovedByShare); its opponent is rated as if it had played
+// all of it. Share 0 leaves the rating as it was, the RD not widened either: the player took no
+// part. Glickman's system has no partial games; scaling the period's result is a reading
+// that keeps the period itself (and its worked example) exact.
 //
 // Numerics: E (1 - E) and s - E are computed from the two logistic tails, which the textbook
 // difference 1 - E loses for ratings thousands of points apart; a rating whose arithmetic still

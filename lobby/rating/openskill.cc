@@ -88,19 +88,19 @@ std::vector<TeamUpdate> BradleyTerryFull(const std::vector<TeamSums>& teams, dou
 }
 
 // openskill.py's _normalize into its default weight bounds [1, 2], for a team of two or more: the
-// least weight to 1, the greatest to 2, linearly; all equal, all 1 (openskill.py divides by
+// least contribution to 1, the greatest to 2, linearly; all equal, all 1 (openskill.py divides by
 // 0.0001 when the range is 0). A team of one gets 1 (see openskill.h).
-std::vector<double> TeamWeights(const PlacedTeam& team) {
+std::vector<double> ContributionWeights(const PlacedTeam& team) {
   std::vector<double> weights(team.players.size(), 1.0);
   if (team.players.size() < 2) return weights;
-  double least = team.players[0].weight, greatest = team.players[0].weight;
+  double least = team.players[0].contribution, greatest = team.players[0].contribution;
   for (const auto& player : team.players) {
-    least = std::min(least, player.weight);
-    greatest = std::max(greatest, player.weight);
+    least = std::min(least, player.contribution);
+    greatest = std::max(greatest, player.contribution);
   }
   const double range = greatest - least == 0 ? 0.0001 : greatest - least;
   for (size_t j = 0; j < weights.size(); ++j) {
-    weights[j] = (team.players[j].weight - least) / range * (2.0 - 1.0) + 1.0;
+    weights[j] = (team.players[j].contribution - least) / range * (2.0 - 1.0) + 1.0;
   }
   return weights;
 }
@@ -154,28 +154,35 @@ class OpenSkill final : public RatingSystem {
 
     std::vector<std::vector<Rating>> rated(teams.size());
     for (size_t i = 0; i < teams.size(); ++i) {
-      const TeamUpdate& update = updates[i];
-      const std::vector<double> weights = TeamWeights(teams[i]);
+      const std::vector<double> weights = ContributionWeights(teams[i]);
       for (size_t j = 0; j < teams[i].players.size(); ++j) {
-        const Rating& before = teams[i].players[j].rating;
-        const double sigma_sq = sigma[i][j] * sigma[i][j];
-        const double share = sigma_sq / sums[i].sigma_sq;
-        // As openskill.py: the weight multiplies a gain and divides a loss.
-        const bool gained = update.omega >= 0;
-        const double mu_change =
-            gained ? share * update.omega * weights[j] : share * update.omega / weights[j];
-        const double shrink =
-            gained ? share * update.delta * weights[j] : share * update.delta / weights[j];
-        Rating after = before;
-        after.value = before.value + mu_change;
-        after.deviation = sigma[i][j] * std::sqrt(std::max(1 - shrink, parameters_.kappa));
-        rated[i].push_back(internal::Bounded(after, before, {.deviation = true}));
+        const RatedPlayer& player = teams[i].players[j];
+        const Rating full =
+            AsFullPlayer(player.rating, sigma[i][j], sums[i].sigma_sq, updates[i], weights[j]);
+        rated[i].push_back(
+            internal::Bounded(internal::MovedByShare(player.rating, full, player.share),
+                              player.rating, {.deviation = true}));
       }
     }
     return rated;
   }
 
  private:
+  // The rating a player of `before`, whose sigma the room rates from is `sigma` (tau added), ends
+  // the room with as a full player of its team: its part of the team's `update`, in proportion to
+  // its variance, weighted by its contribution `weight`.
+  Rating AsFullPlayer(const Rating& before, double sigma, double team_sigma_sq,
+                      const TeamUpdate& update, double weight) const {
+    // As openskill.py: the weight multiplies a gain and divides a loss.
+    const bool gained = update.omega >= 0;
+    const double ratio = sigma * sigma / team_sigma_sq;
+    const auto part_of = [&](double x) { return gained ? ratio * x * weight : ratio * x / weight; };
+    Rating after = before;
+    after.value = before.value + part_of(update.omega);
+    after.deviation = sigma * std::sqrt(std::max(1 - part_of(update.delta), parameters_.kappa));
+    return after;
+  }
+
   const OpenSkillParameters parameters_;
   const SystemSpec spec_;
 };

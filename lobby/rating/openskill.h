@@ -21,15 +21,24 @@
 // out: limit_sigma, balance and score margins (openskill.py 6.x) are off, as in the published
 // vectors.
 //
-// Weights (partial play), as openskill.py 6.2.0 applies them: within each team the weights are
-// rescaled linearly to [1, 2] (the team's least weight to 1, its greatest to 2; all equal: all 1),
-// and a player's share of the team's change of mu, and of its shrink of variance, is multiplied
-// by that weight where the team gained (omega >= 0) and divided by it where the team lost: the
-// players who played most gain most and lose least. Only the differences within a team count,
-// so a team whose players all played fully is rated as without weights. One deviation: a team of
-// one player has nothing to compare its weight with and is rated at weight 1, where openskill.py
-// rescales a lone weight to 2 (which would double a solo winner's gain because someone else
-// left).
+// Partial play (RatedPlayer::share): a player of share s ends the room s of the way from its
+// rating to the rating the model gives it as a full player (its mu by s of the change, its sigma
+// by s of the change of variance; checks.h, MovedByShare), and every other player of the room is
+// rated as if it had played all of it. So share 0 leaves the rating untouched (tau not added
+// either: the player took no part), and a player who left half way gains half of a win and loses
+// half of a loss. The team's strength is still the sum over its whole roster: the placement is the
+// roster's, and a share tempers only what the room teaches about the one player.
+//
+// Contribution weights (RatedPlayer::contribution), openskill.py 6.2.0's `weights`: within each
+// team they are rescaled linearly to [1, 2] (the team's least to 1, its greatest to 2; all equal:
+// all 1), and a player's part of the team's change of mu, and of its shrink of variance, is
+// multiplied by that weight where the team gained (omega >= 0) and divided by it where the team
+// lost. Only the differences within a team count. One deviation: a team of one player has nothing
+// to compare its contribution with and is rated at weight 1, where openskill.py rescales a lone
+// weight to 2 (which would double a solo winner's gain because someone else's weight was given).
+// They are not a share: a player of the least contribution in a losing team loses twice as much as
+// its teammate of the greatest. The contribution weights act within the full player's rating; the
+// share then applies to it.
 //
 // Numerics: Plackett-Luce's exp(mu / c) terms are taken relative to the largest of each sum (a
 // log-sum-exp), the same quotients without overflow for ratings far from 25; a rating whose

@@ -49,7 +49,7 @@ std::vector<std::vector<Rating>> RateOk(const RatingSystem& system,
   return rated.ok() ? std::move(*rated) : std::vector<std::vector<Rating>>();
 }
 
-// A team of players with these ratings (all weights 1), placed `rank`.
+// A team of players with these ratings (every share and contribution 1), placed `rank`.
 PlacedTeam Team(const std::vector<Rating>& ratings, uint32_t rank) {
   PlacedTeam team;
   team.rank = rank;
@@ -57,10 +57,21 @@ PlacedTeam Team(const std::vector<Rating>& ratings, uint32_t rank) {
   return team;
 }
 
-PlacedTeam WeightedTeam(const std::vector<Rating>& ratings, const std::vector<double>& weights,
-                        uint32_t rank) {
+// The same, each player with its contribution (openskill.py's `weights`).
+PlacedTeam ContributedTeam(const std::vector<Rating>& ratings,
+                           const std::vector<double>& contributions, uint32_t rank) {
   PlacedTeam team = Team(ratings, rank);
-  for (size_t j = 0; j < weights.size(); ++j) team.players[j].weight = weights[j];
+  for (size_t j = 0; j < contributions.size(); ++j) {
+    team.players[j].contribution = contributions[j];
+  }
+  return team;
+}
+
+// The same, each player with the share of the match it played.
+PlacedTeam SharedTeam(const std::vector<Rating>& ratings, const std::vector<double>& shares,
+                      uint32_t rank) {
+  PlacedTeam team = Team(ratings, rank);
+  for (size_t j = 0; j < shares.size(); ++j) team.players[j].share = shares[j];
   return team;
 }
 
@@ -402,21 +413,19 @@ TEST(OpenSkillBradleyTerryFullTest, OneHundredTeamsMoveAsTheImplementationsDo) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Weights (partial play), as openskill.py 6.2.0 applies them (rescaled to [1, 2] within each
-// team). Published vectors exist only from openskill.py 6.0 on (openskill.js v5.0.1 ignored
-// weights; its unreleased main branch replicates openskill.py's in
-// src/__tests__/parity-plackett-luce.test.ts).
+// Contribution weights, openskill.py 6.2.0's `weights` (rescaled to [1, 2] within each team).
+// Published vectors exist only from openskill.py 6.0 on (openskill.js v5.0.1 ignored weights; its
+// unreleased main branch replicates openskill.py's in src/__tests__/parity-plackett-luce.test.ts).
 
 // vivekjoshy/openskill.py v6.2.0, tests/models/weng_lin/test_plackett_luce.py, test_rate,
 // "# Test Weights" (lines 367-378), fixture plackettluce.json "weights": weights
-// [[2, 0, 0], [1, 2], [0, 0, 1], [0, 1]], given here as [[1, 0, 0], [0.5, 1], [0, 0, 1], [0, 1]]
-// (shares in [0, 1]), which rescale to the same [1, 2] within each team.
+// [[2, 0, 0], [1, 2], [0, 0, 1], [0, 1]].
 TEST(OpenSkillWeightsTest, PlackettLucePythonFixtureWeights) {
   const Rating r = kPythonFixturePlackettLuceRating;
   ExpectOpenSkill(
       *Make(PythonFixturePlackettLuce()),
-      {WeightedTeam({r, r, r}, {1, 0, 0}, 2), WeightedTeam({r, r}, {0.5, 1}, 1),
-       WeightedTeam({r, r, r}, {0, 0, 1}, 4), WeightedTeam({r, r}, {0, 1}, 3)},
+      {ContributedTeam({r, r, r}, {2, 0, 0}, 2), ContributedTeam({r, r}, {1, 2}, 1),
+       ContributedTeam({r, r, r}, {0, 0, 1}, 4), ContributedTeam({r, r}, {0, 1}, 3)},
       {{{21.649872897994697, 8.146110527078056},
         {21.000562262055023, 8.239527864992827},
         {21.000562262055023, 8.239527864992827}},
@@ -433,8 +442,8 @@ TEST(OpenSkillWeightsTest, BradleyTerryFullPythonFixtureWeights) {
   const Rating r = kPythonFixtureBradleyTerryRating;
   ExpectOpenSkill(
       *Make(PythonFixtureBradleyTerryFull()),
-      {WeightedTeam({r, r, r}, {1, 0, 0}, 2), WeightedTeam({r, r}, {0.5, 1}, 1),
-       WeightedTeam({r, r, r}, {0, 0, 1}, 4), WeightedTeam({r, r}, {0, 1}, 3)},
+      {ContributedTeam({r, r, r}, {2, 0, 0}, 2), ContributedTeam({r, r}, {1, 2}, 1),
+       ContributedTeam({r, r, r}, {0, 0, 1}, 4), ContributedTeam({r, r}, {0, 1}, 3)},
       {{{18.025653268906762, 11.187853119305666},
         {17.02960054269906, 11.825077104049601},
         {17.02960054269906, 11.825077104049601}},
@@ -445,46 +454,50 @@ TEST(OpenSkillWeightsTest, BradleyTerryFullPythonFixtureWeights) {
        {{14.504831602241435, 11.821600475923185}, {15.269189709366398, 12.129449233716796}}});
 }
 
-// Shares below 1: philihp/openskill.js main (0bf4361, after v5.0.1), src/__tests__/rate.test.ts,
-// 'applies weights for partial play' (line 297), weights [[0.9, 1], [1, 0.6]] through rate()
-// (tau = 25/300); openskill.js's own output with openskill.py's rescaling, not a Python vector.
-TEST(OpenSkillWeightsTest, SharesBelowOne) {
+// Contributions below 1: philihp/openskill.js main (0bf4361, after v5.0.1),
+// src/__tests__/rate.test.ts, 'applies weights for partial play' (line 297), weights
+// [[0.9, 1], [1, 0.6]] through rate() (tau = 25/300); openskill.js's own output with openskill.py's
+// rescaling, not a Python vector. openskill.js calls them partial play; they are contributions
+// here: the 0.6 player of the losing team loses more than its teammate (see openskill.h).
+TEST(OpenSkillWeightsTest, ContributionsBelowOne) {
   ExpectOpenSkill(
       *Make(WithTau(kPlackettLuce, kImplementationsTau)),
-      {WeightedTeam({MuSigma(29.182, 4.782), MuSigma(27.174, 4.922)}, {0.9, 1}, 1),
-       WeightedTeam({MuSigma(16.672, 6.217), kDefaultOpenSkill}, {1, 0.6}, 2)},
+      {ContributedTeam({MuSigma(29.182, 4.782), MuSigma(27.174, 4.922)}, {0.9, 1}, 1),
+       ContributedTeam({MuSigma(16.672, 6.217), kDefaultOpenSkill}, {1, 0.6}, 2)},
       {{{29.607340941337068, 4.755311788972862}, {28.075205565064074, 4.86272644246492}},
        {{16.31258521457155, 6.171900418676952}, {23.70858117648013, 8.111707446126035}}});
 }
 
-// Equal weights within a team are no weights at all (openskill.js main, rate.test.ts, 'normalizes
+// Equal contributions within a team are none at all (openskill.js main, rate.test.ts, 'normalizes
 // uniform within-team weights to a no-op', line 328); and a team of one has no other player to
-// share with, so its weight changes nothing (our documented departure from openskill.py, which
-// would rescale a lone weight to 2).
-TEST(OpenSkillWeightsTest, EqualWeightsAndSoloWeightsChangeNothing) {
+// compare with, so its contribution changes nothing (our documented departure from openskill.py,
+// which would rescale a lone weight to 2).
+TEST(OpenSkillWeightsTest, EqualContributionsAndSoloContributionsChangeNothing) {
   const auto system = Make(kPlackettLuce);
   const Rating r = kDefaultOpenSkill;
-  EXPECT_EQ(RateOk(*system, {WeightedTeam({r, r}, {0.83, 0.83}, 1), Team({r, r}, 2)}),
+  EXPECT_EQ(RateOk(*system, {ContributedTeam({r, r}, {0.83, 0.83}, 1), Team({r, r}, 2)}),
             RateOk(*system, {Team({r, r}, 1), Team({r, r}, 2)}));
-  EXPECT_EQ(RateOk(*system, {WeightedTeam({r}, {0.4}, 1), Team({r}, 2), Team({r}, 3)}),
+  EXPECT_EQ(RateOk(*system, {ContributedTeam({r}, {0.4}, 1), Team({r}, 2), Team({r}, 3)}),
             RateOk(*system, {Team({r}, 1), Team({r}, 2), Team({r}, 3)}));
 }
+
+const std::vector<std::string> kOpenSkillModels{"plackett_luce", "bradley_terry_full"};
 
 // Ratings far from any ladder neither overflow nor turn into NaN: Plackett-Luce's exp(mu / c)
 // would overflow at mu = 1e5 without its log-sum-exp.
 TEST(OpenSkillTest, RatingsFarFromTheScaleStayFinite) {
-  for (const auto& spec : {kPlackettLuce, kBradleyTerryFull}) {
-    const auto system = Make(spec);
+  for (const std::string& model : kOpenSkillModels) {
+    const auto system = Make(Spec("openskill", {}, model));
     const auto rated = RateOk(*system, {Team({MuSigma(1e5, 8)}, 2), Team({MuSigma(-1e5, 8)}, 1),
                                         Team({MuSigma(25, 1e-3)}, 3)});
     for (const auto& team : rated) {
       for (const auto& rating : team) {
-        EXPECT_TRUE(system->CheckRating(rating).ok()) << spec.model << ": " << rating.value;
+        EXPECT_TRUE(system->CheckRating(rating).ok()) << model << ": " << rating.value;
       }
     }
     // The favourite that lost falls, the outsider that won rises.
-    EXPECT_LT(rated[0][0].value, 1e5) << spec.model;
-    EXPECT_GT(rated[1][0].value, -1e5) << spec.model;
+    EXPECT_LT(rated[0][0].value, 1e5) << model;
+    EXPECT_GT(rated[1][0].value, -1e5) << model;
   }
 }
 
@@ -914,17 +927,145 @@ TEST(EloTest, RoundingResidueIsWithinHalfAPointPerPlayer) {
   }
 }
 
-TEST(EloTest, WeightsAreIgnored) {
-  const auto system = Make(Spec("elo"));
-  const auto players = EloPlayers({1500, 1600});
-  EXPECT_EQ(RateOk(*system, {WeightedTeam(players, {0.2, 1}, 1), Team(EloPlayers({1550}), 2)}),
-            RateOk(*system, {Team(players, 1), Team(EloPlayers({1550}), 2)}));
-}
-
 TEST(EloTest, DisplayedIsTheRating) {
   const auto system = Make(Spec("elo", {{"initial_rating", 1200}}));
   EXPECT_EQ(system->Displayed(Rating{.value = 1834}), 1834);
   EXPECT_EQ(system->Initial(), Rating{.value = 1200});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Partial play (RatedPlayer::share), in every system: a player of share s ends the room s of the
+// way to the rating it would have as a full player (checks.h, MovedByShare), and everyone else is
+// rated as if it had played all of it. These are properties of that rule, not published vectors:
+// no implementation publishes partial play in this sense (openskill.py's weights are
+// contributions, above; Elo and Glicko-2 have none).
+
+// Every system and model, with a room where the player wins, loses, ties, plays solo or in a team.
+struct ShareCase {
+  std::string name;
+  SystemSpec spec;
+  Rating rating;   // every player's
+  bool solo_only;  // Glicko-2
+};
+
+std::vector<ShareCase> ShareCases() {
+  const Rating elo{.value = 1500};
+  const Rating glicko{.value = 1500, .deviation = 200, .volatility = 0.06};
+  std::vector<ShareCase> cases{{"elo", Spec("elo"), elo, false},
+                               {"glicko2", Spec("glicko2"), glicko, true}};
+  for (const std::string& model : kOpenSkillModels) {
+    cases.push_back({model, Spec("openskill", {}, model), kDefaultOpenSkill, false});
+    cases.push_back({model + " with tau", Spec("openskill", {{"tau", kImplementationsTau}}, model),
+                     kDefaultOpenSkill, false});
+  }
+  return cases;
+}
+
+// Rooms where player 0 of team 0 has `share`, placed `rank` of two: solo, or beside a full
+// teammate.
+std::vector<PlacedTeam> ShareRoom(const ShareCase& c, double share, uint32_t rank, bool solo) {
+  const std::vector<Rating> players(solo ? 1 : 2, c.rating);
+  return {SharedTeam(players, {share}, rank), Team(players, rank == 1 ? 2 : 1)};
+}
+
+TEST(PartialPlayTest, ShareZeroLeavesTheRatingUnchanged) {
+  for (const ShareCase& c : ShareCases()) {
+    for (bool solo : {true, false}) {
+      if (!solo && c.solo_only) continue;
+      for (uint32_t rank : {1u, 2u}) {
+        const auto rated = RateOk(*Make(c.spec), ShareRoom(c, 0, rank, solo));
+        EXPECT_EQ(rated[0][0], c.rating)
+            << c.name << (solo ? " solo" : " team") << " rank " << rank;
+      }
+    }
+    // A tie too (Elo and Bradley-Terry score it 1/2).
+    const std::vector<Rating> one{c.rating};
+    EXPECT_EQ(RateOk(*Make(c.spec), {SharedTeam(one, {0}, 1), Team(one, 1)})[0][0], c.rating)
+        << c.name;
+  }
+}
+
+// A half share gains less on a win and loses less on a loss than a full player in its place: its
+// teammate in a team, the same player at share 1 when solo. OpenSkill's sigma shrinks less too.
+TEST(PartialPlayTest, HalfShareMovesLessThanFullOnAWinAndOnALoss) {
+  for (const ShareCase& c : ShareCases()) {
+    for (bool solo : {true, false}) {
+      if (!solo && c.solo_only) continue;
+      for (uint32_t rank : {1u, 2u}) {
+        const std::string what =
+            c.name + (solo ? " solo" : " team") + " rank " + std::to_string(rank);
+        const auto system = Make(c.spec);
+        const auto half = RateOk(*system, ShareRoom(c, 0.5, rank, solo));
+        const Rating full = solo ? RateOk(*system, ShareRoom(c, 1, rank, solo))[0][0] : half[0][1];
+        const double half_move = half[0][0].value - c.rating.value;
+        const double full_move = full.value - c.rating.value;
+        EXPECT_EQ(half_move > 0, full_move > 0) << what;
+        EXPECT_NE(half_move, 0) << what;
+        EXPECT_LT(std::abs(half_move), std::abs(full_move)) << what;
+        if (c.spec.system == "openskill" && !c.spec.parameters.count("tau")) {
+          EXPECT_GT(half[0][0].deviation, full.deviation) << what;
+          EXPECT_LT(half[0][0].deviation, c.rating.deviation) << what;
+        }
+      }
+    }
+  }
+}
+
+// Everyone but the part-time player is rated exactly as if it had played the whole match, and it
+// moves by the formula: value by s of the change, each uncertainty by s of its change of variance.
+TEST(PartialPlayTest, OthersAreRatedAsIfItPlayedAllAndItMovesByTheFormula) {
+  constexpr double kShare = 0.3;
+  for (const ShareCase& c : ShareCases()) {
+    for (bool solo : {true, false}) {
+      if (!solo && c.solo_only) continue;
+      const auto system = Make(c.spec);
+      const auto part = RateOk(*system, ShareRoom(c, kShare, 2, solo));
+      const auto all = RateOk(*system, ShareRoom(c, 1, 2, solo));
+      for (size_t t = 0; t < all.size(); ++t) {
+        for (size_t p = 0; p < all[t].size(); ++p) {
+          if (t == 0 && p == 0) continue;
+          EXPECT_EQ(part[t][p], all[t][p]) << c.name << " team " << t << " player " << p;
+        }
+      }
+      const Rating& before = c.rating;
+      const Rating& full = all[0][0];
+      const auto variance = [&](double b, double f) {
+        return std::sqrt(b * b + kShare * (f * f - b * b));
+      };
+      const double value = before.value + kShare * (full.value - before.value);
+      // Elo rounds the part-time change as it rounds every change.
+      EXPECT_NEAR(part[0][0].value, c.spec.system == "elo" ? std::round(value) : value, 1e-12)
+          << c.name;
+      EXPECT_NEAR(part[0][0].deviation, variance(before.deviation, full.deviation), 1e-12)
+          << c.name;
+      EXPECT_NEAR(part[0][0].volatility, variance(before.volatility, full.volatility), 1e-12)
+          << c.name;
+    }
+  }
+}
+
+// Elo by hand: 1500 beats 1500, so each full player gains K (1 - 1/2) = 16, a half-share winner
+// round(8) = 8, a quarter-share one round(4) = 4; the loser, who played all of it, loses 16
+// whoever left the winning side.
+TEST(PartialPlayTest, EloHalfShareGainsHalfThePoints) {
+  const auto system = Make(Spec("elo"));
+  const std::vector<Rating> one{Rating{.value = 1500}};
+  EXPECT_EQ(RateOk(*system, {SharedTeam(one, {0.5}, 1), Team(one, 2)}),
+            (std::vector<std::vector<Rating>>{{Rating{.value = 1508}}, {Rating{.value = 1484}}}));
+  EXPECT_EQ(RateOk(*system, {SharedTeam(one, {0.25}, 2), Team(one, 1)})[0][0],
+            Rating{.value = 1496});
+}
+
+// Contributions are openskill.py's and OpenSkill's alone: Elo and Glicko-2 ignore them.
+TEST(PartialPlayTest, ContributionsAreIgnoredOutsideOpenSkill) {
+  const auto elo = Make(Spec("elo"));
+  const std::vector<Rating> pair{Rating{.value = 1500}, Rating{.value = 1600}};
+  EXPECT_EQ(RateOk(*elo, {ContributedTeam(pair, {0.2, 3}, 1), Team(EloPlayers({1550, 1550}), 2)}),
+            RateOk(*elo, {Team(pair, 1), Team(EloPlayers({1550, 1550}), 2)}));
+  const auto glicko2 = Make(Spec("glicko2"));
+  const std::vector<Rating> one{Rating{.value = 1500, .deviation = 200, .volatility = 0.06}};
+  EXPECT_EQ(RateOk(*glicko2, {ContributedTeam(one, {5}, 1), Team(one, 2)}),
+            RateOk(*glicko2, {Team(one, 1), Team(one, 2)}));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -966,7 +1107,6 @@ TEST(MakeRatingSystemTest, RefusesEachBadFieldByName) {
       {Spec("elo", {}, "plackett_luce"), "model:"},
       {Spec("glicko2", {}, "x"), "model:"},
       {Spec("openskill", {}, "thurstone_mosteller_full"), "model:"},
-      {Spec("elo", {{"K", 32}}), "parameters.K:"},
       {Spec("openskill", {{"z", 3}}), "parameters.z:"},
       {Spec("glicko2", {{"k", 32}}), "parameters.k:"},
       {Spec("elo", {{"k", 0}}), "parameters.k:"},
@@ -1112,10 +1252,18 @@ TEST(CheckRoomTest, RefusesWhatRateCannotRate) {
   EXPECT_NE(message({Team({r}, 1), Team({r}, 3)}).find("team 2: rank 3"), std::string::npos);
   EXPECT_NE(message({Team({r}, 0), Team({r}, 1)}).find("team 1: rank 0"), std::string::npos);
   EXPECT_NE(
-      message({Team({r}, 1), WeightedTeam({r, r}, {1, 1.5}, 2)}).find("team 2, player 1: weight"),
+      message({Team({r}, 1), SharedTeam({r, r}, {1, 1.5}, 2)}).find("team 2, player 1: share"),
       std::string::npos);
-  EXPECT_NE(message({Team({r}, 1), WeightedTeam({r}, {std::nan("")}, 2)}).find("weight"),
+  EXPECT_NE(message({Team({r}, 1), SharedTeam({r}, {std::nan("")}, 2)}).find("share"),
             std::string::npos);
+  EXPECT_NE(message({Team({r}, 1), SharedTeam({r}, {-0.1}, 2)}).find("share"), std::string::npos);
+  EXPECT_NE(message({ContributedTeam({r, r}, {1, -1}, 1), Team({r}, 2)})
+                .find("team 1, player 1: contribution"),
+            std::string::npos);
+  EXPECT_NE(
+      message({ContributedTeam({r}, {std::numeric_limits<double>::infinity()}, 1), Team({r}, 2)})
+          .find("contribution"),
+      std::string::npos);
   EXPECT_NE(
       message({Team({r}, 1), Team({MuSigma(25, 0)}, 2)}).find("team 2, player 0: rating deviation"),
       std::string::npos);
