@@ -64,9 +64,10 @@ struct PlacedTeam {
   uint32_t rank = 1;
 };
 
-// What a mode's declaration says of its rating system: the system's name, its variant (OpenSkill's
-// "plackett_luce" or "bradley_terry_full"; empty: the system's default) and its numeric parameters
-// by name. A parameter left out takes the system's default.
+// What a mode's declaration says of its rating system: the system's name, its variant (one of
+// OpenSkill's models, "plackett_luce", "thurstone_mosteller_full", ... (openskill.h); empty: the
+// system's default) and its numeric parameters by name. A parameter left out takes the system's
+// default.
 struct SystemSpec {
   std::string system;  // one of KnownSystems()
   std::string model;
