@@ -115,10 +115,10 @@ class Elo final : public RatingSystem {
 
     std::vector<std::vector<Rating>> rated(team_count);
     for (size_t i = 0; i < team_count; ++i) {
-      const double change = RoundEloChange(player_change[i] * scale);
       for (const auto& player : teams[i].players) {
+        // A part-time player's share of its change, rounded as a whole one is (see elo.h).
         Rating after = player.rating;
-        after.value += change;
+        after.value += RoundEloChange(player.share * (player_change[i] * scale));
         rated[i].push_back(internal::Bounded(after, player.rating, {}));
       }
     }

@@ -220,9 +220,13 @@ class Glicko2 final : public RatingSystem {
     if (!first_after.ok()) return first_after.status();
     const auto second_after = Glicko2RatingPeriod(second, {{first, 1 - score}}, parameters_.tau);
     if (!second_after.ok()) return second_after.status();
-    constexpr internal::RatingShape kShape{.deviation = true, .volatility = true};
-    return std::vector<std::vector<Rating>>{{internal::Bounded(*first_after, first, kShape)},
-                                            {internal::Bounded(*second_after, second, kShape)}};
+    const auto rated = [](const RatedPlayer& player, const Rating& full) {
+      constexpr internal::RatingShape kShape{.deviation = true, .volatility = true};
+      return internal::Bounded(internal::MovedByShare(player.rating, full, player.share),
+                               player.rating, kShape);
+    };
+    return std::vector<std::vector<Rating>>{{rated(teams[0].players[0], *first_after)},
+                                            {rated(teams[1].players[0], *second_after)}};
   }
 
   Result<Prediction> Predict(const std::vector<std::vector<Rating>>& teams) const override {
@@ -234,8 +238,8 @@ class Glicko2 final : public RatingSystem {
     VERDICT_RETURN_IF_ERROR(internal::CheckIdle(*this, rating, idle_days));
     // A stored mode's parameters are taken as stored (Declaration::kStored): a period that is not
     // positive ages nobody rather than dividing by it, and the cap is kept within the bounds.
-    if (!parameters_.period_days || !(*parameters_.period_days > 0)) return rating;
-    const double periods = std::floor(idle_days / *parameters_.period_days);
+    if (!(parameters_.period_days > 0)) return rating;
+    const double periods = std::floor(idle_days / parameters_.period_days);
     // n periods of step 6 at once: RD^2 + n (173.7178 sigma)^2 is 173.7178^2 (phi^2 + n sigma^2).
     const double sigma = kScale * rating.volatility;
     Rating aged = rating;
@@ -260,8 +264,8 @@ Result<std::unique_ptr<RatingSystem>> MakeGlicko2(const SystemSpec& spec, Declar
   reader.Read("initial_rating", parameters.initial_rating, internal::kRatingValueRange);
   reader.Read("initial_deviation", parameters.initial_deviation, internal::kUncertaintyRange);
   reader.Read("initial_volatility", parameters.initial_volatility, internal::kUncertaintyRange);
-  reader.ReadOptional("period_days", parameters.period_days,
-                      {.least = 0, .most = kMaxGlicko2PeriodDays, .least_excluded = true});
+  reader.ReadIfGiven("period_days", parameters.period_days,
+                     {.least = 0, .most = kMaxGlicko2PeriodDays, .least_excluded = true});
   auto filled = reader.Finish();
   if (!filled.ok()) return filled.status();
   return std::unique_ptr<RatingSystem>(std::make_unique<Glicko2>(parameters, std::move(*filled)));

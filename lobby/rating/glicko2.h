@@ -9,8 +9,14 @@
 // volatility found with the Illinois iteration of step 5 to epsilon = 0.000001.
 //
 // Parameters: tau (0.5: the system constant, how far volatility may move), and a new player's
-// initial_rating (1500), initial_deviation (350) and initial_volatility (0.06). Weights (partial
-// play) are ignored: a match counts whole.
+// initial_rating (1500), initial_deviation (350) and initial_volatility (0.06).
+//
+// Partial play: a player of share s (RatedPlayer::share) ends the room s of the way from its
+// rating to the one the rating period gives it (r by s of the change, RD and volatility by s of
+// their change of variance; checks.h, MovedByShare); its opponent is rated as if it had played
+// all of it. Share 0 leaves the rating as it was, the RD not widened either: the player took no
+// part. Glickman's system has no partial games; scaling the period's result is a reading
+// that keeps the period itself (and its worked example) exact.
 //
 // Predict (two players): the probability that a beats b, Glickman's expected outcome of a game
 // between two rated players, 1 / (1 + exp(-g(sqrt(phi_a^2 + phi_b^2)) (mu_a - mu_b))): step 3's
@@ -31,7 +37,6 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -64,9 +69,9 @@ struct Glicko2Parameters {
   double initial_deviation = 350;
   // A new player's sigma. Default: 0.06. From kMinUncertainty to kMaxUncertainty.
   double initial_volatility = 0.06;
-  // The days of one rating period for aging an idle player (Idle). Default: none, no aging. Over
-  // 0 and at most kMaxGlicko2PeriodDays.
-  std::optional<double> period_days;
+  // The days of one rating period for aging an idle player (Idle). Default: 0, none: no aging.
+  // Given, over 0 and at most kMaxGlicko2PeriodDays.
+  double period_days = 0;
 };
 
 // One game of a rating period: the opponent's rating at the start of the period and the score

@@ -51,9 +51,13 @@ Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& team
     }
     for (size_t p = 0; p < teams[t].players.size(); ++p) {
       const auto& player = teams[t].players[p];
-      if (!(player.weight >= 0 && player.weight <= 1)) {
+      if (!(player.share >= 0 && player.share <= 1)) {
         return InvalidArgumentError(team(t) + ", player " + std::to_string(p) +
-                                    ": weight must be between 0 and 1");
+                                    ": share must be between 0 and 1");
+      }
+      if (!(player.contribution >= 0 && std::isfinite(player.contribution))) {
+        return InvalidArgumentError(team(t) + ", player " + std::to_string(p) +
+                                    ": contribution must be a finite number >= 0");
       }
       if (Status status = system.CheckRating(player.rating); !status.ok()) {
         return InvalidArgumentError(team(t) + ", player " + std::to_string(p) + ": rating " +

@@ -44,8 +44,18 @@ struct Rating {
 
 // One player of a room to be rated.
 struct RatedPlayer {
-  Rating rating;        // the rating the room is rated from (the player's rating at allocation)
-  double weight = 1.0;  // the share of the match the player played, in [0, 1]; 1: all of it
+  // The rating the room is rated from (the player's rating at allocation).
+  Rating rating;
+  // The part of the match the player played, in [0, 1]. Every system moves a player of share s by
+  // s of the change it would make had the player played all of it (the value by s of its change,
+  // each uncertainty by s of its change of variance; MovedByShare in checks.h), and rates
+  // everyone else exactly as if the player had: 0 leaves the rating as it was, and a part-time
+  // player moves less than a full teammate, up or down. Default: 1, all of it.
+  double share = 1.0;
+  // OpenSkill only: the player's contribution to the team's performance relative to its
+  // teammates, openskill.py's `weights` (lobby/rating/openskill.h), finite and >= 0. Other
+  // systems ignore it. Default: 1; equal contributions within a team are none.
+  double contribution = 1.0;
 };
 
 // One team of a room, as placed: rank 1 is best, equal ranks tie.
@@ -54,9 +64,10 @@ struct PlacedTeam {
   uint32_t rank = 1;
 };
 
-// What a mode's declaration says of its rating system: the system's name, its variant (OpenSkill's
-// "plackett_luce" or "bradley_terry_full"; empty: the system's default) and its numeric parameters
-// by name. A parameter left out takes the system's default.
+// What a mode's declaration says of its rating system: the system's name, its variant (one of
+// OpenSkill's models, "plackett_luce", "thurstone_mosteller_full", ... (openskill.h); empty: the
+// system's default) and its numeric parameters by name. A parameter left out takes the system's
+// default.
 struct SystemSpec {
   std::string system;  // one of KnownSystems()
   std::string model;
@@ -130,11 +141,12 @@ class RatingSystem {
 
   // Every player's new rating, in the input's order (one vector per team, one rating per player).
   // Requires CheckRoom(*this, teams) to be OK (Accepts() of the team sizes, every rank between 1
-  // and the number of teams, every weight in [0, 1], every rating passing CheckRating). A room
-  // that does not meet them is a caller's bug: it is answered with every rating unchanged, never
-  // with a crash. From a room that meets them, every rating returned passes CheckRating. Every
-  // iteration has a bound: INTERNAL naming the iteration if one ends at its bound without
-  // converging (a bug: every parameter's range is one its iterations are proven to converge in).
+  // and the number of teams, every share in [0, 1], every contribution finite and >= 0, every
+  // rating passing CheckRating). A room that does not meet them is a caller's bug: it is answered
+  // with every rating unchanged, never with a crash. From a room that meets them, every rating
+  // returned passes CheckRating. Every iteration has a bound: INTERNAL naming the iteration if one
+  // ends at its bound without converging (a bug: every parameter's range is one its iterations are
+  // proven to converge in).
   virtual Result<std::vector<std::vector<Rating>>> Rate(
       const std::vector<PlacedTeam>& teams) const = 0;
 
