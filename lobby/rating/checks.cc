@@ -53,6 +53,10 @@ void ParameterReader::Read(std::string_view name, double& value, const Parameter
   const auto given = spec_.parameters.find(std::string(name));
   if (given != spec_.parameters.end()) value = given->second;
   filled_.parameters[std::string(name)] = value;
+  Check(name, value, range);
+}
+
+void ParameterReader::Check(std::string_view name, double value, const ParameterRange& range) {
   const ParameterRange any_finite{.least = -std::numeric_limits<double>::max(),
                                   .most = std::numeric_limits<double>::max()};
   const ParameterRange& within = declaration_ == Declaration::kNew ? range : any_finite;
@@ -61,6 +65,16 @@ void ParameterReader::Read(std::string_view name, double& value, const Parameter
         InvalidArgumentError("parameters." + std::string(name) + ": " + spec_.system + "'s " +
                              std::string(name) + " " + violation + ", got " + Number(value));
   }
+}
+
+void ParameterReader::ReadIfGiven(std::string_view name, double& value,
+                                  const ParameterRange& range) {
+  read_.emplace_back(name);
+  const auto given = spec_.parameters.find(std::string(name));
+  if (given == spec_.parameters.end()) return;
+  value = given->second;
+  filled_.parameters[std::string(name)] = value;
+  Check(name, value, range);
 }
 
 Result<SystemSpec> ParameterReader::Finish() const {
@@ -127,6 +141,22 @@ Rating Bounded(const Rating& computed, const Rating& before, RatingShape shape) 
     bounded.volatility = std::clamp(computed.volatility, kMinUncertainty, kMaxUncertainty);
   }
   return bounded;
+}
+
+namespace {
+
+double MovedVariance(double before, double full, double share) {
+  return std::sqrt(std::max(0.0, before * before + share * (full * full - before * before)));
+}
+
+}  // namespace
+
+Rating MovedByShare(const Rating& before, const Rating& full, double share) {
+  if (share >= 1) return full;
+  if (share <= 0) return before;
+  return Rating{.value = before.value + share * (full.value - before.value),
+                .deviation = MovedVariance(before.deviation, full.deviation, share),
+                .volatility = MovedVariance(before.volatility, full.volatility, share)};
 }
 
 std::vector<std::vector<Rating>> Unchanged(const std::vector<PlacedTeam>& teams) {

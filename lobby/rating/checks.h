@@ -44,12 +44,22 @@ class ParameterReader {
   // to refuse.
   void Read(std::string_view name, double& value, const ParameterRange& range);
 
+  // As Read, for a parameter added to a system after modes were declared with it: only a value
+  // the spec gives is read and checked, and only then does the filled spec name it, so that a mode
+  // declared before it existed declares the same parameters today (a mode in use may not change
+  // its declaration). Not given, `value` keeps the default the caller set, which need not be in
+  // `range` (0 for "none").
+  void ReadIfGiven(std::string_view name, double& value, const ParameterRange& range);
+
   // The spec with every parameter read, defaults filled in; INVALID_ARGUMENT naming
   // "parameters.<name>" for the first parameter read out of its range, else for the first
   // parameter of the spec that no Read asked for (with the names the system has).
   Result<SystemSpec> Finish() const;
 
  private:
+  // Keeps the first parameter out of its range for Finish.
+  void Check(std::string_view name, double value, const ParameterRange& range);
+
   const SystemSpec& spec_;
   const Declaration declaration_;
   SystemSpec filled_;
@@ -87,6 +97,15 @@ struct RatingShape {
 // kMaxUncertainty]; `before` if a number of `computed` is not finite (its arithmetic left the
 // range of doubles). The guard on every rating a system's Rate returns.
 Rating Bounded(const Rating& computed, const Rating& before, RatingShape shape);
+
+// The rating a player of `share` (RatedPlayer::share, in [0, 1]) ends the room with, where
+// `full` is the rating it would end it with had it played all of it: the value moved by share of
+// the change, and each uncertainty by share of its change of variance,
+// sqrt(before^2 + share (full^2 - before^2)). Variances rather than deviations because they are
+// what a match adds to and takes from (OpenSkill's tau adds one, an update scales one), and a
+// weighted mean of two variances lies between them: never below the smaller uncertainty, never
+// above the larger. Share 1: `full` exactly; 0: `before` exactly.
+Rating MovedByShare(const Rating& before, const Rating& full, double share);
 
 // The ratings of `teams` as they are: what Rate answers for a room it cannot rate.
 std::vector<std::vector<Rating>> Unchanged(const std::vector<PlacedTeam>& teams);

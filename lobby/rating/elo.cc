@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "lobby/rating/checks.h"
+#include "lobby/rating/inactivity.h"
+#include "lobby/rating/prediction.h"
 
 namespace verdict::rating {
 
@@ -22,6 +24,30 @@ double RoundEloChange(double unrounded) {
 }
 
 namespace {
+
+// The expected score of a team rated `rating` against one rated `opponent`,
+// 1 / (1 + 10^((opponent - rating) / 400)); the formula Rate's E_ij is.
+double ExpectedScore(double rating, double opponent) {
+  return 1.0 / (1.0 + std::pow(10.0, (opponent - rating) / 400.0));
+}
+
+// The prediction of teams of these ratings (see elo.h): every pair by its expected scores.
+Prediction PredictElo(const std::vector<std::vector<Rating>>& teams) {
+  std::vector<double> team_rating(teams.size());
+  for (size_t i = 0; i < teams.size(); ++i) {
+    for (const Rating& rating : teams[i]) team_rating[i] += rating.value;
+    team_rating[i] /= static_cast<double>(teams[i].size());
+  }
+  std::vector<std::vector<double>> beats(teams.size(), std::vector<double>(teams.size()));
+  for (size_t i = 0; i < teams.size(); ++i) {
+    for (size_t j = 0; j < teams.size(); ++j) {
+      if (j != i) beats[i][j] = ExpectedScore(team_rating[i], team_rating[j]);
+    }
+  }
+  Prediction prediction = internal::FromPairwise(beats);
+  prediction.quality = internal::EvenOddsQuality(beats);
+  return prediction;
+}
 
 class Elo final : public RatingSystem {
  public:
@@ -89,14 +115,25 @@ class Elo final : public RatingSystem {
 
     std::vector<std::vector<Rating>> rated(team_count);
     for (size_t i = 0; i < team_count; ++i) {
-      const double change = RoundEloChange(player_change[i] * scale);
       for (const auto& player : teams[i].players) {
+        // A part-time player's share of its change, rounded as a whole one is (see elo.h).
         Rating after = player.rating;
-        after.value += change;
+        after.value += RoundEloChange(player.share * (player_change[i] * scale));
         rated[i].push_back(internal::Bounded(after, player.rating, {}));
       }
     }
     return rated;
+  }
+
+  Result<Prediction> Predict(const std::vector<std::vector<Rating>>& teams) const override {
+    VERDICT_RETURN_IF_ERROR(internal::CheckProposal(*this, teams));
+    return PredictElo(teams);
+  }
+
+  Result<Rating> ResetForSeason(const Rating& rating, const SeasonReset& reset) const override {
+    VERDICT_RETURN_IF_ERROR(internal::CheckSeasonReset(*this, rating, reset, false));
+    // Half away from zero, as a room's change rounds; within the bounds, whose ends are whole.
+    return Rating{.value = std::round(internal::ResetValue(rating.value, reset))};
   }
 
  private:

@@ -37,7 +37,21 @@
 //   - in general, every player's rounding moves at most half a point: at most N / 2 points for N
 //     players.
 //
-// Weights (partial play) are ignored: every player of a team moves by the team's change.
+// Partial play: a player of share s (RatedPlayer::share) moves by round(s c), where c is the
+// unrounded change above, the one its teammates who played all of it get; the team ratings, and
+// so every other player's change, are as if it had played all of it. So share 0 moves nothing
+// and a player who left half way gains and loses half. A room with shares below 1 sums to zero
+// only before them: a share is less of this player's result counted, not points handed to the
+// others (who played the same match whoever left it).
+//
+// Predict: the teams' ratings as Rate takes them (their players' mean), and each pair's expected
+// score E_ij. A team's `win` is its mean E_ij over its opponents, normalized to sum to 1, which
+// for two teams is E itself: Elo has no separate probability of a win, its expected score counting
+// a draw as half of one, so `draw` is 0. `quality` is the mean over pairs of 1 - |E_ij - E_ji|
+// (2 min(E, 1 - E) for two teams): 1 at even ratings, 0.5 at 190.8 points apart (E = 0.75).
+//
+// Idle: unchanged (an Elo rating has no uncertainty to grow). ResetForSeason: the value drawn
+// toward the mean and rounded half away from zero to a whole number; no deviation.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,6 @@
 #include "lobby/rating/glicko2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <numbers>
@@ -7,6 +8,8 @@
 #include <utility>
 
 #include "lobby/rating/checks.h"
+#include "lobby/rating/inactivity.h"
+#include "lobby/rating/prediction.h"
 
 namespace verdict::rating {
 namespace {
@@ -26,10 +29,6 @@ constexpr double kCentre = 1500;
 constexpr int kMaxBracketSteps = 64;
 constexpr int kIllinoisSteps = 50;
 constexpr int kMaxIterations = kIllinoisSteps + 64;
-
-double G(double phi) {
-  return 1 / std::sqrt(1 + 3 * phi * phi / (std::numbers::pi * std::numbers::pi));
-}
 
 // The rating after a period without information: the deviation grows by the volatility (step 6).
 Rating Idle(const Rating& player) {
@@ -106,6 +105,15 @@ Result<double> NewVolatility(double phi, double sigma, double v, double delta, d
 
 }  // namespace
 
+double Glicko2G(double phi) {
+  return 1 / std::sqrt(1 + 3 * phi * phi / (std::numbers::pi * std::numbers::pi));
+}
+
+double Glicko2ExpectedScore(const Rating& player, const Rating& opponent) {
+  const double g = Glicko2G(opponent.deviation / kScale);
+  return 1 / (1 + std::exp(-g * (player.value - opponent.value) / kScale));
+}
+
 Result<Rating> Glicko2RatingPeriod(const Rating& player, const std::vector<Glicko2Game>& games,
                                    double tau) {
   if (games.empty()) return Idle(player);
@@ -116,7 +124,7 @@ Result<Rating> Glicko2RatingPeriod(const Rating& player, const std::vector<Glick
   double information = 0;
   double surprise = 0;
   for (const auto& game : games) {
-    const double g = G(game.opponent.deviation / kScale);
+    const double g = Glicko2G(game.opponent.deviation / kScale);
     const double x = g * (mu - (game.opponent.value - kCentre) / kScale);
     const double expected = 1 / (1 + std::exp(-x));   // E
     const double unexpected = 1 / (1 + std::exp(x));  // 1 - E, without cancellation
@@ -146,6 +154,20 @@ Result<Rating> Glicko2RatingPeriod(const Rating& player, const std::vector<Glick
 }
 
 namespace {
+
+// The prediction of a match of the two players `a` and `b` (see glicko2.h).
+Prediction PredictGlicko2(const Rating& a, const Rating& b) {
+  const double phi_a = a.deviation / kScale;
+  const double phi_b = b.deviation / kScale;
+  const double x =
+      Glicko2G(std::sqrt(phi_a * phi_a + phi_b * phi_b)) * (a.value - b.value) / kScale;
+  // Each side from its own tail, so that neither is a difference 1 - p near 0.
+  const std::vector<std::vector<double>> beats{{0, 1 / (1 + std::exp(-x))},
+                                               {1 / (1 + std::exp(x)), 0}};
+  Prediction prediction = internal::FromPairwise(beats);
+  prediction.quality = internal::EvenOddsQuality(beats);
+  return prediction;
+}
 
 class Glicko2 final : public RatingSystem {
  public:
@@ -198,9 +220,33 @@ class Glicko2 final : public RatingSystem {
     if (!first_after.ok()) return first_after.status();
     const auto second_after = Glicko2RatingPeriod(second, {{first, 1 - score}}, parameters_.tau);
     if (!second_after.ok()) return second_after.status();
-    constexpr internal::RatingShape kShape{.deviation = true, .volatility = true};
-    return std::vector<std::vector<Rating>>{{internal::Bounded(*first_after, first, kShape)},
-                                            {internal::Bounded(*second_after, second, kShape)}};
+    const auto rated = [](const RatedPlayer& player, const Rating& full) {
+      constexpr internal::RatingShape kShape{.deviation = true, .volatility = true};
+      return internal::Bounded(internal::MovedByShare(player.rating, full, player.share),
+                               player.rating, kShape);
+    };
+    return std::vector<std::vector<Rating>>{{rated(teams[0].players[0], *first_after)},
+                                            {rated(teams[1].players[0], *second_after)}};
+  }
+
+  Result<Prediction> Predict(const std::vector<std::vector<Rating>>& teams) const override {
+    VERDICT_RETURN_IF_ERROR(internal::CheckProposal(*this, teams));
+    return PredictGlicko2(teams[0][0], teams[1][0]);
+  }
+
+  Result<Rating> Idle(const Rating& rating, double idle_days) const override {
+    VERDICT_RETURN_IF_ERROR(internal::CheckIdle(*this, rating, idle_days));
+    // A stored mode's parameters are taken as stored (Declaration::kStored): a period that is not
+    // positive ages nobody rather than dividing by it, and the cap is kept within the bounds.
+    if (!(parameters_.period_days > 0)) return rating;
+    const double periods = std::floor(idle_days / parameters_.period_days);
+    // n periods of step 6 at once: RD^2 + n (173.7178 sigma)^2 is 173.7178^2 (phi^2 + n sigma^2).
+    const double sigma = kScale * rating.volatility;
+    Rating aged = rating;
+    aged.deviation = internal::AgedDeviation(
+        rating.deviation, periods * sigma * sigma,
+        std::clamp(parameters_.initial_deviation, kMinUncertainty, kMaxUncertainty));
+    return aged;
   }
 
  private:
@@ -218,6 +264,8 @@ Result<std::unique_ptr<RatingSystem>> MakeGlicko2(const SystemSpec& spec, Declar
   reader.Read("initial_rating", parameters.initial_rating, internal::kRatingValueRange);
   reader.Read("initial_deviation", parameters.initial_deviation, internal::kUncertaintyRange);
   reader.Read("initial_volatility", parameters.initial_volatility, internal::kUncertaintyRange);
+  reader.ReadIfGiven("period_days", parameters.period_days,
+                     {.least = 0, .most = kMaxGlicko2PeriodDays, .least_excluded = true});
   auto filled = reader.Finish();
   if (!filled.ok()) return filled.status();
   return std::unique_ptr<RatingSystem>(std::make_unique<Glicko2>(parameters, std::move(*filled)));

@@ -9,8 +9,26 @@
 // volatility found with the Illinois iteration of step 5 to epsilon = 0.000001.
 //
 // Parameters: tau (0.5: the system constant, how far volatility may move), and a new player's
-// initial_rating (1500), initial_deviation (350) and initial_volatility (0.06). Weights (partial
-// play) are ignored: a match counts whole.
+// initial_rating (1500), initial_deviation (350) and initial_volatility (0.06).
+//
+// Partial play: a player of share s (RatedPlayer::share) ends the room s of the way from its
+// rating to the one the rating period gives it (r by s of the change, RD and volatility by s of
+// their change of variance; checks.h, MovedByShare); its opponent is rated as if it had played
+// all of it. Share 0 leaves the rating as it was, the RD not widened either: the player took no
+// part. Glickman's system has no partial games; scaling the period's result is a reading
+// that keeps the period itself (and its worked example) exact.
+//
+// Predict (two players): the probability that a beats b, Glickman's expected outcome of a game
+// between two rated players, 1 / (1 + exp(-g(sqrt(phi_a^2 + phi_b^2)) (mu_a - mu_b))): step 3's
+// E with both players' uncertainty, which the rating step gives only the opponent's (its
+// player's is in phi itself). Symmetric: the two sum to 1. Glicko-2 has no model of a draw, a
+// draw being half a win in E: `draw` is 0, and `quality` is 2 min(p, 1 - p), 1 at even odds.
+//
+// Idle: a mode that declares period_days (days, > 0 and <= kMaxGlicko2PeriodDays) ages a player
+// by step 6 once for each whole period idle, phi' = sqrt(phi^2 + sigma^2) per period: after n
+// periods sqrt(phi^2 + n sigma^2) (the volatility does not move without games), at most the
+// initial_deviation. Without period_days the rating does not age. ResetForSeason: the default
+// of rating_system.h, the volatility kept.
 //
 // Numerics: E (1 - E) and s - E are computed from the two logistic tails, which the textbook
 // difference 1 - E loses for ratings thousands of points apart; a rating whose arithmetic still
@@ -38,6 +56,10 @@ inline constexpr std::string_view kGlicko2System = "glicko2";
 inline constexpr double kMinGlicko2Tau = 0.01;
 inline constexpr double kMaxGlicko2Tau = 10;
 
+// The longest rating period an idle player may be aged by: ten years. A longer one would never
+// age anybody within a ladder's life.
+inline constexpr double kMaxGlicko2PeriodDays = 3650;
+
 struct Glicko2Parameters {
   // The system constant. Default: 0.5. From kMinGlicko2Tau to kMaxGlicko2Tau.
   double tau = 0.5;
@@ -47,6 +69,9 @@ struct Glicko2Parameters {
   double initial_deviation = 350;
   // A new player's sigma. Default: 0.06. From kMinUncertainty to kMaxUncertainty.
   double initial_volatility = 0.06;
+  // The days of one rating period for aging an idle player (Idle). Default: 0, none: no aging.
+  // Given, over 0 and at most kMaxGlicko2PeriodDays.
+  double period_days = 0;
 };
 
 // One game of a rating period: the opponent's rating at the start of the period and the score
@@ -67,8 +92,17 @@ inline constexpr double kGlicko2Epsilon = 0.000001;
 Result<Rating> Glicko2RatingPeriod(const Rating& player, const std::vector<Glicko2Game>& games,
                                    double tau);
 
+// Glickman's g(phi) = 1 / sqrt(1 + 3 phi^2 / pi^2), phi on the Glicko-2 scale: how much a
+// deviation discounts a rating difference (step 3).
+double Glicko2G(double phi);
+
+// Step 3's E: the score `player` is expected to take from `opponent`,
+// 1 / (1 + exp(-g(phi_opponent) (mu - mu_opponent))).
+double Glicko2ExpectedScore(const Rating& player, const Rating& opponent);
+
 // The "glicko2" system `spec` names (no model; parameters "tau", "initial_rating",
-// "initial_deviation", "initial_volatility"); INVALID_ARGUMENT naming the field otherwise.
+// "initial_deviation", "initial_volatility", "period_days"); INVALID_ARGUMENT naming the field
+// otherwise.
 Result<std::unique_ptr<RatingSystem>> MakeGlicko2(const SystemSpec& spec,
                                                   Declaration declaration = Declaration::kNew);
 

@@ -7,6 +7,7 @@
 #include "lobby/rating/checks.h"
 #include "lobby/rating/elo.h"
 #include "lobby/rating/glicko2.h"
+#include "lobby/rating/inactivity.h"
 #include "lobby/rating/openskill.h"
 
 namespace verdict::rating {
@@ -17,6 +18,23 @@ double WithinRatingBounds(double value) {
 
 Status RatingSystem::CheckRating(const Rating& rating) const {
   return internal::CheckBoundedRating(rating);
+}
+
+Result<Rating> RatingSystem::Idle(const Rating& rating, double idle_days) const {
+  VERDICT_RETURN_IF_ERROR(internal::CheckIdle(*this, rating, idle_days));
+  return rating;
+}
+
+Result<Rating> RatingSystem::ResetForSeason(const Rating& rating, const SeasonReset& reset) const {
+  // A system uses a deviation exactly when its new players have one: Elo's Initial() has 0,
+  // OpenSkill's and Glicko-2's at least kMinUncertainty.
+  const bool uses_deviation = Initial().deviation > 0;
+  VERDICT_RETURN_IF_ERROR(internal::CheckSeasonReset(*this, rating, reset, uses_deviation));
+  Rating reset_rating = rating;
+  reset_rating.value = internal::ResetValue(rating.value, reset);
+  if (uses_deviation) reset_rating.deviation = std::max(rating.deviation, reset.deviation);
+  VERDICT_RETURN_IF_ERROR(CheckRating(reset_rating));
+  return reset_rating;
 }
 
 Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& teams) {
@@ -33,9 +51,13 @@ Status CheckRoom(const RatingSystem& system, const std::vector<PlacedTeam>& team
     }
     for (size_t p = 0; p < teams[t].players.size(); ++p) {
       const auto& player = teams[t].players[p];
-      if (!(player.weight >= 0 && player.weight <= 1)) {
+      if (!(player.share >= 0 && player.share <= 1)) {
         return InvalidArgumentError(team(t) + ", player " + std::to_string(p) +
-                                    ": weight must be between 0 and 1");
+                                    ": share must be between 0 and 1");
+      }
+      if (!(player.contribution >= 0 && std::isfinite(player.contribution))) {
+        return InvalidArgumentError(team(t) + ", player " + std::to_string(p) +
+                                    ": contribution must be a finite number >= 0");
       }
       if (Status status = system.CheckRating(player.rating); !status.ok()) {
         return InvalidArgumentError(team(t) + ", player " + std::to_string(p) + ": rating " +

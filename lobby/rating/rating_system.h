@@ -44,8 +44,18 @@ struct Rating {
 
 // One player of a room to be rated.
 struct RatedPlayer {
-  Rating rating;        // the rating the room is rated from (the player's rating at allocation)
-  double weight = 1.0;  // the share of the match the player played, in [0, 1]; 1: all of it
+  // The rating the room is rated from (the player's rating at allocation).
+  Rating rating;
+  // The part of the match the player played, in [0, 1]. Every system moves a player of share s by
+  // s of the change it would make had the player played all of it (the value by s of its change,
+  // each uncertainty by s of its change of variance; MovedByShare in checks.h), and rates
+  // everyone else exactly as if the player had: 0 leaves the rating as it was, and a part-time
+  // player moves less than a full teammate, up or down. Default: 1, all of it.
+  double share = 1.0;
+  // OpenSkill only: the player's contribution to the team's performance relative to its
+  // teammates, openskill.py's `weights` (lobby/rating/openskill.h), finite and >= 0. Other
+  // systems ignore it. Default: 1; equal contributions within a team are none.
+  double contribution = 1.0;
 };
 
 // One team of a room, as placed: rank 1 is best, equal ranks tie.
@@ -54,14 +64,48 @@ struct PlacedTeam {
   uint32_t rank = 1;
 };
 
-// What a mode's declaration says of its rating system: the system's name, its variant (OpenSkill's
-// "plackett_luce" or "bradley_terry_full"; empty: the system's default) and its numeric parameters
-// by name. A parameter left out takes the system's default.
+// What a mode's declaration says of its rating system: the system's name, its variant (one of
+// OpenSkill's models, "plackett_luce", "thurstone_mosteller_full", ... (openskill.h); empty: the
+// system's default) and its numeric parameters by name. A parameter left out takes the system's
+// default.
 struct SystemSpec {
   std::string system;  // one of KnownSystems()
   std::string model;
   std::map<std::string, double> parameters;
   bool operator==(const SystemSpec&) const = default;
+};
+
+// What a system predicts of a proposed match (RatingSystem::Predict), for a matchmaker choosing
+// among rooms. Each system's header says how it computes each number.
+struct Prediction {
+  // Per team, in input order: the probability that it comes first. Sums to 1.
+  std::vector<double> win;
+  // The probability of a draw; 0 for a system that has no model of one (Elo and Glicko-2 count a
+  // draw as half a win in their expected score).
+  double draw = 0;
+  // Per team, in input order: its predicted placement by `win`, 1 the likeliest winner; teams of
+  // equal `win` share a placement and the next is skipped (1, 1, 3), as openskill.py's
+  // predict_rank places them.
+  std::vector<uint32_t> rank;
+  // In [0, 1]: 1 a match as even as the system can know one, toward 0 a foregone one.
+  double quality = 0;
+};
+
+// A season's soft reset (RatingSystem::ResetForSeason): every rating drawn toward `mean`, keeping
+// `keep` of its distance from it, value' = mean + keep (value - mean), and its deviation raised to
+// at least `deviation`: a new season starts from ratings that still order the players but trust
+// the order less.
+struct SeasonReset {
+  // What the values are drawn toward, usually the mode's Initial().value. Within
+  // +-kMaxRatingValue.
+  double mean = 0;
+  // The fraction of each value's distance from `mean` that it keeps: 1 leaves it, 0 puts every
+  // player at `mean`. From 0 to 1.
+  double keep = 1;
+  // The least deviation a rating has after the reset, where the system has one (OpenSkill's
+  // sigma, Glicko-2's RD; Elo ignores it): a deviation already above it stays. From
+  // kMinUncertainty to kMaxUncertainty where used.
+  double deviation = kMinUncertainty;
 };
 
 class RatingSystem {
@@ -97,13 +141,36 @@ class RatingSystem {
 
   // Every player's new rating, in the input's order (one vector per team, one rating per player).
   // Requires CheckRoom(*this, teams) to be OK (Accepts() of the team sizes, every rank between 1
-  // and the number of teams, every weight in [0, 1], every rating passing CheckRating). A room
-  // that does not meet them is a caller's bug: it is answered with every rating unchanged, never
-  // with a crash. From a room that meets them, every rating returned passes CheckRating. Every
-  // iteration has a bound: INTERNAL naming the iteration if one ends at its bound without
-  // converging (a bug: every parameter's range is one its iterations are proven to converge in).
+  // and the number of teams, every share in [0, 1], every contribution finite and >= 0, every
+  // rating passing CheckRating). A room that does not meet them is a caller's bug: it is answered
+  // with every rating unchanged, never with a crash. From a room that meets them, every rating
+  // returned passes CheckRating. Every iteration has a bound: INTERNAL naming the iteration if one
+  // ends at its bound without converging (a bug: every parameter's range is one its iterations are
+  // proven to converge in).
   virtual Result<std::vector<std::vector<Rating>>> Rate(
       const std::vector<PlacedTeam>& teams) const = 0;
+
+  // What the system predicts of a match between `teams` (each team its players' ratings, in input
+  // order), placements unknown. INVALID_ARGUMENT for what Rate could not rate, as CheckRoom says
+  // it: sizes Accepts() refuses, or a rating failing CheckRating (naming the team, 1-based, and the
+  // player, 0-based). Closed forms: no iteration without a bound.
+  virtual Result<Prediction> Predict(const std::vector<std::vector<Rating>>& teams) const = 0;
+
+  // `rating` after `idle_days` days without a rated match: the value and volatility stay, and the
+  // deviation grows as the system says time adds to it, never beyond a new player's (Initial())
+  // and never down (one already beyond it stays). Meant for the rating as the player's last match
+  // left it with the whole time since, not applied day by day: a Glicko-2 period counts only
+  // whole (see glicko2.h), and every growth is from the rating given. Unchanged for Elo (the
+  // default: no deviation) and for a mode that declares no aging. INVALID_ARGUMENT naming
+  // "idle_days" for a number of days that is negative or not finite, or "rating" for a rating
+  // failing CheckRating.
+  virtual Result<Rating> Idle(const Rating& rating, double idle_days) const;
+
+  // `rating` after the season's soft reset `reset`; the result passes CheckRating. Default: the
+  // value moved, the deviation raised, the volatility kept (OpenSkill, Glicko-2); Elo also rounds
+  // the value to a whole number. INVALID_ARGUMENT naming the field of `reset` ("keep") out of its
+  // range, or "rating" for a rating failing CheckRating.
+  virtual Result<Rating> ResetForSeason(const Rating& rating, const SeasonReset& reset) const;
 };
 
 // OK if `teams` meets what `system.Rate` requires; INVALID_ARGUMENT naming the team (1-based, in

@@ -49,7 +49,7 @@ std::vector<std::vector<Rating>> RateOk(const RatingSystem& system,
   return rated.ok() ? std::move(*rated) : std::vector<std::vector<Rating>>();
 }
 
-// A team of players with these ratings (all weights 1), placed `rank`.
+// A team of players with these ratings (every share and contribution 1), placed `rank`.
 PlacedTeam Team(const std::vector<Rating>& ratings, uint32_t rank) {
   PlacedTeam team;
   team.rank = rank;
@@ -57,10 +57,21 @@ PlacedTeam Team(const std::vector<Rating>& ratings, uint32_t rank) {
   return team;
 }
 
-PlacedTeam WeightedTeam(const std::vector<Rating>& ratings, const std::vector<double>& weights,
-                        uint32_t rank) {
+// The same, each player with its contribution (openskill.py's `weights`).
+PlacedTeam ContributedTeam(const std::vector<Rating>& ratings,
+                           const std::vector<double>& contributions, uint32_t rank) {
   PlacedTeam team = Team(ratings, rank);
-  for (size_t j = 0; j < weights.size(); ++j) team.players[j].weight = weights[j];
+  for (size_t j = 0; j < contributions.size(); ++j) {
+    team.players[j].contribution = contributions[j];
+  }
+  return team;
+}
+
+// The same, each player with the share of the match it played.
+PlacedTeam SharedTeam(const std::vector<Rating>& ratings, const std::vector<double>& shares,
+                      uint32_t rank) {
+  PlacedTeam team = Team(ratings, rank);
+  for (size_t j = 0; j < shares.size(); ++j) team.players[j].share = shares[j];
   return team;
 }
 
@@ -402,21 +413,19 @@ TEST(OpenSkillBradleyTerryFullTest, OneHundredTeamsMoveAsTheImplementationsDo) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Weights (partial play), as openskill.py 6.2.0 applies them (rescaled to [1, 2] within each
-// team). Published vectors exist only from openskill.py 6.0 on (openskill.js v5.0.1 ignored
-// weights; its unreleased main branch replicates openskill.py's in
-// src/__tests__/parity-plackett-luce.test.ts).
+// Contribution weights, openskill.py 6.2.0's `weights` (rescaled to [1, 2] within each team).
+// Published vectors exist only from openskill.py 6.0 on (openskill.js v5.0.1 ignored weights; its
+// unreleased main branch replicates openskill.py's in src/__tests__/parity-plackett-luce.test.ts).
 
 // vivekjoshy/openskill.py v6.2.0, tests/models/weng_lin/test_plackett_luce.py, test_rate,
 // "# Test Weights" (lines 367-378), fixture plackettluce.json "weights": weights
-// [[2, 0, 0], [1, 2], [0, 0, 1], [0, 1]], given here as [[1, 0, 0], [0.5, 1], [0, 0, 1], [0, 1]]
-// (shares in [0, 1]), which rescale to the same [1, 2] within each team.
+// [[2, 0, 0], [1, 2], [0, 0, 1], [0, 1]].
 TEST(OpenSkillWeightsTest, PlackettLucePythonFixtureWeights) {
   const Rating r = kPythonFixturePlackettLuceRating;
   ExpectOpenSkill(
       *Make(PythonFixturePlackettLuce()),
-      {WeightedTeam({r, r, r}, {1, 0, 0}, 2), WeightedTeam({r, r}, {0.5, 1}, 1),
-       WeightedTeam({r, r, r}, {0, 0, 1}, 4), WeightedTeam({r, r}, {0, 1}, 3)},
+      {ContributedTeam({r, r, r}, {2, 0, 0}, 2), ContributedTeam({r, r}, {1, 2}, 1),
+       ContributedTeam({r, r, r}, {0, 0, 1}, 4), ContributedTeam({r, r}, {0, 1}, 3)},
       {{{21.649872897994697, 8.146110527078056},
         {21.000562262055023, 8.239527864992827},
         {21.000562262055023, 8.239527864992827}},
@@ -433,8 +442,8 @@ TEST(OpenSkillWeightsTest, BradleyTerryFullPythonFixtureWeights) {
   const Rating r = kPythonFixtureBradleyTerryRating;
   ExpectOpenSkill(
       *Make(PythonFixtureBradleyTerryFull()),
-      {WeightedTeam({r, r, r}, {1, 0, 0}, 2), WeightedTeam({r, r}, {0.5, 1}, 1),
-       WeightedTeam({r, r, r}, {0, 0, 1}, 4), WeightedTeam({r, r}, {0, 1}, 3)},
+      {ContributedTeam({r, r, r}, {2, 0, 0}, 2), ContributedTeam({r, r}, {1, 2}, 1),
+       ContributedTeam({r, r, r}, {0, 0, 1}, 4), ContributedTeam({r, r}, {0, 1}, 3)},
       {{{18.025653268906762, 11.187853119305666},
         {17.02960054269906, 11.825077104049601},
         {17.02960054269906, 11.825077104049601}},
@@ -445,46 +454,439 @@ TEST(OpenSkillWeightsTest, BradleyTerryFullPythonFixtureWeights) {
        {{14.504831602241435, 11.821600475923185}, {15.269189709366398, 12.129449233716796}}});
 }
 
-// Shares below 1: philihp/openskill.js main (0bf4361, after v5.0.1), src/__tests__/rate.test.ts,
-// 'applies weights for partial play' (line 297), weights [[0.9, 1], [1, 0.6]] through rate()
-// (tau = 25/300); openskill.js's own output with openskill.py's rescaling, not a Python vector.
-TEST(OpenSkillWeightsTest, SharesBelowOne) {
+// Contributions below 1: philihp/openskill.js main (0bf4361, after v5.0.1),
+// src/__tests__/rate.test.ts, 'applies weights for partial play' (line 297), weights
+// [[0.9, 1], [1, 0.6]] through rate() (tau = 25/300); openskill.js's own output with openskill.py's
+// rescaling, not a Python vector. openskill.js calls them partial play; they are contributions
+// here: the 0.6 player of the losing team loses more than its teammate (see openskill.h).
+TEST(OpenSkillWeightsTest, ContributionsBelowOne) {
   ExpectOpenSkill(
       *Make(WithTau(kPlackettLuce, kImplementationsTau)),
-      {WeightedTeam({MuSigma(29.182, 4.782), MuSigma(27.174, 4.922)}, {0.9, 1}, 1),
-       WeightedTeam({MuSigma(16.672, 6.217), kDefaultOpenSkill}, {1, 0.6}, 2)},
+      {ContributedTeam({MuSigma(29.182, 4.782), MuSigma(27.174, 4.922)}, {0.9, 1}, 1),
+       ContributedTeam({MuSigma(16.672, 6.217), kDefaultOpenSkill}, {1, 0.6}, 2)},
       {{{29.607340941337068, 4.755311788972862}, {28.075205565064074, 4.86272644246492}},
        {{16.31258521457155, 6.171900418676952}, {23.70858117648013, 8.111707446126035}}});
 }
 
-// Equal weights within a team are no weights at all (openskill.js main, rate.test.ts, 'normalizes
+// Equal contributions within a team are none at all (openskill.js main, rate.test.ts, 'normalizes
 // uniform within-team weights to a no-op', line 328); and a team of one has no other player to
-// share with, so its weight changes nothing (our documented departure from openskill.py, which
-// would rescale a lone weight to 2).
-TEST(OpenSkillWeightsTest, EqualWeightsAndSoloWeightsChangeNothing) {
+// compare with, so its contribution changes nothing (our documented departure from openskill.py,
+// which would rescale a lone weight to 2).
+TEST(OpenSkillWeightsTest, EqualContributionsAndSoloContributionsChangeNothing) {
   const auto system = Make(kPlackettLuce);
   const Rating r = kDefaultOpenSkill;
-  EXPECT_EQ(RateOk(*system, {WeightedTeam({r, r}, {0.83, 0.83}, 1), Team({r, r}, 2)}),
+  EXPECT_EQ(RateOk(*system, {ContributedTeam({r, r}, {0.83, 0.83}, 1), Team({r, r}, 2)}),
             RateOk(*system, {Team({r, r}, 1), Team({r, r}, 2)}));
-  EXPECT_EQ(RateOk(*system, {WeightedTeam({r}, {0.4}, 1), Team({r}, 2), Team({r}, 3)}),
+  EXPECT_EQ(RateOk(*system, {ContributedTeam({r}, {0.4}, 1), Team({r}, 2), Team({r}, 3)}),
             RateOk(*system, {Team({r}, 1), Team({r}, 2), Team({r}, 3)}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenSkill, Thurstone-Mosteller (full and part) and Bradley-Terry part: every game of openskill.py
+// 6.2.0's fixtures but "balance" (not implemented here). The part models' vectors are
+// openskill.py's alone (openskill.h).
+
+// vivekjoshy/openskill.py v6.2.0, tests/models/weng_lin/test_thurstone_mosteller_full.py,
+// test_rate, against tests/models/data/thurstonemostellerfull.json (openskill.h gives the
+// parameters it was made with).
+SystemSpec PythonFixtureThurstoneMostellerFull(std::map<std::string, double> parameters = {}) {
+  parameters.insert({{"mu", 17.369819397619647},
+                     {"sigma", 5.379790119094205},
+                     {"beta", 25.0 / 6.0},
+                     {"tau", kImplementationsTau}});
+  return Spec("openskill", std::move(parameters), "thurstone_mosteller_full");
+}
+const Rating kPythonFixtureThurstoneMostellerFullRating =
+    MuSigma(17.369819397619647, 5.379790119094205);
+
+// "results_normal" (line 332): one player against a team of two, placed in input order.
+TEST(OpenSkillThurstoneMostellerFullTest, PythonFixtureNormal) {
+  const Rating r = kPythonFixtureThurstoneMostellerFullRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerFull()), {Team({r}, 1), Team({r, r}, 2)},
+      {{{22.64925412780908, 5.105413295791267}},
+       {{12.090384667430214, 4.987055119379737}, {12.090384667430214, 4.987055119379737}}});
+}
+
+// "results_ranks" (line 340): teams of 1, 2, 1, 2 placed 2, 1, 4, 3.
+TEST(OpenSkillThurstoneMostellerFullTest, PythonFixtureRanks) {
+  const Rating r = kPythonFixtureThurstoneMostellerFullRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerFull()),
+      {Team({r}, 2), Team({r, r}, 1), Team({r}, 4), Team({r, r}, 3)},
+      {{{24.742920978542813, 4.703892673813669}},
+       {{19.91742257235955, 4.97447451720664}, {19.91742257235955, 4.97447451720664}},
+       {{14.297181388007196, 4.929870018015774}},
+       {{10.521752651569031, 4.654743459534082}, {10.521752651569031, 4.654743459534082}}});
+}
+
+// "results_scores" (line 348): scores 1 and 2: the team of two wins.
+TEST(OpenSkillThurstoneMostellerFullTest, PythonFixtureScores) {
+  const Rating r = kPythonFixtureThurstoneMostellerFullRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerFull()), {Team({r}, 2), Team({r, r}, 1)},
+      {{{17.04349567799341, 5.314344458972826}},
+       {{17.696143117245885, 5.2867266632571965}, {17.696143117245885, 5.2867266632571965}}});
+}
+
+// "results_margins" (line 353): five teams of two, scores 10, 5, 5, 2, 1 (placed 1, 2, 2, 4, 5),
+// weights [[1, 2], [2, 1], [1, 2], [3, 1], [1, 2]], margin 2. The margin moves nothing here: it
+// divides the difference of the teams' means, and every team starts equal (openskill.py 6.2.0 gives
+// these numbers for any margin, and so did its code before #191). So this checks the contribution
+// weights and the tie, not a margin.
+TEST(OpenSkillThurstoneMostellerFullTest, PythonFixtureMarginsGame) {
+  const Rating r = kPythonFixtureThurstoneMostellerFullRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerFull()),
+      {ContributedTeam({r, r}, {1, 2}, 1), ContributedTeam({r, r}, {2, 1}, 2),
+       ContributedTeam({r, r}, {1, 2}, 2), ContributedTeam({r, r}, {3, 1}, 4),
+       ContributedTeam({r, r}, {1, 2}, 5)},
+      {{{24.949642339569337, 4.48677916139593}, {32.52946528151903, 3.3635231999089066}},
+       {{21.159730868594494, 2.969185991040329}, {19.26477513310707, 4.345408589496402}},
+       {{19.26477513310707, 4.345408589496402}, {21.159730868594494, 2.969185991040329}},
+       {{15.474863662132224, 4.953800228768054}, {13.5799079266448, 4.48677916139593}},
+       {{9.789996455669957, 4.48677916139593}, {13.579907926644802, 4.953800228768054}}});
+}
+
+// "results_limit_sigma" (line 364): teams of 1, 2, 3 placed 2, 1, 3, limit_sigma.
+// No sigma here would have risen: the flag changes none of these numbers
+// (OpenSkillLimitSigmaTest checks what it does).
+TEST(OpenSkillThurstoneMostellerFullTest, PythonFixtureLimitSigma) {
+  const Rating r = kPythonFixtureThurstoneMostellerFullRating;
+  ExpectOpenSkill(*Make(PythonFixtureThurstoneMostellerFull({{"limit_sigma", 1}})),
+                  {Team({r}, 2), Team({r, r}, 1), Team({r, r, r}, 3)},
+                  {{{24.439837648240836, 5.097619302832102}},
+                   {{21.52900161729248, 5.073466074339694}, {21.52900161729248, 5.073466074339694}},
+                   {{6.140618927325626, 4.725957788249715},
+                    {6.140618927325626, 4.725957788249715},
+                    {6.140618927325626, 4.725957788249715}}});
+}
+
+// "results_ties" (line 374): teams of 1, 2, 3 placed 1, 2, 1.
+TEST(OpenSkillThurstoneMostellerFullTest, PythonFixtureTies) {
+  const Rating r = kPythonFixtureThurstoneMostellerFullRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerFull()),
+      {Team({r}, 1), Team({r, r}, 2), Team({r, r, r}, 1)},
+      {{{29.3305463246164, 4.860405772327232}},
+       {{11.673700042291802, 4.910478681463609}, {11.673700042291802, 4.910478681463609}},
+       {{11.105211825950738, 4.877671631940031},
+        {11.105211825950738, 4.877671631940031},
+        {11.105211825950738, 4.877671631940031}}});
+}
+
+// "results_weights" (line 383): teams of 3, 2, 3, 2 placed 2, 1, 4, 3, weights [[2, 0, 0], [1, 2],
+// [0, 0, 1], [0, 1]].
+TEST(OpenSkillThurstoneMostellerFullTest, PythonFixtureWeights) {
+  const Rating r = kPythonFixtureThurstoneMostellerFullRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerFull()),
+      {ContributedTeam({r, r, r}, {2, 0, 0}, 2), ContributedTeam({r, r}, {1, 2}, 1),
+       ContributedTeam({r, r, r}, {0, 0, 1}, 4), ContributedTeam({r, r}, {0, 1}, 3)},
+      {{{16.466138095448585, 5.1287217832339795},
+        {15.562456793277523, 4.863999186851225},
+        {15.562456793277523, 4.863999186851225}},
+       {{26.930492133200257, 4.725015325817237}, {36.49116486878087, 3.9626321414518735}},
+       {{8.0952911269604, 4.6776882463763805},
+        {8.0952911269604, 4.6776882463763805},
+        {12.732555262290024, 5.041321924864341}},
+       {{18.891037537040408, 4.8761944947985265}, {20.412255676461168, 4.31340461031177}}});
+}
+
+// vivekjoshy/openskill.py v6.2.0, tests/models/weng_lin/test_thurstone_mosteller_part.py,
+// test_rate, against tests/models/data/thurstonemostellerpart.json (openskill.h gives the
+// parameters it was made with).
+SystemSpec PythonFixtureThurstoneMostellerPart(std::map<std::string, double> parameters = {}) {
+  parameters.insert({{"mu", 26.469640334617008},
+                     {"sigma", 7.974532802151592},
+                     {"beta", 25.0 / 6.0},
+                     {"tau", kImplementationsTau}});
+  return Spec("openskill", std::move(parameters), "thurstone_mosteller_part");
+}
+const Rating kPythonFixtureThurstoneMostellerPartRating =
+    MuSigma(26.469640334617008, 7.974532802151592);
+
+// "results_normal" (line 337): one player against a team of two, placed in input order.
+TEST(OpenSkillThurstoneMostellerPartTest, PythonFixtureNormal) {
+  const Rating r = kPythonFixtureThurstoneMostellerPartRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerPart()), {Team({r}, 1), Team({r, r}, 2)},
+      {{{29.50521154123705, 7.916012842128793}},
+       {{23.434069127996967, 7.891463730090605}, {23.434069127996967, 7.891463730090605}}});
+}
+
+// "results_ranks" (line 345): teams of 1, 2, 1, 2 placed 2, 1, 4, 3.
+TEST(OpenSkillThurstoneMostellerPartTest, PythonFixtureRanks) {
+  const Rating r = kPythonFixtureThurstoneMostellerPartRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerPart()),
+      {Team({r}, 2), Team({r, r}, 1), Team({r}, 4), Team({r, r}, 3)},
+      {{{27.91178106308775, 7.9190101914124975}},
+       {{27.441111340399758, 7.930801109129218}, {27.441111340399758, 7.930801109129218}},
+       {{25.33000132176046, 7.928540160592034}},
+       {{25.195667613220063, 7.9173241864045165}, {25.195667613220063, 7.9173241864045165}}});
+}
+
+// "results_scores" (line 353): scores 1 and 2: the team of two wins.
+TEST(OpenSkillThurstoneMostellerPartTest, PythonFixtureScores) {
+  const Rating r = kPythonFixtureThurstoneMostellerPartRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerPart()), {Team({r}, 2), Team({r, r}, 1)},
+      {{{25.760284981357852, 7.944579240968348}},
+       {{27.178995687876164, 7.931957619853589}, {27.178995687876164, 7.931957619853589}}});
+}
+
+// "results_margins" (line 358): five teams of two, scores 10, 5, 5, 2, 1 (placed 1, 2, 2, 4, 5),
+// weights [[1, 2], [2, 1], [1, 2], [3, 1], [1, 2]], margin 2. The margin moves nothing here: it
+// divides the difference of the teams' means, and every team starts equal (openskill.py 6.2.0 gives
+// these numbers for any margin, and so did its code before #191). So this checks the contribution
+// weights and the tie, not a margin.
+TEST(OpenSkillThurstoneMostellerPartTest, PythonFixtureMarginsGame) {
+  const Rating r = kPythonFixtureThurstoneMostellerPartRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerPart()),
+      {ContributedTeam({r, r}, {1, 2}, 1), ContributedTeam({r, r}, {2, 1}, 2),
+       ContributedTeam({r, r}, {1, 2}, 2), ContributedTeam({r, r}, {3, 1}, 4),
+       ContributedTeam({r, r}, {1, 2}, 5)},
+      {{{27.96534264544695, 7.928487581587607}, {29.461044956276893, 7.881732855517346}},
+       {{27.21749149003198, 7.868375374287526}, {26.843565912324493, 7.921851074330119}},
+       {{26.843565912324493, 7.921851074330119}, {27.21749149003198, 7.868375374287526}},
+       {{26.095714756909523, 7.951761854722042}, {25.721789179202037, 7.928487581587607}},
+       {{24.973938023787067, 7.928487581587607}, {25.721789179202037, 7.951761854722042}}});
+}
+
+// "results_limit_sigma" (line 369): teams of 1, 2, 3 placed 2, 1, 3, limit_sigma.
+// No sigma here would have risen: the flag changes none of these numbers
+// (OpenSkillLimitSigmaTest checks what it does).
+TEST(OpenSkillThurstoneMostellerPartTest, PythonFixtureLimitSigma) {
+  const Rating r = kPythonFixtureThurstoneMostellerPartRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerPart({{"limit_sigma", 1}})),
+      {Team({r}, 2), Team({r, r}, 1), Team({r, r, r}, 3)},
+      {{{27.975386377266542, 7.9377235327380635}},
+       {{27.921611900458238, 7.932817201096874}, {27.921611900458238, 7.932817201096874}},
+       {{23.511922726126244, 7.911402997928463},
+        {23.511922726126244, 7.911402997928463},
+        {23.511922726126244, 7.911402997928463}}});
+}
+
+// "results_ties" (line 379): teams of 1, 2, 3 placed 1, 2, 1.
+TEST(OpenSkillThurstoneMostellerPartTest, PythonFixtureTies) {
+  const Rating r = kPythonFixtureThurstoneMostellerPartRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerPart()),
+      {Team({r}, 1), Team({r, r}, 2), Team({r, r, r}, 1)},
+      {{{29.44309461220982, 7.919695615857688}},
+       {{24.603904695758974, 7.9209068622595575}, {24.603904695758974, 7.9209068622595575}},
+       {{25.361921695882234, 7.91508954685688},
+        {25.361921695882234, 7.91508954685688},
+        {25.361921695882234, 7.91508954685688}}});
+}
+
+// "results_weights" (line 388): teams of 3, 2, 3, 2 placed 2, 1, 4, 3, weights [[2, 0, 0], [1, 2],
+// [0, 0, 1], [0, 1]].
+TEST(OpenSkillThurstoneMostellerPartTest, PythonFixtureWeights) {
+  const Rating r = kPythonFixtureThurstoneMostellerPartRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureThurstoneMostellerPart()),
+      {ContributedTeam({r, r, r}, {2, 0, 0}, 2), ContributedTeam({r, r}, {1, 2}, 1),
+       ContributedTeam({r, r, r}, {0, 0, 1}, 4), ContributedTeam({r, r}, {0, 1}, 3)},
+      {{{26.427517800681336, 7.956025338955594},
+        {26.385395266745665, 7.937037264065903},
+        {26.385395266745665, 7.937037264065903}},
+       {{28.431266290509193, 7.931947363860401}, {30.392892246401377, 7.888691913686816}},
+       {{24.59126431443039, 7.930267851061856},
+        {24.59126431443039, 7.930267851061856},
+        {25.530452324523697, 7.952649434201831}},
+       {{26.470635466782785, 7.937473829418651}, {26.471630598948565, 7.8998014993021055}}});
+}
+
+// vivekjoshy/openskill.py v6.2.0, tests/models/weng_lin/test_bradley_terry_part.py, test_rate,
+// against tests/models/data/bradleyterrypart.json (openskill.h gives the parameters it was made
+// with).
+SystemSpec PythonFixtureBradleyTerryPart(std::map<std::string, double> parameters = {}) {
+  parameters.insert({{"mu", 8.954715133403496},
+                     {"sigma", 5.848503823078021},
+                     {"beta", 25.0 / 6.0},
+                     {"tau", kImplementationsTau}});
+  return Spec("openskill", std::move(parameters), "bradley_terry_part");
+}
+const Rating kPythonFixtureBradleyTerryPartRating = MuSigma(8.954715133403496, 5.848503823078021);
+
+// "results_normal" (line 329): one player against a team of two, placed in input order.
+TEST(OpenSkillBradleyTerryPartTest, PythonFixtureNormal) {
+  const Rating r = kPythonFixtureBradleyTerryPartRating;
+  ExpectOpenSkill(*Make(PythonFixtureBradleyTerryPart()), {Team({r}, 1), Team({r, r}, 2)},
+                  {{{10.946230734590799, 5.769748517601138}},
+                   {{6.963199532216194, 5.73655963735044}, {6.963199532216194, 5.73655963735044}}});
+}
+
+// "results_ranks" (line 337): teams of 1, 2, 1, 2 placed 2, 1, 4, 3.
+TEST(OpenSkillBradleyTerryPartTest, PythonFixtureRanks) {
+  const Rating r = kPythonFixtureBradleyTerryPartRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureBradleyTerryPart()),
+      {Team({r}, 2), Team({r, r}, 1), Team({r}, 4), Team({r, r}, 3)},
+      {{{9.870790808603847, 5.749148172476351}},
+       {{10.008429504961542, 5.743144340247091}, {10.008429504961542, 5.743144340247091}},
+       {{7.774882207356119, 5.749148172476351}},
+       {{8.164758012692479, 5.743144340247091}, {8.164758012692479, 5.743144340247091}}});
+}
+
+// "results_scores" (line 345): scores 1 and 2: the team of two wins.
+TEST(OpenSkillBradleyTerryPartTest, PythonFixtureScores) {
+  const Rating r = kPythonFixtureBradleyTerryPartRating;
+  ExpectOpenSkill(*Make(PythonFixtureBradleyTerryPart()), {Team({r}, 2), Team({r, r}, 1)},
+                  {{{8.02711934882737, 5.769748517601138}},
+                   {{9.882310917979623, 5.73655963735044}, {9.882310917979623, 5.73655963735044}}});
+}
+
+// "results_margins" (line 350): five teams of two, scores 10, 5, 5, 2, 1 (placed 1, 2, 2, 4, 5),
+// weights [[1, 2], [2, 1], [1, 2], [3, 1], [1, 2]], margin 2. The margin moves nothing here: it
+// divides the difference of the teams' means, and every team starts equal (openskill.py 6.2.0 gives
+// these numbers for any margin, and so did its code before #191). So this checks the contribution
+// weights and the tie, not a margin.
+TEST(OpenSkillBradleyTerryPartTest, PythonFixtureMarginsGame) {
+  const Rating r = kPythonFixtureBradleyTerryPartRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureBradleyTerryPart()),
+      {ContributedTeam({r, r}, {1, 2}, 1), ContributedTeam({r, r}, {2, 1}, 2),
+       ContributedTeam({r, r}, {1, 2}, 2), ContributedTeam({r, r}, {3, 1}, 4),
+       ContributedTeam({r, r}, {1, 2}, 5)},
+      {{{10.260666678925377, 5.756291149080297}, {11.566618224447257, 5.6619638088703494}},
+       {{9.607690906164436, 5.6619638088703494}, {9.281203019783966, 5.756291149080297}},
+       {{9.281203019783966, 5.756291149080297}, {9.607690906164436, 5.6619638088703494}},
+       {{8.628227247023027, 5.80287985426128}, {8.301739360642557, 5.756291149080297}},
+       {{7.648763587881616, 5.756291149080297}, {8.301739360642557, 5.80287985426128}}});
+}
+
+// "results_limit_sigma" (line 361): teams of 1, 2, 3 placed 2, 1, 3, limit_sigma.
+// No sigma here would have risen: the flag changes none of these numbers
+// (OpenSkillLimitSigmaTest checks what it does).
+TEST(OpenSkillBradleyTerryPartTest, PythonFixtureLimitSigma) {
+  const Rating r = kPythonFixtureBradleyTerryPartRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureBradleyTerryPart({{"limit_sigma", 1}})),
+      {Team({r}, 2), Team({r, r}, 1), Team({r, r, r}, 3)},
+      {{{9.53168513913054, 5.788305447884618}},
+       {{10.195020992403235, 5.7608622734328305}, {10.195020992403235, 5.7608622734328305}},
+       {{7.137439268676715, 5.773109870367607},
+        {7.137439268676715, 5.773109870367607},
+        {7.137439268676715, 5.773109870367607}}});
+}
+
+// "results_ties" (line 371): teams of 1, 2, 3 placed 1, 2, 1.
+TEST(OpenSkillBradleyTerryPartTest, PythonFixtureTies) {
+  const Rating r = kPythonFixtureBradleyTerryPartRating;
+  ExpectOpenSkill(
+      *Make(PythonFixtureBradleyTerryPart()), {Team({r}, 1), Team({r, r}, 2), Team({r, r, r}, 1)},
+      {{{10.338265059251315, 5.788305447884618}},
+       {{7.543004512196137, 5.7608622734328305}, {7.543004512196137, 5.7608622734328305}},
+       {{8.982875828763039, 5.773109870367607},
+        {8.982875828763039, 5.773109870367607},
+        {8.982875828763039, 5.773109870367607}}});
+}
+
+// "results_weights" (line 380): teams of 3, 2, 3, 2 placed 2, 1, 4, 3, weights [[2, 0, 0], [1, 2],
+// [0, 0, 1], [0, 1]].
+TEST(OpenSkillBradleyTerryPartTest, PythonFixtureWeights) {
+  const Rating r = kPythonFixtureBradleyTerryPartRating;
+  ExpectOpenSkill(*Make(PythonFixtureBradleyTerryPart()),
+                  {ContributedTeam({r, r, r}, {2, 0, 0}, 2), ContributedTeam({r, r}, {1, 2}, 1),
+                   ContributedTeam({r, r, r}, {0, 0, 1}, 4), ContributedTeam({r, r}, {0, 1}, 3)},
+                  {{{9.210108112704093, 5.697702786410324},
+                    {9.082411623053794, 5.773896364469605},
+                    {9.082411623053794, 5.773896364469605}},
+                   {{10.42537627085969, 5.7754881866116}, {11.896037408315884, 5.700928536157741}},
+                   {{7.551304590738987, 5.773896364469605},
+                    {7.551304590738987, 5.773896364469605},
+                    {8.253009862071242, 5.8116185628720505}},
+                   {{8.759768048961513, 5.7754881866116}, {8.857241591182506, 5.812409363022052}}});
+}
+// The fixtures' games have at most five teams, which a window of 4 compares all with all. Seven
+// solo players of different ratings (mu 20 + 2k, sigma 6 + k/2 for k = 0..6) placed 3, 1, 7, 2, 5,
+// 4, 6 with window_size 2 compare only neighbours in placement order. Not a published vector:
+// openskill.py 6.2.0's output (the v6.2.0 tag, run from source), BradleyTerryPart(window_size=2,
+// tau=0.0).rate(teams, ranks=[3, 1, 7, 2, 5, 4, 6]) and ThurstoneMostellerPart the same (tau given
+// to the model, since rate(tau=0) would fall back to 25/300).
+TEST(OpenSkillPartWindowTest, WindowComparesNeighboursInPlacementOrder) {
+  std::vector<PlacedTeam> room;
+  const uint32_t ranks[] = {3, 1, 7, 2, 5, 4, 6};
+  for (int k = 0; k < 7; ++k) room.push_back(Team({MuSigma(20 + 2 * k, 6 + 0.5 * k)}, ranks[k]));
+  const auto solo = [](std::vector<MuSigmaPair> players) {
+    std::vector<std::vector<MuSigmaPair>> teams;
+    for (const auto& player : players) teams.push_back({player});
+    return teams;
+  };
+  ExpectOpenSkill(*Make(Spec("openskill", {{"window_size", 2}}, "bradley_terry_part")), room,
+                  solo({{20.362266052099873, 5.896240340825047},
+                        {23.972659194841466, 6.335401079958628},
+                        {22.490214964843908, 6.852580686548794},
+                        {26.51173557977775, 7.265513672814448},
+                        {27.75307322641568, 7.744794412975476},
+                        {29.474049477212752, 8.202440331623528},
+                        {30.52176365232129, 8.659551681493985}}));
+  ExpectOpenSkill(*Make(Spec("openskill", {{"window_size", 2}}, "thurstone_mosteller_part")), room,
+                  solo({{20.23924915013125, 5.963691553807627},
+                        {23.57391964348474, 6.446698731678521},
+                        {22.71093113598719, 6.954749672852626},
+                        {26.45150222102119, 7.423026583084354},
+                        {27.823704631872804, 7.913732372300547},
+                        {29.620168960316594, 8.39555964176047},
+                        {30.906332465605605, 8.890290341752324}}));
+  // A window of 6 compares every pair: the mean of the full model's comparisons.
+  ExpectOpenSkill(*Make(Spec("openskill", {{"window_size", 6}}, "bradley_terry_part")), room,
+                  solo({{20.918876622554556, 5.899142988883506},
+                        {24.134435551753715, 6.363017681378645},
+                        {22.094015230483496, 6.822856998540777},
+                        {27.463211230566465, 7.280144883621318},
+                        {26.8122848952449, 7.73642574924845},
+                        {29.369093339152208, 8.193137898830054},
+                        {29.094674958359082, 8.65149817878056}}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// limit_sigma: no sigma ends a room above the sigma it started with.
+
+const std::vector<std::string> kOpenSkillModels{"plackett_luce", "bradley_terry_full",
+                                                "bradley_terry_part", "thurstone_mosteller_full",
+                                                "thurstone_mosteller_part"};
+
+// vivekjoshy/openskill.py v6.2.0, tests/models/weng_lin/test_<model>.py, test_rate_errors,
+// "# Prevents sigma from rising" (test_plackett_luce.py line 449, test_thurstone_mosteller_full.py
+// line 458, ...): (40, 3) beats (-20, 3) with tau = 0.3 and limit_sigma, and "assert winner.sigma
+// <= a.sigma" and "loser.sigma <= b.sigma". Without the flag both end above 3 (tau adds more than
+// so certain a result takes away), which shows the flag is what holds them; mu is the same either
+// way.
+TEST(OpenSkillLimitSigmaTest, SigmaNeverRisesAboveWhereItStarted) {
+  for (const std::string& model : kOpenSkillModels) {
+    const std::vector<PlacedTeam> room{Team({MuSigma(40, 3)}, 1), Team({MuSigma(-20, 3)}, 2)};
+    const auto limited =
+        RateOk(*Make(Spec("openskill", {{"tau", 0.3}, {"limit_sigma", 1}}, model)), room);
+    const auto free = RateOk(*Make(Spec("openskill", {{"tau", 0.3}}, model)), room);
+    for (size_t t = 0; t < 2; ++t) {
+      EXPECT_LE(limited[t][0].deviation, 3) << model;
+      EXPECT_GT(free[t][0].deviation, 3) << model;
+      EXPECT_EQ(limited[t][0].value, free[t][0].value) << model;
+    }
+  }
 }
 
 // Ratings far from any ladder neither overflow nor turn into NaN: Plackett-Luce's exp(mu / c)
 // would overflow at mu = 1e5 without its log-sum-exp.
 TEST(OpenSkillTest, RatingsFarFromTheScaleStayFinite) {
-  for (const auto& spec : {kPlackettLuce, kBradleyTerryFull}) {
-    const auto system = Make(spec);
+  for (const std::string& model : kOpenSkillModels) {
+    const auto system = Make(Spec("openskill", {}, model));
     const auto rated = RateOk(*system, {Team({MuSigma(1e5, 8)}, 2), Team({MuSigma(-1e5, 8)}, 1),
                                         Team({MuSigma(25, 1e-3)}, 3)});
     for (const auto& team : rated) {
       for (const auto& rating : team) {
-        EXPECT_TRUE(system->CheckRating(rating).ok()) << spec.model << ": " << rating.value;
+        EXPECT_TRUE(system->CheckRating(rating).ok()) << model << ": " << rating.value;
       }
     }
     // The favourite that lost falls, the outsider that won rises.
-    EXPECT_LT(rated[0][0].value, 1e5) << spec.model;
-    EXPECT_GT(rated[1][0].value, -1e5) << spec.model;
+    EXPECT_LT(rated[0][0].value, 1e5) << model;
+    EXPECT_GT(rated[1][0].value, -1e5) << model;
   }
 }
 
@@ -914,17 +1316,145 @@ TEST(EloTest, RoundingResidueIsWithinHalfAPointPerPlayer) {
   }
 }
 
-TEST(EloTest, WeightsAreIgnored) {
-  const auto system = Make(Spec("elo"));
-  const auto players = EloPlayers({1500, 1600});
-  EXPECT_EQ(RateOk(*system, {WeightedTeam(players, {0.2, 1}, 1), Team(EloPlayers({1550}), 2)}),
-            RateOk(*system, {Team(players, 1), Team(EloPlayers({1550}), 2)}));
-}
-
 TEST(EloTest, DisplayedIsTheRating) {
   const auto system = Make(Spec("elo", {{"initial_rating", 1200}}));
   EXPECT_EQ(system->Displayed(Rating{.value = 1834}), 1834);
   EXPECT_EQ(system->Initial(), Rating{.value = 1200});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Partial play (RatedPlayer::share), in every system: a player of share s ends the room s of the
+// way to the rating it would have as a full player (checks.h, MovedByShare), and everyone else is
+// rated as if it had played all of it. These are properties of that rule, not published vectors:
+// no implementation publishes partial play in this sense (openskill.py's weights are
+// contributions, above; Elo and Glicko-2 have none).
+
+// Every system and model, with a room where the player wins, loses, ties, plays solo or in a team.
+struct ShareCase {
+  std::string name;
+  SystemSpec spec;
+  Rating rating;   // every player's
+  bool solo_only;  // Glicko-2
+};
+
+std::vector<ShareCase> ShareCases() {
+  const Rating elo{.value = 1500};
+  const Rating glicko{.value = 1500, .deviation = 200, .volatility = 0.06};
+  std::vector<ShareCase> cases{{"elo", Spec("elo"), elo, false},
+                               {"glicko2", Spec("glicko2"), glicko, true}};
+  for (const std::string& model : kOpenSkillModels) {
+    cases.push_back({model, Spec("openskill", {}, model), kDefaultOpenSkill, false});
+    cases.push_back({model + " with tau", Spec("openskill", {{"tau", kImplementationsTau}}, model),
+                     kDefaultOpenSkill, false});
+  }
+  return cases;
+}
+
+// Rooms where player 0 of team 0 has `share`, placed `rank` of two: solo, or beside a full
+// teammate.
+std::vector<PlacedTeam> ShareRoom(const ShareCase& c, double share, uint32_t rank, bool solo) {
+  const std::vector<Rating> players(solo ? 1 : 2, c.rating);
+  return {SharedTeam(players, {share}, rank), Team(players, rank == 1 ? 2 : 1)};
+}
+
+TEST(PartialPlayTest, ShareZeroLeavesTheRatingUnchanged) {
+  for (const ShareCase& c : ShareCases()) {
+    for (bool solo : {true, false}) {
+      if (!solo && c.solo_only) continue;
+      for (uint32_t rank : {1u, 2u}) {
+        const auto rated = RateOk(*Make(c.spec), ShareRoom(c, 0, rank, solo));
+        EXPECT_EQ(rated[0][0], c.rating)
+            << c.name << (solo ? " solo" : " team") << " rank " << rank;
+      }
+    }
+    // A tie too (Elo and Bradley-Terry score it 1/2, Thurstone-Mosteller through V~ and W~).
+    const std::vector<Rating> one{c.rating};
+    EXPECT_EQ(RateOk(*Make(c.spec), {SharedTeam(one, {0}, 1), Team(one, 1)})[0][0], c.rating)
+        << c.name;
+  }
+}
+
+// A half share gains less on a win and loses less on a loss than a full player in its place: its
+// teammate in a team, the same player at share 1 when solo. OpenSkill's sigma shrinks less too.
+TEST(PartialPlayTest, HalfShareMovesLessThanFullOnAWinAndOnALoss) {
+  for (const ShareCase& c : ShareCases()) {
+    for (bool solo : {true, false}) {
+      if (!solo && c.solo_only) continue;
+      for (uint32_t rank : {1u, 2u}) {
+        const std::string what =
+            c.name + (solo ? " solo" : " team") + " rank " + std::to_string(rank);
+        const auto system = Make(c.spec);
+        const auto half = RateOk(*system, ShareRoom(c, 0.5, rank, solo));
+        const Rating full = solo ? RateOk(*system, ShareRoom(c, 1, rank, solo))[0][0] : half[0][1];
+        const double half_move = half[0][0].value - c.rating.value;
+        const double full_move = full.value - c.rating.value;
+        EXPECT_EQ(half_move > 0, full_move > 0) << what;
+        EXPECT_NE(half_move, 0) << what;
+        EXPECT_LT(std::abs(half_move), std::abs(full_move)) << what;
+        if (c.spec.system == "openskill" && !c.spec.parameters.count("tau")) {
+          EXPECT_GT(half[0][0].deviation, full.deviation) << what;
+          EXPECT_LT(half[0][0].deviation, c.rating.deviation) << what;
+        }
+      }
+    }
+  }
+}
+
+// Everyone but the part-time player is rated exactly as if it had played the whole match, and it
+// moves by the formula: value by s of the change, each uncertainty by s of its change of variance.
+TEST(PartialPlayTest, OthersAreRatedAsIfItPlayedAllAndItMovesByTheFormula) {
+  constexpr double kShare = 0.3;
+  for (const ShareCase& c : ShareCases()) {
+    for (bool solo : {true, false}) {
+      if (!solo && c.solo_only) continue;
+      const auto system = Make(c.spec);
+      const auto part = RateOk(*system, ShareRoom(c, kShare, 2, solo));
+      const auto all = RateOk(*system, ShareRoom(c, 1, 2, solo));
+      for (size_t t = 0; t < all.size(); ++t) {
+        for (size_t p = 0; p < all[t].size(); ++p) {
+          if (t == 0 && p == 0) continue;
+          EXPECT_EQ(part[t][p], all[t][p]) << c.name << " team " << t << " player " << p;
+        }
+      }
+      const Rating& before = c.rating;
+      const Rating& full = all[0][0];
+      const auto variance = [&](double b, double f) {
+        return std::sqrt(b * b + kShare * (f * f - b * b));
+      };
+      const double value = before.value + kShare * (full.value - before.value);
+      // Elo rounds the part-time change as it rounds every change.
+      EXPECT_NEAR(part[0][0].value, c.spec.system == "elo" ? std::round(value) : value, 1e-12)
+          << c.name;
+      EXPECT_NEAR(part[0][0].deviation, variance(before.deviation, full.deviation), 1e-12)
+          << c.name;
+      EXPECT_NEAR(part[0][0].volatility, variance(before.volatility, full.volatility), 1e-12)
+          << c.name;
+    }
+  }
+}
+
+// Elo by hand: 1500 beats 1500, so each full player gains K (1 - 1/2) = 16, a half-share winner
+// round(8) = 8, a quarter-share one round(4) = 4; the loser, who played all of it, loses 16
+// whoever left the winning side.
+TEST(PartialPlayTest, EloHalfShareGainsHalfThePoints) {
+  const auto system = Make(Spec("elo"));
+  const std::vector<Rating> one{Rating{.value = 1500}};
+  EXPECT_EQ(RateOk(*system, {SharedTeam(one, {0.5}, 1), Team(one, 2)}),
+            (std::vector<std::vector<Rating>>{{Rating{.value = 1508}}, {Rating{.value = 1484}}}));
+  EXPECT_EQ(RateOk(*system, {SharedTeam(one, {0.25}, 2), Team(one, 1)})[0][0],
+            Rating{.value = 1496});
+}
+
+// Contributions are openskill.py's and OpenSkill's alone: Elo and Glicko-2 ignore them.
+TEST(PartialPlayTest, ContributionsAreIgnoredOutsideOpenSkill) {
+  const auto elo = Make(Spec("elo"));
+  const std::vector<Rating> pair{Rating{.value = 1500}, Rating{.value = 1600}};
+  EXPECT_EQ(RateOk(*elo, {ContributedTeam(pair, {0.2, 3}, 1), Team(EloPlayers({1550, 1550}), 2)}),
+            RateOk(*elo, {Team(pair, 1), Team(EloPlayers({1550, 1550}), 2)}));
+  const auto glicko2 = Make(Spec("glicko2"));
+  const std::vector<Rating> one{Rating{.value = 1500, .deviation = 200, .volatility = 0.06}};
+  EXPECT_EQ(RateOk(*glicko2, {ContributedTeam(one, {5}, 1), Team(one, 2)}),
+            RateOk(*glicko2, {Team(one, 1), Team(one, 2)}));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -951,6 +1481,23 @@ TEST(MakeRatingSystemTest, SpecListsEveryParameterWithDefaults) {
   EXPECT_EQ(spec.parameters.at("mu"), 25);
   // A spec made from a system's own spec() makes the same system.
   EXPECT_EQ(Make(spec)->spec(), spec);
+  // Each model lists the parameters it has: epsilon for Thurstone-Mosteller, window_size for the
+  // part models. limit_sigma is listed only when given, so that a mode declared before it existed
+  // declares the same parameters (a mode in use may not change).
+  const std::map<std::string, double> common{
+      {"mu", 25}, {"sigma", 25.0 / 3.0}, {"beta", 25.0 / 6.0}, {"kappa", 0.0001}, {"tau", 0}};
+  const auto with = [&](std::map<std::string, double> more) {
+    more.insert(common.begin(), common.end());
+    return more;
+  };
+  EXPECT_EQ(Make(Spec("openskill", {}, "thurstone_mosteller_full"))->spec().parameters,
+            with({{"epsilon", 0.1}}));
+  EXPECT_EQ(Make(Spec("openskill", {}, "thurstone_mosteller_part"))->spec().parameters,
+            with({{"epsilon", 0.1}, {"window_size", 4}}));
+  EXPECT_EQ(Make(Spec("openskill", {}, "bradley_terry_part"))->spec().parameters,
+            with({{"window_size", 4}}));
+  EXPECT_EQ(Make(Spec("openskill", {{"limit_sigma", 0}}))->spec().parameters,
+            with({{"limit_sigma", 0}}));
 }
 
 TEST(MakeRatingSystemTest, RefusesEachBadFieldByName) {
@@ -965,7 +1512,19 @@ TEST(MakeRatingSystemTest, RefusesEachBadFieldByName) {
       {Spec(""), "system:"},
       {Spec("elo", {}, "plackett_luce"), "model:"},
       {Spec("glicko2", {}, "x"), "model:"},
-      {Spec("openskill", {}, "thurstone_mosteller_full"), "model:"},
+      {Spec("openskill", {}, "thurstone_mosteller"), "model:"},
+      {Spec("openskill", {{"epsilon", 0.1}}), "parameters.epsilon:"},
+      {Spec("openskill", {{"epsilon", 0.1}}, "bradley_terry_part"), "parameters.epsilon:"},
+      {Spec("openskill", {{"window_size", 4}}, "thurstone_mosteller_full"),
+       "parameters.window_size:"},
+      {Spec("openskill", {{"epsilon", 0}}, "thurstone_mosteller_full"), "parameters.epsilon:"},
+      {Spec("openskill", {{"epsilon", nan}}, "thurstone_mosteller_part"), "parameters.epsilon:"},
+      {Spec("openskill", {{"window_size", 0}}, "bradley_terry_part"), "parameters.window_size:"},
+      {Spec("openskill", {{"window_size", 1.5}}, "bradley_terry_part"), "parameters.window_size:"},
+      {Spec("openskill", {{"window_size", 1001}}, "thurstone_mosteller_part"),
+       "parameters.window_size:"},
+      {Spec("openskill", {{"limit_sigma", 2}}), "parameters.limit_sigma:"},
+      {Spec("openskill", {{"limit_sigma", 0.5}}, "bradley_terry_full"), "parameters.limit_sigma:"},
       {Spec("elo", {{"K", 32}}), "parameters.K:"},
       {Spec("openskill", {{"z", 3}}), "parameters.z:"},
       {Spec("glicko2", {{"k", 32}}), "parameters.k:"},
@@ -1019,7 +1578,11 @@ TEST(MakeRatingSystemTest, RefusesEachBadFieldByName) {
        {Spec("glicko2", {{"tau", 0.01}, {"initial_volatility", 1e-6}, {"initial_rating", -1e6}}),
         Spec("glicko2", {{"tau", 10}, {"initial_volatility", 1e6}, {"initial_deviation", 1e6}}),
         Spec("elo", {{"k", 1000}, {"initial_rating", 1e6}}),
-        Spec("openskill", {{"sigma", 1e-6}, {"beta", 1e6}, {"tau", 1e6}, {"mu", -1e6}})}) {
+        Spec("openskill", {{"sigma", 1e-6}, {"beta", 1e6}, {"tau", 1e6}, {"mu", -1e6}}),
+        Spec("openskill", {{"epsilon", 1e-6}, {"window_size", 1}, {"limit_sigma", 0}},
+             "thurstone_mosteller_part"),
+        Spec("openskill", {{"epsilon", 1e6}, {"window_size", 1000}, {"limit_sigma", 1}},
+             "thurstone_mosteller_part")}) {
     EXPECT_TRUE(MakeRatingSystem(spec).ok()) << spec.system;
   }
   // An unknown parameter is answered with the ones the system has.
@@ -1112,10 +1675,18 @@ TEST(CheckRoomTest, RefusesWhatRateCannotRate) {
   EXPECT_NE(message({Team({r}, 1), Team({r}, 3)}).find("team 2: rank 3"), std::string::npos);
   EXPECT_NE(message({Team({r}, 0), Team({r}, 1)}).find("team 1: rank 0"), std::string::npos);
   EXPECT_NE(
-      message({Team({r}, 1), WeightedTeam({r, r}, {1, 1.5}, 2)}).find("team 2, player 1: weight"),
+      message({Team({r}, 1), SharedTeam({r, r}, {1, 1.5}, 2)}).find("team 2, player 1: share"),
       std::string::npos);
-  EXPECT_NE(message({Team({r}, 1), WeightedTeam({r}, {std::nan("")}, 2)}).find("weight"),
+  EXPECT_NE(message({Team({r}, 1), SharedTeam({r}, {std::nan("")}, 2)}).find("share"),
             std::string::npos);
+  EXPECT_NE(message({Team({r}, 1), SharedTeam({r}, {-0.1}, 2)}).find("share"), std::string::npos);
+  EXPECT_NE(message({ContributedTeam({r, r}, {1, -1}, 1), Team({r}, 2)})
+                .find("team 1, player 1: contribution"),
+            std::string::npos);
+  EXPECT_NE(
+      message({ContributedTeam({r}, {std::numeric_limits<double>::infinity()}, 1), Team({r}, 2)})
+          .find("contribution"),
+      std::string::npos);
   EXPECT_NE(
       message({Team({r}, 1), Team({MuSigma(25, 0)}, 2)}).find("team 2, player 0: rating deviation"),
       std::string::npos);

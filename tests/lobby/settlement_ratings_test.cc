@@ -27,6 +27,10 @@ class FailingSystem final : public rating::RatingSystem {
       const std::vector<rating::PlacedTeam>&) const override {
     return InternalError("an iteration reached its bound");
   }
+  Result<rating::Prediction> Predict(
+      const std::vector<std::vector<rating::Rating>>&) const override {
+    return InternalError("an iteration reached its bound");
+  }
 
  private:
   rating::SystemSpec spec_{"failing", "", {}};
