@@ -274,7 +274,7 @@ TEST_F(EventFeedTest, CommitsOutOfIdOrderAreNeitherSkippedNorLostWithoutNotifica
   for (int i = 0; i < 100 && !waiting; ++i) {
     std::this_thread::sleep_for(50ms);
     waiting = Q("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
-                "wait_event_type = 'Lock' AND query LIKE '%FROM verdict_settle_write(%'") == "1";
+                "wait_event_type = 'Lock' AND query LIKE '%verdict_settle_write(%'") == "1";
   }
   ASSERT_TRUE(waiting) << "room 71's settlement never reached its event insert";
   ASSERT_EQ(Settle(a->port(), MakeResult(72)).status, 200);
