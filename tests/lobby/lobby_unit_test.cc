@@ -478,7 +478,7 @@ TEST(SqlStatusTest, EveryStatusHasItsMeaningAndAnUnknownOneIsInternal) {
   each_reads_back(kDeclareStatuses);
   each_reads_back(kImportStatuses);
   each_reads_back(kReleaseStatuses);
-  for (const char* unknown : {"", "settle", "SETTLED", "locked", "room_unknown "}) {
+  for (const char* unknown : {"", "settled", "SETTLED", "locked", "room_unknown "}) {
     auto decoded = StatusFromSql(kSettleStatuses, "settlement", unknown);
     EXPECT_FALSE(decoded.ok()) << "'" << unknown << "' was taken for a known status";
     EXPECT_EQ(decoded.status().code(), StatusCode::kInternal);
