@@ -354,6 +354,55 @@ TEST_F(BatchSettlementTest, ARatingRowLockedElsewhereFailsOnlyItsRoomsItem) {
   EXPECT_EQ(Q("SELECT games FROM player_ratings WHERE player_id = '65'"), "2");
 }
 
+// The same for a player new to the mode when its room was allocated, rated since (by an earlier
+// room, released, that settled after the next was allocated): its rating row exists now, held by
+// another session. The settlement's lock step must find it held, not new (a row it took for new
+// would be written by the write's upsert, which would wait for the lock, and the lock timeout
+// would fail every room of the batch).
+TEST_F(BatchSettlementTest, ARatingRowMadeSinceAllocationAndLockedElsewhereFailsOnlyItsRoom) {
+  auto lobby = StartLobby({"--lock-timeout-ms", "300"});
+  ASSERT_NE(lobby, nullptr);
+  const uint16_t port = lobby->port();
+  // 81..90, new, in room 8, released, then in room 9 (still new: room 8 is not settled yet).
+  const v1::BattleResult room8 = ResultOf(MakeAllocation(8, "node-a", 81, 10), 1);
+  const v1::BattleResult room9 = ResultOf(MakeAllocation(9, "node-a", 81, 10), 2);
+  ASSERT_EQ(AllocateRoster(port, MakeAllocation(8, "node-a", 81, 10)).status, 201);
+  ASSERT_EQ(HttpCall(port, "POST", "/v1/rooms/8:release", JsonHeaders("admin-token")).status, 200);
+  ASSERT_EQ(AllocateRoster(port, MakeAllocation(9, "node-a", 81, 10)).status, 201);
+  ASSERT_EQ(Q("SELECT count(*) FROM battle_room_seats WHERE room_id = 9 "
+              "AND rating_at_allocation IS NOT NULL"),
+            "0")
+      << "room 9's players were not new when it was allocated";
+  ASSERT_EQ(Settle(port, room8).status, 200);
+  MustAllocate(port, 4);
+
+  auto holder = db_->Connect();
+  pqxx::work held(*holder);
+  ASSERT_EQ(held.exec("SELECT 1 FROM player_ratings WHERE player_id = '85' FOR UPDATE").size(), 1u);
+  const HttpResponse r = PostBatch(port, {room9, MakeResult(4)});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const v1::SettlementBatchReply reply = Items(r);
+  std::vector<std::string> codes;
+  for (const auto& item : reply.items()) codes.push_back(CodeOf(item));
+  EXPECT_EQ(codes, (std::vector<std::string>{"UNAVAILABLE", "SETTLED"}));
+  EXPECT_EQ(Q("SELECT games FROM player_ratings WHERE player_id = '85'"), "1");
+  held.abort();
+
+  // Free again: room 9 settles once, each player rated from room 8's after.
+  const HttpResponse retry = PostBatch(port, {room9, MakeResult(4)});
+  ASSERT_EQ(retry.status, 200) << retry.body;
+  const v1::SettlementBatchReply retried = Items(retry);
+  codes.clear();
+  for (const auto& item : retried.items()) codes.push_back(CodeOf(item));
+  EXPECT_EQ(codes, (std::vector<std::string>{"SETTLED", "DUPLICATE"}));
+  EXPECT_EQ(Q("SELECT count(*) FROM match_players a JOIN matches ma USING (match_id) "
+              "JOIN match_players b USING (player_id) JOIN matches mb ON mb.match_id = b.match_id "
+              "JOIN player_ratings r USING (player_id) "
+              "WHERE ma.room_id = 8 AND mb.room_id = 9 AND b.rating_before = a.rating_after "
+              "AND r.rating = b.rating_after AND r.games = 2"),
+            "10");
+}
+
 TEST_F(BatchSettlementTest, WholeRequestErrorsKeepTheirStatus) {
   auto lobby = StartLobby();
   ASSERT_NE(lobby, nullptr);
