@@ -140,4 +140,19 @@ inline constexpr StatusAnswer<ImportStatus> kImportAnswers[] = {
      {.problem = ErrorCode::kNotFound, .detail = "mode {mode} is not declared"}},
 };
 
+// POST /v1/matches/{match_id}:void and POST /v1/rooms/{room_id}:void, counted in
+// verdict_lobby_voids_total; {detail} names the match (or the room) and, for kTooLarge, its size.
+inline constexpr StatusAnswer<VoidStatus> kVoidAnswers[] = {
+    {VoidStatus::kVoided, {.success = 200, .label = "OK"}},
+    {VoidStatus::kDuplicate, {.success = 200, .label = "DUPLICATE"}},
+    {VoidStatus::kMatchUnknown,
+     {.problem = ErrorCode::kNotFound,
+      .detail = "{detail} is not in the history: never settled, or past retention"}},
+    {VoidStatus::kNotVoidable,
+     {.problem = ErrorCode::kNotVoidable,
+      .detail = "{detail} was ABORTED: it moved no rating and counted no game, so there is "
+                "nothing to void"}},
+    {VoidStatus::kTooLarge, {.problem = ErrorCode::kVoidTooLarge, .detail = "{detail}"}},
+};
+
 }  // namespace verdict::lobby

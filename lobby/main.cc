@@ -61,6 +61,7 @@ struct Flags {
   int lock_timeout_ms = static_cast<int>(pg::ConnectionOptions{}.lock_timeout.count());
   double coalesce_wait_ms = SchedulerOptions{}.coalesce_wait.count() / 1000.0;
   int settle_concurrency = SchedulerOptions{}.settle_concurrency;
+  int void_replay_limit = ServiceOptions{}.void_replay_limit;
   int statement_timeout_ms = static_cast<int>(pg::ConnectionOptions{}.statement_timeout.count());
   int readiness_interval_ms = static_cast<int>(ReadinessOptions{}.interval.count());
   size_t max_connections = ServerOptions{}.http.max_connections;
@@ -510,6 +511,7 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   service_options.settlement.coalesce_wait =
       std::chrono::microseconds(static_cast<int64_t>(flags.coalesce_wait_ms * 1000));
   service_options.settlement.settle_concurrency = flags.settle_concurrency;
+  service_options.void_replay_limit = flags.void_replay_limit;
   if (service_options.node_tokens.empty()) {
     spdlog::warn("no node tokens configured: every settlement will be refused with 401");
   }
@@ -717,6 +719,12 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
                    "settlement transactions at once while coalescing")
       ->capture_default_str()
       ->check(CLI::Range(1, 512));
+  serve
+      ->add_option("--void-replay-limit", flags.void_replay_limit,
+                   "the most later matches a `replay` void of a match may rate again; a void "
+                   "that would rate more is refused (409 VOID_TOO_LARGE) and changes nothing")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100'000));
   serve
       ->add_option("--max-connections", flags.max_connections,
                    "open connections beyond which new ones get 503")

@@ -16,6 +16,7 @@
 #include "lobby/pg_ladder.h"
 #include "lobby/pg_statuses.h"
 #include "lobby/settle_transaction.h"
+#include "lobby/void_transaction.h"
 #include "proto/wire.h"
 
 namespace verdict::lobby {
@@ -112,7 +113,9 @@ Result<std::unique_ptr<pg::Pool>> OpenPool(const StoreOptions& options, Statemen
 class PgStoreImpl final : public PgStore {
  public:
   PgStoreImpl(const StoreOptions& options, std::unique_ptr<pg::Pool> pool)
-      : pool_(std::move(pool)), settle_(*pool_, options.unsafe_release_before_commit_for_test) {}
+      : pool_(std::move(pool)),
+        settle_(*pool_, options.unsafe_release_before_commit_for_test),
+        void_(*pool_) {}
 
   int workers() const override { return pool_->workers(); }
 
@@ -250,6 +253,8 @@ class PgStoreImpl final : public PgStore {
     return ImportRatingIn(*pool_, player_id, mode, rating, displayed);
   }
 
+  Result<VoidOutcome> VoidMatch(const VoidRequest& request) override { return void_.Void(request); }
+
   Result<std::vector<PendingRoom>> RoomsWithoutReceipt(int64_t older_than_s) override {
     return pg::Run<std::vector<PendingRoom>>(*pool_, "reconcile", [&](pg::Pool::Lease& l) {
       pqxx::nontransaction tx(l.conn());
@@ -277,6 +282,7 @@ class PgStoreImpl final : public PgStore {
  private:
   const std::unique_ptr<pg::Pool> pool_;
   SettleTransaction settle_;
+  VoidTransaction void_;
 };
 
 class PgFeedStoreImpl final : public PgFeedStore {
@@ -408,6 +414,7 @@ Result<std::unique_ptr<PgStore>> PgStore::Open(const StoreOptions& options) {
   Statements statements = StoreStatements();
   for (auto& statement : SettleStatements()) statements.push_back(std::move(statement));
   for (auto& statement : LadderStatements()) statements.push_back(std::move(statement));
+  for (auto& statement : VoidStatements()) statements.push_back(std::move(statement));
   auto pool = OpenPool(options, std::move(statements));
   if (!pool.ok()) return pool.status();
   return std::unique_ptr<PgStore>(std::make_unique<PgStoreImpl>(options, std::move(*pool)));

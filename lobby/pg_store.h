@@ -39,7 +39,8 @@ class PgStore : public BatchSettler,
                 public RoomStore,
                 public ReceiptStore,
                 public LadderStore,
-                public ReconcileStore {
+                public ReconcileStore,
+                public GovernanceStore {
  public:
   // Opens the pool and prepares the statements of these roles on each connection.
   static Result<std::unique_ptr<PgStore>> Open(const StoreOptions& options);

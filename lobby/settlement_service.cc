@@ -44,6 +44,7 @@ constexpr std::string_view kReceiptPrefix = "/v1/settlements/";
 constexpr std::string_view kPlayerPrefix = "/v1/players/";
 constexpr std::string_view kModePrefix = "/v1/modes/";
 constexpr std::string_view kRoomPrefix = "/v1/rooms/";
+constexpr std::string_view kMatchPrefix = "/v1/matches/";
 // The most bytes an abort's body ({"reason": "..."}) may take.
 constexpr size_t kMaxRoomActionBodyBytes = 4096;
 // The most bytes a mode's declaration or a rating import may take.
@@ -63,7 +64,8 @@ enum class Endpoint {
   kPlayerRating,  // PUT /v1/players/{player_id}/ratings/{mode}
   kMode,          // GET and PUT /v1/modes/{mode}
   kLeaderboard,   // GET /v1/modes/{mode}/leaderboard
-  kRoomAction,    // POST /v1/rooms/{room_id}:release and :abort
+  kRoomAction,    // POST /v1/rooms/{room_id}:release, :abort and :void
+  kMatchAction,   // POST /v1/matches/{match_id}:void
 };
 
 struct EndpointRule {
@@ -90,6 +92,7 @@ EndpointRule RuleOf(Endpoint endpoint) {
     case Endpoint::kBatch:
       return {"POST", true, wire::kMaxBatchBodyBytes};
     case Endpoint::kRoomAction:
+    case Endpoint::kMatchAction:
       return {"POST", true, kMaxRoomActionBodyBytes};
     case Endpoint::kPlayerRating:
       return {"PUT", true, kMaxLadderBodyBytes};
@@ -131,6 +134,7 @@ std::optional<Endpoint> EndpointOf(std::string_view path) {
                                                                         : Endpoint::kLeaderboard;
   }
   if (path.starts_with(kRoomPrefix)) return Endpoint::kRoomAction;
+  if (path.starts_with(kMatchPrefix)) return Endpoint::kMatchAction;
   return std::nullopt;
 }
 
@@ -146,28 +150,34 @@ HttpReply BadId(std::string_view path) {
 }
 
 // What a kRoomAction path ("/v1/rooms/{room_id}:{action}") names: a room and an action
-// ("release" or "abort"), or its refusal. An action that is not one is no endpoint (404); one of
-// them with an id that is not a room id is a bad argument (400), as on every other endpoint.
-struct RoomActionPath {
-  uint64_t room_id = 0;
+// ("release", "abort" or "void"), or its refusal; and a kMatchAction path
+// ("/v1/matches/{match_id}:void"), a match and "void". An action that is not one is no endpoint
+// (404); one of them with an id that is not one is a bad argument (400), as on every other
+// endpoint.
+struct ActionPath {
+  uint64_t id = 0;
   std::string_view action;
   std::optional<HttpReply> refused;
 };
 
-RoomActionPath RoomActionOf(std::string_view path) {
-  const std::string_view rest = path.substr(kRoomPrefix.size());
+ActionPath ActionOf(std::string_view path) {
+  const bool of_room = path.starts_with(kRoomPrefix);
+  const std::string_view rest = path.substr(of_room ? kRoomPrefix.size() : kMatchPrefix.size());
   const size_t colon = rest.find(':');
   const std::string_view action =
       colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
-  if (action != "release" && action != "abort") {
+  const bool known = action == "void" || (of_room && (action == "release" || action == "abort"));
+  if (!known) {
     return {0, action,
             ProblemReply(ErrorCode::kNotFound,
-                         "no such endpoint: POST /v1/rooms/{room_id}:release or :abort",
+                         of_room ? "no such endpoint: POST /v1/rooms/{room_id}:release, :abort or "
+                                   ":void"
+                                 : "no such endpoint: POST /v1/matches/{match_id}:void",
                          std::string(path))};
   }
-  const std::optional<uint64_t> room = ParseId(rest.substr(0, colon));
-  if (!room) return {0, action, BadId(path)};
-  return {*room, action, std::nullopt};
+  const std::optional<uint64_t> id = ParseId(rest.substr(0, colon));
+  if (!id) return {0, action, BadId(path)};
+  return {*id, action, std::nullopt};
 }
 
 // A path segment with its %XX escapes decoded; nullopt for a malformed escape.
@@ -353,6 +363,7 @@ SettlementService::SettlementService(ServiceStores stores, EventHub* hub, Servic
     : rooms_(stores.rooms),
       receipts_(stores.receipts),
       ladder_(stores.ladder),
+      governance_(stores.governance),
       hub_(hub),
       options_(options),
       registry_(registry),
@@ -366,6 +377,10 @@ SettlementService::SettlementService(ServiceStores stores, EventHub* hub, Servic
       room_actions_(registry.AddLabeledCounter(
           "verdict_lobby_room_actions_total",
           "Rooms an operator released to a pending settlement or aborted.", "action")),
+      voids_(registry.AddLabeledCounter("verdict_lobby_voids_total",
+                                        "Voids of settled matches by outcome: OK, DUPLICATE or "
+                                        "the error code.",
+                                        "code")),
       settle_latency_(registry.AddHistogram("verdict_lobby_settle_seconds",
                                             "Time to answer a settlement request.")),
       refusal_log_limit_(LogRateLimitOptions{.clock = options_.settlement.clock}),
@@ -423,7 +438,8 @@ server::HeaderVerdict SettlementService::Judge(const server::RequestHead& head) 
       if (!IdOf(path)) return {BadId(path)};
       break;
     case Endpoint::kRoomAction:
-      if (auto refused = RoomActionOf(path).refused) return {std::move(*refused)};
+    case Endpoint::kMatchAction:
+      if (auto refused = ActionOf(path).refused) return {std::move(*refused)};
       break;
     case Endpoint::kPlayer:
     case Endpoint::kPlayerRating:
@@ -579,10 +595,16 @@ void SettlementService::Handle(const HttpRequest& request, std::shared_ptr<Cance
       }
     }
     case Endpoint::kRoomAction: {
-      RoomActionPath action = RoomActionOf(path);
+      ActionPath action = ActionOf(path);
       if (action.refused) return done(std::move(*action.refused));
-      return PostRoomAction(request, *caller, action.room_id, std::string(action.action),
+      if (action.action == "void") return done(PostVoid(request, *caller, 0, action.id));
+      return PostRoomAction(request, *caller, action.id, std::string(action.action),
                             std::move(done));
+    }
+    case Endpoint::kMatchAction: {
+      ActionPath action = ActionOf(path);
+      if (action.refused) return done(std::move(*action.refused));
+      return done(PostVoid(request, *caller, action.id, 0));
     }
     case Endpoint::kHealth:
     case Endpoint::kReady:

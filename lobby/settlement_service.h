@@ -55,19 +55,24 @@ struct ServiceOptions {
   // The group commit (lobby/settlement_scheduler.h); its clock also times the refusals' log
   // limit.
   SchedulerOptions settlement;
+  // The most later matches a `replay` void may rate again (docs/design.md §5, "Voiding a match").
+  // Default: 1,000 (`serve --void-replay-limit`).
+  int void_replay_limit = VoidRequest{}.replay_limit;
 };
 
-// The roles of the store the service uses: settlements, rooms, receipts and the ladder. Not owned.
+// The roles of the store the service uses: settlements, rooms, receipts, the ladder and voids.
+// Not owned.
 struct ServiceStores {
   BatchSettler& settler;
   RoomStore& rooms;
   ReceiptStore& receipts;
   LadderStore& ladder;
+  GovernanceStore& governance;
 
-  // All four from one store that plays every role (lobby/pg_store.h's PgStore, a test's fake).
+  // All five from one store that plays every role (lobby/pg_store.h's PgStore, a test's fake).
   template <typename Store>
   static ServiceStores Of(Store& store) {
-    return ServiceStores{store, store, store, store};
+    return ServiceStores{store, store, store, store, store};
   }
 };
 
@@ -154,6 +159,10 @@ class SettlementService {
                       const std::string& action, ReplyFn done);
   void AbortRoom(const HttpRequest& request, const AllocatedRoom& room, const std::string& reason,
                  ReplyFn done);
+  // POST /v1/matches/{match_id}:void and /v1/rooms/{room_id}:void (lobby/match_actions.cc): the
+  // match, by its id or its room's (the other 0).
+  HttpReply PostVoid(const HttpRequest& request, const Caller& caller, uint64_t match_id,
+                     uint64_t room_id);
   // The players, modes and ladders (lobby/ladder_endpoints.cc).
   HttpReply GetPlayer(const HttpRequest& request, const std::string& player_id);
   HttpReply PutRating(const HttpRequest& request, const Caller& caller,
@@ -187,6 +196,7 @@ class SettlementService {
   RoomStore& rooms_;
   ReceiptStore& receipts_;
   LadderStore& ladder_;
+  GovernanceStore& governance_;
   EventHub* hub_;
   const ServiceOptions options_;
   metrics::Registry& registry_;
@@ -198,6 +208,7 @@ class SettlementService {
   metrics::LabeledCounter& settlements_;
   metrics::LabeledCounter& allocations_;
   metrics::LabeledCounter& room_actions_;
+  metrics::LabeledCounter& voids_;
   metrics::Histogram& settle_latency_;
   LogRateLimit refusal_log_limit_;
   // The store's settlement call, and what a commit means beyond the replies (the event hub's

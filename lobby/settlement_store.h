@@ -5,7 +5,8 @@
 //   ReceiptStore    reads receipts: GET /v1/settlements/{room_id};
 //   LadderStore     players, modes, ladders and imports: the ladder endpoints;
 //   FeedStore       numbers and reads the event feed: the event hub;
-//   ReconcileStore  finds rooms and receipts left half done: `verdict-lobby reconcile`.
+//   ReconcileStore  finds rooms and receipts left half done: `verdict-lobby reconcile`;
+//   GovernanceStore takes a settled match back: the admin's void.
 // lobby/pg_store.h implements them on PostgreSQL; tests/support/fake_store.h in memory. Every call
 // answers Status: UNAVAILABLE for anything a retry may fix (the database away or not migrated
 // yet), INTERNAL for an error the same call would meet again. Every call may block: call them
@@ -249,6 +250,50 @@ class FeedStore {
   // The feed's epoch, head and retained range, as of one moment; with a node_id, as that node's
   // token sees it (sql/functions/verdict_feed_state.sql).
   virtual Result<FeedState> GetFeedState(const std::optional<std::string>& node_id) = 0;
+};
+
+// How a void restores the ratings a match moved (docs/design.md §5, "Voiding a match").
+enum class VoidPolicy {
+  kReplay,      // as if the match had never been played: the later matches rated again
+  kCompensate,  // each of its players given the inverse of its change, by the compensation rule
+};
+
+// A void of one settled match, named by its match id or by its room's id (exactly one of them).
+struct VoidRequest {
+  uint64_t match_id = 0;
+  uint64_t room_id = 0;
+  VoidPolicy policy = VoidPolicy::kReplay;
+  std::string reason;  // not empty
+  // The most later matches a replay may rate again; a void that would rate more is kTooLarge.
+  // Default: 1,000 (`serve --void-replay-limit`).
+  int replay_limit = 1000;
+};
+
+enum class VoidStatus {
+  kVoided,        // this call voided the match
+  kDuplicate,     // voided before: the first void's outcome, nothing changed
+  kMatchUnknown,  // no such match in the history (never settled, or past retention)
+  kNotVoidable,   // an ABORTED match: it moved no rating and counted no game
+  kTooLarge,      // a replay over the limit: nothing changed
+};
+struct VoidOutcome {
+  VoidStatus status = VoidStatus::kVoided;
+  v1::MatchVoid voided;  // kVoided and kDuplicate: the void, as the first one made it
+  // kTooLarge: how many later matches it would rate again; with `more_than`, more than that many
+  // (the count stopped at its own bound).
+  uint64_t would_replay = 0;
+  bool more_than = false;
+};
+
+// Voids (docs/design.md §5, "Voiding a match").
+class GovernanceStore {
+ public:
+  virtual ~GovernanceStore() = default;
+  // Voids the match in one transaction: marks it voided, restores each affected player's rating
+  // and counts by the policy, and writes a battle.voided event into the feed. A match voided
+  // before (by any instance, with any policy) is kDuplicate with the first void, unchanged. Every
+  // status but kVoided has changed nothing.
+  virtual Result<VoidOutcome> VoidMatch(const VoidRequest& request) = 0;
 };
 
 // What `verdict-lobby reconcile` looks for.

@@ -28,6 +28,8 @@ const ErrorInfo& InfoOf(ErrorCode code) {
       {"CURSOR_TRIMMED", 410, false, "Cursor older than the oldest event retained"},
       {"EPOCH_CHANGED", 409, false, "Cursor from another epoch of the feed"},
       {"MODE_IN_USE", 409, false, "Mode in use: its declaration is fixed"},
+      {"NOT_VOIDABLE", 409, false, "The match moved no rating: nothing to void"},
+      {"VOID_TOO_LARGE", 409, false, "The void would rate again more matches than allowed"},
       {"UNAVAILABLE", 503, true, "Temporarily unavailable"},
       {"INTERNAL", 500, false, "Internal error"},
   };

@@ -125,41 +125,30 @@ InvariantReport CheckOnce(pqxx::connection& conn, const v1::OutboxListing& listi
                     coalesce(m.games, 0), coalesce(m.wins, 0), coalesce(m.losses, 0),
                     coalesce(m.draws, 0), 1500 + coalesce(m.delta, 0))
       FROM (SELECT m.mode, pr.* FROM player_ratings pr JOIN modes m USING (mode_id)) r
-      LEFT JOIN (SELECT mp.player_id, x.mode,
-                        count(*) FILTER (WHERE result <> 'aborted') AS games,
-                        count(*) FILTER (WHERE result = 'win') AS wins,
-                        count(*) FILTER (WHERE result = 'loss') AS losses,
-                        count(*) FILTER (WHERE result = 'draw') AS draws,
-                        sum(rating_after - rating_before) AS delta
-                 FROM match_players mp JOIN matches x USING (match_id)
-                 GROUP BY mp.player_id, x.mode) m
+      LEFT JOIN (SELECT u.player_id, u.mode, sum(u.game) AS games, sum(u.win) AS wins,
+                        sum(u.loss) AS losses, sum(u.draw) AS draws, sum(u.delta) AS delta
+                 FROM (SELECT mp.player_id, x.mode,
+                              (result <> 'aborted' AND v.match_id IS NULL)::int AS game,
+                              (result = 'win' AND v.match_id IS NULL)::int AS win,
+                              (result = 'loss' AND v.match_id IS NULL)::int AS loss,
+                              (result = 'draw' AND v.match_id IS NULL)::int AS draw,
+                              CASE WHEN v.policy = 'replay' THEN 0
+                                   ELSE rating_after - rating_before END AS delta
+                       FROM match_players mp JOIN matches x USING (match_id)
+                       LEFT JOIN match_voids v USING (match_id)
+                       UNION ALL
+                       SELECT vp.player_id, v.mode, 0, 0, 0, 0, vp.rating_after - vp.rating_before
+                       FROM match_void_players vp JOIN match_voids v USING (match_id)
+                       WHERE v.policy = 'compensate') u
+                 GROUP BY u.player_id, u.mode) m
         ON m.player_id = r.player_id AND m.mode = r.mode
       WHERE (r.games, r.wins, r.losses, r.draws, r.rating) IS DISTINCT FROM
             (coalesce(m.games, 0), coalesce(m.wins, 0), coalesce(m.losses, 0),
              coalesce(m.draws, 0), 1500 + coalesce(m.delta, 0)))",
                       "P2: counters differ from the settled matches", &report);
-  // The chain: each player's matches in a mode, in match order (a player is in one transaction
-  // at a time, under its row lock, so a later match has the larger id), start where the one
-  // before ended, the first at 1500, and the last ends at the player's rating. Two matches of one
-  // player in one transaction (a released room and the next one) must both be in it.
-  EachRowIsAViolation(tx, R"(
-      SELECT 'player ' || c.player_id,
-             format('match %s starts at %s, the match before it ended at %s', c.match_id,
-                    c.rating_before, c.before)
-      FROM (SELECT mp.player_id, mp.match_id, mp.rating_before,
-                   lag(mp.rating_after, 1, 1500::float8)
-                     OVER (PARTITION BY mp.player_id, x.mode ORDER BY mp.match_id) AS before
-            FROM match_players mp JOIN matches x USING (match_id)) c
-      WHERE c.rating_before <> c.before
-      UNION ALL
-      SELECT 'player ' || r.player_id,
-             format('the last match ends at %s, the player has %s', l.rating_after, r.rating)
-      FROM (SELECT m.mode, pr.* FROM player_ratings pr JOIN modes m USING (mode_id)) r
-      JOIN LATERAL (SELECT mp.rating_after FROM match_players mp JOIN matches x USING (match_id)
-                    WHERE mp.player_id = r.player_id AND x.mode = r.mode
-                    ORDER BY mp.match_id DESC LIMIT 1) l ON true
-      WHERE l.rating_after <> r.rating)",
-                      "P2: a player's rating chain is broken", &report);
+  for (std::string& broken : RatingChainViolations(tx)) {
+    report.violations.push_back("P2: a player's rating chain is broken: " + std::move(broken));
+  }
   EachRowIsAViolation(tx, R"(
       SELECT 'match ' || match_id, 'Elo changes sum to ' || sum(rating_after - rating_before)
       FROM match_players GROUP BY match_id HAVING sum(rating_after - rating_before) <> 0)",
@@ -209,6 +198,51 @@ InvariantReport CheckOnce(pqxx::connection& conn, const v1::OutboxListing& listi
 }
 
 }  // namespace
+
+std::vector<std::string> RatingChainViolations(pqxx::transaction_base& tx) {
+  std::vector<std::string> violations;
+  const pqxx::result rows = tx.exec(R"(
+      WITH links AS (
+        SELECT mp.player_id, x.mode, mp.match_id AS at, 0 AS kind, 0::float8 AS seq,
+               'match ' || mp.match_id AS what, mp.rating_before, mp.rating_after,
+               mp.deviation_before, mp.deviation_after, mp.volatility_before, mp.volatility_after
+        FROM match_players mp JOIN matches x USING (match_id)
+        WHERE NOT EXISTS (SELECT 1 FROM match_voids v
+                          WHERE v.match_id = mp.match_id AND v.policy = 'replay')
+        UNION ALL
+        SELECT vp.player_id, v.mode, vp.after_match_id, 1, extract(epoch FROM v.voided_at),
+               'the compensation of match ' || v.match_id, vp.rating_before, vp.rating_after,
+               vp.deviation_before, vp.deviation_after, vp.volatility_before, vp.volatility_after
+        FROM match_void_players vp JOIN match_voids v USING (match_id)
+        WHERE v.policy = 'compensate'),
+      chained AS (
+        SELECT l.*, row_number() OVER w AS n, lag(l.rating_after) OVER w AS prev_rating,
+               lag(l.deviation_after) OVER w AS prev_deviation,
+               lag(l.volatility_after) OVER w AS prev_volatility
+        FROM links l WINDOW w AS (PARTITION BY l.player_id, l.mode ORDER BY l.at, l.kind, l.seq))
+      SELECT 'player ' || c.player_id || ' in ' || c.mode,
+             format('%s starts at %s/%s/%s, the link before it ended at %s/%s/%s', c.what,
+                    c.rating_before, c.deviation_before, c.volatility_before,
+                    coalesce(c.prev_rating, 1500), c.prev_deviation, c.prev_volatility)
+      FROM chained c
+      WHERE (c.n > 1 AND (c.rating_before, c.deviation_before, c.volatility_before)
+                         IS DISTINCT FROM (c.prev_rating, c.prev_deviation, c.prev_volatility))
+         OR (c.n = 1 AND c.mode = 'default' AND c.rating_before <> 1500)
+      UNION ALL
+      SELECT 'player ' || r.player_id || ' in ' || r.mode,
+             format('the last link, %s, ends at %s/%s/%s, the player has %s/%s/%s', l.what,
+                    l.rating_after, l.deviation_after, l.volatility_after, r.rating, r.deviation,
+                    r.volatility)
+      FROM (SELECT m.mode, pr.* FROM player_ratings pr JOIN modes m USING (mode_id)) r
+      JOIN LATERAL (SELECT * FROM links l WHERE l.player_id = r.player_id AND l.mode = r.mode
+                    ORDER BY l.at DESC, l.kind DESC, l.seq DESC LIMIT 1) l ON true
+      WHERE (l.rating_after, l.deviation_after, l.volatility_after)
+            IS DISTINCT FROM (r.rating, r.deviation, r.volatility))");
+  for (const auto& row : rows) {
+    violations.push_back(std::string(row[0].c_str()) + " (" + row[1].c_str() + ")");
+  }
+  return violations;
+}
 
 InvariantReport CheckInvariants(const std::string& conninfo, const v1::OutboxListing& listing,
                                 const std::set<uint64_t>& stored_rooms,

@@ -5,7 +5,9 @@
 //       compact record of one), or is in the outbox's quarantine or dead letter with a reason;
 //       nothing is left pending;
 //   P2  every player's games, wins, losses, draws and Elo equal the sum over their settled
-//       matches, every match's Elo changes sum to zero and so do all ratings together, every
+//       matches (a voided match's counts taken off, its compensation added), each player's
+//       chain of ratings is continuous (RatingChainViolations), every match's Elo changes sum to
+//       zero and so do all ratings together, every
 //       settled room has exactly one match and every match a settled room, and no settled room's
 //       result was dead-lettered (a redelivery is a duplicate, or ORIGINAL_EXPIRED);
 //   P5  no player is held by two rooms, no active room has let its players go (the suite
@@ -20,6 +22,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <pqxx/transaction_base>
 
 #include "verdict/v1/verdict.pb.h"
 
@@ -50,6 +54,15 @@ bool ParseListing(const std::string& json, v1::OutboxListing* listing);
 
 // Reads the node's --stored-log (one room id per line).
 std::set<uint64_t> ReadStoredLog(const std::string& path);
+
+// The chain of each player's ratings in each mode (docs/design.md §5, "Voiding a match"), one
+// violation per break: its links are the player's matches in match order, but those voided by
+// replay, and after each compensating void, right after the player's newest match when it was
+// voided, a link from the rating it had to the one the void left. Each link starts at the
+// rating, deviation and volatility the one before it ended at (in the "default" mode, the first
+// at 1500), and the last ends at the player's rating. A broken chain is a match counted from the
+// wrong rating, or a rating moved outside its history.
+std::vector<std::string> RatingChainViolations(pqxx::transaction_base& tx);
 
 InvariantReport CheckInvariants(const std::string& conninfo, const v1::OutboxListing& listing,
                                 const std::set<uint64_t>& stored_rooms,

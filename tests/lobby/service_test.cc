@@ -232,6 +232,7 @@ TEST(AnswerTablesTest, EachAnswerIsASuccessOrARefusalOfKnownFields) {
   ExpectWellFormed(kReleaseAnswers);
   ExpectWellFormed(kDeclareAnswers);
   ExpectWellFormed(kImportAnswers);
+  ExpectWellFormed(kVoidAnswers);
 }
 
 TEST(AnswerTablesTest, FillDetailPutsEachFieldInPlaceOfItsName) {
@@ -539,6 +540,51 @@ TEST_F(ServiceTest, ReleaseAnswersEachStatusAsItsTableSays) {
     }
     EXPECT_EQ(RefusalIn(reply), Expected(answer, {}));
   }
+}
+
+// POST /v1/matches/{match_id}:void answers each status of the store by kVoidAnswers, names the
+// match in its detail, and counts each answer; what it does to ratings is void_test's.
+TEST_F(ServiceTest, VoidAnswersEachStatusAsItsTableSays) {
+  const std::string body = R"({"reason": "a cheater", "policy": "compensate"})";
+  for (const auto& [status, answer] : kVoidAnswers) {
+    SCOPED_TRACE(static_cast<int>(status));
+    const uint64_t counted = Counted("verdict_lobby_voids_total", "code", LabelOf(answer));
+    const HttpReply reply =
+        Forcing(status, [&] { return Send("POST", "/v1/matches/7:void", kAdminToken, body); });
+    EXPECT_EQ(reply.status, HttpStatusOf(answer)) << reply.body;
+    EXPECT_EQ(Counted("verdict_lobby_voids_total", "code", LabelOf(answer)), counted + 1);
+    if (answer.success) {
+      const auto voided = BodyOf<v1::MatchVoid>(reply);
+      EXPECT_EQ(voided.match_id(), 7u);
+      EXPECT_EQ(voided.policy(), "compensate");
+      EXPECT_EQ(voided.duplicate(), status == VoidStatus::kDuplicate);
+      continue;
+    }
+    if (status == VoidStatus::kTooLarge) {
+      EXPECT_EQ(RefusalIn(reply),
+                Expected(answer.problem,
+                         "a replay of match 7 would rate again more than 1000 later matches, over "
+                         "the limit of 1000 (--void-replay-limit); void it with \"compensate\", "
+                         "or raise the limit"));
+      continue;
+    }
+    EXPECT_EQ(RefusalIn(reply), Expected(answer, {.detail = "match 7"}));
+  }
+}
+
+TEST_F(ServiceTest, AVoidNeedsTheAdminTokenAPolicyAndAReason) {
+  EXPECT_EQ(RefusalIn(Send("POST", "/v1/matches/7:void", kNodeAToken,
+                           R"({"reason": "a cheater", "policy": "replay"})")),
+            Expected(ErrorCode::kUnauthenticated, "a void needs the admin token"));
+  EXPECT_EQ(RefusalIn(Send("POST", "/v1/rooms/7:void", kAdminToken,
+                           R"({"reason": "a cheater", "policy": "rewind"})")),
+            Expected(ErrorCode::kInvalidArgument,
+                     "policy must be \"replay\" (as if the match had never been played) or "
+                     "\"compensate\" (each player's change inverted)"));
+  EXPECT_EQ(RefusalIn(Send("POST", "/v1/matches/7:void", kAdminToken, R"({"policy": "replay"})")),
+            Expected(ErrorCode::kInvalidArgument, "reason is required"));
+  EXPECT_EQ(Send("POST", "/v1/matches/7:undo", kAdminToken, "{}").status, 404);
+  EXPECT_EQ(Send("POST", "/v1/matches/x:void", kAdminToken, "{}").status, 400);
 }
 
 TEST_F(ServiceTest, ReleaseFreesThePlayersOnceAndTheRoomStillSettles) {

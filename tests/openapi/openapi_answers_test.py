@@ -46,6 +46,8 @@ PRODUCED_ELSEWHERE = {
     # The node's listeners run on the lobby's server core, whose connection cap is provoked here
     # on the lobby (the node has no flag to lower its cap of 1024).
     ("node", "GET", "/metrics", 503): "LobbyTest.ConnectionsOverTheCapAreRefused",
+    ("lobby", "POST", "/v1/matches/{match_id}:void", 409):
+        "VoidTest.BadVoidsAreRefusedAndChangeNothing",
 }
 
 
@@ -368,6 +370,33 @@ def run(spec, documented, node_bin, lobby_bin, work, db, start):
     ask("lobby", L, "POST", ab, "/v1/rooms/206:abort", token=admin, raw=b"x",
         content_type="text/plain", what="text/plain")
 
+    vm, vr = "/v1/matches/{match_id}:void", "/v1/rooms/{room_id}:void"
+    cheat = {"reason": "a cheater", "policy": "compensate"}
+    ask("lobby", L, "POST", vm, "/v1/matches/1:void", token=admin,
+        body={"reason": "a cheater", "policy": "replay"}, what="void room 200's match")
+    ask("lobby", L, "POST", vm, "/v1/matches/999999:void", token=admin, body=cheat,
+        what="a match never settled")
+    ask("lobby", L, "POST", vm, "/v1/matches/0:void", token=admin, body=cheat, what="match 0")
+    ask("lobby", L, "POST", vm, "/v1/matches/1:void", token=None, body=cheat, what="no token")
+    ask("lobby", L, "POST", vm, "/v1/matches/1:void", token=admin, body=cheat, host=False,
+        what="no Host")
+    ask("lobby", L, "POST", vm, "/v1/matches/1:void", token=admin, raw=b"", length=big,
+        what="over the body limit")
+    ask("lobby", L, "POST", vm, "/v1/matches/1:void", token=admin, raw=b"x",
+        content_type="text/plain", what="text/plain")
+    ask("lobby", L, "POST", vr, "/v1/rooms/203:void", token=admin, body=cheat, what="void")
+    ask("lobby", L, "POST", vr, "/v1/rooms/205:void", token=admin, body=cheat,
+        what="an aborted match")
+    ask("lobby", L, "POST", vr, "/v1/rooms/999:void", token=admin, body=cheat,
+        what="a room never settled")
+    ask("lobby", L, "POST", vr, "/v1/rooms/203:void", token=admin,
+        body={"reason": "a cheater", "policy": "rewind"}, what="an unknown policy")
+    ask("lobby", L, "POST", vr, "/v1/rooms/203:void", token=None, body=cheat, what="no token")
+    ask("lobby", L, "POST", vr, "/v1/rooms/203:void", token=admin, raw=b"", length=big,
+        what="over the body limit")
+    ask("lobby", L, "POST", vr, "/v1/rooms/203:void", token=admin, raw=b"x",
+        content_type="text/plain", what="text/plain")
+
     for path, good, missing, bad in (
             ("/v1/settlements/{room_id}", "/v1/settlements/200", "/v1/settlements/999",
              "/v1/settlements/abc"),
@@ -470,6 +499,10 @@ def run(spec, documented, node_bin, lobby_bin, work, db, start):
     ask("lobby", D, "POST", rel, "/v1/rooms/400:release", token=admin, what="database away")
     ask("lobby", D, "POST", ab, "/v1/rooms/400:abort", token=admin, body=reason,
         what="database away")
+    ask("lobby", D, "POST", "/v1/matches/{match_id}:void", "/v1/matches/1:void", token=admin,
+        body={"reason": "a cheater", "policy": "replay"}, what="database away")
+    ask("lobby", D, "POST", "/v1/rooms/{room_id}:void", "/v1/rooms/400:void", token=admin,
+        body={"reason": "a cheater", "policy": "replay"}, what="database away")
     ask("lobby", D, "GET", "/v1/settlements/{room_id}", "/v1/settlements/400", token=admin,
         what="database away")
     ask("lobby", D, "GET", "/v1/players/{player_id}", "/v1/players/4001", token=admin,

@@ -525,4 +525,21 @@ Result<std::vector<lobby::ReceiptWithoutEvent>> FakeStore::ReceiptsWithoutEvent(
   return std::vector<lobby::ReceiptWithoutEvent>();
 }
 
+// A forced status is answered as it is, a void of the request's match with its policy and reason;
+// without one, every match is unknown: the fake keeps no history.
+Result<lobby::VoidOutcome> FakeStore::VoidMatch(const lobby::VoidRequest& request) {
+  std::lock_guard lock(mu_);
+  VERDICT_RETURN_IF_ERROR(FailureOf(Call::kVoidMatch));
+  lobby::VoidOutcome out;
+  out.status = ForcedOf<lobby::VoidStatus>().value_or(lobby::VoidStatus::kMatchUnknown);
+  out.voided.set_match_id(request.match_id);
+  out.voided.set_room_id(request.room_id);
+  out.voided.set_policy(request.policy == lobby::VoidPolicy::kReplay ? "replay" : "compensate");
+  out.voided.set_reason(request.reason);
+  out.voided.set_duplicate(out.status == lobby::VoidStatus::kDuplicate);
+  out.would_replay = static_cast<uint64_t>(request.replay_limit);
+  out.more_than = true;
+  return out;
+}
+
 }  // namespace verdict::testing

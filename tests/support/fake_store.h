@@ -5,7 +5,8 @@
 // declared and fixed once in use; ratings are imported and read back, and ladders paged; each
 // receipt writes its event, which the feed numbers. What it does not do: rate (a settlement moves
 // no rating; the rating step has tests of its own), wait on locks (nothing is busy unless forced),
-// or expire receipts unless told (Expire).
+// or expire receipts unless told (Expire), or keep a history to void (every match is unknown to
+// VoidMatch unless a status is forced).
 //
 // Beside that, a test scripts the answers it needs: Fail makes a call answer an error, Force makes
 // every call that answers a kind of status answer the one given, changing nothing. Thread-safe.
@@ -30,7 +31,8 @@ class FakeStore final : public lobby::BatchSettler,
                         public lobby::ReceiptStore,
                         public lobby::LadderStore,
                         public lobby::FeedStore,
-                        public lobby::ReconcileStore {
+                        public lobby::ReconcileStore,
+                        public lobby::GovernanceStore {
  public:
   // The calls of the roles, each by its name.
   enum class Call {
@@ -52,6 +54,7 @@ class FakeStore final : public lobby::BatchSettler,
     kGetFeedState,
     kRoomsWithoutReceipt,
     kReceiptsWithoutEvent,
+    kVoidMatch,
   };
 
   // Declares the default mode (lobby/modes.h), as the schema's migrations do.
@@ -69,7 +72,7 @@ class FakeStore final : public lobby::BatchSettler,
   // the busy one, kForcedDetail as the detail, a receipt (a conflict's of the other outcome), the
   // mode or the rating as given. A store that waits for locks is never busy: a forced kBusy
   // answers the settlements that do not wait, and those that do are settled as the fake does.
-  // E: AllocateStatus, SettleStatus, ReleaseStatus, DeclareStatus or ImportStatus.
+  // E: AllocateStatus, SettleStatus, ReleaseStatus, DeclareStatus, ImportStatus or VoidStatus.
   template <typename E>
   void Force(E status) {
     std::lock_guard lock(mu_);
@@ -124,6 +127,9 @@ class FakeStore final : public lobby::BatchSettler,
   Result<std::vector<lobby::ReceiptWithoutEvent>> ReceiptsWithoutEvent(
       int64_t older_than_s) override;
 
+  // GovernanceStore.
+  Result<lobby::VoidOutcome> VoidMatch(const lobby::VoidRequest& request) override;
+
   // The feed's epoch, in the lowercase hex a cursor carries.
   static constexpr char kEpoch[] = "0fa4e";
   // The detail of a forced kModeUnknown or kShapeRefused allocation.
@@ -164,7 +170,7 @@ class FakeStore final : public lobby::BatchSettler,
   // The status each kind of call is forced to answer, if any.
   std::tuple<std::optional<lobby::AllocateStatus>, std::optional<lobby::SettleStatus>,
              std::optional<lobby::ReleaseStatus>, std::optional<lobby::DeclareStatus>,
-             std::optional<lobby::ImportStatus>>
+             std::optional<lobby::ImportStatus>, std::optional<lobby::VoidStatus>>
       forced_;
   int settle_calls_ = 0;
   uint64_t next_match_id_ = 1;
