@@ -39,6 +39,7 @@ class PgStore : public BatchSettler,
                 public RoomStore,
                 public ReceiptStore,
                 public LadderStore,
+                public InactivityStore,
                 public ReconcileStore {
  public:
   // Opens the pool and prepares the statements of these roles on each connection.

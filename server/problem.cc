@@ -28,6 +28,7 @@ const ErrorInfo& InfoOf(ErrorCode code) {
       {"CURSOR_TRIMMED", 410, false, "Cursor older than the oldest event retained"},
       {"EPOCH_CHANGED", 409, false, "Cursor from another epoch of the feed"},
       {"MODE_IN_USE", 409, false, "Mode in use: its declaration is fixed"},
+      {"MODE_CLOSED", 409, false, "Mode closed to new rooms"},
       {"UNAVAILABLE", 503, true, "Temporarily unavailable"},
       {"INTERNAL", 500, false, "Internal error"},
   };

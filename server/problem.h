@@ -31,6 +31,7 @@ enum class ErrorCode {
   kCursorTrimmed,         // 410, an event cursor below the oldest event retained
   kEpochChanged,          // 409, an event cursor from another epoch of the feed
   kModeInUse,             // 409, a changed declaration of a mode a room was allocated in
+  kModeClosed,            // 409, an allocation in a mode closed to new rooms
   kUnavailable,           // 503 + Retry-After, the only retryable one
   kInternal,              // 500, a failure a retry would repeat (a refused write, a reply with no
                           // encoding)
