@@ -82,6 +82,7 @@ inline constexpr StatusAnswer<AllocateStatus> kAllocationAnswers[] = {
     {AllocateStatus::kRoomExists,
      {.problem = ErrorCode::kRoomExists,
       .detail = "room {room} is already allocated differently; room ids are never reused"}},
+    {AllocateStatus::kModeClosed, {.problem = ErrorCode::kModeClosed, .detail = "{detail}"}},
 };
 
 // POST /v1/settlements, each item of :batch, and :abort, counted in
@@ -127,6 +128,14 @@ inline constexpr StatusAnswer<DeclareStatus> kDeclareAnswers[] = {
      {.problem = ErrorCode::kModeInUse,
       .detail = "mode {mode} has rooms, so its declaration is fixed: declare a new mode (a new "
                 "season is a new mode)"}},
+    {DeclareStatus::kSeedUnknown,
+     {.problem = ErrorCode::kInvalidArgument,
+      .detail = "seed_from.mode: mode {detail} is not declared"}},
+    {DeclareStatus::kSeedSystemDiffers,
+     {.problem = ErrorCode::kInvalidArgument,
+      .detail = "seed_from.mode: mode {detail} rates by another system than mode {mode}"}},
+    {DeclareStatus::kModeUnknown,
+     {.problem = ErrorCode::kNotFound, .detail = "mode {mode} is not declared"}},
 };
 
 // PUT /v1/players/{player_id}/ratings/{mode}.

@@ -1,9 +1,11 @@
 // The lobby's endpoints for players, modes and ladders (docs/lobby.md, "Modes and ladders"):
 //   GET /v1/players/{player_id}                   any token: the player's rating in every mode
 //   PUT /v1/players/{player_id}/ratings/{mode}    admin: carry a rating over (not while in a room)
-//   PUT /v1/modes/{mode}                          admin: declare a mode (fixed once in use)
+//   PUT /v1/modes/{mode}                          admin: declare a mode (fixed once in use), or
+//                                                 close or reopen it ({"closed": true|false})
 //   GET /v1/modes/{mode}                          any token
-//   GET /v1/modes/{mode}/leaderboard?limit=N&after=CURSOR   any token: a page of the ladder
+//   GET /v1/modes/{mode}/leaderboard?limit=N&after=CURSOR&include_provisional=true
+//                                                 any token: a page of the ladder
 // The service has routed the request and checked the path's player id and mode
 // (settlement_service.cc); these read the body, call the store and answer.
 #include <charconv>
@@ -104,10 +106,12 @@ HttpReply SettlementService::PutMode(const HttpRequest& request, const Caller& c
   if (declared->status == DeclareStatus::kCreated) {
     spdlog::info("mode={}: declared ({})", mode, complete->rating().system());
   } else if (declared->status == DeclareStatus::kUpdated) {
-    spdlog::info("mode={}: declaration changed ({})", mode, complete->rating().system());
+    spdlog::info("mode={}: declaration changed ({}{})", mode, declared->mode.rating().system(),
+                 declared->mode.closed() ? ", closed to new rooms" : "");
   }
-  return AnswerReply(AnswerOf(kDeclareAnswers, declared->status), "declaration", {.mode = mode},
-                     declared->mode, request, path);
+  return AnswerReply(AnswerOf(kDeclareAnswers, declared->status), "declaration",
+                     {.mode = mode, .detail = complete->seed_from().mode()}, declared->mode,
+                     request, path);
 }
 
 HttpReply SettlementService::GetMode(const HttpRequest& request, const std::string& mode) {
@@ -140,7 +144,15 @@ HttpReply SettlementService::GetLeaderboard(const HttpRequest& request, const st
                           "after must be the `next` of an earlier page of this leaderboard", path);
     }
   }
-  auto page = ladder_.GetLeaderboard(mode, limit, after);
+  bool include_provisional = false;
+  if (const auto given = server::QueryValue(request.target, "include_provisional")) {
+    if (*given != "true" && *given != "false") {
+      return ProblemReply(ErrorCode::kInvalidArgument, "include_provisional must be true or false",
+                          path);
+    }
+    include_provisional = *given == "true";
+  }
+  auto page = ladder_.GetLeaderboard(mode, limit, after, include_provisional);
   if (!page.ok()) return FailureReply(page.status(), path);
   if (!page->has_value()) {
     return ProblemReply(ErrorCode::kNotFound, "mode " + mode + " is not declared", path);

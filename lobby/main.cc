@@ -29,6 +29,7 @@
 #include "common/host_port.h"
 #include "common/process_metrics.h"
 #include "lobby/allocator.h"
+#include "lobby/answers.h"
 #include "lobby/event_hub.h"
 #include "lobby/http_server.h"
 #include "lobby/maintenance.h"
@@ -85,6 +86,7 @@ struct Flags {
   std::string retain_every = cli::FormatDurationOrOff(MaintenanceOptions{}.retain_every);
   std::string release_after = cli::FormatDurationOrOff(MaintenanceOptions{}.release_after);
   std::string maintenance_interval = cli::FormatDuration(MaintenanceOptions{}.interval);
+  int aging_per_tick = MaintenanceOptions{}.aging_per_tick;
   bool unsafe_expire_receipts_without_records = false;  // verdict-lobby-testing only
 };
 
@@ -186,6 +188,13 @@ Status DeclareModesOfFile(LadderStore& store, const std::string& path) {
       return FailedPreconditionError("--modes-file " + path + ": mode " + given.mode() +
                                      " has rooms, so its declaration is fixed; declare a new "
                                      "mode instead of changing it");
+    }
+    if (const Answer* answer = AnswerOf(kDeclareAnswers, declared->status);
+        answer && !answer->success) {
+      return InvalidArgumentError(
+          "--modes-file " + path + ": mode " + given.mode() + ": " +
+          FillDetail(answer->detail,
+                     {.mode = given.mode(), .detail = complete->seed_from().mode()}));
     }
     spdlog::info("mode={}: {}", given.mode(),
                  declared->status == DeclareStatus::kCreated   ? "declared"
@@ -535,6 +544,8 @@ int RunServe(const Flags& flags, int argc, char** argv) {
     maintenance_options.interval = *interval;
     maintenance_options.retain_every = *retain_every;
     maintenance_options.release_after = *release_after;
+    if (flags.aging_per_tick < 0) return Fail("--inactivity-per-tick: must be 0 or more");
+    maintenance_options.aging_per_tick = flags.aging_per_tick;
   }
 
   StoreOptions store_options;
@@ -592,7 +603,8 @@ int RunServe(const Flags& flags, int argc, char** argv) {
   HttpServer server(server_options, service, hub, registry);
   // Retention's statements may run longer than a request's (moving rows out of a DEFAULT
   // partition); each step runs under the retention's own lock timeout.
-  Maintenance maintenance(maintenance_options, **store, ConnectionFrom(flags, true), registry);
+  Maintenance maintenance(maintenance_options, **store, **store, ConnectionFrom(flags, true),
+                          registry);
   maintenance.Start();
   hub.Start();
   auto port = server.Start();
@@ -766,6 +778,12 @@ Commands DefineFlags(CLI::App& app, Flags& flags) {
       ->add_option("--maintenance-interval", flags.maintenance_interval,
                    "how often to make partitions ahead, release rooms (--release-after) and "
                    "check whether a retention pass is due")
+      ->capture_default_str();
+  serve
+      ->add_option("--inactivity-per-tick", flags.aging_per_tick,
+                   "ratings the inactivity pass looks at each maintenance tick, in the modes "
+                   "that age idle players (tau_idle, period_days); 0: no pass (a rating then "
+                   "ages at its next match only)")
       ->capture_default_str();
 
   CLI::App* reconcile = app.add_subcommand(

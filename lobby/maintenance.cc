@@ -10,10 +10,11 @@ constexpr int kReleasesPerTick = 1000;
 
 }  // namespace
 
-Maintenance::Maintenance(MaintenanceOptions options, RoomStore& rooms,
+Maintenance::Maintenance(MaintenanceOptions options, RoomStore& rooms, InactivityStore& inactivity,
                          pg::ConnectionOptions connection, metrics::Registry& registry)
     : options_(std::move(options)),
       rooms_(rooms),
+      inactivity_(inactivity),
       connection_(std::move(connection)),
       failures_(registry.AddLabeledCounter("verdict_lobby_maintenance_failures_total",
                                            "Maintenance tasks that failed, by task.", "task")),
@@ -24,7 +25,9 @@ Maintenance::Maintenance(MaintenanceOptions options, RoomStore& rooms,
                               "Receipts retention replaced by the compact record of their room.")),
       released_(registry.AddCounter(
           "verdict_lobby_rooms_auto_released_total",
-          "Rooms whose players --release-after released to a pending settlement.")) {
+          "Rooms whose players --release-after released to a pending settlement.")),
+      aged_(registry.AddCounter("verdict_lobby_ratings_aged_total",
+                                "Idle players' ratings the inactivity pass aged.")) {
   registry.AddGauge("verdict_lobby_oldest_unsettled_allocation_seconds",
                     "Seconds since the oldest room without a receipt was allocated (as of the "
                     "last maintenance tick).",
@@ -86,6 +89,7 @@ void Maintenance::Tick(std::chrono::steady_clock::time_point now) {
           *released, *released == 1 ? "" : "s", seconds);
     }
   }
+  if (options_.aging_per_tick > 0) AgeIdleRatings();
   if (options_.retain_every && (!next_retention_ || now >= *next_retention_)) {
     next_retention_ = now + *options_.retain_every;
     auto report = RetainOnce(connection_, retention);
@@ -100,6 +104,17 @@ void Maintenance::Tick(std::chrono::steady_clock::time_point now) {
     receipts_expired_.Add(report->receipts_expired);
     spdlog::info("maintenance: retention pass: {}", report->ToString());
   }
+}
+
+void Maintenance::AgeIdleRatings() {
+  auto pass = inactivity_.AgeIdleRatings(next_aging_, options_.aging_per_tick);
+  if (!pass.ok()) {
+    failures_.Add("inactivity");
+    spdlog::warn("maintenance: inactivity pass: {}", pass.status().ToString());
+    return;
+  }
+  next_aging_ = pass->next;
+  aged_.Add(pass->aged);
 }
 
 }  // namespace verdict::lobby

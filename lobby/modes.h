@@ -32,12 +32,27 @@ std::string StoredParameters(const std::map<std::string, double>& parameters);
 // And back; INTERNAL for a text that is not a JSON object of numbers.
 Result<std::map<std::string, double>> ParametersFromStored(const std::string& json);
 
+// The most provisional games a mode may ask of a player (modes.provisional_games).
+inline constexpr uint32_t kMaxProvisionalGames = 1000000;
+
 // `given` (PUT /v1/modes/{name}, or an entry of --modes-file) as it is stored: the mode named
 // `name` (a `mode` in the body must be the same), the rating spec with every parameter its system
 // uses, rated unless it says otherwise, and every shape bound given or defaulted (2 to 100 teams
-// of 1 to 200 players; Glicko-2: two teams of one). INVALID_ARGUMENT naming the field otherwise:
-// an unknown system, model or parameter, a value out of range, bounds that contradict each other
-// or the system.
+// of 1 to 200 players; Glicko-2: two teams of one), its provisional games (0 to
+// kMaxProvisionalGames), and its seed, if any, with the soft reset's keep (default 1), deviation
+// (default: the system's initial; Elo 0) and mean (default: the system's initial rating) filled
+// in. `closed` is passed through as given (absent: as it is). A body that gives only `closed`
+// (no rating) is that alone: it opens or closes a mode already declared. INVALID_ARGUMENT naming
+// the field otherwise: an unknown system, model or parameter, a value out of range, bounds that
+// contradict each other or the system, a seed from the mode itself or with a soft reset its
+// system refuses (a keep outside 0 to 1). Whether the seed's mode exists, and rates by the same
+// system, the store says (sql/functions/verdict_declare_mode.sql).
 Result<v1::Mode> CompleteMode(const std::string& name, const v1::Mode& given);
+
+// Whether `mode`, as CompleteMode returned it, only opens or closes its mode.
+bool OnlyOpensOrCloses(const v1::Mode& mode);
+
+// A soft reset as the rating seam takes it: a seed's, as CompleteMode filled it in.
+rating::SeasonReset SeasonResetOf(const v1::SoftReset& reset);
 
 }  // namespace verdict::lobby

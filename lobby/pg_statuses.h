@@ -28,6 +28,7 @@ inline constexpr SqlStatus<AllocateStatus> kAllocateStatuses[] = {
     {"room_id_reused", AllocateStatus::kRoomIdReused},
     {"mode_unknown", AllocateStatus::kModeUnknown},
     {"shape_refused", AllocateStatus::kShapeRefused},
+    {"mode_closed", AllocateStatus::kModeClosed},
 };
 
 // sql/functions/verdict_settle_prepare.sql. Its 'settle' is a room this call writes: answered
@@ -50,6 +51,9 @@ inline constexpr SqlStatus<DeclareStatus> kDeclareStatuses[] = {
     {"updated", DeclareStatus::kUpdated},
     {"unchanged", DeclareStatus::kUnchanged},
     {"in_use", DeclareStatus::kInUse},
+    {"seed_unknown", DeclareStatus::kSeedUnknown},
+    {"seed_system_differs", DeclareStatus::kSeedSystemDiffers},
+    {"mode_unknown", DeclareStatus::kModeUnknown},
 };
 
 // sql/functions/verdict_import_rating.sql

@@ -140,8 +140,15 @@ class PgStoreImpl final : public PgStore {
         return Result<AllocateOutcome>(status.status());
       }
       // Only an allocation changes anything: a refused one (a busy player) must not keep the
-      // new players it created before it found the busy one, so it rolls back.
-      if (*status == AllocateStatus::kAllocated) tx.commit();
+      // new players it created before it found the busy one, so it rolls back. A season's first
+      // ratings are seeded under the allocation's locks, before its commit (docs/modes.md,
+      // "Seasons").
+      if (*status == AllocateStatus::kAllocated) {
+        if (Status seeded = SeedSeasonRatings(tx, a.room_id(), a.mode()); !seeded.ok()) {
+          return Result<AllocateOutcome>(seeded);
+        }
+        tx.commit();
+      }
       return Result<AllocateOutcome>(
           AllocateOutcome{*status, row[1].is_null() ? "" : row[1].as<std::string>(),
                           row[2].is_null() ? "" : row[2].as<std::string>()});
@@ -243,9 +250,14 @@ class PgStoreImpl final : public PgStore {
     return GetModeIn(*pool_, mode);
   }
 
-  Result<std::optional<v1::Leaderboard>> GetLeaderboard(
-      const std::string& mode, size_t limit, const std::optional<LadderCursor>& after) override {
-    return GetLeaderboardIn(*pool_, mode, limit, after);
+  Result<std::optional<v1::Leaderboard>> GetLeaderboard(const std::string& mode, size_t limit,
+                                                        const std::optional<LadderCursor>& after,
+                                                        bool include_provisional) override {
+    return GetLeaderboardIn(*pool_, mode, limit, after, include_provisional);
+  }
+
+  Result<AgingPass> AgeIdleRatings(const AgingPlace& from, int limit) override {
+    return AgeIdleRatingsIn(*pool_, from, limit);
   }
 
   Result<ImportOutcome> ImportRating(const std::string& player_id, const std::string& mode,

@@ -39,6 +39,7 @@ class PgStore : public BatchSettler,
                 public RoomStore,
                 public ReceiptStore,
                 public LadderStore,
+                public InactivityStore,
                 public ReconcileStore,
                 public GovernanceStore {
  public:

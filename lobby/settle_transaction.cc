@@ -116,10 +116,12 @@ struct PrepareColumns {
         current{r.column_number("rating"), r.column_number("deviation"),
                 r.column_number("volatility")},
         allocation{r.column_number("rated_rating"), r.column_number("rated_deviation"),
-                   r.column_number("rated_volatility")} {}
+                   r.column_number("rated_volatility")},
+        idle_since_ms(r.column_number("idle_since_ms")) {}
   pqxx::row::size_type room_id, status, match_id, outcome, settled_at_ms, mode, system, model,
       parameters, rated, player_id;
   RatingColumns current, allocation;
+  pqxx::row::size_type idle_since_ms;
 };
 
 // The rating in `columns` of `row`, or none. A seat recorded before ratings had deviations
@@ -135,7 +137,10 @@ std::optional<rating::Rating> RatingIn(const pqxx::row& row, const RatingColumns
 
 SeatRatings SeatIn(const pqxx::row& row, const PrepareColumns& c) {
   return {row[c.room_id].as<uint64_t>(), row[c.player_id].as<std::string>(),
-          RatingIn(row, c.current), RatingIn(row, c.allocation)};
+          RatingIn(row, c.current), RatingIn(row, c.allocation),
+          row[c.idle_since_ms].is_null()
+              ? std::nullopt
+              : std::optional<int64_t>(row[c.idle_since_ms].as<int64_t>())};
 }
 
 // A room's row, but its system.
@@ -302,7 +307,7 @@ Result<size_t> RateAndWrite(pqxx::work& tx, const std::vector<SettleRequest>& re
   rate.reserve(prepared.settle.size());
   for (size_t i : prepared.settle) {
     const RoomRow& room = prepared.rooms[i];
-    rate.push_back({requests[i].result, room.mode, room.system, room.rated});
+    rate.push_back({requests[i].result, room.mode, room.system, room.rated, room.settled_at_ms});
   }
   const RatedCall rated = RateRooms(rate, prepared.seats);
   // Every room to settle carries the call's one time (verdict_settle_prepare).

@@ -37,6 +37,18 @@ struct PairHash {
 using TotalsByPlayer =
     std::unordered_map<std::pair<std::string_view, std::string_view>, PlayerTotals, PairHash>;
 
+constexpr double kMsPerDay = 86'400'000;
+
+// `rating`, `seat`'s, aged by the days from its idle_since_ms to `now_ms`: how an idle player's
+// uncertainty has grown by the time its next match is rated. A rating Idle refuses (stored beyond
+// today's bounds) is rated as it is.
+rating::Rating Aged(const rating::RatingSystem& system, const rating::Rating& rating,
+                    const SeatRatings& seat, int64_t now_ms) {
+  if (!seat.idle_since_ms || now_ms <= *seat.idle_since_ms) return rating;
+  auto aged = system.Idle(rating, static_cast<double>(now_ms - *seat.idle_since_ms) / kMsPerDay);
+  return aged.ok() ? *aged : rating;
+}
+
 // One room's teams as placed, each player rated from its rating at allocation, and what its
 // system made of them.
 struct RoomRating {
@@ -63,7 +75,10 @@ RoomRating RateRoom(const RoomToRate& room, const std::vector<const SeatRatings*
     rating::PlacedTeam& team = out.teams[p.team() - 1];
     out.place.emplace_back(p.team() - 1, team.players.size());
     const rating::Rating from =
-        read[i] && read[i]->allocation ? *read[i]->allocation : system.Initial();
+        read[i] && read[i]->allocation
+            ? (room.rated ? Aged(system, *read[i]->allocation, *read[i], room.settled_at_ms)
+                          : *read[i]->allocation)
+            : system.Initial();
     team.players.push_back({from, p.has_share() ? p.share() : 1.0});
   }
   if (!settled || !room.rated) return out;
@@ -104,6 +119,9 @@ void RecordRoom(const RoomToRate& room, const std::vector<const SeatRatings*>& r
       t.mode = room.mode;
       t.player_id = p.player_id();
       t.rating = read[i] && read[i]->current ? *read[i]->current : system.Initial();
+      if (settled && room.rated && read[i]) {
+        t.rating = Aged(system, t.rating, *read[i], room.settled_at_ms);
+      }
     }
     RatedSeat seat{result.room_id(), &p, 0, "aborted", t.rating, t.rating};
     if (settled) {

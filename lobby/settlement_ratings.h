@@ -26,6 +26,9 @@ struct SeatRatings {
   std::string player_id;
   std::optional<rating::Rating> current;     // the player's rating now
   std::optional<rating::Rating> allocation;  // the rating the room is rated from
+  // Since when the rating has not aged (its last match, or the inactivity pass's last aging), in
+  // ms since the epoch; none: it does not age (no match yet).
+  std::optional<int64_t> idle_since_ms;
 };
 
 // One room the call writes: its result (validated, its roster the room's seats), its mode, the
@@ -35,6 +38,7 @@ struct RoomToRate {
   std::string mode;
   const rating::RatingSystem* system = nullptr;
   bool rated = true;
+  int64_t settled_at_ms = 0;  // the call's time: a rating ages up to it before it is rated
 };
 
 // One player of one match: its line in match_players.
@@ -63,11 +67,14 @@ struct RatedCall {
 };
 
 // Rates `rooms` (any order; rated in room-id order) from `seats` (every player of every room,
-// any order). A room whose players are not all in `seats`, that its system cannot rate
-// (rating::CheckRoom), or whose rating fails (an iteration at its bound: a bug), is recorded with
-// its players' ratings unchanged, and logged as an error: the settlement goes on, and no room
-// holds up the others. Every system's iterations are bounded, so this returns in a time bounded
-// by the number of seats.
+// any order). In a SETTLED room of a rated mode, a player's ratings, the one the room is rated
+// from and the one its change lands on, first age by the days from the player's idle_since_ms to
+// the room's settled_at_ms (RatingSystem::Idle: nothing for Elo or a mode that declares no
+// aging), so that inactivity counts before the player's next match is rated. A room whose players
+// are not all in `seats`, that its system cannot rate (rating::CheckRoom), or whose rating fails
+// (an iteration at its bound: a bug), is recorded with its players' ratings unchanged, and logged
+// as an error: the settlement goes on, and no room holds up the others. Every system's iterations
+// are bounded, so this returns in a time bounded by the number of seats.
 RatedCall RateRooms(const std::vector<RoomToRate>& rooms, const std::vector<SeatRatings>& seats);
 
 }  // namespace verdict::lobby

@@ -4,6 +4,7 @@
 //   RoomStore       allocates, reads and releases rooms: the service and maintenance;
 //   ReceiptStore    reads receipts: GET /v1/settlements/{room_id};
 //   LadderStore     players, modes, ladders and imports: the ladder endpoints;
+//   InactivityStore ages idle players' ratings: maintenance's inactivity pass;
 //   FeedStore       numbers and reads the event feed: the event hub;
 //   ReconcileStore  finds rooms and receipts left half done: `verdict-lobby reconcile`;
 //   GovernanceStore takes a settled match back: the admin's void.
@@ -35,6 +36,7 @@ enum class AllocateStatus {
   kRoomIdReused,
   kModeUnknown,   // the allocation's mode is not declared
   kShapeRefused,  // the mode does not accept a room of this shape
+  kModeClosed,    // the mode is closed to new rooms
 };
 struct AllocateOutcome {
   AllocateStatus status = AllocateStatus::kAllocated;
@@ -43,10 +45,19 @@ struct AllocateOutcome {
 };
 
 // What PUT /v1/modes/{mode} did (sql/functions/verdict_declare_mode.sql).
-enum class DeclareStatus { kCreated, kUpdated, kUnchanged, kInUse };
+enum class DeclareStatus {
+  kCreated,
+  kUpdated,
+  kUnchanged,
+  kInUse,
+  kSeedUnknown,        // seed_from names a mode not declared: nothing changed
+  kSeedSystemDiffers,  // seed_from names a mode of another rating system: nothing changed
+  kModeUnknown,        // a body that only opens or closes a mode names one not declared
+};
 struct DeclareOutcome {
   DeclareStatus status = DeclareStatus::kCreated;
-  v1::Mode mode;  // as stored after the call (kInUse: the declaration that stays)
+  v1::Mode mode;  // as stored after the call (kInUse: the declaration that stays; the last three:
+                  // none)
 };
 
 // What PUT /v1/players/{player_id}/ratings/{mode} did.
@@ -221,13 +232,43 @@ class LadderStore {
   // The mode as declared; nullopt if it is not.
   virtual Result<std::optional<v1::Mode>> GetMode(const std::string& mode) = 0;
   // Up to `limit` entries of the mode's ladder after `after` (from the top without), and the
-  // cursor of the next page; nullopt if the mode is not declared.
+  // cursor of the next page; nullopt if the mode is not declared. Provisional players (fewer
+  // games than the mode's provisional_games) only with `include_provisional`, in the same order.
   virtual Result<std::optional<v1::Leaderboard>> GetLeaderboard(
-      const std::string& mode, size_t limit, const std::optional<LadderCursor>& after) = 0;
+      const std::string& mode, size_t limit, const std::optional<LadderCursor>& after,
+      bool include_provisional) = 0;
   // Sets the player's rating in the mode (its counts stay), `displayed` its ladder value,
   // unless the player is in a room.
   virtual Result<ImportOutcome> ImportRating(const std::string& player_id, const std::string& mode,
                                              const v1::RatingImport& rating, double displayed) = 0;
+};
+
+// Where the inactivity pass resumes: after this player in the mode of this key (modes.mode_id),
+// in key order; the default is the start.
+struct AgingPlace {
+  int32_t mode_id = 0;
+  std::string player_id;
+};
+
+// What one InactivityStore::AgeIdleRatings call did.
+struct AgingPass {
+  int scanned = 0;  // the ratings looked at
+  int aged = 0;     // those whose deviation grew
+  AgingPlace next;  // where the next call resumes (the start, once it went round)
+};
+
+// The maintenance's inactivity pass (docs/modes.md, "Inactivity"): ages the ratings of idle
+// players in the modes that declare aging (RatingSystem::Idle), so that the ladder shows it.
+class InactivityStore {
+ public:
+  virtual ~InactivityStore() = default;
+  // Looks at up to `limit` ratings from `from` on, in (mode key, player id) order, in small
+  // batches each a short transaction of its own: each rating idle for at least one whole day
+  // (OpenSkill) or rating period (Glicko-2) since its last match or its last aging, and below
+  // its mode's initial deviation, grows by those whole days or periods, and records how far it
+  // aged. A rating another transaction holds (a settlement) is passed over (SKIP LOCKED) until the
+  // pass comes round again; it ages at its next match anyway.
+  virtual Result<AgingPass> AgeIdleRatings(const AgingPlace& from, int limit) = 0;
 };
 
 // What FeedStore::SequenceEvents did.

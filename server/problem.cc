@@ -30,6 +30,7 @@ const ErrorInfo& InfoOf(ErrorCode code) {
       {"MODE_IN_USE", 409, false, "Mode in use: its declaration is fixed"},
       {"NOT_VOIDABLE", 409, false, "The match moved no rating: nothing to void"},
       {"VOID_TOO_LARGE", 409, false, "The void would rate again more matches than allowed"},
+      {"MODE_CLOSED", 409, false, "Mode closed to new rooms"},
       {"UNAVAILABLE", 503, true, "Temporarily unavailable"},
       {"INTERNAL", 500, false, "Internal error"},
   };

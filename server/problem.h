@@ -33,6 +33,7 @@ enum class ErrorCode {
   kModeInUse,             // 409, a changed declaration of a mode a room was allocated in
   kNotVoidable,           // 409, a void of a match that moved no rating (an ABORTED one)
   kVoidTooLarge,          // 409, a replay void over the lobby's limit of matches to rate again
+  kModeClosed,            // 409, an allocation in a mode closed to new rooms
   kUnavailable,           // 503 + Retry-After, the only retryable one
   kInternal,              // 500, a failure a retry would repeat (a refused write, a reply with no
                           // encoding)

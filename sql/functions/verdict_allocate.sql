@@ -7,6 +7,7 @@
 --                    in one statement)
 --   'player_busy'    a room not released seats a player (busy_player says which)
 --   'mode_unknown'   no mode of that name is declared
+--   'mode_closed'    the mode is closed to new rooms (PUT /v1/modes/{mode} with "closed": true)
 --   'shape_refused'  the mode does not accept a room of this shape (detail says why)
 -- The roster is valid (proto/validation.h: teams 1 to T, each seated, each player once). The
 -- first room of a mode marks it in use, under the mode row's lock, before its shape is read: a
@@ -46,10 +47,17 @@ BEGIN
     RETURN;
   END IF;
 
-  UPDATE modes m SET in_use = true WHERE m.mode = p_mode AND NOT m.in_use;
+  -- A closed mode is not marked: its refusal changes nothing. A mode closed while this waited
+  -- for the row's lock is read closed by the next statement.
+  UPDATE modes m SET in_use = true WHERE m.mode = p_mode AND NOT m.in_use AND NOT m.closed;
   SELECT * INTO v_mode FROM modes m WHERE m.mode = p_mode;
   IF NOT FOUND THEN
     RETURN QUERY SELECT 'mode_unknown', NULL::text, format('mode %s is not declared', p_mode);
+    RETURN;
+  END IF;
+  IF v_mode.closed THEN
+    RETURN QUERY SELECT 'mode_closed', NULL::text,
+                        format('mode %s is closed to new rooms; its ladder stays readable', p_mode);
     RETURN;
   END IF;
   SELECT count(*), min(n), max(n) INTO v_teams, v_smallest, v_largest

@@ -21,7 +21,10 @@
 -- player of every 'settle' room, in room and player order: the player's rating in the room's mode
 -- now (rating, deviation, volatility; NULL if the player has none yet) and the one the room is
 -- rated from (rated_*: the rating recorded when the room was allocated, the compensation rule of
--- docs/design.md §8; NULL if the player had none then). A room is visible only to its own node.
+-- docs/design.md §8; NULL if the player had none then), and idle_since_ms, the time from which the
+-- rating has not aged (its last match, or how far the inactivity pass aged it: migration 010; NULL
+-- for none), from which the lobby ages it before it rates (RatingSystem::Idle). A room is visible
+-- only to its own node.
 --
 -- p_wait: wait for each room's locks (under the caller's lock_timeout), as a batch of one does.
 -- Without it a room whose advisory lock, row, or any of whose players' rows or their ratings in
@@ -46,7 +49,8 @@ RETURNS TABLE (room_id bigint, status text, match_id bigint, outcome text, settl
                mode text, system text, model text, parameters text, rated boolean,
                player_id text, rating double precision, deviation double precision,
                volatility double precision, rated_rating double precision,
-               rated_deviation double precision, rated_volatility double precision)
+               rated_deviation double precision, rated_volatility double precision,
+               idle_since_ms bigint)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -109,7 +113,7 @@ BEGIN
   SELECT x.room_id, x.verdict, coalesce(x.match_id, nm.match_id), x.outcome,
          CASE WHEN x.verdict = 'settle' THEN v_now_ms ELSE x.settled_ms END, m.mode, m.system,
          m.model, m.parameters::text, m.rated, NULL::text, NULL::float8, NULL::float8,
-         NULL::float8, NULL::float8, NULL::float8, NULL::float8
+         NULL::float8, NULL::float8, NULL::float8, NULL::float8, NULL::bigint
   FROM unnest(p_room_ids, v_verdicts, v_match_ids, v_outcomes, v_settled_ms, v_modes)
          WITH ORDINALITY AS x(room_id, verdict, match_id, outcome, settled_ms, mode, i)
   LEFT JOIN modes m ON x.verdict = 'settle' AND m.mode = x.mode
@@ -123,7 +127,8 @@ BEGIN
   RETURN QUERY
   SELECT s.room_id, 'settle', NULL::bigint, NULL::text, NULL::bigint, NULL::text, NULL::text,
          NULL::text, NULL::text, NULL::boolean, s.player_id, n.rating, n.deviation, n.volatility,
-         s.rating_at_allocation, s.deviation_at_allocation, s.volatility_at_allocation
+         s.rating_at_allocation, s.deviation_at_allocation, s.volatility_at_allocation,
+         (extract(epoch FROM coalesce(n.aged_through, n.last_match_at)) * 1000)::bigint
   FROM unnest(v_seats) AS s
   JOIN unnest(p_room_ids, v_mode_ids, v_verdicts) AS rm(room, mode_id, verdict)
     ON rm.room = s.room_id

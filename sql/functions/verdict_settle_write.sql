@@ -102,11 +102,14 @@ BEGIN
            s.deviation_after, s.volatility_before, s.volatility_after
     FROM seated s),
   rated AS (
+    -- A player new to the mode is provisional for the mode's provisional_games, less those
+    -- played now; one rated before counts down what its row still needs (migration 010).
     INSERT INTO player_ratings AS r (mode_id, player_id, rating, deviation, volatility,
                                      displayed, games, wins, losses, draws, placements,
-                                     last_match_at)
+                                     last_match_at, provisional_left, provisional)
     SELECT md.mode_id, x.pid, x.rating, x.deviation, x.volatility, x.displayed, x.games, x.wins,
-           x.losses, x.draws, x.placements, CASE WHEN x.games > 0 THEN v_now END
+           x.losses, x.draws, x.placements, CASE WHEN x.games > 0 THEN v_now END,
+           greatest(md.provisional_games - x.games, 0), md.provisional_games > x.games
     FROM unnest(p_rated_modes, p_rated_players, p_final_ratings, p_final_deviations,
                 p_final_volatilities, p_final_displayed, p_games, p_wins, p_losses, p_draws,
                 p_placements)
@@ -123,7 +126,11 @@ BEGIN
       losses = r.losses + excluded.losses,
       draws = r.draws + excluded.draws,
       placements = r.placements + excluded.placements,
-      last_match_at = coalesce(excluded.last_match_at, r.last_match_at)),
+      last_match_at = coalesce(excluded.last_match_at, r.last_match_at),
+      provisional_left = greatest(r.provisional_left - excluded.games, 0),
+      provisional = r.provisional_left > excluded.games,
+      -- A match played: the rating ages from it again (the lobby aged it before it rated).
+      aged_through = CASE WHEN excluded.games > 0 THEN NULL ELSE r.aged_through END),
   replayed AS (
     INSERT INTO replays (match_id, room_id, path)
     SELECT m.match_id, m.room_id, m.replay_path FROM settled m WHERE m.replay_path <> ''),

@@ -70,6 +70,45 @@ class LobbyFixture : public ::testing::Test {
                     wire::EncodeBody(a, wire::BodyFormat::kJson).value());
   }
 
+  // PUT /v1/modes/{mode} of `json`, as the admin.
+  HttpResponse PutMode(uint16_t port, const std::string& mode, const std::string& json) {
+    return HttpCall(port, "PUT", "/v1/modes/" + mode, JsonHeaders("admin-token"), json);
+  }
+
+  // A room of `mode` seating `teams` (team 1 first), for node-a.
+  static v1::RoomAllocation Room(uint64_t room, const std::string& mode,
+                                 const std::vector<std::vector<std::string>>& teams) {
+    v1::RoomAllocation a;
+    a.set_room_id(room);
+    a.set_node_id("node-a");
+    a.set_mode(mode);
+    for (size_t t = 0; t < teams.size(); ++t) {
+      for (const std::string& player : teams[t]) {
+        v1::Seat* seat = a.add_seats();
+        seat->set_player_id(player);
+        seat->set_team(static_cast<uint32_t>(t + 1));
+      }
+    }
+    return a;
+  }
+
+  // `a`'s roster placed by `ranks` (team 1's first).
+  static v1::BattleResult Placed(const v1::RoomAllocation& a, const std::vector<uint32_t>& ranks) {
+    v1::BattleResult r = ResultOf(a, 0);
+    r.clear_winner_team();
+    for (size_t t = 0; t < ranks.size(); ++t) {
+      v1::TeamPlacement* p = r.add_placements();
+      p->set_team(static_cast<uint32_t>(t + 1));
+      p->set_rank(ranks[t]);
+    }
+    return r;
+  }
+
+  void MustAllocateRoom(uint16_t port, const v1::RoomAllocation& a) {
+    const HttpResponse r = AllocateRoster(port, a);
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+
   void MustAllocate(uint16_t port, uint64_t room_id, const std::string& node = "node-a") {
     const HttpResponse r = Allocate(port, room_id, node);
     ASSERT_EQ(r.status, 201) << r.body << r.error;

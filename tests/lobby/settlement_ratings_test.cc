@@ -64,13 +64,13 @@ TEST(RateRoomsTest, ARoomWhoseSystemFailsIsRecordedUnchangedAndTheOthersAreRated
   ASSERT_NE(elo, nullptr);
   const v1::BattleResult stuck = OneOnOne(1, "a", "b");
   const v1::BattleResult fine = OneOnOne(2, "c", "d");
-  const std::vector<RoomToRate> rooms{{&stuck, "broken", &failing, true},
-                                      {&fine, "default", elo.get(), true}};
+  const std::vector<RoomToRate> rooms{{&stuck, "broken", &failing, true, 0},
+                                      {&fine, "default", elo.get(), true, 0}};
   const rating::Rating r1500{.value = 1500};
-  const std::vector<SeatRatings> seats{{1, "a", r1500, r1500},
-                                       {1, "b", r1500, r1500},
-                                       {2, "c", r1500, r1500},
-                                       {2, "d", r1500, r1500}};
+  const std::vector<SeatRatings> seats{{1, "a", r1500, r1500, std::nullopt},
+                                       {1, "b", r1500, r1500, std::nullopt},
+                                       {2, "c", r1500, r1500, std::nullopt},
+                                       {2, "d", r1500, r1500, std::nullopt}};
   const RatedCall call = RateRooms(rooms, seats);
   ASSERT_EQ(call.seats.size(), 4u);
   // Room 1: the match and its counts are recorded, no rating moves.
@@ -98,16 +98,16 @@ TEST(RateRoomsTest, APlayersTwoRoomsInOneCallChainInRoomIdOrder) {
   ASSERT_NE(elo, nullptr);
   const v1::BattleResult released = OneOnOne(1, "a", "b");
   const v1::BattleResult next = OneOnOne(2, "c", "a");
-  const std::vector<RoomToRate> rooms{{&next, "default", elo.get(), true},
-                                      {&released, "default", elo.get(), true}};
+  const std::vector<RoomToRate> rooms{{&next, "default", elo.get(), true, 0},
+                                      {&released, "default", elo.get(), true, 0}};
   const rating::Rating r1500{.value = 1500};
   const rating::Rating r1600{.value = 1600};
   // Each player's current rating and the one the room is rated from, as the prepare step reads
   // them under the locks: a's current rating is the same in both its rooms' lines.
-  const std::vector<SeatRatings> seats{{2, "a", r1500, r1500},
-                                       {1, "b", r1500, r1500},
-                                       {2, "c", r1600, r1600},
-                                       {1, "a", r1500, r1500}};
+  const std::vector<SeatRatings> seats{{2, "a", r1500, r1500, std::nullopt},
+                                       {1, "b", r1500, r1500, std::nullopt},
+                                       {2, "c", r1600, r1600, std::nullopt},
+                                       {1, "a", r1500, r1500, std::nullopt}};
   const RatedCall call = RateRooms(rooms, seats);
 
   ASSERT_EQ(call.seats.size(), 4u);
@@ -130,6 +130,34 @@ TEST(RateRoomsTest, APlayersTwoRoomsInOneCallChainInRoomIdOrder) {
             std::tuple(2, 1, 1, 0, int64_t{3}));
   EXPECT_EQ(call.players[1].rating.value, 1484);
   EXPECT_EQ(call.players[2].rating.value, 1612);
+}
+
+// A player idle for 120 days in a Glicko-2 mode of one-day periods is rated from its rating aged
+// by Glickman's step 6 applied period by period, phi' = sqrt(phi^2 + sigma^2) (M. E. Glickman,
+// "Example of the Glicko-2 system", step 6): RD 50, sigma 0.06, after 120 periods 124.6469 (the
+// reference value of issue 51). Its opponent, whose last match was the same day, does not age;
+// nor does anyone in a room that is not rated.
+TEST(RateRoomsTest, AnIdlePlayersRatingAgesBeforeItsNextMatchIsRated) {
+  auto glicko = rating::MakeRatingSystem(rating::SystemSpec{"glicko2", "", {{"period_days", 1}}});
+  ASSERT_TRUE(glicko.ok()) << glicko.status().ToString();
+  const v1::BattleResult match = OneOnOne(1, "idle", "busy");
+  const v1::BattleResult casual = OneOnOne(2, "idle2", "busy2");
+  const int64_t day_ms = 86'400'000;
+  const int64_t now_ms = 1'000 * day_ms;
+  const std::vector<RoomToRate> rooms{{&match, "chess", glicko->get(), true, now_ms},
+                                      {&casual, "casual", glicko->get(), false, now_ms}};
+  const rating::Rating settled{.value = 1500, .deviation = 50, .volatility = 0.06};
+  const std::vector<SeatRatings> seats{{1, "idle", settled, settled, now_ms - 120 * day_ms},
+                                       {1, "busy", settled, settled, now_ms - day_ms / 2},
+                                       {2, "idle2", settled, settled, now_ms - 120 * day_ms},
+                                       {2, "busy2", settled, settled, now_ms}};
+  const RatedCall call = RateRooms(rooms, seats);
+  ASSERT_EQ(call.seats.size(), 4u);
+  EXPECT_NEAR(call.seats[0].before.deviation, 124.6469, 1e-4);
+  EXPECT_EQ(call.seats[1].before, settled) << "half a period: not a whole one";
+  EXPECT_EQ(call.seats[2].before, settled) << "a casual mode moves nothing";
+  // Rated from the aged rating: the idle player, the less certain of the two, moves further.
+  EXPECT_GT(call.seats[0].after.value - 1500, 1500 - call.seats[1].after.value);
 }
 
 }  // namespace

@@ -429,6 +429,8 @@ def run(spec, documented, node_bin, lobby_bin, work, db, start):
         "seats": [{"player_id": "2071", "team": 1}, {"player_id": "2072", "team": 2}]})
     ask("lobby", L, "PUT", m, "/v1/modes/ranked", token=admin,
         body={"rating": {"system": "elo"}}, what="another declaration of a mode in use")
+    ask("lobby", L, "PUT", m, "/v1/modes/never", token=admin, body={"closed": True},
+        what="closing a mode not declared")
     for path, good, missing, bad in (
             (m, "/v1/modes/ranked", "/v1/modes/never", "/v1/modes/Not%20A%20Mode"),
             (lb, "/v1/modes/ranked/leaderboard", "/v1/modes/never/leaderboard",

@@ -40,10 +40,11 @@ std::set<std::pair<std::string, uint32_t>> RosterOf(const v1::BattleResult& resu
   return roster;
 }
 
-// The declaration of `mode`, without what only answers carry.
+// The declaration of `mode`, without what only answers carry, nor whether it is closed.
 v1::Mode DeclarationOf(v1::Mode mode) {
   mode.clear_in_use();
   mode.clear_declared_at_ms();
+  mode.clear_closed();
   return mode;
 }
 
@@ -239,6 +240,11 @@ Result<AllocateOutcome> FakeStore::AllocateRoom(const v1::RoomAllocation& alloca
     out.detail = "mode " + allocation.mode() + " is not declared";
     return out;
   }
+  if (mode->second.closed()) {
+    out.status = AllocateStatus::kModeClosed;
+    out.detail = "mode " + allocation.mode() + " is closed to new rooms; its ladder stays readable";
+    return out;
+  }
   mode->second.set_in_use(true);
   out.detail = ShapeRefusal(mode->second, allocation);
   if (!out.detail.empty()) {
@@ -371,20 +377,45 @@ Result<DeclareOutcome> FakeStore::DeclareMode(const v1::Mode& mode) {
     out.status = *forced;
     return out;
   }
+  // As sql/functions/verdict_declare_mode.sql: the seed, then the mode; whether it is closed is
+  // no part of its declaration.
+  if (mode.has_seed_from()) {
+    const auto seed = modes_.find(mode.seed_from().mode());
+    if (seed == modes_.end() || seed->second.rating().system() != mode.rating().system()) {
+      out.status =
+          seed == modes_.end() ? DeclareStatus::kSeedUnknown : DeclareStatus::kSeedSystemDiffers;
+      out.mode.Clear();
+      return out;
+    }
+  }
   const auto old = modes_.find(mode.mode());
+  const bool only_closing = lobby::OnlyOpensOrCloses(mode);
+  if (old == modes_.end() && only_closing) {
+    out.status = DeclareStatus::kModeUnknown;
+    out.mode.Clear();
+    return out;
+  }
+  const bool closing =
+      mode.has_closed() && old != modes_.end() && mode.closed() != old->second.closed();
+  bool declared = false;  // the declaration is stored: a new one, or a change
   if (old == modes_.end()) {
     out.status = DeclareStatus::kCreated;
-  } else if (google::protobuf::util::MessageDifferencer::Equals(DeclarationOf(old->second),
-                                                                DeclarationOf(mode))) {
-    out.status = DeclareStatus::kUnchanged;
+    declared = true;
+  } else if (only_closing || google::protobuf::util::MessageDifferencer::Equals(
+                                 DeclarationOf(old->second), DeclarationOf(mode))) {
+    out.status = closing ? DeclareStatus::kUpdated : DeclareStatus::kUnchanged;
+    if (closing) modes_[mode.mode()].set_closed(mode.closed());
   } else if (old->second.in_use()) {
     out.status = DeclareStatus::kInUse;
   } else {
     out.status = DeclareStatus::kUpdated;
+    declared = true;
   }
-  if (out.status == DeclareStatus::kCreated || out.status == DeclareStatus::kUpdated) {
+  if (declared) {
     v1::Mode& stored = modes_[mode.mode()];
+    const bool was_closed = stored.closed();
     stored = DeclarationOf(mode);
+    stored.set_closed(mode.has_closed() ? mode.closed() : was_closed);
     stored.set_declared_at_ms(clock_.NowMs());
   }
   out.mode = modes_[mode.mode()];
@@ -402,14 +433,17 @@ Result<std::optional<v1::Mode>> FakeStore::GetMode(const std::string& mode) {
 // Best first: by the displayed rating, then the player id, both descending; a full page has the
 // cursor of the next.
 Result<std::optional<v1::Leaderboard>> FakeStore::GetLeaderboard(
-    const std::string& mode, size_t limit, const std::optional<lobby::LadderCursor>& after) {
+    const std::string& mode, size_t limit, const std::optional<lobby::LadderCursor>& after,
+    bool include_provisional) {
   std::lock_guard lock(mu_);
   VERDICT_RETURN_IF_ERROR(FailureOf(Call::kGetLeaderboard));
   if (!modes_.count(mode)) return std::optional<v1::Leaderboard>();
   using Place = std::tuple<double, std::string>;
   std::map<Place, const v1::ModeRating*, std::greater<>> ladder;
-  for (const auto& [player, rating] : ratings_[mode])
+  for (const auto& [player, rating] : ratings_[mode]) {
+    if (rating.provisional() && !include_provisional) continue;
     ladder[{rating.displayed(), player}] = &rating;
+  }
   v1::Leaderboard board;
   board.set_mode(mode);
   auto place = after ? ladder.upper_bound({after->displayed, after->player_id}) : ladder.begin();
@@ -448,6 +482,9 @@ Result<ImportOutcome> FakeStore::ImportRating(const std::string& player_id, cons
   out.rating.set_deviation(rating.deviation());
   out.rating.set_volatility(rating.volatility());
   out.rating.set_displayed(displayed);
+  // The fake counts no games: a player is provisional in a mode that asks for any.
+  if (declared != modes_.end())
+    out.rating.set_provisional(declared->second.provisional_games() > 0);
   // A forced answer changes nothing. (The fake counts no games: there are no counts to keep.)
   if (!forced) ratings_[mode][player_id] = out.rating;
   return out;

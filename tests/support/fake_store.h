@@ -110,8 +110,8 @@ class FakeStore final : public lobby::BatchSettler,
   Result<lobby::DeclareOutcome> DeclareMode(const v1::Mode& mode) override;
   Result<std::optional<v1::Mode>> GetMode(const std::string& mode) override;
   Result<std::optional<v1::Leaderboard>> GetLeaderboard(
-      const std::string& mode, size_t limit,
-      const std::optional<lobby::LadderCursor>& after) override;
+      const std::string& mode, size_t limit, const std::optional<lobby::LadderCursor>& after,
+      bool include_provisional) override;
   Result<lobby::ImportOutcome> ImportRating(const std::string& player_id, const std::string& mode,
                                             const v1::RatingImport& rating,
                                             double displayed) override;
