@@ -17,12 +17,12 @@
 
 #include "common/clock.h"
 #include "common/constant_time.h"
-#include "lobby/settled_event.h"
 #include "lobby/ladder_cursor.h"
 #include "lobby/pg/array_literal.h"
 #include "lobby/pg_statuses.h"
 #include "lobby/rating/rating_system.h"
 #include "lobby/readiness.h"
+#include "lobby/settled_event.h"
 #include "lobby/settlement_service.h"
 #include "proto/wire.h"
 #include "server/problem.h"
