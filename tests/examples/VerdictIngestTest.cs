@@ -406,17 +406,29 @@ static class VerdictIngestTest
                 }
                 using (connection)
                 {
-                    NetworkStream stream = connection.GetStream();
-                    string body = ReadBody(stream);
-                    lock (bodies) bodies.Add(body);
-                    byte[] reply = Encoding.UTF8.GetBytes(Reply(body, ref RetryableBatches));
-                    byte[] head = Encoding.ASCII.GetBytes(
-                        "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nConnection: close\r\n" +
-                        "Content-Length: " + reply.Length.ToString(CultureInfo.InvariantCulture) + "\r\n\r\n");
-                    stream.Write(head, 0, head.Length);
-                    stream.Write(reply, 0, reply.Length);
+                    try
+                    {
+                        Answer(connection.GetStream());
+                    }
+                    catch (IOException)
+                    {
+                        // The client went away, or the test is over and the runtime is stopping
+                        // this background thread mid-write: neither is the test's concern.
+                    }
                 }
             }
+        }
+
+        void Answer(NetworkStream stream)
+        {
+            string body = ReadBody(stream);
+            lock (bodies) bodies.Add(body);
+            byte[] reply = Encoding.UTF8.GetBytes(Reply(body, ref RetryableBatches));
+            byte[] head = Encoding.ASCII.GetBytes(
+                "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nConnection: close\r\n" +
+                "Content-Length: " + reply.Length.ToString(CultureInfo.InvariantCulture) + "\r\n\r\n");
+            stream.Write(head, 0, head.Length);
+            stream.Write(reply, 0, reply.Length);
         }
 
         static string ReadBody(Stream stream)
