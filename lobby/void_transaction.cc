@@ -114,11 +114,15 @@ std::vector<std::pair<std::string, std::string>> VoidStatements() {
        "UPDATE player_ratings r SET rating = x.rating, deviation = x.deviation, "
        "volatility = x.volatility, displayed = x.displayed, games = r.games - x.games, "
        "wins = r.wins - x.wins, losses = r.losses - x.losses, draws = r.draws - x.draws, "
-       "placements = r.placements - x.placements "
-       "FROM unnest($2::text[], $3::float8[], $4::float8[], $5::float8[], $6::float8[], "
+       "placements = r.placements - x.placements, "
+       // The games taken off count toward the mode's provisional games again: the rule
+       // verdict_declare_mode applies to every row, N less the games, at least 0.
+       "provisional_left = greatest(m.provisional_games - (r.games - x.games), 0), "
+       "provisional = m.provisional_games > r.games - x.games "
+       "FROM modes m, unnest($2::text[], $3::float8[], $4::float8[], $5::float8[], $6::float8[], "
        "$7::integer[], $8::integer[], $9::integer[], $10::integer[], $11::bigint[]) "
        "AS x(pid, rating, deviation, volatility, displayed, games, wins, losses, draws, "
-       "placements) WHERE r.mode_id = $1 AND r.player_id = x.pid"},
+       "placements) WHERE m.mode_id = $1 AND r.mode_id = $1 AND r.player_id = x.pid"},
       {"void_write_players",
        "INSERT INTO match_void_players (match_id, player_id, after_match_id, rating_before, "
        "rating_after, deviation_before, deviation_after, volatility_before, volatility_after) "

@@ -135,6 +135,33 @@ TEST_F(VoidTest, CompensateMovesEachPlayerByTheInverseOfItsChange) {
   EXPECT_EQ(ChainViolations(), std::vector<std::string>());
 }
 
+// A void takes the match's games off its players' counts, and with them the games a provisional
+// mode counts: a player who reached the mode's provisional games with the voided match is
+// provisional again, and off the ladder (issue 51: provisional players).
+TEST_F(VoidTest, AVoidedGameCountsTowardTheProvisionalGamesAgain) {
+  auto lobby = StartLobby();
+  ASSERT_NE(lobby, nullptr);
+  const HttpResponse declared =
+      HttpCall(lobby->port(), "PUT", "/v1/modes/duel", JsonHeaders("admin-token"),
+               R"({"rating": {"system": "elo"}, "provisional_games": 1})");
+  ASSERT_EQ(declared.status, 201) << declared.body;
+  const uint64_t match = Duel(lobby->port(), 1, "duel", "a", "b");
+  ASSERT_EQ(
+      Q("SELECT string_agg(player_id || ':' || provisional, ',' ORDER BY player_id) "
+        "FROM player_ratings WHERE mode_id = (SELECT mode_id FROM modes WHERE mode = 'duel')"),
+      "a:false,b:false");
+
+  ASSERT_EQ(Void(lobby->port(), "/v1/matches/" + std::to_string(match), "compensate").status, 200);
+  EXPECT_EQ(Q("SELECT string_agg(player_id || ':' || provisional || ':' || provisional_left, ',' "
+              "ORDER BY player_id) FROM player_ratings "
+              "WHERE mode_id = (SELECT mode_id FROM modes WHERE mode = 'duel')"),
+            "a:true:1,b:true:1");
+  const HttpResponse ladder =
+      HttpCall(lobby->port(), "GET", "/v1/modes/duel/leaderboard", JsonHeaders("admin-token"));
+  ASSERT_EQ(ladder.status, 200) << ladder.body;
+  EXPECT_EQ(ladder.body.find("\"player_id\""), std::string::npos) << ladder.body;
+}
+
 // The oracle: settle A, B, C and D sharing players in one mode and void B by replay; settle only
 // A, C and D in a fresh mode of the same declaration. Every player's rating, deviation,
 // volatility and counts agree to 1e-9, in every system; the history's chain is continuous, the
